@@ -1,0 +1,1 @@
+"""Analyses: pure functions from the canonical events frame to declared output frames."""

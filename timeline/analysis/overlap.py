@@ -1,0 +1,254 @@
+"""Exposed vs hidden communication, per rank, per iteration and per collective.
+
+Takes the canonical events frame (and optionally the iteration windows) and gives the frames of
+:data:`timeline.schema.RANK_OVERLAP_SCHEMA`, :data:`timeline.schema.ITERATION_OVERLAP_SCHEMA` and
+:data:`timeline.schema.COLLECTIVE_EXPOSURE_SCHEMA`. With ``comm`` the union of communication
+intervals over all streams (or gloo threads on CPU-only ranks) and ``compute`` the union of compute
+intervals (on CPU-only ranks: CPU operators on the non-communication threads, minus the time spent
+in ops that wait on a collective):
+
+- ``comm_ns = |comm|``, ``compute_ns = |compute|``;
+- ``hidden_comm_ns = |comm ∩ compute|``: communication that ran under compute;
+- ``exposed_comm_ns = |comm| - |comm ∩ compute|``: communication that stretched the step;
+- ``other_busy_ns = |other - comm - compute|`` (GPU memcpy/memset outside comm and compute);
+- ``idle_ns = step_ns - |comm ∪ compute ∪ other|``;
+- ratios over ``step_ns``, except ``hidden_comm_ratio = hidden / comm``.
+
+All times are exact integer nanoseconds: nothing is rounded. The exact definitions, with their
+edge cases, are in ``docs/metrics.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import polars as pl
+
+from timeline.analysis.intervals import Formula, clip_to_windows, covered_length, formula_intervals, measure
+from timeline.analysis.iterations import activity_sets, assign_iterations, rank_modes
+from timeline.schema import (
+    COLLECTIVE_EXPOSURE_SCHEMA,
+    ITERATION_OVERLAP_SCHEMA,
+    RANK_OVERLAP_SCHEMA,
+    validate,
+)
+
+__all__ = [
+    "Overlap",
+    "compute_collective_exposure",
+    "compute_iteration_overlap",
+    "compute_overlap",
+    "compute_rank_overlap",
+]
+
+_SETS = ("comm", "compute", "wait", "other")
+
+
+def _working(s: Mapping[str, pl.Expr]) -> pl.Expr:
+    return s["compute"] & ~s["wait"]
+
+
+_FORMULAS: dict[str, Formula] = {
+    "comm_ns": lambda s: s["comm"],
+    "compute_ns": _working,
+    "hidden_comm_ns": lambda s: s["comm"] & _working(s),
+    "other_busy_ns": lambda s: s["other"] & ~s["comm"] & ~_working(s),
+    "busy_ns": lambda s: s["comm"] | _working(s) | s["other"],
+}
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """The three views of the overlap analysis of one trace.
+
+    Attributes
+    ----------
+    ranks
+        One row per rank over its whole trace (:data:`RANK_OVERLAP_SCHEMA`).
+    iterations
+        One row per rank and iteration (:data:`ITERATION_OVERLAP_SCHEMA`).
+    collectives
+        One row per communication event (:data:`COLLECTIVE_EXPOSURE_SCHEMA`).
+    windows
+        The iteration windows used (:data:`timeline.schema.ITERATIONS_SCHEMA`).
+    """
+
+    ranks: pl.DataFrame
+    iterations: pl.DataFrame
+    collectives: pl.DataFrame
+    windows: pl.DataFrame
+
+
+def _finish(measured: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
+    """Derive exposed, idle and the ratios; null what a Horovod-only rank cannot know."""
+    step = pl.col("end_ns") - pl.col("start_ns")
+    no_compute = pl.col("mode") == "horovod"
+
+    def unknown_if_horovod(expr: pl.Expr) -> pl.Expr:
+        return pl.when(no_compute).then(None).otherwise(expr)
+
+    def ratio(num: str, den: str) -> pl.Expr:
+        return pl.when(pl.col(den) > 0).then(pl.col(num) / pl.col(den)).otherwise(None)
+
+    out = measured.join(modes, on="rank", how="left").with_columns(step_ns=step)
+    out = out.with_columns(
+        exposed_comm_ns=unknown_if_horovod(pl.col("comm_ns") - pl.col("hidden_comm_ns")),
+        hidden_comm_ns=unknown_if_horovod(pl.col("hidden_comm_ns")),
+        compute_ns=unknown_if_horovod(pl.col("compute_ns")),
+        idle_ns=unknown_if_horovod(pl.col("step_ns") - pl.col("busy_ns")),
+    )
+    return out.with_columns(
+        exposed_comm_ratio=ratio("exposed_comm_ns", "step_ns"),
+        hidden_comm_ratio=ratio("hidden_comm_ns", "comm_ns"),
+        comm_ratio=ratio("comm_ns", "step_ns"),
+        compute_ratio=ratio("compute_ns", "step_ns"),
+        idle_ratio=ratio("idle_ns", "step_ns"),
+    )
+
+
+def _zeros() -> list[pl.Expr]:
+    return [pl.col(name).fill_null(0) for name in _FORMULAS]
+
+
+def compute_rank_overlap(events: pl.DataFrame) -> pl.DataFrame:
+    """Return exposed vs hidden communication of each rank over its whole trace.
+
+    The window of a rank spans its first to its last measured activity (communication, compute,
+    memcpy/memset).
+
+    Parameters
+    ----------
+    events
+        The canonical events frame.
+
+    Returns
+    -------
+    pl.DataFrame
+        :data:`timeline.schema.RANK_OVERLAP_SCHEMA`, one row per rank, sorted by rank.
+    """
+    modes = rank_modes(events)
+    sets = activity_sets(events, modes)
+    span = sets.group_by("rank").agg(start_ns=pl.col("start_ns").min(), end_ns=pl.col("end_ns").max())
+    measured = measure(sets, by=["rank"], sets=_SETS, formulas=_FORMULAS)
+    frame = span.join(measured, on="rank", how="left").with_columns(_zeros())
+    return validate(_finish(frame, modes).sort("rank"), RANK_OVERLAP_SCHEMA, what="rank overlap")
+
+
+def compute_iteration_overlap(events: pl.DataFrame, windows: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Return exposed vs hidden communication of each rank in each iteration.
+
+    Every interval is clipped to the iteration windows, so the iterations of a rank partition its
+    time and nothing is counted twice.
+
+    Parameters
+    ----------
+    events
+        The canonical events frame.
+    windows
+        Iteration windows (:func:`assign_iterations`); computed when not given.
+
+    Returns
+    -------
+    pl.DataFrame
+        :data:`timeline.schema.ITERATION_OVERLAP_SCHEMA`, sorted by rank and window start.
+    """
+    modes = rank_modes(events)
+    if windows is None:
+        windows = assign_iterations(events)
+    keyed = windows.with_row_index("window_id").with_columns(pl.col("window_id").cast(pl.Int64))
+    sets = activity_sets(events, modes)
+    clipped = clip_to_windows(
+        sets, keyed.select("rank", "window_id", w_start="start_ns", w_end="end_ns"), by=["rank"]
+    )
+    measured = measure(clipped, by=["rank", "window_id"], sets=_SETS, formulas=_FORMULAS)
+    frame = keyed.join(measured, on=["rank", "window_id"], how="left").with_columns(_zeros())
+    frame = frame.join(modes, on="rank", how="inner").drop("mode")
+    result = _finish(frame, modes).sort("rank", "start_ns")
+    return validate(result, ITERATION_OVERLAP_SCHEMA, what="iteration overlap")
+
+
+def compute_collective_exposure(events: pl.DataFrame, windows: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Return how much of each communication event ran under compute.
+
+    ``hidden_ns = |event ∩ compute|`` (compute as in :func:`compute_rank_overlap`),
+    ``exposed_ns = dur_ns - hidden_ns``. On Horovod-only ranks both are null.
+
+    Parameters
+    ----------
+    events
+        The canonical events frame.
+    windows
+        Iteration windows; an event belongs to the window its start falls in.
+
+    Returns
+    -------
+    pl.DataFrame
+        :data:`timeline.schema.COLLECTIVE_EXPOSURE_SCHEMA`, sorted by rank and start.
+    """
+    modes = rank_modes(events)
+    if windows is None:
+        windows = assign_iterations(events)
+    sets = activity_sets(events, modes)
+    comm = sets.filter(pl.col("set") == "comm")
+    working = formula_intervals(sets, by=["rank"], sets=_SETS, formula=_working)
+    with_start = covered_length(working, comm.select("event", "rank", "start_ns"), by=["rank"], at="start_ns", out="_f0")
+    with_end = covered_length(working, comm.select("event", "rank", "end_ns"), by=["rank"], at="end_ns", out="_f1")
+    hidden = with_start.join(with_end.select("event", "_f1"), on="event").select(
+        "event", hidden_ns=pl.col("_f1") - pl.col("_f0")
+    )
+    details = events.with_row_index("event").select(
+        "event", "rank", "start_ns", "end_ns", "dur_ns", "in_bytes", "out_bytes",
+        name=pl.col("name").cast(pl.String),
+        collective=pl.col("collective").cast(pl.String),
+        pg_name=pl.col("pg_name").cast(pl.String),
+    )
+    located = (
+        comm.select("event")
+        .join(details, on="event")
+        .join(hidden, on="event", how="left")
+        .join(modes, on="rank", how="left")
+        .sort("start_ns")
+        .join_asof(
+            windows.filter(pl.col("window") == "profiler_step")
+            .select("rank", "iteration", w_start="start_ns", w_end="end_ns")
+            .sort("w_start"),
+            left_on="start_ns",
+            right_on="w_start",
+            by="rank",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .with_columns(iteration=pl.when(pl.col("start_ns") < pl.col("w_end")).then(pl.col("iteration")))
+    )
+    horovod = pl.col("mode") == "horovod"
+    result = located.with_columns(
+        hidden_ns=pl.when(horovod).then(None).otherwise(pl.col("hidden_ns")),
+        exposed_ns=pl.when(horovod).then(None).otherwise(pl.col("dur_ns") - pl.col("hidden_ns")),
+    ).with_columns(
+        exposed_ratio=pl.when(pl.col("dur_ns") > 0).then(pl.col("exposed_ns") / pl.col("dur_ns")),
+    )
+    return validate(result.sort("rank", "start_ns"), COLLECTIVE_EXPOSURE_SCHEMA, what="collective exposure")
+
+
+def compute_overlap(events: pl.DataFrame) -> Overlap:
+    """Return all views of the overlap analysis: per rank, per iteration, per collective.
+
+    Parameters
+    ----------
+    events
+        The canonical events frame (``Trace.events``).
+
+    Examples
+    --------
+    >>> from timeline import load  # doctest: +SKIP
+    >>> overlap = compute_overlap(load("sample_traces/ddp_gloo").events)  # doctest: +SKIP
+    >>> overlap.ranks.select("rank", "exposed_comm_ns")  # doctest: +SKIP
+    """
+    windows = assign_iterations(events)
+    return Overlap(
+        ranks=compute_rank_overlap(events),
+        iterations=compute_iteration_overlap(events, windows),
+        collectives=compute_collective_exposure(events, windows),
+        windows=windows,
+    )

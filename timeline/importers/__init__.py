@@ -1,0 +1,6 @@
+"""Importers: turn trace files (Kineto / PyTorch profiler JSON, Horovod timelines) into the canonical events frame.
+
+Each format module offers ``parse_<format>(data, *, source, options) -> FileResult`` over the raw,
+already decompressed bytes of one file; :mod:`timeline.importers.files` reads files, recognises
+gzip and the format by content, and :func:`timeline.trace.load` resolves ranks and combines files.
+"""

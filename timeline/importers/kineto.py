@@ -1,0 +1,571 @@
+"""Kineto / PyTorch profiler Chrome-trace JSON → the canonical events frame.
+
+Takes the decompressed bytes of one ``*.pt.trace.json`` file of any generation (torch 1.8/1.9 legacy
+categories and string tids; integer epoch µs up to 2023; float epoch µs in early 2024; µs with three
+decimals relative to ``baseTimeNanoseconds`` from 2024-05) and gives a :class:`FileResult` whose
+frame follows :data:`timeline.schema.EVENTS_SCHEMA`: Int64 nanosecond times, event kinds classified
+by :class:`ClassificationRules`, and collective metadata (name, bytes, group, sequence number) on
+communication events.
+
+Decoding is the hot path: msgspec decodes straight into slotted structs that keep only the fields the
+analysis needs (unknown keys are skipped without being materialised), with the garbage collector
+paused, and columns are built in bulk. Malformed files fall back to :mod:`timeline.importers.repair`.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import msgspec
+import polars as pl
+
+from timeline.errors import TraceContentError, TraceFormatError, position_of
+from timeline.importers.collectives import collective_from_kernel, dtype_size, normalise_collective
+from timeline.importers.repair import repair_json
+from timeline.importers.result import Clock, FileResult, ImportOptions
+from timeline.schema import EVENTS_SCHEMA, validate
+
+__all__ = ["parse_kineto"]
+
+T = TypeVar("T", str, int)
+
+
+class _Args(msgspec.Struct, gc=False):
+    """The event ``args`` keys the analysis reads; every other key is skipped while decoding."""
+
+    external_id: Any = msgspec.field(default=None, name="External id")
+    external_id_legacy: Any = msgspec.field(default=None, name="external id")  # torch <= 1.9
+    correlation: Any = None
+    device: Any = None
+    stream: Any = None
+    collective: Any = msgspec.field(default=None, name="Collective name")  # torch >= 2.4
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    in_size: Any = msgspec.field(default=None, name="In msg size")  # some torch 2.3 builds: nelems
+    out_size: Any = msgspec.field(default=None, name="Out msg size")
+    dtype: Any = None
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    seq: Any = msgspec.field(default=None, name="Seq")  # 2026
+    # Raw: kept as undecoded bytes, parsed only for the few collective ops that need them.
+    # (msgspec does not accept ``Raw | None``: an empty Raw means absent.)
+    input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: _Args | None = None
+
+
+class _Document(msgspec.Struct, gc=False):
+    # Key order varies (2024 traces put metadata after traceEvents); msgspec does not care.
+    traceEvents: list[_Event] | None = None  # noqa: N815 - the format's own key
+    distributedInfo: Any = None  # noqa: N815
+    baseTimeNanoseconds: Any = None  # noqa: N815
+    host_name: Any = None
+
+
+_DECODER = msgspec.json.Decoder(_Document)
+
+_GENERIC = msgspec.json.Decoder()
+
+# Category → kind. Current names and the torch 1.8/1.9 legacy ones (Operator, Runtime, Kernel, …).
+_KIND_BY_CAT: dict[str, str] = {
+    "kernel": "compute",
+    "Kernel": "compute",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+    "cuda_sync": "sync",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "Runtime": "runtime",
+    "cpu_op": "cpu_op",
+    "Operator": "cpu_op",
+    "user_annotation": "annotation",
+    "gpu_user_annotation": "annotation",
+    "python_function": "python_function",
+}
+# Categories of activities that run on a GPU: pid is the device index, tid the stream.
+_GPU_CATS: tuple[str, ...] = (
+    "kernel",
+    "Kernel",
+    "gpu_memcpy",
+    "Memcpy",
+    "gpu_memset",
+    "Memset",
+    "cuda_sync",
+    "gpu_user_annotation",
+)
+# CPU-side records that describe a collective and carry its sizes on older traces.
+_COMM_OP_PREFIXES: tuple[str, ...] = ("nccl:", "gloo:", "mpi:", "ucc:", "hccl:", "xccl:", "record_param_comms")
+_COMM_OP_REGEX = r"^(?:nccl:|gloo:|mpi:|ucc:|hccl:|xccl:|record_param_comms$)"
+_NO_DATA = ("wait", "barrier")
+_DIGITS = re.compile(r"(\d+)")
+# Timestamps below this many µs (~1973) are not epoch times: they count from baseTimeNanoseconds.
+_EPOCH_US_FLOOR = 1e14
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: decoding allocates millions of objects that are not cycles."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _decode(data: bytes, source: str, warnings: list[str]) -> _Document:
+    """Decode the document, repairing malformed JSON where that is safe."""
+    try:
+        return _DECODER.decode(data)
+    except msgspec.ValidationError:
+        # Valid JSON with an unexpected shape somewhere (e.g. args that is a list): decode generically.
+        return _document_from_generic(_GENERIC.decode(data), source)
+    except msgspec.DecodeError:
+        pass
+    repaired = repair_json(data, source=source)
+    warnings.extend(repaired.warnings)
+    try:
+        return _DECODER.decode(repaired.data)
+    except msgspec.ValidationError:
+        return _document_from_generic(_GENERIC.decode(repaired.data), source)
+    except msgspec.DecodeError as exc:  # pragma: no cover - repair_json only returns decodable data
+        raise TraceFormatError(f"{source}: {exc}") from exc
+
+
+def _document_from_generic(obj: Any, source: str) -> _Document:
+    """Build a document from generically decoded JSON, dropping events of an unusable shape."""
+    if not isinstance(obj, dict):
+        msg = f"{source}:1:1: expected a JSON object with traceEvents (a PyTorch profiler trace)"
+        raise TraceFormatError(msg)
+    events_in = obj.get("traceEvents")
+    events: list[_Event] = []
+    if isinstance(events_in, list):
+        arg_fields = {f.encode_name: f.name for f in msgspec.structs.fields(_Args)}
+        for item in events_in:
+            if not isinstance(item, dict):
+                continue
+            raw_args = item.get("args")
+            args = None
+            if isinstance(raw_args, dict):
+                kwargs: dict[str, Any] = {}
+                for key, attr in arg_fields.items():
+                    if key in raw_args:
+                        value = raw_args[key]
+                        if attr in ("input_dims", "input_type"):
+                            value = msgspec.Raw(msgspec.json.encode(value))
+                        kwargs[attr] = value
+                args = _Args(**kwargs)
+            events.append(
+                _Event(
+                    ph=item.get("ph"),
+                    cat=item.get("cat"),
+                    name=item.get("name"),
+                    pid=item.get("pid"),
+                    tid=item.get("tid"),
+                    ts=item.get("ts"),
+                    dur=item.get("dur"),
+                    args=args,
+                )
+            )
+    return _Document(
+        traceEvents=events if isinstance(events_in, list) else None,
+        distributedInfo=obj.get("distributedInfo"),
+        baseTimeNanoseconds=obj.get("baseTimeNanoseconds"),
+        host_name=obj.get("host_name"),
+    )
+
+
+def _as_int(value: Any) -> int | None:
+    """Return an int from an int, an integral float or a decimal string; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _id_column(values: list[Any]) -> pl.Series:
+    """Return an Int64 series from pids/tids that may be ints, numeric strings or labels.
+
+    Legacy torch 1.9 writes tids as strings ("25738", "stream 7"); some pids are labels ("Spans",
+    "Traces"): those become null.
+    """
+    series = pl.Series(values, dtype=pl.Int64(), strict=False)
+    if series.null_count() == values.count(None):
+        return series  # every value was an integer (or absent): the common case
+    fixes = [(i, v) for i, v in enumerate(values) if v.__class__ is str]
+    if fixes:
+        parsed = [_id_from_text(v) for _, v in fixes]
+        series = series.scatter([i for i, _ in fixes], pl.Series(parsed, dtype=pl.Int64()))
+    return series
+
+
+def _id_from_text(text: str) -> int | None:
+    """Return the number of an id written as text ("25738", "stream 7"), None for a label."""
+    stripped = text.strip()
+    if stripped.startswith("stream"):
+        stripped = stripped[len("stream") :].strip()
+    return int(stripped) if stripped.isdigit() else None
+
+
+def _ns_from_us(us: pl.Expr) -> pl.Expr:
+    """Convert float µs to Int64 ns without losing the ns digits of large epoch values.
+
+    ``ts * 1000`` on epoch µs (~1.7e15) exceeds 2**53 and would round to 256 ns steps; splitting
+    the whole µs from the fraction keeps every digit the file has.
+    """
+    whole = us.floor()
+    return whole.cast(pl.Int64) * 1000 + ((us - whole) * 1000).round(0).cast(pl.Int64)
+
+
+def _parse_dims_bytes(dims_raw: msgspec.Raw, types_raw: msgspec.Raw) -> tuple[int | None, str | None]:
+    """Return (bytes, dtype) of the first tensor argument of a collective op from its shapes.
+
+    ``Input Dims`` is a list with one entry per argument: a shape (a list of ints) for a tensor, a
+    list of shapes for a TensorList. ``Input type`` holds the matching dtype names.
+    """
+    if not dims_raw or not types_raw:
+        return None, None
+    try:
+        dims = _GENERIC.decode(dims_raw)
+        types = _GENERIC.decode(types_raw)
+    except msgspec.DecodeError:
+        return None, None
+    if not isinstance(dims, list) or not isinstance(types, list) or not dims or not types:
+        return None, None
+    first, dtype = dims[0], types[0]
+    if not isinstance(dtype, str):
+        return None, None
+    size = dtype_size(dtype)
+    if size is None or not isinstance(first, list):
+        return None, None
+    if not all(isinstance(d, int) for d in first):
+        return None, None
+    nelems = 1
+    for d in first:
+        nelems *= d
+    return nelems * size, dtype
+
+
+def parse_kineto(data: bytes, *, source: str, options: ImportOptions | None = None) -> FileResult:
+    """Parse one PyTorch profiler (Kineto) trace into the canonical events frame.
+
+    Parameters
+    ----------
+    data
+        The decompressed content of one ``.pt.trace.json`` file.
+    source
+        The file name used in messages.
+    options
+        Classification rules and whether to keep ``python_function`` events.
+
+    Returns
+    -------
+    FileResult
+        Events (``rank`` null: the loader fills it in), and the rank, world size, backend and host
+        the file declares.
+
+    Raises
+    ------
+    TraceFormatError
+        Not JSON, JSON that is not a profiler trace, or damage that cannot be repaired safely.
+    TraceContentError
+        A trace with no ``traceEvents`` key.
+    """
+    options = options or ImportOptions()
+    warnings: list[str] = []
+    with _gc_paused():
+        doc = _decode(data, source, warnings)
+        if doc.traceEvents is None:
+            line, col = position_of(data, 0)
+            msg = (
+                f"{source}:{line}:{col}: no traceEvents array: not a PyTorch profiler trace "
+                "(export it with prof.export_chrome_trace or torch.profiler.tensorboard_trace_handler)"
+            )
+            raise TraceContentError(msg)
+        frame, dropped = _build_frame(doc.traceEvents, options)
+        del doc.traceEvents
+    for what, count in dropped.items():
+        if count:
+            warnings.append(f"{source}: dropped {count} {what}")
+
+    info = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
+    base_ns = _as_int(doc.baseTimeNanoseconds)
+    clock: Clock = "epoch"
+    if frame.height:
+        median_start_us = frame.get_column("start_ns").median()
+        relative = isinstance(median_start_us, (int, float)) and median_start_us < _EPOCH_US_FLOOR * 1000
+        if relative:
+            # torch >= 2.4: ts counts µs from baseTimeNanoseconds (the wall clock floored to a
+            # multiple of 7,889,238 s). Without a base the origin is unknown.
+            if base_ns is not None:
+                frame = frame.with_columns(pl.col("start_ns") + base_ns, pl.col("end_ns") + base_ns)
+            else:
+                clock = "relative"
+    frame = _attach_collectives(frame, info)
+    world_size = _as_int(info.get("world_size"))
+    backend = info.get("backend")
+    return FileResult(
+        events=validate(frame, EVENTS_SCHEMA, what=source),
+        format="kineto",
+        rank=_as_int(info.get("rank")),
+        claims_rank=True,
+        world_size=world_size,
+        backend=backend if isinstance(backend, str) else None,
+        host=doc.host_name if isinstance(doc.host_name, str) else None,
+        clock=clock,
+        warnings=warnings,
+    )
+
+
+def _build_frame(events: list[_Event], options: ImportOptions) -> tuple[pl.DataFrame, dict[str, int]]:
+    """Build the frame of complete ('X') events in bulk; count what was dropped and why."""
+    keep_python = options.include_python
+    if options.include_python:
+        kept = [e for e in events if e.ph == "X"]
+    else:
+        kept = [e for e in events if e.ph == "X" and e.cat != "python_function"]
+    dropped: dict[str, int] = {}
+    n = len(kept)
+    empty = _Args()
+    args = [e.args or empty for e in kept]
+    frame = pl.DataFrame(
+        {
+            "name": pl.Series([e.name for e in kept], dtype=pl.String(), strict=False),
+            "cat": pl.Series([e.cat for e in kept], dtype=pl.String(), strict=False),
+            "ts": pl.Series([e.ts for e in kept], dtype=pl.Float64(), strict=False),
+            "dur": pl.Series([e.dur for e in kept], dtype=pl.Float64(), strict=False),
+            "pid": _id_column([e.pid for e in kept]),
+            "tid": _id_column([e.tid for e in kept]),
+            "a_device": pl.Series([a.device for a in args], dtype=pl.Int64(), strict=False),
+            "a_stream": pl.Series([a.stream for a in args], dtype=pl.Int64(), strict=False),
+            "correlation": pl.Series([a.correlation for a in args], dtype=pl.Int64(), strict=False),
+            "external_id": pl.Series([a.external_id for a in args], dtype=pl.Int64(), strict=False),
+        },
+        height=n,
+    )
+    if any(a.external_id_legacy is not None for a in args[:1000]) or frame.get_column("external_id").null_count() == n:
+        legacy = pl.Series([a.external_id_legacy for a in args], dtype=pl.Int64(), strict=False)
+        frame = frame.with_columns(pl.coalesce(pl.col("external_id"), legacy).alias("external_id"))
+    # Collective metadata lives on few events: gather it sparsely.
+    meta_rows: list[tuple[Any, ...]] = []
+    for i, (e, a) in enumerate(zip(kept, args, strict=True)):
+        if a.collective is not None or a.in_nelems is not None or a.in_size is not None:
+            meta_rows.append(
+                (i, a.collective, a.in_nelems if a.in_nelems is not None else a.in_size,
+                 a.out_nelems if a.out_nelems is not None else a.out_size, a.dtype, a.group_size,
+                 a.pg_name, a.pg_ranks, a.seq, None, None)
+            )
+        elif a.input_dims and e.name.startswith(_COMM_OP_PREFIXES):
+            nbytes, dtype = _parse_dims_bytes(a.input_dims, a.input_type)
+            meta_rows.append((i, None, None, None, dtype, None, None, None, None, nbytes, nbytes))
+    frame = frame.with_row_index("_row")
+    frame = frame.join(_metadata_frame(meta_rows), on="_row", how="left")
+
+    missing_time = frame.select((pl.col("ts").is_null() | pl.col("dur").is_null()).sum()).item()
+    negative = frame.select((pl.col("dur") < 0).sum()).item()
+    dropped["events without ts or dur"] = int(missing_time)
+    dropped["events with end < start"] = int(negative)
+    if missing_time or negative:
+        frame = frame.filter(pl.col("ts").is_not_null() & pl.col("dur").is_not_null() & (pl.col("dur") >= 0))
+
+    start = _ns_from_us(pl.col("ts"))
+    dur_ns = (pl.col("dur") * 1000).round(0).cast(pl.Int64)
+    is_gpu = pl.col("cat").is_in(_GPU_CATS)
+    frame = frame.with_columns(start_ns=start, dur_ns=dur_ns).with_columns(
+        end_ns=pl.col("start_ns") + pl.col("dur_ns"),
+        device=pl.when(is_gpu).then(pl.coalesce("a_device", "pid")).cast(pl.Int32),
+        stream=pl.when(is_gpu).then(pl.coalesce("a_stream", "tid")),
+        kind=_kind_expr(options),
+        source=pl.lit("kineto"),
+        rank=pl.lit(None, dtype=pl.Int32),
+        tensor=pl.lit(None, dtype=pl.String),
+    )
+    return frame, dropped
+
+
+def _metadata_frame(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
+    """Return the sparse collective metadata as typed columns keyed by row index."""
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in range(11)]
+    pg_ranks = [r if r is None or isinstance(r, str) else msgspec.json.encode(r).decode() for r in columns[7]]
+    return pl.DataFrame(
+        {
+            "_row": pl.Series(columns[0], dtype=pl.UInt32()),
+            "m_collective": pl.Series([c if isinstance(c, str) else None for c in columns[1]], dtype=pl.String()),
+            "m_in_nelems": pl.Series(columns[2], dtype=pl.Int64(), strict=False),
+            "m_out_nelems": pl.Series(columns[3], dtype=pl.Int64(), strict=False),
+            "m_dtype": pl.Series([d if isinstance(d, str) else None for d in columns[4]], dtype=pl.String()),
+            "m_group_size": pl.Series(columns[5], dtype=pl.Int32(), strict=False),
+            "m_pg_name": pl.Series([None if p is None else str(p) for p in columns[6]], dtype=pl.String()),
+            "m_pg_ranks": pl.Series(pg_ranks, dtype=pl.String()),
+            "m_seq": pl.Series(columns[8], dtype=pl.Int64(), strict=False),
+            "m_in_bytes": pl.Series(columns[9], dtype=pl.Int64(), strict=False),
+            "m_out_bytes": pl.Series(columns[10], dtype=pl.Int64(), strict=False),
+        }
+    )
+
+
+def _kind_expr(options: ImportOptions) -> pl.Expr:
+    """Return the expression that classifies each event into a kind."""
+    rules = options.rules
+    base = pl.col("cat").replace_strict(_KIND_BY_CAT, default="other", return_dtype=pl.String)
+    name = pl.col("name")
+    is_kernel = pl.col("cat").is_in(("kernel", "Kernel"))
+    is_cpu = pl.col("cat").is_in(("cpu_op", "Operator", "user_annotation"))
+    return (
+        pl.when(is_kernel & name.str.contains(rules.comm_kernel_regex()))
+        .then(pl.lit("communication"))
+        .when(is_cpu & name.str.contains(rules.cpu_comm_regex()))
+        .then(pl.lit("communication"))
+        .when(is_cpu & name.str.contains(rules.cpu_sync_regex()))
+        .then(pl.lit("sync"))
+        .when(name.str.starts_with("ProfilerStep#"))
+        .then(pl.lit("annotation"))
+        .otherwise(base)
+    )
+
+
+def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any]) -> pl.DataFrame:
+    """Fill the collective columns of communication events.
+
+    Sources, first match wins: the kernel's own args (torch >= 2.4); the CPU op that launched it
+    (``record_param_comms`` args, or ``nccl:*`` / ``gloo:*`` shapes × dtype on older traces), found
+    through the launch: the kernel's ``correlation`` names its runtime launch, and the launch lies
+    inside the innermost collective op of its thread; the kernel's name.
+    """
+    name = pl.col("name")
+    frame = frame.with_columns(
+        m_collective=_mapped(frame, "m_collective", normalise_collective),
+        m_in_bytes=pl.coalesce("m_in_bytes", pl.col("m_in_nelems") * _mapped(frame, "m_dtype", dtype_size)),
+        m_out_bytes=pl.coalesce("m_out_bytes", pl.col("m_out_nelems") * _mapped(frame, "m_dtype", dtype_size)),
+    )
+    is_comm = pl.col("kind") == "communication"
+    # CPU-side collective ops (record_param_comms, nccl:*), the candidates a kernel is linked to.
+    ops = frame.filter(name.str.contains(_COMM_OP_REGEX))
+    ops = ops.select(
+        "pid",
+        "tid",
+        op_start=pl.col("start_ns"),
+        op_end=pl.col("end_ns"),
+        op_name=name,
+        op_external_id=pl.col("external_id"),
+        op_collective=pl.coalesce("m_collective", _mapped(frame, "name", normalise_collective, pl.col("name").str.contains(_COMM_OP_REGEX))),
+        op_in_bytes=pl.col("m_in_bytes"),
+        op_out_bytes=pl.col("m_out_bytes"),
+        op_dtype=pl.col("m_dtype"),
+        op_group_size=pl.col("m_group_size"),
+        op_pg_name=pl.col("m_pg_name"),
+        op_pg_ranks=pl.col("m_pg_ranks"),
+        op_seq=pl.col("m_seq"),
+    )
+    kernels = frame.filter(is_comm & pl.col("device").is_not_null()).select("_row", "correlation", "external_id")
+    linked: pl.DataFrame | None = None
+    if kernels.height and ops.height:
+        launches = frame.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null()).select(
+            "correlation", l_pid="pid", l_tid="tid", launch_ns="start_ns"
+        ).unique("correlation", keep="first")
+        via_launch = (
+            kernels.join(launches, on="correlation", how="inner")
+            .sort("launch_ns")
+            .join_asof(
+                ops.sort("op_start"),
+                left_on="launch_ns",
+                right_on="op_start",
+                by_left=["l_pid", "l_tid"],
+                by_right=["pid", "tid"],
+                strategy="backward",
+                check_sortedness=False,  # sorted just above; polars cannot check it per group
+            )
+            .filter(pl.col("op_end") >= pl.col("launch_ns"))
+        )
+        via_external = kernels.join(
+            ops.filter(pl.col("op_external_id").is_not_null()).unique("op_external_id", keep="last"),
+            left_on="external_id",
+            right_on="op_external_id",
+            how="inner",
+        )
+        op_cols = [c for c in ops.columns if c.startswith("op_") and c not in ("op_start", "op_end", "op_external_id")]
+        linked = pl.concat(
+            [via_launch.select("_row", *op_cols), via_external.select("_row", *op_cols)], how="vertical_relaxed"
+        ).unique("_row", keep="first", maintain_order=True)
+    if linked is None:
+        linked = pl.DataFrame(
+            schema={"_row": pl.UInt32, **{c: ops.schema[c] for c in ops.columns if c.startswith("op_")}}
+        ).drop("op_start", "op_end", "op_external_id")
+    frame = frame.join(linked, on="_row", how="left")
+
+    comm_names = _mapped(frame, "name", _collective_from_name, is_comm)
+    collective = pl.coalesce("m_collective", "op_collective", comm_names)
+    carries_data = ~collective.is_in(_NO_DATA)
+    pg_name = pl.coalesce("m_pg_name", "op_pg_name")
+    group_size = pl.coalesce("m_group_size", "op_group_size", _group_size_from_info(info, pg_name))
+    frame = frame.with_columns(
+        collective=pl.when(is_comm).then(collective),
+        in_bytes=pl.when(is_comm & carries_data).then(pl.coalesce("m_in_bytes", "op_in_bytes")),
+        out_bytes=pl.when(is_comm & carries_data).then(pl.coalesce("m_out_bytes", "op_out_bytes")),
+        dtype=pl.when(is_comm).then(pl.coalesce("m_dtype", "op_dtype")),
+        group_size=pl.when(is_comm).then(group_size),
+        pg_name=pl.when(is_comm).then(pg_name),
+        pg_ranks=pl.when(is_comm).then(pl.coalesce("m_pg_ranks", "op_pg_ranks")),
+        seq=pl.when(is_comm).then(pl.coalesce("m_seq", "op_seq")),
+    )
+    return frame.sort("_row")
+
+
+def _group_size_from_info(info: dict[str, Any], pg_name: pl.Expr) -> pl.Expr:
+    """Return the group size of a process group from ``distributedInfo.pg_config``, by its name."""
+    config = info.get("pg_config")
+    sizes: dict[str, int] = {}
+    if isinstance(config, list):
+        for entry in config:
+            if isinstance(entry, dict) and entry.get("pg_name") is not None:
+                size = _as_int(entry.get("pg_size"))
+                if size is not None:
+                    sizes[str(entry["pg_name"])] = size
+    if not sizes:
+        return pl.lit(None, dtype=pl.Int32)
+    return pg_name.replace_strict(sizes, default=None, return_dtype=pl.Int32)
+
+
+def _collective_from_name(name: str) -> str | None:
+    """Return the collective of a communication event from its name: a kernel or a gloo op."""
+    return collective_from_kernel(name) or normalise_collective(name)
+
+
+def _mapped(
+    frame: pl.DataFrame, column: str, fn: Callable[[str], T | None], where: pl.Expr | None = None
+) -> pl.Expr:
+    """Return ``fn`` applied to ``column`` through a mapping built from its distinct values.
+
+    Names repeat heavily (thousands of launches of a few kernels): calling Python once per distinct
+    value instead of once per row keeps this off the hot path.
+    """
+    values = frame.filter(where) if where is not None else frame
+    distinct = values.get_column(column).drop_nulls().unique().to_list()
+    mapping = {v: r for v in distinct if (r := fn(v)) is not None}
+    if not mapping:
+        return pl.lit(None)
+    dtype = pl.Int64 if isinstance(next(iter(mapping.values())), int) else pl.String
+    return pl.col(column).replace_strict(mapping, default=None, return_dtype=dtype)

@@ -1,0 +1,203 @@
+"""Repair of malformed trace JSON seen in the wild, where that is safe.
+
+Takes the bytes of a JSON document that failed to decode and gives back repaired bytes with one
+counted warning per kind of repair, or raises :class:`TraceFormatError` at ``FILE:LINE:COL``.
+
+What is repaired (each fix is local, and the same damaged line elsewhere in the file gets the same
+fix in the same pass, so a python_function name with unescaped quotes repeated 10,000 times costs one
+pass):
+
+- unescaped ``"`` inside a string (python_function names) → escaped;
+- raw control characters inside a string → ``\\u00XX`` escapes;
+- bare ``N/A``, ``NaN``, ``Infinity``, ``undefined``, ``None`` values → ``null``;
+- Windows paths with single backslashes → doubled backslashes;
+- a file cut off mid-record (a killed process, a ``.tmp`` left by a crash) → closed after the last
+  complete event, the partial event dropped;
+- bytes after the end of the document (log lines appended) → dropped;
+- invalid UTF-8 → replacement characters.
+
+Anything else is reported with its position rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import msgspec
+
+from timeline.errors import TraceFormatError, position_of
+
+__all__ = ["Repaired", "repair_json"]
+
+_MAX_PASSES = 400
+_MAX_TRUNCATION_TRIES = 64
+_BARE_VALUES = re.compile(rb"(N/A|-?NaN|-?Infinity|-?nan|-?inf|undefined|None)\b|N/A")
+_POSITION = re.compile(r"\(byte (\d+)\)")
+
+
+class _Skip(msgspec.Struct):
+    """Decoding into a struct without fields validates JSON syntax without building objects."""
+
+
+_VALIDATOR = msgspec.json.Decoder(_Skip)
+_GENERIC = msgspec.json.Decoder()
+
+
+@dataclass
+class Repaired:
+    """Repaired JSON bytes and the counted warnings that say what was changed."""
+
+    data: bytes
+    warnings: list[str] = field(default_factory=list)
+
+
+def _error_of(data: bytes) -> tuple[str, int] | None:
+    """Return (message, byte offset) of the first syntax error, or None if ``data`` is valid JSON."""
+    try:
+        _VALIDATOR.decode(data)
+    except msgspec.ValidationError:
+        return None  # syntax is fine; the top level is not an object (the caller reports that)
+    except msgspec.DecodeError as exc:
+        message = str(exc)
+        match = _POSITION.search(message)
+        return message, int(match.group(1)) if match else len(data)
+    return None
+
+
+def _line_bounds(data: bytes, offset: int) -> tuple[int, int]:
+    start = data.rfind(b"\n", 0, offset) + 1
+    end = data.find(b"\n", offset)
+    return start, len(data) if end < 0 else end
+
+
+def _replace_line(data: bytes, offset: int, fixed_line: bytes) -> tuple[bytes, int]:
+    """Replace the line holding ``offset`` by ``fixed_line`` everywhere it occurs; return the count."""
+    start, end = _line_bounds(data, offset)
+    line = data[start:end]
+    if len(line) < 24:  # too short to be a unique record line: fix this occurrence only
+        return data[:start] + fixed_line + data[end:], 1
+    return data.replace(line, fixed_line), data.count(line)
+
+
+def _close_truncated(data: bytes) -> bytes | None:
+    """Return ``data`` closed after its last complete event, or None if no cut point works."""
+    tries = 0
+    end = len(data)
+    while tries < _MAX_TRUNCATION_TRIES:
+        cut = max(data.rfind(b"}", 0, end), data.rfind(b"]", 0, end))
+        if cut < 0:
+            return None
+        for suffix in (b"]}", b"}", b"]}}", b"}]}"):
+            candidate = data[: cut + 1] + suffix
+            if _error_of(candidate) is None:
+                return candidate
+        tries += 1
+        end = cut
+    return None
+
+
+def repair_json(data: bytes, *, source: str) -> Repaired:
+    """Repair a malformed JSON document where that is safe.
+
+    Parameters
+    ----------
+    data
+        The whole (decompressed) file content.
+    source
+        The file name used in messages.
+
+    Returns
+    -------
+    Repaired
+        Bytes that decode as JSON, and one warning per kind of repair with its count.
+
+    Raises
+    ------
+    TraceFormatError
+        ``FILE:LINE:COL: what`` when the damage cannot be repaired safely.
+    """
+    counts: Counter[str] = Counter()
+    work = data
+    for _ in range(_MAX_PASSES):
+        error = _error_of(work)
+        if error is None:
+            break
+        message, offset = error
+        fixed = _fix(work, offset, message, counts)
+        if fixed is None or fixed == work:
+            line, col = position_of(work, offset)
+            detail = message.replace("JSON is malformed: ", "").split(" (byte")[0]
+            msg = f"{source}:{line}:{col}: {detail}; the file is not valid JSON and cannot be repaired safely"
+            if not data.lstrip()[:1] in (b"{", b"["):
+                msg = (
+                    f"{source}:{line}:{col}: not JSON ({detail}); expected a PyTorch profiler trace "
+                    "(.json or .json.gz) or a Horovod timeline"
+                )
+            raise TraceFormatError(msg)
+        work = fixed
+    else:
+        line, col = position_of(work, _error_of(work)[1] if _error_of(work) else 0)
+        msg = f"{source}:{line}:{col}: too many malformed records to repair safely; fix the writer of this file"
+        raise TraceFormatError(msg)
+    try:
+        _GENERIC.decode(work)
+    except msgspec.DecodeError:
+        counts["invalid UTF-8 sequences replaced"] += 1
+        work = work.decode("utf-8", errors="replace").encode("utf-8")
+    warnings = [f"{source}: repaired malformed JSON: {what} ({n})" for what, n in sorted(counts.items())]
+    return Repaired(work, warnings)
+
+
+def _fix(work: bytes, offset: int, message: str, counts: Counter[str]) -> bytes | None:
+    """Apply one local fix at ``offset``; return the new bytes or None when nothing safe applies."""
+    if "truncated" in message:
+        closed = _close_truncated(work)
+        if closed is None:
+            return None
+        counts["file cut off mid-record, closed after the last complete event"] += 1
+        return closed
+    if "trailing characters" in message:
+        counts["bytes after the end of the document dropped"] += len(work) - offset
+        return work[:offset]
+    start, end = _line_bounds(work, offset)
+    line = work[start:end]
+    at = offset - start
+    if "invalid character" in message:
+        bare = _BARE_VALUES.match(line, at)
+        if bare is not None:
+            counts["bare N/A/NaN/Infinity values replaced by null"] += 1
+            fixed_line = line[:at] + b"null" + line[bare.end() :]
+            new, n = _replace_line(work, offset, fixed_line)
+            counts["bare N/A/NaN/Infinity values replaced by null"] += n - 1
+            return new
+        if at < len(line) and line[at] < 0x20:
+            what = "control characters in strings escaped"
+            fixed_line = line[:at] + b"\\u%04x" % line[at] + line[at + 1 :]
+            new, n = _replace_line(work, offset, fixed_line)
+            counts[what] += n
+            return new
+        if at >= len(line) and offset < len(work) and work[offset] < 0x20:
+            # a raw newline inside a string: the line ends there
+            counts["control characters in strings escaped"] += 1
+            return work[:offset] + b"\\u%04x" % work[offset] + work[offset + 1 :]
+        return None
+    if "invalid escaped character" in message:
+        backslash = line.rfind(b"\\", 0, at + 1)
+        if backslash < 0:
+            return None
+        fixed_line = line[:backslash] + b"\\\\" + line[backslash + 1 :]
+        new, n = _replace_line(work, offset, fixed_line)
+        counts["single backslashes (Windows paths) doubled"] += n
+        return new
+    if message.startswith("JSON is malformed: expected ','") or "expected ':'" in message:
+        # A string ended early at an unescaped quote: escape the last quote before the error.
+        quote = line.rfind(b'"', 0, at)
+        if quote <= 0 or line[quote - 1 : quote] == b"\\":
+            return None
+        fixed_line = line[:quote] + b'\\"' + line[quote + 1 :]
+        new, n = _replace_line(work, offset, fixed_line)
+        counts["unescaped quotes in strings escaped"] += n
+        return new
+    return None

@@ -1,0 +1,72 @@
+"""What a format importer returns for one file, and the options every importer takes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import polars as pl
+
+from timeline.importers.rules import ClassificationRules
+
+__all__ = ["Clock", "FileResult", "ImportOptions", "TraceFormat"]
+
+TraceFormat = Literal["kineto", "horovod", "parquet"]
+Clock = Literal["epoch", "relative", "boot"]
+"""``epoch``: ns since the Unix epoch; ``relative``: ns since the start of the trace or an unknown
+origin (Horovod v0.9-v0.15); ``boot``: ns since machine boot (Horovod v0.16-v0.20 writer bug)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportOptions:
+    """Options of every importer.
+
+    Attributes
+    ----------
+    rules
+        How events are classified into kinds.
+    include_python
+        Keep ``python_function`` events (dropped while decoding by default: they are often most of a
+        trace and no communication analysis needs them).
+    """
+
+    rules: ClassificationRules = field(default_factory=ClassificationRules)
+    include_python: bool = False
+
+
+@dataclass(kw_only=True)
+class FileResult:
+    """The events of one file and what the file says about itself.
+
+    Attributes
+    ----------
+    events
+        A frame with the columns of :data:`timeline.schema.EVENTS_SCHEMA`. ``rank`` is null where the
+        event belongs to the file's own rank (filled in by the loader once the rank is known) and set
+        where the format names another rank (Horovod negotiation ticks).
+    format
+        The format the content was recognised as.
+    rank
+        The rank the file declares for itself (``distributedInfo.rank``), or None.
+    claims_rank
+        Whether the file is one rank's trace (Kineto) rather than a job-wide log (Horovod's timeline,
+        written by rank 0 for every worker).
+    world_size, backend, host
+        From the file's metadata, where present.
+    clock
+        What the nanosecond times count from.
+    warnings
+        One line per recoverable oddity, each with a count ("repaired 3 malformed records").
+    """
+
+    events: pl.DataFrame
+    format: TraceFormat
+    rank: int | None = None
+    claims_rank: bool = True
+    world_size: int | None = None
+    backend: str | None = None
+    host: str | None = None
+    clock: Clock = "epoch"
+    warnings: list[str] = field(default_factory=list)
+    stored_files: list[dict[str, Any]] | None = None
+    """For Parquet input: the file table of the original load, kept in the Parquet metadata."""
