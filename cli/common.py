@@ -1,0 +1,146 @@
+"""What every command shares: the error boundary, trace-loading options, and duration formatting."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from timeline.errors import TimelineError
+from timeline.importers.rules import ClassificationRules
+from timeline.trace import Trace, load
+
+__all__ = [
+    "CommKernelOption",
+    "IncludePythonOption",
+    "PathsArgument",
+    "RankOption",
+    "RankRegexOption",
+    "fail",
+    "format_ns",
+    "format_ratio",
+    "load_trace",
+    "user_errors",
+]
+
+PathsArgument = Annotated[
+    list[str],
+    typer.Argument(
+        help="Trace files, directories or glob patterns: PyTorch profiler JSON (.json/.json.gz), a Horovod "
+        "timeline, or Parquet from 'timeline convert'.",
+        show_default=False,
+    ),
+]
+RankOption = Annotated[
+    int | None, typer.Option("--rank", help="Rank of a single file that names none (no distributedInfo, no rank in its name).")
+]
+RankRegexOption = Annotated[
+    str | None,
+    typer.Option(
+        "--rank-regex",
+        help=r"Regex with one group of digits that finds the rank in file names, e.g. 'node\d+_gpu(\d+)'.",
+    ),
+]
+CommKernelOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--comm-kernel",
+        help="Extra regex for communication kernels (custom all-reduce kernels); repeatable.",
+    ),
+]
+IncludePythonOption = Annotated[
+    bool, typer.Option("--include-python", help="Keep python_function events (dropped by default).")
+]
+
+
+def fail(message: str) -> NoReturn:
+    """Print one ``error:`` line on stderr and exit with code 2."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn bad-input errors into one ``error:`` line and exit code 2; Ctrl-C into exit code 130.
+
+    Anything else is a bug in timeline and keeps its traceback.
+    """
+    try:
+        yield
+    except TimelineError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130) from None
+
+
+def _progress_reporter() -> tuple[Callable[[str, int, int], None] | None, Callable[[], None]]:
+    """Return a progress callback drawing a bar on stderr (only on a terminal) and its closer."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("loading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+        TimeElapsedColumn(), console=Console(stderr=True), transient=True,
+    )
+    task: list[Any] = []
+
+    def report(label: str, done: int, total: int) -> None:
+        if not task:
+            bar.start()
+            task.append(bar.add_task(label, total=total))
+        bar.update(task[0], completed=done, description=label)
+
+    return report, bar.stop
+
+
+def load_trace(
+    paths: list[str],
+    *,
+    rank: int | None = None,
+    rank_regex: str | None = None,
+    comm_kernels: list[str] | None = None,
+    include_python: bool = False,
+) -> Trace:
+    """Load traces with a progress bar on stderr; print the load warnings there."""
+    rules = ClassificationRules(extra_comm_kernels=tuple(comm_kernels or ()))
+    report, close = _progress_reporter()
+    try:
+        trace = load(
+            [Path(p) if not any(c in p for c in "*?[") else p for p in paths],
+            rank=rank,
+            rank_regex=rank_regex,
+            rules=rules,
+            include_python=include_python,
+            progress=report,
+        )
+    finally:
+        close()
+    for warning in trace.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    return trace
+
+
+def format_ns(value: int | None) -> str:
+    """Format nanoseconds for people: ``12.35 ms``, ``840 µs``, ``1.204 s``; ``-`` when unknown."""
+    if value is None:
+        return "-"
+    magnitude = abs(value)
+    if magnitude >= 1_000_000_000:
+        return f"{value / 1e9:.3f} s"
+    if magnitude >= 1_000_000:
+        return f"{value / 1e6:.2f} ms"
+    if magnitude >= 1_000:
+        return f"{value / 1e3:.1f} µs"
+    return f"{value} ns"
+
+
+def format_ratio(value: float | None) -> str:
+    """Format a ratio in [0, 1] as a percentage; ``-`` when unknown."""
+    return "-" if value is None else f"{100 * value:.1f}%"

@@ -1,0 +1,26 @@
+"""The ``timeline`` application: registers each command; heavy imports stay inside the commands."""
+
+from __future__ import annotations
+
+import typer
+
+from cli.analyze import analyze_command
+from cli.convert import convert_command
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="timeline",
+    help="Is communication the bottleneck of your distributed training job? "
+    "Exposed vs hidden communication from PyTorch profiler traces and Horovod timelines.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("analyze")(analyze_command)
+app.command("convert")(convert_command)
+
+
+def main() -> None:
+    """Run the command line."""
+    app()
