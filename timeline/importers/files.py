@@ -66,10 +66,7 @@ def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
             raise UsageError(f"{text}: not a regular file or directory")
         else:
             raise UsageError(f"{text}: no such file or directory")
-    unique: dict[Path, None] = {}
-    for p in found:
-        unique.setdefault(p.resolve(), None)
-    return list(unique)
+    return sorted({p.resolve() for p in found})
 
 
 def _gunzip(raw: bytes, source: str, warnings: list[str]) -> bytes:

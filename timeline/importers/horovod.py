@@ -145,8 +145,15 @@ def parse_horovod(data: bytes, *, source: str, options: ImportOptions) -> FileRe
     del options  # Horovod names need no configurable rules (see Parameters).
     if data.startswith(_UTF8_BOM):
         data = b"   " + data[len(_UTF8_BOM) :]  # blanks keep error positions where they were
-    records, cut_off = _decode_records(data, source)
     warnings: list[str] = []
+    try:
+        records, cut_off = _decode_records(data, source)
+    except UnicodeDecodeError:
+        # Invalid UTF-8 inside a string (a mangled tensor name): decode with replacement characters.
+        text = data.decode("utf-8", errors="replace")
+        bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
+        warnings.append(f"{source}: repaired malformed JSON: invalid UTF-8 sequences replaced ({bad})")
+        records, cut_off = _decode_records(text.encode("utf-8"), source)
     if cut_off:
         warnings.append(f"{source}: file cut off mid-record: dropped the incomplete last record")
     if not records:

@@ -114,6 +114,9 @@ _GPU_CATS: tuple[str, ...] = (
 _COMM_OP_PREFIXES: tuple[str, ...] = ("nccl:", "gloo:", "mpi:", "ucc:", "hccl:", "xccl:", "record_param_comms")
 _COMM_OP_REGEX = r"^(?:nccl:|gloo:|mpi:|ucc:|hccl:|xccl:|record_param_comms$)"
 _NO_DATA = ("wait", "barrier")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_MAX_US = 4.0e15 * 2  # µs: twice today's epoch; ns stays far inside Int64
+_SAME_SIZE = ("all_reduce", "broadcast", "all_to_all", "send", "recv", "send_recv")
 _DIGITS = re.compile(r"(\d+)")
 # Timestamps below this many µs (~1973) are not epoch times: they count from baseTimeNanoseconds.
 _EPOCH_US_FLOOR = 1e14
@@ -138,7 +141,8 @@ def _decode(data: bytes, source: str, warnings: list[str]) -> _Document:
     except msgspec.ValidationError:
         # Valid JSON with an unexpected shape somewhere (e.g. args that is a list): decode generically.
         return _document_from_generic(_GENERIC.decode(data), source)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        # msgspec raises UnicodeDecodeError, not DecodeError, for invalid UTF-8 inside a string.
         pass
     repaired = repair_json(data, source=source)
     warnings.extend(repaired.warnings)
@@ -212,8 +216,13 @@ def _id_column(values: list[Any]) -> pl.Series:
     Legacy torch 1.9 writes tids as strings ("25738", "stream 7"); some pids are labels ("Spans",
     "Traces"): those become null.
     """
-    series = pl.Series(values, dtype=pl.Int64(), strict=False)
-    if series.null_count() == values.count(None):
+    ints = [v if v.__class__ is int else None for v in values]
+    try:
+        series = pl.Series(ints, dtype=pl.Int64())
+    except (OverflowError, TypeError):  # an id beyond Int64: not an id timeline can use
+        ints = [v if v is not None and _INT64_MIN <= v <= _INT64_MAX else None for v in ints]
+        series = pl.Series(ints, dtype=pl.Int64())
+    if ints.count(None) == values.count(None):
         return series  # every value was an integer (or absent): the common case
     fixes = [(i, v) for i, v in enumerate(values) if v.__class__ is str]
     if fixes:
@@ -251,7 +260,7 @@ def _parse_dims_bytes(dims_raw: msgspec.Raw, types_raw: msgspec.Raw) -> tuple[in
     try:
         dims = _GENERIC.decode(dims_raw)
         types = _GENERIC.decode(types_raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return None, None
     if not isinstance(dims, list) or not isinstance(types, list) or not dims or not types:
         return None, None
@@ -366,7 +375,9 @@ def _build_frame(events: list[_Event], options: ImportOptions) -> tuple[pl.DataF
         },
         height=n,
     )
-    if any(a.external_id_legacy is not None for a in args[:1000]) or frame.get_column("external_id").null_count() == n:
+    # torch <= 1.9 writes "External id" on CPU ops but "external id" on runtime calls and GPU
+    # activities, which come after thousands of CPU ops: look at every event, not a prefix.
+    if any(a.external_id_legacy is not None for a in args):
         legacy = pl.Series([a.external_id_legacy for a in args], dtype=pl.Int64(), strict=False)
         frame = frame.with_columns(pl.coalesce(pl.col("external_id"), legacy).alias("external_id"))
     # Collective metadata lives on few events: gather it sparsely.
@@ -378,18 +389,23 @@ def _build_frame(events: list[_Event], options: ImportOptions) -> tuple[pl.DataF
                  a.out_nelems if a.out_nelems is not None else a.out_size, a.dtype, a.group_size,
                  a.pg_name, a.pg_ranks, a.seq, None, None)
             )
-        elif a.input_dims and e.name.startswith(_COMM_OP_PREFIXES):
+        elif a.input_dims and isinstance(e.name, str) and e.name.startswith(_COMM_OP_PREFIXES):
             nbytes, dtype = _parse_dims_bytes(a.input_dims, a.input_type)
-            meta_rows.append((i, None, None, None, dtype, None, None, None, None, nbytes, nbytes))
+            meta_rows.append((i, None, None, None, dtype, None, None, None, None, nbytes, None))
     frame = frame.with_row_index("_row")
     frame = frame.join(_metadata_frame(meta_rows), on="_row", how="left")
 
-    missing_time = frame.select((pl.col("ts").is_null() | pl.col("dur").is_null()).sum()).item()
-    negative = frame.select((pl.col("dur") < 0).sum()).item()
-    dropped["events without ts or dur"] = int(missing_time)
-    dropped["events with end < start"] = int(negative)
-    if missing_time or negative:
-        frame = frame.filter(pl.col("ts").is_not_null() & pl.col("dur").is_not_null() & (pl.col("dur") >= 0))
+    ts, dur = pl.col("ts"), pl.col("dur")
+    missing = ts.is_null() | dur.is_null() | ts.is_nan() | dur.is_nan()
+    # Beyond ~292 years of µs the ns value overflows Int64: not a time any profiler writes.
+    out_of_range = ~missing & ((ts.abs() > _MAX_US) | (dur > _MAX_US))
+    negative = ~missing & (dur < 0)
+    counts = frame.select(missing.sum().alias("m"), out_of_range.sum().alias("o"), negative.sum().alias("n")).row(0)
+    dropped["events without ts or dur"] = int(counts[0])
+    dropped["events with times out of range"] = int(counts[1])
+    dropped["events with end < start"] = int(counts[2])
+    if any(counts):
+        frame = frame.filter(~missing & ~out_of_range & ~negative)
 
     start = _ns_from_us(pl.col("ts"))
     dur_ns = (pl.col("dur") * 1000).round(0).cast(pl.Int64)
@@ -524,7 +540,15 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any]) -> pl.DataFra
     frame = frame.with_columns(
         collective=pl.when(is_comm).then(collective),
         in_bytes=pl.when(is_comm & carries_data).then(pl.coalesce("m_in_bytes", "op_in_bytes")),
-        out_bytes=pl.when(is_comm & carries_data).then(pl.coalesce("m_out_bytes", "op_out_bytes")),
+        out_bytes=pl.when(is_comm & carries_data).then(
+            pl.coalesce(
+                "m_out_bytes",
+                "op_out_bytes",
+                # Only the input shape is recorded on older traces; these collectives write as much
+                # as they read (all-to-all: in total), so the output size is known too.
+                pl.when(collective.is_in(_SAME_SIZE)).then(pl.coalesce("m_in_bytes", "op_in_bytes")),
+            )
+        ),
         dtype=pl.when(is_comm).then(pl.coalesce("m_dtype", "op_dtype")),
         group_size=pl.when(is_comm).then(group_size),
         pg_name=pl.when(is_comm).then(pg_name),

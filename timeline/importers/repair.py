@@ -120,15 +120,21 @@ def repair_json(data: bytes, *, source: str) -> Repaired:
     """
     counts: Counter[str] = Counter()
     work = data
+    # The first error met on each line, where the file's own damage is: a fix that guessed wrong
+    # (a missing comma taken for an unescaped quote) fails further on, at a position the file never had.
+    # Fixes keep line numbers and the columns before the first fix on a line.
+    first_on_line: dict[int, tuple[int, str]] = {}
     for _ in range(_MAX_PASSES):
         error = _error_of(work)
         if error is None:
             break
         message, offset = error
+        line, col = position_of(work, offset)
+        col, first_message = first_on_line.setdefault(line, (col, message))
         fixed = _fix(work, offset, message, counts)
         if fixed is None or fixed == work:
-            line, col = position_of(work, offset)
-            detail = message.replace("JSON is malformed: ", "").split(" (byte")[0]
+            detail = first_message.replace("JSON is malformed: ", "").split(" (byte")[0]
+            detail = detail[:1].lower() + detail[1:]  # msgspec writes "Input data was truncated"
             msg = f"{source}:{line}:{col}: {detail}; the file is not valid JSON and cannot be repaired safely"
             if not data.lstrip()[:1] in (b"{", b"["):
                 msg = (
@@ -138,14 +144,18 @@ def repair_json(data: bytes, *, source: str) -> Repaired:
             raise TraceFormatError(msg)
         work = fixed
     else:
-        line, col = position_of(work, _error_of(work)[1] if _error_of(work) else 0)
+        last = _error_of(work)
+        line, col = position_of(work, last[1] if last else 0)
         msg = f"{source}:{line}:{col}: too many malformed records to repair safely; fix the writer of this file"
         raise TraceFormatError(msg)
     try:
         _GENERIC.decode(work)
-    except msgspec.DecodeError:
-        counts["invalid UTF-8 sequences replaced"] += 1
-        work = work.decode("utf-8", errors="replace").encode("utf-8")
+    except (msgspec.DecodeError, UnicodeDecodeError):  # msgspec raises the latter for invalid UTF-8
+        text = work.decode("utf-8", errors="replace")
+        # every replacement character that was not already in the file is one invalid sequence
+        replaced = text.count("\ufffd") - work.count("\ufffd".encode())
+        counts["invalid UTF-8 sequences replaced"] += max(1, replaced)
+        work = text.encode("utf-8")
     warnings = [f"{source}: repaired malformed JSON: {what} ({n})" for what, n in sorted(counts.items())]
     return Repaired(work, warnings)
 
@@ -159,8 +169,10 @@ def _fix(work: bytes, offset: int, message: str, counts: Counter[str]) -> bytes 
         counts["file cut off mid-record, closed after the last complete event"] += 1
         return closed
     if "trailing characters" in message:
-        counts["bytes after the end of the document dropped"] += len(work) - offset
-        return work[:offset]
+        # msgspec reports the byte after the first trailing character: the document ends before it.
+        cut = offset - 1 if offset > 0 and _error_of(work[: offset - 1]) is None else offset
+        counts["bytes after the end of the document dropped"] += len(work) - cut
+        return work[:cut]
     start, end = _line_bounds(work, offset)
     line = work[start:end]
     at = offset - start
