@@ -32,6 +32,8 @@ Progress = Callable[[str, int, int], None]
 
 _PARQUET_KEY = "timeline.files"
 _PARALLEL_MIN_BYTES = 24 * 1024 * 1024
+_STREAM_MIN_BYTES = 256 * 1024 * 1024
+_STREAM_MIN_GZIP_BYTES = 16 * 1024 * 1024  # gzip packs traces 10-30x
 _PARQUET_WARNINGS = "timeline.warnings"
 
 
@@ -80,6 +82,12 @@ def parse_file(path: Path, options: ImportOptions) -> tuple[FileResult, Path]:
     """
     warnings: list[str] = []
     source = str(path)
+    if _should_stream(path):
+        # Large traces: decompress and decode in chunks, never holding the whole text in memory.
+        from timeline.importers.stream import parse_kineto_stream, read_head
+
+        if read_head(path).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":  # Kineto: a JSON object
+            return parse_kineto_stream(path, source=source, options=options), path
     data = read_trace_bytes(path, warnings)
     fmt = sniff_format(data, source)
     if fmt == "parquet":
@@ -94,6 +102,14 @@ def parse_file(path: Path, options: ImportOptions) -> tuple[FileResult, Path]:
         result = parse_horovod(data, source=source, options=options)
     result.warnings[:0] = warnings
     return result, path
+
+
+def _should_stream(path: Path) -> bool:
+    """Whether a file is large enough to be read in chunks (about 256 MiB of JSON or more)."""
+    size = path.stat().st_size
+    with path.open("rb") as probe:
+        gzipped = probe.read(2) == b"\x1f\x8b"
+    return size >= (_STREAM_MIN_GZIP_BYTES if gzipped else _STREAM_MIN_BYTES)
 
 
 def _read_parquet(path: Path) -> FileResult:

@@ -29,7 +29,7 @@ from timeline.importers.repair import repair_json
 from timeline.importers.result import Clock, FileResult, ImportOptions
 from timeline.schema import EVENTS_SCHEMA, validate
 
-__all__ = ["parse_kineto"]
+__all__ = ["build_frame", "decode_events", "finish_kineto", "parse_kineto"]
 
 T = TypeVar("T", str, int)
 
@@ -78,6 +78,7 @@ class _Document(msgspec.Struct, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(_Document)
+_EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
 
 _GENERIC = msgspec.json.Decoder()
 
@@ -152,6 +153,21 @@ def _decode(data: bytes, source: str, warnings: list[str]) -> _Document:
         return _document_from_generic(_GENERIC.decode(repaired.data), source)
     except msgspec.DecodeError as exc:  # pragma: no cover - repair_json only returns decodable data
         raise TraceFormatError(f"{source}: {exc}") from exc
+
+
+def decode_events(data: bytes | bytearray | memoryview, source: str) -> list[_Event]:
+    """Decode a JSON array of trace events (a chunk of ``traceEvents``), tolerating odd shapes.
+
+    Raises
+    ------
+    msgspec.DecodeError
+        The chunk is not valid JSON (the caller locates the error in the file).
+    """
+    try:
+        return _EVENTS_DECODER.decode(data)
+    except msgspec.ValidationError:
+        events = _document_from_generic({"traceEvents": _GENERIC.decode(data)}, source).traceEvents
+        return events or []
 
 
 def _document_from_generic(obj: Any, source: str) -> _Document:
@@ -314,14 +330,27 @@ def parse_kineto(data: bytes, *, source: str, options: ImportOptions | None = No
                 "(export it with prof.export_chrome_trace or torch.profiler.tensorboard_trace_handler)"
             )
             raise TraceContentError(msg)
-        frame, dropped = _build_frame(doc.traceEvents, options)
+        frame, dropped = build_frame(doc.traceEvents, options)
         del doc.traceEvents
+    metadata = {"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds,
+                "host_name": doc.host_name}
+    return finish_kineto(frame, dropped, metadata, source=source, warnings=warnings)
+
+
+def finish_kineto(
+    frame: pl.DataFrame, dropped: dict[str, int], metadata: dict[str, Any], *, source: str, warnings: list[str]
+) -> FileResult:
+    """Turn the frame of :func:`build_frame` into a :class:`FileResult`.
+
+    Anchors relative times on ``baseTimeNanoseconds``, links collectives to their CPU ops, and
+    reads the rank, world size, backend and host from the trace's metadata.
+    """
     for what, count in dropped.items():
         if count:
             warnings.append(f"{source}: dropped {count} {what}")
-
-    info = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
-    base_ns = _as_int(doc.baseTimeNanoseconds)
+    raw_info = metadata.get("distributedInfo")
+    info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
+    base_ns = _as_int(metadata.get("baseTimeNanoseconds"))
     clock: Clock = "epoch"
     if frame.height:
         median_start_us = frame.get_column("start_ns").median()
@@ -333,9 +362,10 @@ def parse_kineto(data: bytes, *, source: str, options: ImportOptions | None = No
                 frame = frame.with_columns(pl.col("start_ns") + base_ns, pl.col("end_ns") + base_ns)
             else:
                 clock = "relative"
-    frame = _attach_collectives(frame, info)
+    frame = _attach_collectives(frame.drop("_row").with_row_index("_row"), info)
     world_size = _as_int(info.get("world_size"))
     backend = info.get("backend")
+    host = metadata.get("host_name")
     return FileResult(
         events=validate(frame, EVENTS_SCHEMA, what=source),
         format="kineto",
@@ -343,13 +373,13 @@ def parse_kineto(data: bytes, *, source: str, options: ImportOptions | None = No
         claims_rank=True,
         world_size=world_size,
         backend=backend if isinstance(backend, str) else None,
-        host=doc.host_name if isinstance(doc.host_name, str) else None,
+        host=host if isinstance(host, str) else None,
         clock=clock,
         warnings=warnings,
     )
 
 
-def _build_frame(events: list[_Event], options: ImportOptions) -> tuple[pl.DataFrame, dict[str, int]]:
+def build_frame(events: list[_Event], options: ImportOptions) -> tuple[pl.DataFrame, dict[str, int]]:
     """Build the frame of complete ('X') events in bulk; count what was dropped and why."""
     keep_python = options.include_python
     if options.include_python:

@@ -1,0 +1,99 @@
+"""Streaming import gives exactly what the whole-file importer gives, chunk size regardless."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from polars.testing import assert_frame_equal
+
+import timeline.trace
+from tests.builders import TRACES
+from timeline.errors import TraceContentError, TraceFormatError
+from timeline.importers.files import read_trace_bytes
+from timeline.importers.kineto import parse_kineto
+from timeline.importers.stream import parse_kineto_stream
+from timeline.trace import load
+
+REAL = sorted((TRACES / "kineto").glob("*/*.json.gz"))
+
+
+@pytest.mark.parametrize("path", REAL[:6] + REAL[-3:], ids=lambda p: p.name[:30])
+def test_stream_equals_whole_file_on_real_traces(path: Path) -> None:
+    whole = parse_kineto(read_trace_bytes(path, []), source=str(path))
+    streamed = parse_kineto_stream(path, source=str(path), chunk_bytes=1 << 16)
+    assert_frame_equal(whole.events, streamed.events)
+    assert (whole.rank, whole.world_size, whole.clock, whole.warnings) == (
+        streamed.rank, streamed.world_size, streamed.clock, streamed.warnings)
+
+
+def event(i: int) -> str:
+    return (f'{{"ph": "X", "cat": "kernel", "name": "k{i} }}, {{ in a name", "pid": 0, "tid": 7, '
+            f'"ts": {i * 10}.5, "dur": 2.25, "args": {{"device": 0, "stream": 7, "correlation": {i}}}}}')
+
+
+def trace_text(n: int, *, metadata_after: bool) -> str:
+    events = ",\n".join(event(i) for i in range(n))
+    meta = '"distributedInfo": {"rank": 3, "world_size": 4}, "baseTimeNanoseconds": 1700000000000000000'
+    if metadata_after:
+        return f'{{"schemaVersion": 1, "traceEvents": [\n{events}\n], {meta}, "traceName": "x"}}'
+    return f'{{"schemaVersion": 1, {meta}, "traceEvents": [\n{events}\n]}}'
+
+
+@pytest.mark.parametrize("metadata_after", [False, True])
+@pytest.mark.parametrize("chunk", [64, 200, 1 << 20])
+def test_metadata_before_or_after_and_braces_in_strings(tmp_path: Path, metadata_after: bool, chunk: int) -> None:
+    path = tmp_path / "t.json.gz"
+    text = trace_text(500, metadata_after=metadata_after)
+    path.write_bytes(gzip.compress(text.encode()))
+    streamed = parse_kineto_stream(path, source="t", chunk_bytes=chunk)
+    whole = parse_kineto(text.encode(), source="t")
+    assert_frame_equal(whole.events, streamed.events)
+    assert streamed.rank == 3
+    assert streamed.events["start_ns"][1] == 1700000000000000000 + 10_500
+    assert streamed.events.height == 500
+
+
+def test_truncated_stream_keeps_complete_events(tmp_path: Path) -> None:
+    text = trace_text(100, metadata_after=False)
+    cut = text[: text.index('"name": "k57')]
+    path = tmp_path / "cut.json"
+    path.write_text(cut)
+    streamed = parse_kineto_stream(path, source="cut.json", chunk_bytes=256)
+    assert streamed.events.height == 57
+    assert any("cut off" in w for w in streamed.warnings)
+
+
+def test_damage_inside_the_array_is_located(tmp_path: Path) -> None:
+    lines = trace_text(50, metadata_after=False).split("\n")
+    lines[31] = lines[31].replace('"pid": 0', '"pid": 0 0')
+    path = tmp_path / "bad.json"
+    path.write_text("\n".join(lines))
+    with pytest.raises(TraceFormatError, match=r"^bad.json:32:\d+: "):
+        parse_kineto_stream(path, source="bad.json", chunk_bytes=1 << 20)
+
+
+def test_no_trace_events(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    path.write_text('{"schemaVersion": 1}')
+    with pytest.raises(TraceContentError):
+        parse_kineto_stream(path, source="x.json")
+
+
+def test_load_streams_large_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "rank3.json.gz"
+    path.write_bytes(gzip.compress(trace_text(300, metadata_after=True).encode()))
+    whole = load(path)
+    calls: list[Path] = []
+    original = timeline.importers.stream.parse_kineto_stream
+
+    def spy(p: Path, **kwargs: object) -> object:
+        calls.append(p)
+        return original(p, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(timeline.trace, "_STREAM_MIN_GZIP_BYTES", 0)
+    monkeypatch.setattr(timeline.importers.stream, "parse_kineto_stream", spy)
+    streamed = load(path)
+    assert calls == [path]
+    assert_frame_equal(whole.events, streamed.events)
