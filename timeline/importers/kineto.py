@@ -565,7 +565,8 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any]) -> pl.DataFra
     comm_names = _mapped(frame, "name", _collective_from_name, is_comm)
     collective = pl.coalesce("m_collective", "op_collective", comm_names)
     carries_data = ~collective.is_in(_NO_DATA)
-    pg_name = pl.coalesce("m_pg_name", "op_pg_name")
+    # With a single process group in distributedInfo.pg_config, every collective belongs to it.
+    pg_name = pl.coalesce("m_pg_name", "op_pg_name", pl.lit(_single_group_name(info), dtype=pl.String))
     group_size = pl.coalesce("m_group_size", "op_group_size", _group_size_from_info(info, pg_name))
     frame = frame.with_columns(
         collective=pl.when(is_comm).then(collective),
@@ -586,6 +587,15 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any]) -> pl.DataFra
         seq=pl.when(is_comm).then(pl.coalesce("m_seq", "op_seq")),
     )
     return frame.sort("_row")
+
+
+def _single_group_name(info: dict[str, Any]) -> str | None:
+    """Return the name of the only process group in ``distributedInfo.pg_config``, or None."""
+    config = info.get("pg_config")
+    if isinstance(config, list) and len(config) == 1 and isinstance(config[0], dict):
+        name = config[0].get("pg_name")
+        return None if name is None else str(name)
+    return None
 
 
 def _group_size_from_info(info: dict[str, Any], pg_name: pl.Expr) -> pl.Expr:
