@@ -1,0 +1,151 @@
+"""``timeline check``: fail a CI build when communication overhead goes over budget or regresses.
+
+Exit codes: 0 every budget holds, 1 a budget is exceeded (or has no data to be measured on), 2 bad
+input or a bad budget file. Never imports bokeh or holoviews, so it starts fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.common import (
+    CommKernelOption,
+    IncludePythonOption,
+    PathsArgument,
+    RankOption,
+    RankRegexOption,
+    fail,
+    load_trace,
+    user_errors,
+)
+from timeline.analysis.overlap import compute_overlap
+from timeline.budgets import (
+    MetricFrames,
+    evaluate_budgets,
+    find_budget_file,
+    frames_from_overlap,
+    is_summary_file,
+    read_budget_file,
+    read_summary,
+    render_github,
+    render_json,
+    render_junit,
+    render_markdown,
+    render_table,
+)
+from timeline.errors import UsageError
+
+__all__ = ["check_command"]
+
+
+def check_command(
+    paths: PathsArgument,
+    budget: Annotated[
+        Path | None,
+        typer.Option(
+            "--budget",
+            help="Budget file (TOML). Default: ./timeline.toml, else \\[tool.timeline] in ./pyproject.toml.",
+            show_default=False,
+        ),
+    ] = None,
+    baseline: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--baseline",
+            help="The run to compare with for the \\[regression] checks: traces, a Parquet file, or a "
+            "summary JSON from 'timeline analyze --json'; repeatable.",
+            show_default=False,
+        ),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the verdicts as one JSON object.")
+    ] = False,
+    junit: Annotated[
+        Path | None,
+        typer.Option("--junit", help="Write a JUnit XML report to this file.", show_default=False),
+    ] = None,
+    github: Annotated[
+        bool,
+        typer.Option("--github", help="Also print GitHub Actions annotations (::error) for failed budgets."),
+    ] = False,
+    markdown: Annotated[
+        str | None,
+        typer.Option(
+            "--markdown",
+            help="Write a markdown summary (for a pull-request comment or $GITHUB_STEP_SUMMARY) to this "
+            "file; '-' prints it instead of the table.",
+            show_default=False,
+        ),
+    ] = None,
+    rank: RankOption = None,
+    rank_regex: RankRegexOption = None,
+    comm_kernel: CommKernelOption = None,
+    include_python: IncludePythonOption = False,
+) -> None:
+    """Check a run against communication budgets (and a baseline run); fail the build when one is exceeded.
+
+    Exit codes: 0 every budget holds, 1 a budget is exceeded or has no data,
+    2 bad input or a bad budget file (one 'error:' line on stderr). See docs/ci.md.
+    """
+    if json_output and (github or markdown == "-"):
+        fail("--json prints JSON on stdout; it cannot be combined with --github or --markdown -")
+    with user_errors():
+        budgets = read_budget_file(budget if budget is not None else find_budget_file())
+        run = _load_frames(
+            paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
+        )
+        old = None
+        if baseline and not budgets.regressions:
+            typer.echo(
+                f"warning: {budgets.path} has no [regression] entries; --baseline is not used", err=True
+            )
+        elif baseline:
+            old = _load_frames(
+                baseline,
+                rank=rank,
+                rank_regex=rank_regex,
+                comm_kernels=comm_kernel,
+                include_python=include_python,
+            )
+        report = evaluate_budgets(budgets, run, baseline=old)
+        if junit is not None:
+            _write(junit, render_junit(report))
+        if markdown is not None and markdown != "-":
+            _write(Path(markdown), render_markdown(report))
+    if json_output:
+        typer.echo(render_json(report))
+    elif markdown == "-":
+        typer.echo(render_markdown(report), nl=False)
+    else:
+        typer.echo(render_table(report), nl=False)
+    if github:
+        typer.echo(render_github(report), nl=False)
+    raise typer.Exit(report.exit_code)
+
+
+def _load_frames(
+    paths: list[str],
+    *,
+    rank: int | None,
+    rank_regex: str | None,
+    comm_kernels: list[str] | None,
+    include_python: bool,
+) -> MetricFrames:
+    """Read a summary JSON, or load traces (or Parquet) and analyse them."""
+    label = " ".join(paths)
+    if len(paths) == 1 and Path(paths[0]).is_file() and is_summary_file(paths[0]):
+        return read_summary(paths[0])
+    trace = load_trace(
+        paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernels, include_python=include_python
+    )
+    return frames_from_overlap(compute_overlap(trace.events), label=label)
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None

@@ -1,0 +1,103 @@
+"""CI budgets: limits on communication overhead, and regressions against a baseline run.
+
+The pipeline reads in the module names: :mod:`~timeline.budgets.metrics` (the open registry of
+metrics a budget can name) → :mod:`~timeline.budgets.budget_file` (``timeline.toml`` read and
+checked) → :mod:`~timeline.budgets.frames` (the rows of a run: an overlap analysis or a saved
+summary JSON) → :mod:`~timeline.budgets.evaluation` (verdicts) → :mod:`~timeline.budgets.renderers`
+(a table, JSON, JUnit XML, GitHub annotations, markdown). ``timeline check`` wires them together;
+``docs/ci.md`` documents the file layout, the metrics and the regression rule.
+
+>>> from timeline import compute_overlap, load  # doctest: +SKIP
+>>> from timeline.budgets import evaluate_budgets, frames_from_overlap, read_budget_file  # doctest: +SKIP
+>>> run = frames_from_overlap(compute_overlap(load("runs/pr").events), label="runs/pr")  # doctest: +SKIP
+>>> report = evaluate_budgets(read_budget_file("timeline.toml"), run)  # doctest: +SKIP
+>>> print(render_table(report))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from timeline.budgets.budget_file import (
+    AGGREGATES,
+    Budget,
+    BudgetFile,
+    Over,
+    Regression,
+    Scope,
+    find_budget_file,
+    parse_budgets,
+    read_budget_file,
+)
+from timeline.budgets.evaluation import (
+    NOISE_K,
+    CheckReport,
+    Status,
+    Verdict,
+    Worst,
+    evaluate_budgets,
+    noise_of,
+    select_samples,
+)
+from timeline.budgets.frames import (
+    MetricFrames,
+    frames_from_overlap,
+    frames_from_summary,
+    is_summary_file,
+    read_summary,
+)
+from timeline.budgets.metrics import (
+    Better,
+    Metric,
+    MetricSource,
+    format_value,
+    get_metric,
+    register_metric,
+    registered_metrics,
+)
+from timeline.budgets.renderers import (
+    REPORT_VERSION,
+    render_github,
+    render_json,
+    render_junit,
+    render_markdown,
+    render_table,
+    report_to_dict,
+)
+
+__all__ = [
+    "AGGREGATES",
+    "NOISE_K",
+    "REPORT_VERSION",
+    "Better",
+    "Budget",
+    "BudgetFile",
+    "CheckReport",
+    "Metric",
+    "MetricFrames",
+    "MetricSource",
+    "Over",
+    "Regression",
+    "Scope",
+    "Status",
+    "Verdict",
+    "Worst",
+    "evaluate_budgets",
+    "find_budget_file",
+    "format_value",
+    "frames_from_overlap",
+    "frames_from_summary",
+    "get_metric",
+    "is_summary_file",
+    "noise_of",
+    "parse_budgets",
+    "read_budget_file",
+    "read_summary",
+    "register_metric",
+    "registered_metrics",
+    "render_github",
+    "render_json",
+    "render_junit",
+    "render_markdown",
+    "render_table",
+    "report_to_dict",
+    "select_samples",
+]

@@ -1,0 +1,141 @@
+"""The frames budgets are evaluated on, from an overlap analysis or from a saved summary JSON.
+
+Takes an :class:`~timeline.analysis.overlap.Overlap` (a trace or a Parquet file, analysed) or the
+JSON written by ``timeline analyze --json`` (:func:`timeline.summary.build_summary`), and gives
+:class:`MetricFrames`: the per-iteration, per-rank and (when known) per-collective rows that metrics
+read. A summary holds no per-collective rows, so collective metrics need the trace itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import polars as pl
+
+from timeline.analysis.overlap import Overlap
+from timeline.errors import TraceFormatError
+from timeline.schema import ITERATION_OVERLAP_SCHEMA, RANK_OVERLAP_SCHEMA
+from timeline.summary import SUMMARY_VERSION
+
+__all__ = ["MetricFrames", "frames_from_overlap", "frames_from_summary", "is_summary_file", "read_summary"]
+
+# ``timeline analyze --json`` writes "version" first; jq and json.dump(indent=...) keep key order.
+_SUMMARY_START = re.compile(rb'^\s*\{\s*"version"\s*:')
+
+
+@dataclass(frozen=True)
+class MetricFrames:
+    """The rows budgets read, and where they came from.
+
+    Attributes
+    ----------
+    label
+        The input, for messages (``runs/pr``, ``baseline.json``).
+    iterations
+        Rank × iteration rows (:data:`timeline.schema.ITERATION_OVERLAP_SCHEMA`).
+    ranks
+        Whole-trace rank rows (:data:`timeline.schema.RANK_OVERLAP_SCHEMA`).
+    collectives
+        Communication events (:data:`timeline.schema.COLLECTIVE_EXPOSURE_SCHEMA`); ``None`` for a
+        summary, which does not keep them.
+    """
+
+    label: str
+    iterations: pl.DataFrame
+    ranks: pl.DataFrame
+    collectives: pl.DataFrame | None = None
+
+
+def frames_from_overlap(overlap: Overlap, *, label: str) -> MetricFrames:
+    """Return the frames of an overlap analysis.
+
+    Parameters
+    ----------
+    overlap
+        :func:`timeline.analysis.overlap.compute_overlap` of a trace.
+    label
+        The input, for messages.
+    """
+    return MetricFrames(
+        label=label, iterations=overlap.iterations, ranks=overlap.ranks, collectives=overlap.collectives
+    )
+
+
+def is_summary_file(path: str | Path) -> bool:
+    """Return whether ``path`` is a summary JSON written by ``timeline analyze --json``.
+
+    Only the first bytes are read: a trace is never a summary (Kineto JSON starts with other keys,
+    Horovod with ``[``, Parquet and gzip are binary).
+    """
+    try:
+        with Path(path).open("rb") as fh:
+            head = fh.read(256)
+    except OSError:
+        return False
+    return _SUMMARY_START.match(head) is not None
+
+
+def read_summary(path: str | Path) -> MetricFrames:
+    """Read a summary JSON written by ``timeline analyze --json``.
+
+    Raises
+    ------
+    TraceFormatError
+        Unreadable, not JSON, or not a summary of this layout version.
+    """
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{source}: cannot read the summary ({exc.strerror})") from None
+    try:
+        summary = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise TraceFormatError(
+            f"{source}: not valid JSON ({exc}); write it with timeline analyze --json"
+        ) from None
+    if not isinstance(summary, dict):
+        raise TraceFormatError(f"{source}: not a summary of timeline analyze --json")
+    return frames_from_summary(summary, label=source)
+
+
+def frames_from_summary(summary: Mapping[str, Any], *, label: str) -> MetricFrames:
+    """Return the frames held by a summary (:func:`timeline.summary.build_summary`).
+
+    Raises
+    ------
+    TraceFormatError
+        Another layout version, or rows of the wrong shape.
+    """
+    version = summary.get("version")
+    if version != SUMMARY_VERSION:
+        msg = (
+            f"{label}: summary layout version {version!r}, this timeline reads version {SUMMARY_VERSION}; "
+            "re-run timeline analyze --json with this version"
+        )
+        raise TraceFormatError(msg)
+    iterations = _frame(summary, "iterations", ITERATION_OVERLAP_SCHEMA, label)
+    ranks = _frame(summary, "ranks", RANK_OVERLAP_SCHEMA, label)
+    return MetricFrames(label=label, iterations=iterations, ranks=ranks, collectives=None)
+
+
+def _frame(summary: Mapping[str, Any], key: str, schema: pl.Schema, label: str) -> pl.DataFrame:
+    rows = summary.get(key)
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise TraceFormatError(f"{label}: summary has no {key!r} rows; write it with timeline analyze --json")
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row))
+    # Only the columns the file has: a metric needing a column an older summary lacks is reported, not nulled.
+    dtypes = {name: schema.get(name) or pl.Float64() for name in names}
+    if "rank" in dtypes:
+        dtypes["rank"] = pl.Int32()
+    try:
+        return pl.DataFrame(rows, schema={name: dtype for name, dtype in dtypes.items()}, strict=False)
+    except (pl.exceptions.PolarsError, TypeError, ValueError) as exc:
+        raise TraceFormatError(f"{label}: summary {key!r} rows of an unexpected shape ({exc})") from None
