@@ -10,6 +10,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cli.collectives import (
+    AlignOption,
+    LinkOption,
+    align_events,
+    render_clock_offsets,
+    render_utilisation,
+    utilisation_summary,
+)
 from cli.common import (
     CommKernelOption,
     IncludePythonOption,
@@ -21,6 +29,7 @@ from cli.common import (
     load_trace,
     user_errors,
 )
+from timeline.analysis.links import parse_link_gbps
 from timeline.analysis.overlap import compute_overlap
 from timeline.summary import build_summary
 
@@ -37,21 +46,36 @@ def analyze_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    link_gbps: LinkOption = None,
+    align: AlignOption = False,
 ) -> None:
     """Measure communication hidden under compute and exposed (stretching the step), per rank and iteration.
 
     Exit codes: 0 success, 2 bad input (one 'error:' line on stderr).
     """
     with user_errors():
+        link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         trace = load_trace(
             paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
         )
+        offsets = None
+        if align:
+            trace, offsets = align_events(trace)
         overlap = compute_overlap(trace.events)
         summary = build_summary(trace, overlap, top=top)
+        if offsets is not None:
+            summary["clock_offsets"] = offsets.to_dicts()
+        if link is not None:
+            summary["utilisation"] = utilisation_summary(trace, overlap, link)
     if json_output:
         typer.echo(msgspec.json.encode(summary).decode())
         return
-    render_summary(summary, Console(highlight=False, soft_wrap=False, width=max(Console().width, 120)))
+    console = Console(highlight=False, soft_wrap=False, width=max(Console().width, 120))
+    render_summary(summary, console)
+    if offsets is not None:
+        render_clock_offsets(summary["clock_offsets"], console)
+    if link is not None:
+        render_utilisation(summary["utilisation"], console)
 
 
 def _table(title: str, columns: list[str]) -> Table:

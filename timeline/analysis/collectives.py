@@ -1,0 +1,480 @@
+"""Collectives across ranks: matching, bandwidth, skew, wait vs transfer, link utilisation.
+
+Takes the canonical events frame of several ranks and gives one row per *logical* collective (the
+k-th collective of a process group, seen on every rank of the group) and one row per logical
+collective and rank (:data:`~timeline.analysis.schemas.COLLECTIVES_SCHEMA`,
+:data:`~timeline.analysis.schemas.COLLECTIVE_RANKS_SCHEMA`):
+
+- **matching**: the communication events each rank's overlap analysis measures (collective kernels
+  on GPU ranks, ``gloo:*`` ops on CPU-only ranks) are grouped per rank and process group
+  (``pg_name``; without one, all of a rank's communication forms one sequence, ``group = "*"``),
+  ordered by start, and the k-th of each rank is one logical collective. When every event of a
+  group carries ``seq`` (torch ≥ 2.6 kernels), ``seq`` is the index instead, and events sharing a
+  ``seq`` on one rank (coalesced kernels) are one instance. Ranks with fewer collectives than the
+  others are reported (:attr:`CollectiveMatch.mismatches`), never an error.
+- **skew**: ``start_skew_ns = last start − first start``, ``end_skew_ns = last end − first end``.
+- **wait vs transfer** (TraceLens', torch-tb-profiler's split): an implicitly synchronising
+  collective cannot finish on any rank before the last rank arrives, so the shortest duration
+  across ranks is the transfer (``transfer_ns``) and the rest of each rank's duration is waiting
+  for the others (``wait_ns = dur_ns − transfer_ns``); the rank that started last is
+  ``last_rank``.
+- **bandwidth** (nccl-tests' convention): ``algbw = bytes / transfer``, ``busbw = algbw × factor``,
+  factor ``2(n−1)/n`` for all-reduce, ``(n−1)/n`` for all-gather, reduce-scatter, all-to-all,
+  gather, scatter, ``1`` for broadcast, reduce and point-to-point, with ``n`` the group size.
+- **utilisation**: ``busbw / link`` per collective, and per iteration
+  (:func:`compute_iteration_utilisation`).
+
+Every figure is defined, with its formula, in ``docs/collectives.md``. Clock skew across hosts
+enters the skews directly: align the clocks first (:mod:`timeline.analysis.alignment`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from timeline.analysis.iterations import assign_iterations, rank_modes
+from timeline.analysis.schemas import (
+    COLLECTIVE_MISMATCHES_SCHEMA,
+    COLLECTIVE_RANKS_SCHEMA,
+    COLLECTIVES_SCHEMA,
+    ITERATION_UTILISATION_SCHEMA,
+)
+from timeline.schema import validate
+
+__all__ = [
+    "ALL_COMMUNICATION_GROUP",
+    "SYNCHRONISING_COLLECTIVES",
+    "CollectiveMatch",
+    "bandwidth_columns",
+    "bus_factor",
+    "bus_factor_expr",
+    "collective_instances",
+    "compute_iteration_utilisation",
+    "match_collectives",
+]
+
+SYNCHRONISING_COLLECTIVES = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier"})
+"""Collectives no rank can finish before every rank of the group has started them."""
+
+ALL_COMMUNICATION_GROUP = "*"
+"""The ``group`` of communication events without a process group name: all of a rank's collectives."""
+
+_POINT_TO_POINT = ("send", "recv", "send_recv")
+_HALF_FACTOR = ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter")
+_UNIT_FACTOR = ("broadcast", "reduce", *_POINT_TO_POINT)
+_GATHERING = ("all_gather", "gather")
+_NO_DATA = ("barrier", "wait")
+# Collectives whose input size may legitimately differ across ranks (uneven splits, p2p pairs).
+_UNEVEN = ("all_to_all", "gather", "scatter", *_POINT_TO_POINT)
+
+
+@dataclass(frozen=True)
+class CollectiveMatch:
+    """Collectives matched across ranks.
+
+    Attributes
+    ----------
+    collectives
+        One row per logical collective (:data:`~timeline.analysis.schemas.COLLECTIVES_SCHEMA`),
+        sorted by ``collective_id`` (first start).
+    ranks
+        One row per logical collective and rank
+        (:data:`~timeline.analysis.schemas.COLLECTIVE_RANKS_SCHEMA`).
+    mismatches
+        Groups where a rank has fewer collectives than another
+        (:data:`~timeline.analysis.schemas.COLLECTIVE_MISMATCHES_SCHEMA`); empty when all match.
+    warnings
+        One line per kind of oddity (count mismatches, collectives that differ across ranks).
+    """
+
+    collectives: pl.DataFrame
+    ranks: pl.DataFrame
+    mismatches: pl.DataFrame
+    warnings: tuple[str, ...] = ()
+
+
+def bus_factor(collective: str | None, ranks: int) -> float | None:
+    """Return nccl-tests' bus-bandwidth factor of a collective over ``ranks`` ranks, or None.
+
+    Examples
+    --------
+    >>> bus_factor("all_reduce", 8), bus_factor("all_to_all", 8), bus_factor("broadcast", 8)
+    (1.75, 0.875, 1.0)
+    """
+    if ranks <= 0 or collective is None:
+        return None
+    if collective == "all_reduce":
+        return 2 * (ranks - 1) / ranks
+    if collective in _HALF_FACTOR:
+        return (ranks - 1) / ranks
+    if collective in _UNIT_FACTOR:
+        return 1.0
+    return None
+
+
+def bus_factor_expr(collective: pl.Expr, ranks: pl.Expr) -> pl.Expr:
+    """Return :func:`bus_factor` as a polars expression (null for unknown collectives or ``ranks < 1``)."""
+    n = ranks.cast(pl.Float64)
+    factor = (
+        pl.when(collective == "all_reduce")
+        .then(2 * (n - 1) / n)
+        .when(collective.is_in(_HALF_FACTOR))
+        .then((n - 1) / n)
+        .when(collective.is_in(_UNIT_FACTOR))
+        .then(pl.lit(1.0))
+        .otherwise(pl.lit(None, dtype=pl.Float64))
+    )
+    return pl.when(n >= 1).then(factor).otherwise(pl.lit(None, dtype=pl.Float64))
+
+
+def _sum_or_null(column: str) -> pl.Expr:
+    """Sum of a column, null when every value is null (polars' sum would give 0)."""
+    return pl.when(pl.col(column).is_not_null().any()).then(pl.col(column).sum()).otherwise(None)
+
+
+def collective_instances(events: pl.DataFrame) -> pl.DataFrame:
+    """Return each rank's collectives, numbered within their process group.
+
+    The building block of :func:`match_collectives` and the clock alignment: communication events
+    of Kineto ranks (collective kernels with a device on GPU ranks, CPU collectives on CPU-only
+    ranks; ``wait`` markers dropped), grouped by ``group`` (``pg_name``, else
+    :data:`ALL_COMMUNICATION_GROUP`), numbered by ``seq`` when every event of the group has one,
+    else by order of start on each rank.
+
+    Parameters
+    ----------
+    events
+        The canonical events frame.
+
+    Returns
+    -------
+    pl.DataFrame
+        Columns ``group``, ``index``, ``matched_by`` (``seq`` or ``order``), ``rank``,
+        ``collective``, ``events`` (events merged into the instance), ``start_ns``, ``end_ns``,
+        ``dur_ns``, ``in_bytes``, ``out_bytes`` (sums over the merged events), ``group_size``;
+        sorted by group, index and rank.
+    """
+    modes = rank_modes(events)
+    mode = pl.col("mode")
+    on_device = pl.col("device").is_not_null()
+    comm = (
+        events.filter((pl.col("kind") == "communication") & (pl.col("source") == "kineto"))
+        .join(modes, on="rank", how="inner")
+        .filter(((mode == "gpu") & on_device) | ((mode == "cpu") & ~on_device))
+        .with_columns(
+            collective=pl.col("collective").cast(pl.String),
+            group=pl.coalesce(pl.col("pg_name").cast(pl.String), pl.lit(ALL_COMMUNICATION_GROUP)),
+        )
+        .filter(pl.col("collective").is_null() | (pl.col("collective") != "wait"))
+        .sort("rank", "group", "start_ns", "end_ns", maintain_order=True)
+    )
+    use_seq = pl.col("seq").is_not_null().all().over("group")
+    numbered = comm.with_columns(
+        index=pl.when(use_seq)
+        .then(pl.col("seq"))
+        .otherwise(pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "group")),
+        matched_by=pl.when(use_seq).then(pl.lit("seq")).otherwise(pl.lit("order")),
+    )
+    instances = numbered.group_by("group", "index", "rank").agg(
+        matched_by=pl.col("matched_by").first(),
+        collective=pl.col("collective").drop_nulls().first(),
+        events=pl.len().cast(pl.Int32),
+        start_ns=pl.col("start_ns").min(),
+        end_ns=pl.col("end_ns").max(),
+        in_bytes=_sum_or_null("in_bytes"),
+        out_bytes=_sum_or_null("out_bytes"),
+        group_size=pl.col("group_size").max(),
+    )
+    return (
+        instances.with_columns(dur_ns=pl.col("end_ns") - pl.col("start_ns"))
+        .select(
+            "group",
+            "index",
+            "matched_by",
+            "rank",
+            "collective",
+            "events",
+            "start_ns",
+            "end_ns",
+            "dur_ns",
+            "in_bytes",
+            "out_bytes",
+            "group_size",
+        )
+        .sort("group", "index", "rank")
+    )
+
+
+def _with_iterations(instances: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Add ``iteration``: the ProfilerStep window of the rank that holds the instance's start."""
+    steps = (
+        windows.filter(pl.col("window") == "profiler_step")
+        .select("rank", "iteration", _w_start="start_ns", _w_end="end_ns")
+        .sort("_w_start")
+    )
+    located = instances.sort("start_ns").join_asof(
+        steps, left_on="start_ns", right_on="_w_start", by="rank", strategy="backward", check_sortedness=False
+    )
+    return located.with_columns(
+        iteration=pl.when(pl.col("start_ns") < pl.col("_w_end")).then(pl.col("iteration"))
+    ).drop("_w_start", "_w_end")
+
+
+def bandwidth_columns(link_gbps: float | None, *, time: str = "transfer_ns") -> list[pl.Expr]:
+    """Return the rate columns computed from ``bytes``, the ``time`` column (ns) and ``bus_factor``.
+
+    ``algbw_bytes_per_s = bytes / (time / 10⁹)``, ``busbw_bytes_per_s = algbw × bus_factor``, the same
+    in Gbit/s (``× 8 / 10⁹``), ``link_gbps`` and ``link_utilisation_ratio = busbw_gbps / link_gbps``;
+    null where ``bytes`` is null or ``time`` is not positive.
+    """
+    usable = pl.col("bytes").is_not_null() & (pl.col(time) > 0)
+    algbw = pl.when(usable).then(pl.col("bytes") * 1e9 / pl.col(time))
+    busbw = algbw * pl.col("bus_factor")
+    link = pl.lit(link_gbps, dtype=pl.Float64)
+    return [
+        algbw.alias("algbw_bytes_per_s"),
+        busbw.alias("busbw_bytes_per_s"),
+        (algbw * 8 / 1e9).alias("algbw_gbps"),
+        (busbw * 8 / 1e9).alias("busbw_gbps"),
+        link.alias("link_gbps"),
+        (busbw * 8 / 1e9 / link).alias("link_utilisation_ratio"),
+    ]
+
+
+def match_collectives(
+    events: pl.DataFrame, *, windows: pl.DataFrame | None = None, link_gbps: float | None = None
+) -> CollectiveMatch:
+    """Match every collective across ranks and measure skew, wait, transfer and bandwidth.
+
+    Parameters
+    ----------
+    events
+        The canonical events frame of several ranks (Horovod spans are not matched: they are one
+        rank's view; see :mod:`timeline.analysis.horovod_phases`).
+    windows
+        Iteration windows (:func:`~timeline.analysis.iterations.assign_iterations`); computed when
+        not given. A logical collective belongs to the iteration most of its ranks started it in.
+    link_gbps
+        The link's one-direction bandwidth in Gbit/s (:func:`~timeline.analysis.links.parse_link_gbps`);
+        fills ``link_gbps`` and ``link_utilisation_ratio`` (null without).
+
+    Returns
+    -------
+    CollectiveMatch
+
+    Examples
+    --------
+    >>> from timeline import load  # doctest: +SKIP
+    >>> match = match_collectives(load("../shared/traces/kineto/param_dlrm_8rank").events)  # doctest: +SKIP
+    >>> match.collectives.select("collective", "start_skew_ns", "end_skew_ns", "last_rank")  # doctest: +SKIP
+    """
+    instances = collective_instances(events)
+    if windows is None:
+        windows = assign_iterations(events)
+    instances = _with_iterations(instances, windows)
+
+    # The ranks expected in each group: those with any of its collectives; for events without a
+    # process group, every rank whose communication is measured.
+    measured_ranks = (
+        rank_modes(events).filter(pl.col("mode").is_in(["gpu", "cpu"])).get_column("rank").to_list()
+    )
+    measured = len(measured_ranks)
+    expected = instances.group_by("group").agg(expected_ranks=pl.col("rank").n_unique().cast(pl.Int32))
+    expected = expected.with_columns(
+        expected_ranks=pl.when(pl.col("group") == ALL_COMMUNICATION_GROUP)
+        .then(pl.max_horizontal(pl.col("expected_ranks"), pl.lit(measured, dtype=pl.Int32)))
+        .otherwise(pl.col("expected_ranks"))
+    )
+
+    kind_class = (
+        pl.when(pl.col("collective").is_in(_POINT_TO_POINT))
+        .then(pl.lit("p2p"))
+        .otherwise(pl.col("collective"))
+    )
+    logical = instances.group_by("group", "index").agg(
+        matched_by=pl.col("matched_by").first(),
+        collective=pl.col("collective").drop_nulls().mode().sort().first(),
+        iteration=pl.col("iteration").drop_nulls().mode().sort().first(),
+        _kinds=kind_class.drop_nulls().n_unique(),
+        _sizes=pl.col("in_bytes").drop_nulls().n_unique(),
+        ranks=pl.col("rank").n_unique().cast(pl.Int32),
+        group_size=pl.col("group_size").max(),
+        first_start_ns=pl.col("start_ns").min(),
+        last_start_ns=pl.col("start_ns").max(),
+        first_end_ns=pl.col("end_ns").min(),
+        last_end_ns=pl.col("end_ns").max(),
+        transfer_ns=pl.col("dur_ns").min(),
+        first_rank=pl.col("rank").sort_by(["start_ns", "rank"]).first(),
+        last_rank=pl.col("rank").sort_by(["start_ns", "rank"], descending=[True, False]).first(),
+    )
+    logical = (
+        logical.join(expected, on="group", how="left")
+        .sort("first_start_ns", "group", "index")
+        .with_row_index("collective_id")
+        .with_columns(
+            pl.col("collective_id").cast(pl.Int64),
+            synchronising=pl.col("collective").is_in(list(SYNCHRONISING_COLLECTIVES)).fill_null(False),
+            complete=pl.col("ranks") >= pl.col("expected_ranks"),
+            consistent=(pl.col("_kinds") <= 1)
+            & ((pl.col("_sizes") <= 1) | pl.col("collective").is_in(_UNEVEN).fill_null(False)),
+            start_skew_ns=pl.col("last_start_ns") - pl.col("first_start_ns"),
+            end_skew_ns=pl.col("last_end_ns") - pl.col("first_end_ns"),
+            _n=pl.coalesce(pl.col("group_size"), pl.col("ranks")),
+        )
+        .with_columns(bus_factor=bus_factor_expr(pl.col("collective"), pl.col("_n")))
+    )
+
+    # Bytes by nccl-tests' convention, per rank: the total output for gathers (else input × n),
+    # nothing for barriers, else the input.
+    logical_cols = logical.select(
+        "group",
+        "index",
+        "collective_id",
+        "_n",
+        "first_start_ns",
+        "first_end_ns",
+        "transfer_ns",
+        "last_rank",
+        _logical_collective="collective",
+    )
+    collective = pl.col("_logical_collective")
+    per_rank = (
+        instances.join(logical_cols, on=["group", "index"], how="inner")
+        .with_columns(
+            bytes=pl.when(collective.is_in(_GATHERING))
+            .then(pl.coalesce(pl.col("out_bytes"), pl.col("in_bytes") * pl.col("_n")))
+            .when(collective.is_in(_NO_DATA))
+            .then(pl.lit(None, dtype=pl.Int64))
+            .otherwise(pl.col("in_bytes")),
+            arrival_lag_ns=pl.col("start_ns") - pl.col("first_start_ns"),
+            end_lag_ns=pl.col("end_ns") - pl.col("first_end_ns"),
+            wait_ns=pl.col("dur_ns") - pl.col("transfer_ns"),
+            last=pl.col("rank") == pl.col("last_rank"),
+        )
+        .sort("collective_id", "rank")
+    )
+    totals = per_rank.group_by("collective_id").agg(
+        bytes=pl.col("bytes").max(),
+        max_wait_ns=pl.col("wait_ns").max(),
+        total_wait_ns=pl.col("wait_ns").sum(),
+    )
+    logical = logical.join(totals, on="collective_id", how="left").with_columns(bandwidth_columns(link_gbps))
+    collectives = validate(logical.sort("collective_id"), COLLECTIVES_SCHEMA, what="collectives")
+    ranks = validate(per_rank, COLLECTIVE_RANKS_SCHEMA, what="collective ranks")
+    mismatches, warnings = _mismatches(instances, logical, measured_ranks)
+    return CollectiveMatch(collectives=collectives, ranks=ranks, mismatches=mismatches, warnings=warnings)
+
+
+def _mismatches(
+    instances: pl.DataFrame, logical: pl.DataFrame, measured_ranks: list[int]
+) -> tuple[pl.DataFrame, tuple[str, ...]]:
+    """Return the groups and ranks with fewer collectives than the group's most, and warning lines."""
+    counts = instances.group_by("group", "rank").agg(collectives=pl.len().cast(pl.Int64))
+    most = counts.group_by("group").agg(expected=pl.col("collectives").max())
+    # Measured ranks with no communication at all lack every collective of the "*" group.
+    if ALL_COMMUNICATION_GROUP in most.get_column("group").to_list():
+        silent = [r for r in measured_ranks if r not in set(counts.get_column("rank").to_list())]
+        if silent:
+            absent = pl.DataFrame(
+                {"group": ALL_COMMUNICATION_GROUP, "rank": silent, "collectives": 0},
+                schema={"group": pl.String, "rank": counts.schema["rank"], "collectives": pl.Int64},
+            )
+            counts = pl.concat([counts, absent])
+    rows = (
+        counts.join(most, on="group")
+        .filter(pl.col("collectives") < pl.col("expected"))
+        .with_columns(missing=pl.col("expected") - pl.col("collectives"))
+        .sort("group", "rank")
+    )
+    mismatches = validate(rows, COLLECTIVE_MISMATCHES_SCHEMA, what="collective mismatches")
+    warnings = [
+        f"group {row['group']!r}: rank {row['rank']} has {row['collectives']} collectives, another rank "
+        f"{row['expected']}; the collectives it lacks are matched on fewer ranks (complete = false)"
+        for row in mismatches.iter_rows(named=True)
+    ]
+    incomplete = logical.filter(~pl.col("complete")).height
+    if incomplete and not warnings:
+        warnings.append(
+            f"{incomplete} logical collectives were seen on fewer ranks than their group has "
+            "(ranks without communication events, or traces of a subset of the ranks)"
+        )
+    inconsistent = logical.filter(~pl.col("consistent")).height
+    if inconsistent:
+        warnings.append(
+            f"{inconsistent} logical collectives differ in kind or size across ranks (consistent = false): "
+            "the k-th collectives of the ranks may not be the same operation"
+        )
+    return mismatches, tuple(warnings)
+
+
+def compute_iteration_utilisation(
+    collectives: pl.DataFrame,
+    *,
+    link_gbps: float | None = None,
+    windows: pl.DataFrame | None = None,
+    iteration_overlap: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """Return, per iteration, the bus bandwidth achieved by its collectives and the link utilisation.
+
+    Parameters
+    ----------
+    collectives
+        :attr:`CollectiveMatch.collectives`.
+    link_gbps
+        The link's one-direction bandwidth in Gbit/s; without it the link columns are null.
+    windows
+        Iteration windows (for ``step_ns``, the median window length over ranks); null without.
+    iteration_overlap
+        :func:`~timeline.analysis.overlap.compute_iteration_overlap` of the same events (for
+        ``exposed_comm_ns``, the median over ranks, and ``exposed_link_bytes``); null without.
+
+    Returns
+    -------
+    pl.DataFrame
+        :data:`~timeline.analysis.schemas.ITERATION_UTILISATION_SCHEMA`, sorted by iteration (the
+        null iteration, collectives outside every ProfilerStep window, first).
+    """
+    usable = pl.col("bytes").is_not_null() & (pl.col("transfer_ns") > 0) & pl.col("bus_factor").is_not_null()
+    per_iteration = collectives.group_by("iteration").agg(
+        collectives=pl.len().cast(pl.Int64),
+        bytes=pl.col("bytes").filter(usable).sum(),
+        bus_bytes=(pl.col("bytes").cast(pl.Float64) * pl.col("bus_factor")).filter(usable).sum(),
+        transfer_ns=pl.col("transfer_ns").filter(usable).sum(),
+        total_wait_ns=pl.col("total_wait_ns").sum(),
+    )
+    if windows is not None and windows.height:
+        steps = (
+            windows.filter(pl.col("window") == "profiler_step")
+            .group_by("iteration")
+            .agg(step_ns=(pl.col("end_ns") - pl.col("start_ns")).median().round().cast(pl.Int64))
+        )
+        per_iteration = per_iteration.join(steps, on="iteration", how="left")
+    else:
+        per_iteration = per_iteration.with_columns(step_ns=pl.lit(None, dtype=pl.Int64))
+    if iteration_overlap is not None and iteration_overlap.height:
+        exposed = (
+            iteration_overlap.filter(pl.col("iteration").is_not_null())
+            .group_by("iteration")
+            .agg(exposed_comm_ns=pl.col("exposed_comm_ns").median().round().cast(pl.Int64))
+        )
+        per_iteration = per_iteration.join(exposed, on="iteration", how="left")
+    else:
+        per_iteration = per_iteration.with_columns(exposed_comm_ns=pl.lit(None, dtype=pl.Int64))
+    link = pl.lit(link_gbps, dtype=pl.Float64)
+    transfer = pl.when(pl.col("transfer_ns") > 0).then(pl.col("transfer_ns"))
+    result = per_iteration.with_columns(
+        algbw_gbps=pl.col("bytes") * 8 / transfer,
+        busbw_gbps=pl.col("bus_bytes") * 8 / transfer,
+        link_gbps=link,
+    ).with_columns(
+        link_utilisation_ratio=pl.col("busbw_gbps") / link,
+        step_link_utilisation_ratio=pl.when(pl.col("step_ns") > 0).then(
+            pl.col("bus_bytes") * 8 / (pl.col("step_ns") * link)
+        ),
+        exposed_link_bytes=pl.col("exposed_comm_ns") * link / 8,
+    )
+    return validate(
+        result.sort("iteration", nulls_last=False), ITERATION_UTILISATION_SCHEMA, what="utilisation"
+    )
