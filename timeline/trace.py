@@ -20,7 +20,13 @@ import msgspec
 import polars as pl
 
 from timeline.errors import RankError, TraceContentError, TraceFormatError
-from timeline.importers.files import expand_paths, rank_from_name, read_trace_bytes, sniff_format
+from timeline.importers.files import (
+    expand_paths,
+    manifest_windows,
+    rank_from_name,
+    read_trace_bytes,
+    sniff_format,
+)
 from timeline.importers.result import FileResult, ImportOptions
 from timeline.importers.rules import ClassificationRules
 from timeline.schema import EVENTS_SCHEMA, FILES_SCHEMA, validate
@@ -224,6 +230,10 @@ def load(
     file_rows: list[dict[str, object]] = []
     warnings: list[str] = []
     owner: dict[int, Path] = {}
+    # Files a capture manifest lists as successive windows of one rank may share that rank.
+    windows: dict[Path, int] = {}
+    for directory in {p.parent for p in path_list}:
+        windows.update(manifest_windows(directory))
     horovod_files = [p for r, p in parsed if r.format == "horovod"]
     if len(horovod_files) > 1:
         names = ", ".join(str(p) for p in horovod_files[:3])
@@ -236,7 +246,7 @@ def load(
             for row in stored:
                 r = row.get("rank")
                 if isinstance(r, int) and row.get("format") != "horovod":
-                    _claim(owner, r, path)
+                    _claim(owner, r, path, windows)
             file_rows.extend(stored)
             frames.append(result.events)
             continue
@@ -246,7 +256,7 @@ def load(
             raise TraceContentError(msg)
         file_rank, rank_from = _resolve_rank(result, path, rank=rank, rank_regex=rank_regex, warnings=warnings)
         if result.claims_rank:
-            _claim(owner, file_rank, path)
+            _claim(owner, file_rank, path, windows)
         events = result.events.with_columns(pl.col("rank").fill_null(file_rank))
         frames.append(events)
         file_rows.append(
@@ -268,8 +278,14 @@ def load(
     return Trace(events=events, files=files, warnings=tuple(warnings))
 
 
-def _claim(owner: dict[int, Path], rank: int, path: Path) -> None:
-    """Record that ``path`` holds ``rank``; two files claiming one rank is an error."""
+def _claim(owner: dict[int, Path], rank: int, path: Path, windows: dict[Path, int]) -> None:
+    """Record that ``path`` holds ``rank``; two files claiming one rank is an error.
+
+    Unless a capture manifest lists both as windows of that rank (``repeat > 1``).
+    """
+    other = owner.get(rank)
+    if other is not None and windows.get(other) == rank and windows.get(path) == rank:
+        return
     if rank in owner and owner[rank] != path:
         msg = (
             f"{path}: rank {rank} is also claimed by {owner[rank]}; "

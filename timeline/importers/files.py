@@ -14,10 +14,12 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
+import msgspec
+
 from timeline.errors import RankError, TraceFormatError, UsageError
 from timeline.importers.result import TraceFormat
 
-__all__ = ["expand_paths", "rank_from_name", "read_trace_bytes", "sniff_format"]
+__all__ = ["expand_paths", "manifest_windows", "rank_from_name", "read_trace_bytes", "sniff_format"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PARQUET_MAGIC = b"PAR1"
@@ -46,11 +48,20 @@ def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
         text = str(raw)
         path = Path(text)
         if path.is_dir():
+            listed = manifest_windows(path)
             members = sorted(
                 p
                 for p in path.iterdir()
                 if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES) and p.name not in _NOT_TRACES
             )
+            if listed:
+                # A capture run folder: exactly the files its manifest lists (stale traces of an
+                # earlier run in the same folder are not mixed in).
+                members = sorted(listed)
+                missing = [p for p in members if not p.is_file()]
+                if missing:
+                    msg = f"{missing[0]}: listed in {path / 'manifest.json'} but missing; re-copy the run folder"
+                    raise UsageError(msg)
             if not members:
                 msg = f"{text}: directory holds no trace files (*.json, *.json.gz, *.parquet)"
                 raise UsageError(msg)
@@ -67,6 +78,30 @@ def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
         else:
             raise UsageError(f"{text}: no such file or directory")
     return sorted({p.resolve() for p in found})
+
+
+def manifest_windows(directory: Path) -> dict[Path, int]:
+    """Return the trace files a ``timeline.capture`` manifest in ``directory`` lists, with their rank.
+
+    A capture with ``repeat > 1`` writes several windows per rank (``rank0.2-4``, ``rank0.7-9``):
+    they are one rank's successive windows, not two ranks. Empty when there is no such manifest.
+    """
+    manifest = directory / "manifest.json"
+    if not manifest.is_file():
+        return {}
+    try:
+        content = msgspec.json.decode(manifest.read_bytes())
+    except (msgspec.DecodeError, OSError, UnicodeDecodeError):
+        return {}
+    if not isinstance(content, dict) or not str(content.get("format", "")).startswith("timeline.capture/"):
+        return {}
+    windows: dict[Path, int] = {}
+    for entry in content.get("ranks") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("rank"), int):
+            for name in entry.get("files") or []:
+                if isinstance(name, str) and "/" not in name and "\\" not in name:
+                    windows[(directory / name).resolve()] = entry["rank"]
+    return windows
 
 
 def _gunzip(raw: bytes, source: str, warnings: list[str]) -> bytes:

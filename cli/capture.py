@@ -1,0 +1,80 @@
+"""``timeline capture --demo``: run a small CPU DDP job under the profiler and leave a run folder.
+
+Registered by the main app as ``app.command("capture")(capture_command)``. Capturing your own
+training job is done from Python with :func:`timeline.capture.capture`; this command only runs
+the built-in demo (``docs/capturing.md``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.common import fail, user_errors
+
+__all__ = ["capture_command"]
+
+_TRACE_GLOB = "rank*.pt.trace.json.gz"
+
+
+def capture_command(
+    demo: Annotated[
+        bool,
+        typer.Option("--demo", help="Run the built-in demo job: a small DDP MLP on CPU processes (gloo)."),
+    ] = False,
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Run folder to write the traces and manifest.json to."),
+    ] = Path("runs/demo"),
+    ranks: Annotated[
+        int, typer.Option("--ranks", min=1, max=64, help="Number of processes (world size).")
+    ] = 2,
+    steps: Annotated[
+        int,
+        typer.Option("--steps", min=5, help="Training steps per rank; steps 2-4 are recorded."),
+    ] = 8,
+    grad_ready_markers: Annotated[
+        bool,
+        typer.Option(
+            "--grad-ready-markers",
+            help="Also record when each gradient is ready (timeline.grad_ready:<param>:<bytes> events).",
+        ),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace the traces and manifest of an earlier run in --out.")
+    ] = False,
+) -> None:
+    """Capture PyTorch-profiler traces of a demo DDP job, ready for `timeline analyze`.
+
+    Exit codes: 0 traces written; 2 bad arguments, --out already holds a run, or torch missing.
+    """
+    from timeline.capture import MANIFEST_NAME, TorchMissingError, require_torch, run_demo
+
+    if not demo:
+        fail(
+            "timeline capture runs only the built-in demo job: pass --demo; to capture your own "
+            "training loop use timeline.capture.capture (see docs/capturing.md)"
+        )
+    try:
+        require_torch()
+    except TorchMissingError as exc:
+        fail(str(exc))
+    if out.exists() and not out.is_dir():
+        fail(f"{out}: exists and is not a directory; choose another --out")
+    earlier = sorted(out.glob(_TRACE_GLOB)) + [p for p in [out / MANIFEST_NAME] if p.exists()]
+    if earlier and not force:
+        fail(f"{out}: already holds a captured run ({earlier[0].name}); pass --force to replace it")
+    for path in earlier:
+        path.unlink()
+    with user_errors():
+        result = run_demo(out, ranks=ranks, steps=steps, grad_ready_markers=grad_ready_markers)
+    total = sum(p.stat().st_size for p in result.files)
+    typer.echo(f"wrote {len(result.files)} traces ({total / 1e3:.0f} kB) and {MANIFEST_NAME} to {out}")
+    for path in result.files:
+        typer.echo(f"  {path.name}  {path.stat().st_size / 1e3:.0f} kB")
+    if result.step_times_s:
+        times = sorted(result.step_times_s)
+        typer.echo(f"median step time on rank 0: {times[len(times) // 2] * 1e3:.1f} ms")
+    typer.echo(f"next: timeline analyze {out}")

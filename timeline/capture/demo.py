@@ -1,0 +1,289 @@
+"""The demo job: a small DDP training run on CPU (gloo), captured with :func:`~timeline.capture.capture`.
+
+Takes a run folder and a few sizes; gives a run folder that ``timeline analyze`` reads, and rank
+0's step times. Used by ``timeline capture --demo``, ``sample_traces/make_samples.py``, the tests
+and ``benchmarks/capture_overhead.py``.
+
+The job: ``ranks`` processes started with the ``spawn`` method on 127.0.0.1 (gloo), each with one
+intra-op thread; an MLP (256 → 4 × 512 → 10, about 0.9 M parameters, 3.6 MB of gradients) wrapped
+in ``DistributedDataParallel(bucket_cap_mb=1)``, so the gradients travel in 4 buckets and the
+first all-reduces overlap the rest of the backward pass; SGD on fixed random batches of 64.
+Seeds are fixed: every run computes the same numbers (timings differ, of course).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import os
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from multiprocessing.queues import SimpleQueue
+from pathlib import Path
+
+from timeline.capture._torch import import_torch, require_torch
+from timeline.capture.manifest import MANIFEST_NAME, read_manifest
+from timeline.capture.session import capture
+from timeline.errors import UsageError
+
+__all__ = ["DEMO_BUCKET_CAP_MB", "DemoResult", "run_demo"]
+
+DEMO_BUCKET_CAP_MB = 1.0
+_INPUT = 256
+_HIDDEN = 512
+_HIDDEN_LAYERS = 4
+_CLASSES = 10
+_BATCH = 64
+_BATCHES = 4
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What a demo run left behind."""
+
+    run_dir: Path
+    """The run folder."""
+    files: tuple[Path, ...]
+    """The trace files of every rank, as listed in the manifest (empty when not profiled)."""
+    step_times_s: tuple[float, ...]
+    """Rank 0's wall time of every step, in seconds (``cap.step()`` included)."""
+    step_cpu_s: tuple[float, ...]
+    """CPU time of rank 0's main thread in every step, in seconds: unlike wall time, barely moved
+    by other programs competing for the cores (the gloo threads are not counted)."""
+
+
+@dataclass(frozen=True)
+class _Spec:
+    out: str
+    ranks: int
+    steps: int
+    port: int
+    wait: int
+    warmup: int
+    active: int
+    repeat: int
+    grad_ready_markers: bool
+    record_shapes: bool
+    with_stack: bool
+    profile: bool
+    seed: int
+    threads: int
+    timeout_s: float
+
+
+def run_demo(
+    out: str | os.PathLike[str],
+    *,
+    ranks: int = 2,
+    steps: int = 8,
+    wait: int = 1,
+    warmup: int = 1,
+    active: int = 3,
+    repeat: int = 1,
+    grad_ready_markers: bool = False,
+    record_shapes: bool = True,
+    with_stack: bool = False,
+    profile: bool = True,
+    seed: int = 0,
+    threads: int = 1,
+    timeout_s: float = 300.0,
+) -> DemoResult:
+    """Run the demo DDP job on ``ranks`` local CPU processes and capture it into ``out``.
+
+    Parameters
+    ----------
+    out
+        The run folder; created if missing. Existing files of the same names are replaced.
+    ranks
+        Number of processes (world size).
+    steps
+        Training steps per rank; at least ``wait + warmup + active`` when profiling.
+    wait, warmup, active, repeat
+        The profiler schedule.
+    grad_ready_markers, record_shapes, with_stack
+        Passed to :func:`~timeline.capture.capture`.
+    profile
+        Capture traces; False runs the same job without the profiler (to measure its overhead).
+    seed
+        Seed of the model weights and the batches.
+    threads
+        Intra-op threads per rank.
+    timeout_s
+        Give up (and stop the ranks) after this many seconds.
+
+    Returns
+    -------
+    DemoResult
+        The run folder, the trace files and rank 0's step times.
+
+    Raises
+    ------
+    TorchMissingError
+        torch is not installed.
+    UsageError
+        A count out of range.
+    RuntimeError
+        A rank failed (its traceback is on stderr) or the job timed out.
+    """
+    if ranks < 1:
+        raise UsageError(f"ranks={ranks}: need at least 1 rank")
+    if threads < 1:
+        raise UsageError(f"threads={threads}: need at least 1 thread per rank")
+    window = wait + warmup + active
+    if steps < 1 or (profile and steps < window):
+        need = window if profile else 1
+        raise UsageError(
+            f"steps={steps}: need at least {need} steps to record one window "
+            f"(wait {wait} + warmup {warmup} + active {active})"
+        )
+    require_torch()
+    run_dir = Path(out)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec = _Spec(
+        out=str(run_dir),
+        ranks=ranks,
+        steps=steps,
+        port=_free_port(),
+        wait=wait,
+        warmup=warmup,
+        active=active,
+        repeat=repeat,
+        grad_ready_markers=grad_ready_markers,
+        record_shapes=record_shapes,
+        with_stack=with_stack,
+        profile=profile,
+        seed=seed,
+        threads=threads,
+        timeout_s=timeout_s,
+    )
+    context = multiprocessing.get_context("spawn")
+    results: SimpleQueue[tuple[list[float], list[float]]] = context.SimpleQueue()
+    processes = [
+        context.Process(target=_worker, args=(rank, spec, results), name=f"timeline-demo-rank{rank}")
+        for rank in range(ranks)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        _wait_for(processes, timeout_s)
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+            process.join()
+    times, cpu_times = results.get() if not results.empty() else ([], [])
+    files: tuple[Path, ...] = ()
+    if profile:
+        manifest = read_manifest(run_dir / MANIFEST_NAME)
+        if manifest is not None:
+            files = tuple(run_dir / name for name in manifest.files)
+    return DemoResult(run_dir=run_dir, files=files, step_times_s=tuple(times), step_cpu_s=tuple(cpu_times))
+
+
+def _wait_for(processes: Sequence[multiprocessing.process.BaseProcess], timeout_s: float) -> None:
+    """Wait until every process exits; raise as soon as one fails or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    pending = list(processes)
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RuntimeError(f"demo job: still running after {timeout_s:g} s; stopped it")
+        multiprocessing.connection.wait([p.sentinel for p in pending], timeout=left)
+        for process in list(pending):
+            if process.exitcode is None:
+                continue
+            pending.remove(process)
+            if process.exitcode != 0:
+                raise RuntimeError(
+                    f"demo job: {process.name} exited with code {process.exitcode} (its error is above)"
+                )
+
+
+def _free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _worker(rank: int, spec: _Spec, results: SimpleQueue[tuple[list[float], list[float]]]) -> None:
+    """Train one rank of the demo job (runs in a spawned process)."""
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(spec.port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(spec.ranks),
+    )
+    # Kineto prints profiler_start/stop lines on stderr at its default level; 6 is above all levels.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    if sys.platform == "linux":
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the demo never leaves this host
+    torch = import_torch()
+    torch.set_num_threads(spec.threads)
+    dist = torch.distributed
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=spec.ranks, timeout=timedelta(seconds=spec.timeout_s)
+    )
+    try:
+        torch.manual_seed(spec.seed)
+        nn = torch.nn
+        layers = [nn.Linear(_INPUT, _HIDDEN), nn.ReLU()]
+        for _ in range(_HIDDEN_LAYERS - 1):
+            layers += [nn.Linear(_HIDDEN, _HIDDEN), nn.ReLU()]
+        layers.append(nn.Linear(_HIDDEN, _CLASSES))
+        model = nn.parallel.DistributedDataParallel(nn.Sequential(*layers), bucket_cap_mb=DEMO_BUCKET_CAP_MB)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        loss_fn = nn.CrossEntropyLoss()
+        generator = torch.Generator().manual_seed(spec.seed + 1 + rank)
+        batches = [
+            (
+                torch.randn(_BATCH, _INPUT, generator=generator),
+                torch.randint(0, _CLASSES, (_BATCH,), generator=generator),
+            )
+            for _ in range(_BATCHES)
+        ]
+
+        def train_step(i: int) -> None:
+            inputs, targets = batches[i % len(batches)]
+            optimizer.zero_grad(set_to_none=True)
+            loss_fn(model(inputs), targets).backward()
+            optimizer.step()
+
+        times: list[float] = []
+        cpu_times: list[float] = []
+        dist.barrier()
+        if spec.profile:
+            with capture(
+                spec.out,
+                wait=spec.wait,
+                warmup=spec.warmup,
+                active=spec.active,
+                repeat=spec.repeat,
+                grad_ready_markers=spec.grad_ready_markers,
+                model=model,
+                record_shapes=spec.record_shapes,
+                with_stack=spec.with_stack,
+            ) as cap:
+                for i in range(spec.steps):
+                    start, start_cpu = time.perf_counter(), time.thread_time()
+                    train_step(i)
+                    cap.step()
+                    times.append(time.perf_counter() - start)
+                    cpu_times.append(time.thread_time() - start_cpu)
+        else:
+            for i in range(spec.steps):
+                start, start_cpu = time.perf_counter(), time.thread_time()
+                train_step(i)
+                times.append(time.perf_counter() - start)
+                cpu_times.append(time.thread_time() - start_cpu)
+        dist.barrier()
+        if rank == 0:
+            results.put((times, cpu_times))
+    finally:
+        dist.destroy_process_group()
