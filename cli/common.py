@@ -36,7 +36,10 @@ PathsArgument = Annotated[
     ),
 ]
 RankOption = Annotated[
-    int | None, typer.Option("--rank", help="Rank of a single file that names none (no distributedInfo, no rank in its name).")
+    int | None,
+    typer.Option(
+        "--rank", help="Rank of a single file that names none (no distributedInfo, no rank in its name)."
+    ),
 ]
 RankRegexOption = Annotated[
     str | None,
@@ -86,8 +89,13 @@ def _progress_reporter() -> tuple[Callable[[str, int, int], None] | None, Callab
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     bar = Progress(
-        TextColumn("loading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-        TimeElapsedColumn(), console=Console(stderr=True), transient=True,
+        TextColumn("loading"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
     )
     task: list[Any] = []
 

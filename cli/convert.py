@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -51,7 +50,7 @@ def convert_command(
         partial = output.with_name(f".{output.name}.partial")
         try:
             trace.write_parquet(partial)
-            os.replace(partial, output)
+            partial.replace(output)
         finally:
             partial.unlink(missing_ok=True)
     typer.echo(f"wrote {trace.events.height:,} events of {len(trace.ranks)} rank(s) to {output}", err=True)

@@ -16,14 +16,32 @@ REPO = Path(__file__).resolve().parents[1]
 
 def gpu(kind: str, start: int, end: int, *, rank: int = 0, stream: int = 7, **extra: Any) -> dict[str, Any]:
     """A GPU activity on device 0: kind 'compute', 'communication', 'memcpy' or 'memset'."""
-    return {"rank": rank, "kind": kind, "start_ns": start, "end_ns": end, "device": 0, "stream": stream,
-            "pid": 0, "tid": stream, "cat": "kernel", **extra}
+    return {
+        "rank": rank,
+        "kind": kind,
+        "start_ns": start,
+        "end_ns": end,
+        "device": 0,
+        "stream": stream,
+        "pid": 0,
+        "tid": stream,
+        "cat": "kernel",
+        **extra,
+    }
 
 
 def cpu(kind: str, start: int, end: int, *, rank: int = 0, tid: int = 1, **extra: Any) -> dict[str, Any]:
     """A CPU event on thread ``tid`` of process 100."""
-    return {"rank": rank, "kind": kind, "start_ns": start, "end_ns": end, "pid": 100, "tid": tid, "cat": "cpu_op",
-            **extra}
+    return {
+        "rank": rank,
+        "kind": kind,
+        "start_ns": start,
+        "end_ns": end,
+        "pid": 100,
+        "tid": tid,
+        "cat": "cpu_op",
+        **extra,
+    }
 
 
 def step(n: int, start: int, end: int, *, rank: int = 0) -> dict[str, Any]:
@@ -33,7 +51,9 @@ def step(n: int, start: int, end: int, *, rank: int = 0) -> dict[str, Any]:
 
 def launch(correlation: int, at: int, *, rank: int = 0) -> dict[str, Any]:
     """A runtime kernel launch at ``at`` with a correlation id."""
-    return cpu("runtime", at, at + 1, rank=rank, name="cudaLaunchKernel", cat="cuda_runtime", correlation=correlation)
+    return cpu(
+        "runtime", at, at + 1, rank=rank, name="cudaLaunchKernel", cat="cuda_runtime", correlation=correlation
+    )
 
 
 def make_events(rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -45,8 +65,11 @@ def make_events(rows: list[dict[str, Any]]) -> pl.DataFrame:
         full.update(row)
         full["dur_ns"] = full["end_ns"] - full["start_ns"]
         filled.append(full)
-    frame = pl.DataFrame(filled, schema_overrides={"kind": pl.String, "source": pl.String, "name": pl.String,
-                                                    "cat": pl.String}, infer_schema_length=None)
+    frame = pl.DataFrame(
+        filled,
+        schema_overrides={"kind": pl.String, "source": pl.String, "name": pl.String, "cat": pl.String},
+        infer_schema_length=None,
+    )
     for name in EVENTS_SCHEMA.names():
         if name not in frame.columns:
             frame = frame.with_columns(pl.lit(None).alias(name))

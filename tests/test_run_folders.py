@@ -52,5 +52,5 @@ def test_the_same_files_without_a_manifest_still_collide(tmp_path: Path) -> None
 def test_a_listed_file_that_is_missing_is_an_error(tmp_path: Path) -> None:
     run, _ = copy_run(tmp_path)
     (run / "rank1.2-4.pt.trace.json.gz").unlink()
-    with pytest.raises(UsageError, match="listed in .*manifest.json but missing"):
+    with pytest.raises(UsageError, match=r"listed in .*manifest\.json but missing"):
         load(run)

@@ -1,4 +1,4 @@
-"""timeline: is communication the bottleneck of your distributed training job?
+"""Is communication the bottleneck of your distributed training job? timeline answers.
 
 Load PyTorch profiler (Kineto) traces and Horovod timelines into one polars frame, and measure the
 communication hidden under compute and the communication exposed (stretching the iteration), per

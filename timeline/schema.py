@@ -114,7 +114,13 @@ _OVERLAP_COLUMNS: dict[str, pl.DataType] = {
 }
 
 RANK_OVERLAP_SCHEMA = pl.Schema(
-    {"rank": pl.Int32(), "mode": pl.String(), "start_ns": pl.Int64(), "end_ns": pl.Int64(), **_OVERLAP_COLUMNS}
+    {
+        "rank": pl.Int32(),
+        "mode": pl.String(),
+        "start_ns": pl.Int64(),
+        "end_ns": pl.Int64(),
+        **_OVERLAP_COLUMNS,
+    }
 )
 """Exposed vs hidden communication of each rank over its whole trace (``compute_overlap``)."""
 

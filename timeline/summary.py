@@ -19,11 +19,28 @@ __all__ = ["SUMMARY_VERSION", "build_summary", "top_collectives", "worst_iterati
 SUMMARY_VERSION = 1
 
 _RANK_FIELDS = (
-    "rank", "mode", "step_ns", "comm_ns", "compute_ns", "hidden_comm_ns", "exposed_comm_ns", "other_busy_ns",
-    "idle_ns", "exposed_comm_ratio", "hidden_comm_ratio", "comm_ratio", "compute_ratio", "idle_ratio",
+    "rank",
+    "mode",
+    "step_ns",
+    "comm_ns",
+    "compute_ns",
+    "hidden_comm_ns",
+    "exposed_comm_ns",
+    "other_busy_ns",
+    "idle_ns",
+    "exposed_comm_ratio",
+    "hidden_comm_ratio",
+    "comm_ratio",
+    "compute_ratio",
+    "idle_ratio",
 )
 _ITERATION_FIELDS = (
-    "rank", "iteration", "window", "start_ns", "end_ns", *_RANK_FIELDS[2:],
+    "rank",
+    "iteration",
+    "window",
+    "start_ns",
+    "end_ns",
+    *_RANK_FIELDS[2:],
 )
 
 
@@ -35,8 +52,16 @@ def top_collectives(collectives: pl.DataFrame, *, limit: int = 10) -> pl.DataFra
     """
     if collectives.height == 0:
         return pl.DataFrame(
-            schema={"collective": pl.String, "pg_name": pl.String, "in_bytes": pl.Int64, "calls": pl.UInt32,
-                    "ranks": pl.UInt32, "dur_ns": pl.Int64, "exposed_ns": pl.Int64, "exposed_ratio": pl.Float64}
+            schema={
+                "collective": pl.String,
+                "pg_name": pl.String,
+                "in_bytes": pl.Int64,
+                "calls": pl.UInt32,
+                "ranks": pl.UInt32,
+                "dur_ns": pl.Int64,
+                "exposed_ns": pl.Int64,
+                "exposed_ratio": pl.Float64,
+            }
         )
     grouped = (
         collectives.with_columns(pl.col("collective").fill_null("unknown"))

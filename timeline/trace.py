@@ -154,7 +154,9 @@ def _can_spawn() -> bool:
     return main_file is None or Path(main_file).exists()
 
 
-def _parse_all(paths: list[Path], options: ImportOptions, workers: int, progress: Progress | None) -> list[tuple[FileResult, Path]]:
+def _parse_all(
+    paths: list[Path], options: ImportOptions, workers: int, progress: Progress | None
+) -> list[tuple[FileResult, Path]]:
     """Parse files, in parallel worker processes when there are several."""
     total = len(paths)
     size = sum(p.stat().st_size for p in paths)
@@ -170,7 +172,9 @@ def _parse_all(paths: list[Path], options: ImportOptions, workers: int, progress
     context = multiprocessing.get_context("spawn")
     results: dict[Path, tuple[FileResult, Path]] = {}
     with ProcessPoolExecutor(max_workers=min(workers, total), mp_context=context) as pool:
-        futures: dict[Future[tuple[FileResult, Path]], Path] = {pool.submit(parse_file, p, options): p for p in paths}
+        futures: dict[Future[tuple[FileResult, Path]], Path] = {
+            pool.submit(parse_file, p, options): p for p in paths
+        }
         for done, future in enumerate(as_completed(futures), 1):
             result = future.result()
             results[futures[future]] = result
@@ -237,7 +241,10 @@ def load(
     horovod_files = [p for r, p in parsed if r.format == "horovod"]
     if len(horovod_files) > 1:
         names = ", ".join(str(p) for p in horovod_files[:3])
-        msg = f"{names}: several Horovod timelines given; a run has one (written by rank 0): analyse one run at a time"
+        msg = (
+            f"{names}: several Horovod timelines given; a run has one (written by rank 0): "
+            "analyse one run at a time"
+        )
         raise RankError(msg)
     for result, path in parsed:
         warnings.extend(result.warnings)
@@ -251,10 +258,16 @@ def load(
             frames.append(result.events)
             continue
         if result.events.height == 0:
-            what = "traceEvents holds no events" if result.format == "kineto" else "the timeline holds no records"
+            what = (
+                "traceEvents holds no events"
+                if result.format == "kineto"
+                else "the timeline holds no records"
+            )
             msg = f"{path}: {what}; nothing to analyse (was the profiler's active window reached?)"
             raise TraceContentError(msg)
-        file_rank, rank_from = _resolve_rank(result, path, rank=rank, rank_regex=rank_regex, warnings=warnings)
+        file_rank, rank_from = _resolve_rank(
+            result, path, rank=rank, rank_regex=rank_regex, warnings=warnings
+        )
         if result.claims_rank:
             _claim(owner, file_rank, path, windows)
         events = result.events.with_columns(pl.col("rank").fill_null(file_rank))
@@ -308,7 +321,8 @@ def _resolve_rank(
     if result.rank is not None:
         if named is not None and named != result.rank:
             warnings.append(
-                f"{path}: file name says rank {named} but distributedInfo.rank is {result.rank}; used {result.rank}"
+                f"{path}: file name says rank {named} but distributedInfo.rank is {result.rank}; "
+                f"used {result.rank}"
             )
         return result.rank, "distributedInfo"
     if named is not None:

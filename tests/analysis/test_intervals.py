@@ -6,7 +6,13 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timeline.analysis.intervals import clip_to_windows, covered_length, formula_intervals, measure, union_intervals
+from timeline.analysis.intervals import (
+    clip_to_windows,
+    covered_length,
+    formula_intervals,
+    measure,
+    union_intervals,
+)
 
 Interval = tuple[int, int]
 
@@ -28,8 +34,9 @@ def naive_points(intervals: list[Interval]) -> set[int]:
 
 def frame_of(sets: dict[str, list[Interval]], group: int = 0) -> pl.DataFrame:
     rows = [(group, name, a, b) for name, items in sets.items() for a, b in items]
-    return pl.DataFrame(rows, schema={"g": pl.Int64, "set": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64},
-                        orient="row")
+    return pl.DataFrame(
+        rows, schema={"g": pl.Int64, "set": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64}, orient="row"
+    )
 
 
 FORMULAS = {
@@ -55,7 +62,13 @@ def test_union_merges_overlapping_nested_and_touching() -> None:
 
 
 def test_fully_hidden() -> None:
-    assert lengths({"a": [(10, 20)], "b": [(0, 30)]}) == {"a": 10, "b": 30, "both": 10, "a_only": 0, "either": 30}
+    assert lengths({"a": [(10, 20)], "b": [(0, 30)]}) == {
+        "a": 10,
+        "b": 30,
+        "both": 10,
+        "a_only": 0,
+        "either": 30,
+    }
 
 
 def test_fully_exposed() -> None:
@@ -89,8 +102,12 @@ def test_groups_are_independent() -> None:
 
 
 def test_formula_intervals_gives_the_pieces() -> None:
-    pieces = formula_intervals(frame_of({"a": [(0, 10), (20, 30)], "b": [(5, 25)]}), by=["g"], sets=["a", "b"],
-                               formula=lambda s: s["a"] & ~s["b"])
+    pieces = formula_intervals(
+        frame_of({"a": [(0, 10), (20, 30)], "b": [(5, 25)]}),
+        by=["g"],
+        sets=["a", "b"],
+        formula=lambda s: s["a"] & ~s["b"],
+    )
     assert pieces.select("start_ns", "end_ns").rows() == [(0, 5), (25, 30)]
 
 
@@ -102,17 +119,23 @@ def test_covered_length_prefix_function() -> None:
 
 
 def test_clip_splits_across_windows_and_drops_outside() -> None:
-    intervals = pl.DataFrame({"g": [0, 0, 0], "start_ns": [5, 15, 45], "end_ns": [25, 18, 50], "tag": ["x", "y", "z"]})
+    intervals = pl.DataFrame(
+        {"g": [0, 0, 0], "start_ns": [5, 15, 45], "end_ns": [25, 18, 50], "tag": ["x", "y", "z"]}
+    )
     windows = pl.DataFrame({"g": [0, 0], "window_id": [1, 2], "w_start": [0, 20], "w_end": [20, 40]})
     got = clip_to_windows(intervals, windows, by=["g"]).sort("start_ns")
     assert got.select("tag", "window_id", "start_ns", "end_ns").rows() == [
-        ("x", 1, 5, 20), ("y", 1, 15, 18), ("x", 2, 20, 25)
+        ("x", 1, 5, 20),
+        ("y", 1, 15, 18),
+        ("x", 2, 20, 25),
     ]
 
 
 def test_clip_interval_spanning_three_windows() -> None:
     intervals = pl.DataFrame({"g": [0], "start_ns": [5], "end_ns": [95]})
-    windows = pl.DataFrame({"g": [0, 0, 0], "window_id": [0, 1, 2], "w_start": [0, 30, 60], "w_end": [30, 60, 90]})
+    windows = pl.DataFrame(
+        {"g": [0, 0, 0], "window_id": [0, 1, 2], "w_start": [0, 30, 60], "w_end": [30, 60, 90]}
+    )
     got = clip_to_windows(intervals, windows, by=["g"])
     assert got.select("window_id", "start_ns", "end_ns").rows() == [(0, 5, 30), (1, 30, 60), (2, 60, 90)]
 
@@ -126,11 +149,17 @@ interval_lists = st.lists(interval, max_size=25)
 def test_matches_naive_reference(a: list[Interval], b: list[Interval]) -> None:
     got = lengths({"a": a, "b": b})
     pa, pb = naive_points(a), naive_points(b)
-    assert got == {"a": len(pa), "b": len(pb), "both": len(pa & pb), "a_only": len(pa - pb), "either": len(pa | pb)}
+    assert got == {
+        "a": len(pa),
+        "b": len(pb),
+        "both": len(pa & pb),
+        "a_only": len(pa - pb),
+        "either": len(pa | pb),
+    }
 
 
 @settings(max_examples=100, deadline=None)
-@given(a=interval_lists, b=interval_lists, shift=st.integers(-10**15, 10**15), seed=st.randoms())
+@given(a=interval_lists, b=interval_lists, shift=st.integers(-(10**15), 10**15), seed=st.randoms())
 def test_invariant_under_shift_and_order(a: list[Interval], b: list[Interval], shift: int, seed) -> None:  # type: ignore[no-untyped-def]
     base = lengths({"a": a, "b": b})
     moved_a = [(x + shift, y + shift) for x, y in a]

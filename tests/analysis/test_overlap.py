@@ -27,7 +27,12 @@ def rank_row(rows: list[dict[str, object]]) -> dict[str, object]:
 
 def test_fully_hidden_communication() -> None:
     row = rank_row([gpu("compute", 0, 100), gpu("communication", 20, 60, stream=9)])
-    assert (row["comm_ns"], row["compute_ns"], row["hidden_comm_ns"], row["exposed_comm_ns"]) == (40, 100, 40, 0)
+    assert (row["comm_ns"], row["compute_ns"], row["hidden_comm_ns"], row["exposed_comm_ns"]) == (
+        40,
+        100,
+        40,
+        0,
+    )
     assert row["hidden_comm_ratio"] == 1.0
     assert row["step_ns"] == 100
     assert row["idle_ns"] == 0
@@ -58,8 +63,13 @@ def test_nested_and_multi_stream_communication_is_a_union() -> None:
 
 
 def test_compute_on_several_streams_is_a_union() -> None:
-    row = rank_row([gpu("compute", 0, 30, stream=7), gpu("compute", 20, 60, stream=8),
-                    gpu("communication", 10, 70, stream=9)])
+    row = rank_row(
+        [
+            gpu("compute", 0, 30, stream=7),
+            gpu("compute", 20, 60, stream=8),
+            gpu("communication", 10, 70, stream=9),
+        ]
+    )
     assert row["compute_ns"] == 60
     assert (row["hidden_comm_ns"], row["exposed_comm_ns"]) == (50, 10)
 
@@ -91,8 +101,14 @@ def test_cpu_events_do_not_count_on_gpu_ranks() -> None:
 
 
 def test_ranks_are_separate() -> None:
-    events = make_events([gpu("compute", 0, 100, rank=0), gpu("communication", 0, 50, rank=1, stream=9),
-                          gpu("communication", 0, 50, rank=0, stream=9), gpu("compute", 100, 200, rank=1)])
+    events = make_events(
+        [
+            gpu("compute", 0, 100, rank=0),
+            gpu("communication", 0, 50, rank=1, stream=9),
+            gpu("communication", 0, 50, rank=0, stream=9),
+            gpu("compute", 100, 200, rank=1),
+        ]
+    )
     result = compute_rank_overlap(events)
     assert result["rank"].to_list() == [0, 1]
     assert result["exposed_comm_ns"].to_list() == [0, 50]
@@ -117,17 +133,35 @@ def test_cpu_only_rank_comm_threads_and_waits() -> None:
 
 
 def test_horovod_only_rank_reports_comm_but_not_compute() -> None:
-    events = make_events([
-        {"rank": 0, "kind": "communication", "start_ns": 0, "end_ns": 10, "source": "horovod", "name": "NCCL_ALLREDUCE"},
-        {"rank": 0, "kind": "communication", "start_ns": 5, "end_ns": 12, "source": "horovod", "name": "NCCL_ALLREDUCE"},
-        {"rank": 3, "kind": "instant", "start_ns": 2, "end_ns": 2, "source": "horovod", "name": "3"},
-    ])
+    events = make_events(
+        [
+            {
+                "rank": 0,
+                "kind": "communication",
+                "start_ns": 0,
+                "end_ns": 10,
+                "source": "horovod",
+                "name": "NCCL_ALLREDUCE",
+            },
+            {
+                "rank": 0,
+                "kind": "communication",
+                "start_ns": 5,
+                "end_ns": 12,
+                "source": "horovod",
+                "name": "NCCL_ALLREDUCE",
+            },
+            {"rank": 3, "kind": "instant", "start_ns": 2, "end_ns": 2, "source": "horovod", "name": "3"},
+        ]
+    )
     result = compute_rank_overlap(events)
     assert result["rank"].to_list() == [0]  # a rank with only negotiation ticks has no activity to measure
     row = result.row(0, named=True)
     assert row["mode"] == "horovod"
     assert row["comm_ns"] == 12
-    assert row["hidden_comm_ns"] is None and row["exposed_comm_ns"] is None and row["compute_ns"] is None
+    assert row["hidden_comm_ns"] is None
+    assert row["exposed_comm_ns"] is None
+    assert row["compute_ns"] is None
 
 
 # --- iterations -------------------------------------------------------------------------------
@@ -161,7 +195,9 @@ def test_iteration_overlap_partitions_time() -> None:
     events = two_step_trace()
     result = compute_iteration_overlap(events)
     assert result.schema == ITERATION_OVERLAP_SCHEMA
-    rows = result.select("iteration", "step_ns", "comm_ns", "compute_ns", "hidden_comm_ns", "exposed_comm_ns").rows()
+    rows = result.select(
+        "iteration", "step_ns", "comm_ns", "compute_ns", "hidden_comm_ns", "exposed_comm_ns"
+    ).rows()
     assert rows == [(1, 140, 30, 100, 10, 20), (2, 60, 0, 30, 0, 0)]
 
 
@@ -174,11 +210,13 @@ def test_no_profiler_steps_gives_one_whole_trace_window() -> None:
 
 
 def test_gpu_annotation_copy_of_step_is_not_a_boundary() -> None:
-    events = make_events([
-        step(1, 0, 100),
-        gpu("annotation", 3, 19, name="ProfilerStep#1", cat="gpu_user_annotation"),
-        gpu("compute", 10, 50),
-    ])
+    events = make_events(
+        [
+            step(1, 0, 100),
+            gpu("annotation", 3, 19, name="ProfilerStep#1", cat="gpu_user_annotation"),
+            gpu("compute", 10, 50),
+        ]
+    )
     windows = assign_iterations(events)
     assert windows.select("iteration", "start_ns", "end_ns").rows() == [(1, 0, 100)]
 
@@ -200,8 +238,12 @@ def test_compute_overlap_bundles_consistent_views() -> None:
 
 
 events_strategy = st.lists(
-    st.tuples(st.sampled_from(["compute", "communication", "memcpy"]), st.integers(0, 1000), st.integers(0, 200),
-              st.sampled_from([7, 9, 11])),
+    st.tuples(
+        st.sampled_from(["compute", "communication", "memcpy"]),
+        st.integers(0, 1000),
+        st.integers(0, 200),
+        st.sampled_from([7, 9, 11]),
+    ),
     min_size=1,
     max_size=30,
 )
@@ -210,7 +252,9 @@ events_strategy = st.lists(
 @settings(max_examples=60, deadline=None)
 @given(rows=events_strategy)
 def test_properties_hold_on_random_traces(rows: list[tuple[str, int, int, int]]) -> None:
-    events = make_events([gpu(kind, start, start + length, stream=stream) for kind, start, length, stream in rows])
+    events = make_events(
+        [gpu(kind, start, start + length, stream=stream) for kind, start, length, stream in rows]
+    )
     result = compute_rank_overlap(events)
     if result.height == 0:
         return
@@ -221,4 +265,8 @@ def test_properties_hold_on_random_traces(rows: list[tuple[str, int, int, int]])
     # the naive reference: mark every nanosecond
     comm = {t for k, s, n, _ in rows if k == "communication" for t in range(s, s + n)}
     compute = {t for k, s, n, _ in rows if k == "compute" for t in range(s, s + n)}
-    assert (row["comm_ns"], row["compute_ns"], row["hidden_comm_ns"]) == (len(comm), len(compute), len(comm & compute))
+    assert (row["comm_ns"], row["compute_ns"], row["hidden_comm_ns"]) == (
+        len(comm),
+        len(compute),
+        len(comm & compute),
+    )

@@ -53,7 +53,8 @@ def naive(path: Path) -> dict[str, int]:
     with gzip.open(path, "rt") as fh:
         doc = json.load(fh, parse_float=Decimal)
     base = int(doc.get("baseTimeNanoseconds") or 0)
-    comm, compute = [], []
+    comm: list[tuple[int, int]] = []
+    compute: list[tuple[int, int]] = []
     for event in doc["traceEvents"]:
         if event.get("ph") != "X" or event.get("cat") not in ("kernel", "Kernel"):
             continue

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from polars.testing import assert_frame_equal
 
+import timeline.importers.stream
 import timeline.trace
 from tests.builders import TRACES
 from timeline.errors import TraceContentError, TraceFormatError
@@ -25,12 +26,18 @@ def test_stream_equals_whole_file_on_real_traces(path: Path) -> None:
     streamed = parse_kineto_stream(path, source=str(path), chunk_bytes=1 << 16)
     assert_frame_equal(whole.events, streamed.events)
     assert (whole.rank, whole.world_size, whole.clock, whole.warnings) == (
-        streamed.rank, streamed.world_size, streamed.clock, streamed.warnings)
+        streamed.rank,
+        streamed.world_size,
+        streamed.clock,
+        streamed.warnings,
+    )
 
 
 def event(i: int) -> str:
-    return (f'{{"ph": "X", "cat": "kernel", "name": "k{i} }}, {{ in a name", "pid": 0, "tid": 7, '
-            f'"ts": {i * 10}.5, "dur": 2.25, "args": {{"device": 0, "stream": 7, "correlation": {i}}}}}')
+    return (
+        f'{{"ph": "X", "cat": "kernel", "name": "k{i} }}, {{ in a name", "pid": 0, "tid": 7, '
+        f'"ts": {i * 10}.5, "dur": 2.25, "args": {{"device": 0, "stream": 7, "correlation": {i}}}}}'
+    )
 
 
 def trace_text(n: int, *, metadata_after: bool) -> str:
@@ -43,7 +50,9 @@ def trace_text(n: int, *, metadata_after: bool) -> str:
 
 @pytest.mark.parametrize("metadata_after", [False, True])
 @pytest.mark.parametrize("chunk", [64, 200, 1 << 20])
-def test_metadata_before_or_after_and_braces_in_strings(tmp_path: Path, metadata_after: bool, chunk: int) -> None:
+def test_metadata_before_or_after_and_braces_in_strings(
+    tmp_path: Path, metadata_after: bool, chunk: int
+) -> None:
     path = tmp_path / "t.json.gz"
     text = trace_text(500, metadata_after=metadata_after)
     path.write_bytes(gzip.compress(text.encode()))

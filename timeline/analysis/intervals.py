@@ -71,9 +71,14 @@ def _sweep(intervals: pl.DataFrame, *, by: Sequence[str], sets: Sequence[str]) -
     """
     keys = list(by)
     base = intervals.filter(pl.col("end_ns") > pl.col("start_ns"))
-    deltas = [pl.when(pl.col("set") == name).then(1).otherwise(0).cast(pl.Int32).alias(f"_d_{name}") for name in sets]
+    deltas = [
+        pl.when(pl.col("set") == name).then(1).otherwise(0).cast(pl.Int32).alias(f"_d_{name}")
+        for name in sets
+    ]
     starts = base.select(*keys, pl.col("start_ns").alias("_t"), *deltas)
-    ends = base.select(*keys, pl.col("end_ns").alias("_t"), *[(-d).alias(d.meta.output_name()) for d in deltas])
+    ends = base.select(
+        *keys, pl.col("end_ns").alias("_t"), *[(-d).alias(d.meta.output_name()) for d in deltas]
+    )
     bounds = pl.concat([starts, ends]).sort([*keys, "_t"])
 
     def per_group(expr: pl.Expr) -> pl.Expr:
@@ -124,7 +129,8 @@ def measure(
     bounds = _sweep(intervals, by=keys, sets=sets)
     member = _membership(sets)
     aggs = [
-        pl.col("_dt").filter(formula(member)).sum().cast(pl.Int64).alias(out) for out, formula in formulas.items()
+        pl.col("_dt").filter(formula(member)).sum().cast(pl.Int64).alias(out)
+        for out, formula in formulas.items()
     ]
     if not keys:
         return bounds.select(aggs)
@@ -183,7 +189,8 @@ def covered_length(
     """
     keys = list(by)
     prefix = union.sort([*keys, "start_ns"]).with_columns(
-        _before=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over(keys) - (pl.col("end_ns") - pl.col("start_ns"))
+        _before=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over(keys)
+        - (pl.col("end_ns") - pl.col("start_ns"))
         if keys
         else (pl.col("end_ns") - pl.col("start_ns")).cum_sum() - (pl.col("end_ns") - pl.col("start_ns")),
     )
@@ -206,7 +213,11 @@ def covered_length(
         .then(0)
         .otherwise(pl.col("_before") + pl.min_horizontal(pl.col(at), pl.col("_u_end")) - pl.col("_u_start"))
     )
-    return joined.with_columns(value.cast(pl.Int64).alias(out)).sort(order).drop(order, "_u_start", "_u_end", "_before")
+    return (
+        joined.with_columns(value.cast(pl.Int64).alias(out))
+        .sort(order)
+        .drop(order, "_u_start", "_u_end", "_before")
+    )
 
 
 def clip_to_windows(intervals: pl.DataFrame, windows: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
@@ -229,7 +240,9 @@ def clip_to_windows(intervals: pl.DataFrame, windows: pl.DataFrame, *, by: Seque
     """
     keys = list(by)
     if intervals.height == 0 or windows.height == 0:
-        return intervals.with_columns(window_id=pl.lit(None, dtype=windows.schema.get("window_id", pl.Int64))).head(0)
+        return intervals.with_columns(
+            window_id=pl.lit(None, dtype=windows.schema.get("window_id", pl.Int64))
+        ).head(0)
     ordered_windows = windows.sort([*keys, "w_start"]).with_columns(
         _widx=pl.int_range(pl.len()).over(keys) if keys else pl.int_range(pl.len())
     )
@@ -237,12 +250,25 @@ def clip_to_windows(intervals: pl.DataFrame, windows: pl.DataFrame, *, by: Seque
     located = (
         intervals.with_row_index("_iid")
         .sort("start_ns")
-        .join_asof(starts.rename({"_widx": "_first"}), left_on="start_ns", right_on="_ws", by=keys or None,
-                   strategy="backward", check_sortedness=False)
+        .join_asof(
+            starts.rename({"_widx": "_first"}),
+            left_on="start_ns",
+            right_on="_ws",
+            by=keys or None,
+            strategy="backward",
+            check_sortedness=False,
+        )
         .drop("_ws")
         .sort("end_ns")
-        .join_asof(starts.rename({"_widx": "_last"}), left_on="end_ns", right_on="_ws", by=keys or None,
-                   strategy="backward", check_sortedness=False, allow_exact_matches=False)
+        .join_asof(
+            starts.rename({"_widx": "_last"}),
+            left_on="end_ns",
+            right_on="_ws",
+            by=keys or None,
+            strategy="backward",
+            check_sortedness=False,
+            allow_exact_matches=False,
+        )
         .drop("_ws")
         .filter(pl.col("_last").is_not_null())
         .with_columns(pl.col("_first").fill_null(0))

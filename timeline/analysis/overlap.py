@@ -192,13 +192,23 @@ def compute_collective_exposure(events: pl.DataFrame, windows: pl.DataFrame | No
     sets = activity_sets(events, modes)
     comm = sets.filter(pl.col("set") == "comm")
     working = formula_intervals(sets, by=["rank"], sets=_SETS, formula=_working)
-    with_start = covered_length(working, comm.select("event", "rank", "start_ns"), by=["rank"], at="start_ns", out="_f0")
-    with_end = covered_length(working, comm.select("event", "rank", "end_ns"), by=["rank"], at="end_ns", out="_f1")
+    with_start = covered_length(
+        working, comm.select("event", "rank", "start_ns"), by=["rank"], at="start_ns", out="_f0"
+    )
+    with_end = covered_length(
+        working, comm.select("event", "rank", "end_ns"), by=["rank"], at="end_ns", out="_f1"
+    )
     hidden = with_start.join(with_end.select("event", "_f1"), on="event").select(
         "event", hidden_ns=pl.col("_f1") - pl.col("_f0")
     )
     details = events.with_row_index("event").select(
-        "event", "rank", "start_ns", "end_ns", "dur_ns", "in_bytes", "out_bytes",
+        "event",
+        "rank",
+        "start_ns",
+        "end_ns",
+        "dur_ns",
+        "in_bytes",
+        "out_bytes",
         name=pl.col("name").cast(pl.String),
         collective=pl.col("collective").cast(pl.String),
         pg_name=pl.col("pg_name").cast(pl.String),

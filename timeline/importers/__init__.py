@@ -1,4 +1,4 @@
-"""Importers: turn trace files (Kineto / PyTorch profiler JSON, Horovod timelines) into the canonical events frame.
+"""Importers: trace files (Kineto / PyTorch profiler JSON, Horovod timelines) → the canonical events frame.
 
 Each format module offers ``parse_<format>(data, *, source, options) -> FileResult`` over the raw,
 already decompressed bytes of one file; :mod:`timeline.importers.files` reads files, recognises

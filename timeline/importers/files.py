@@ -60,7 +60,8 @@ def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
                 members = sorted(listed)
                 missing = [p for p in members if not p.is_file()]
                 if missing:
-                    msg = f"{missing[0]}: listed in {path / 'manifest.json'} but missing; re-copy the run folder"
+                    manifest = path / "manifest.json"
+                    msg = f"{missing[0]}: listed in {manifest} but missing; re-copy the run folder"
                     raise UsageError(msg)
             if not members:
                 msg = f"{text}: directory holds no trace files (*.json, *.json.gz, *.parquet)"
@@ -69,7 +70,8 @@ def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
         elif path.is_file():
             found.append(path)
         elif any(ch in text for ch in "*?["):
-            matches = sorted(Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file())
+            # glob.glob, not Path.glob: users pass absolute patterns too
+            matches = sorted(Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file())  # noqa: PTH207
             if not matches:
                 raise UsageError(f"{text}: pattern matches no file")
             found.extend(matches)
@@ -109,7 +111,7 @@ def _gunzip(raw: bytes, source: str, warnings: list[str]) -> bytes:
     try:
         from isal import igzip  # ISA-L: about 1.5x faster than zlib on large traces
 
-        return bytes(igzip.decompress(raw))
+        return bytes(igzip.decompress(raw))  # type: ignore[no-untyped-call]
     except ImportError:  # pragma: no cover - isal is a dependency; zlib is the fallback
         pass
     except (EOFError, OSError, ValueError):
@@ -127,7 +129,9 @@ def _gunzip(raw: bytes, source: str, warnings: list[str]) -> bytes:
             data = d.unused_data
     except zlib.error as exc:
         if not out:
-            raise TraceFormatError(f"{source}:1:1: damaged gzip file ({exc}); re-copy or re-export it") from exc
+            raise TraceFormatError(
+                f"{source}:1:1: damaged gzip file ({exc}); re-copy or re-export it"
+            ) from exc
         warnings.append(f"{source}: damaged gzip stream; read the {len(out):,} bytes before the damage")
     return bytes(out)
 
@@ -161,7 +165,9 @@ def sniff_format(data: bytes, source: str) -> TraceFormat:
         return "parquet"
     head = data[:65536].lstrip(b"\xef\xbb\xbf \t\r\n")
     if not head:
-        raise TraceFormatError(f"{source}:1:1: empty file; expected a PyTorch profiler trace or a Horovod timeline")
+        raise TraceFormatError(
+            f"{source}:1:1: empty file; expected a PyTorch profiler trace or a Horovod timeline"
+        )
     if head[:1] == b"[":
         return "horovod"
     if head[:1] == b"{":

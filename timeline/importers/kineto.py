@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -71,9 +71,9 @@ class _Event(msgspec.Struct, gc=False):
 
 class _Document(msgspec.Struct, gc=False):
     # Key order varies (2024 traces put metadata after traceEvents); msgspec does not care.
-    traceEvents: list[_Event] | None = None  # noqa: N815 - the format's own key
-    distributedInfo: Any = None  # noqa: N815
-    baseTimeNanoseconds: Any = None  # noqa: N815
+    traceEvents: list[_Event] | None = None
+    distributedInfo: Any = None
+    baseTimeNanoseconds: Any = None
     host_name: Any = None
 
 
@@ -112,7 +112,15 @@ _GPU_CATS: tuple[str, ...] = (
     "gpu_user_annotation",
 )
 # CPU-side records that describe a collective and carry its sizes on older traces.
-_COMM_OP_PREFIXES: tuple[str, ...] = ("nccl:", "gloo:", "mpi:", "ucc:", "hccl:", "xccl:", "record_param_comms")
+_COMM_OP_PREFIXES: tuple[str, ...] = (
+    "nccl:",
+    "gloo:",
+    "mpi:",
+    "ucc:",
+    "hccl:",
+    "xccl:",
+    "record_param_comms",
+)
 _COMM_OP_REGEX = r"^(?:nccl:|gloo:|mpi:|ucc:|hccl:|xccl:|record_param_comms$)"
 _NO_DATA = ("wait", "barrier")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -332,13 +340,21 @@ def parse_kineto(data: bytes, *, source: str, options: ImportOptions | None = No
             raise TraceContentError(msg)
         frame, dropped = build_frame(doc.traceEvents, options)
         del doc.traceEvents
-    metadata = {"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds,
-                "host_name": doc.host_name}
+    metadata = {
+        "distributedInfo": doc.distributedInfo,
+        "baseTimeNanoseconds": doc.baseTimeNanoseconds,
+        "host_name": doc.host_name,
+    }
     return finish_kineto(frame, dropped, metadata, source=source, warnings=warnings)
 
 
 def finish_kineto(
-    frame: pl.DataFrame, dropped: dict[str, int], metadata: dict[str, Any], *, source: str, warnings: list[str]
+    frame: pl.DataFrame,
+    dropped: dict[str, int],
+    metadata: dict[str, Any],
+    *,
+    source: str,
+    warnings: list[str],
 ) -> FileResult:
     """Turn the frame of :func:`build_frame` into a :class:`FileResult`.
 
@@ -381,7 +397,6 @@ def finish_kineto(
 
 def build_frame(events: list[_Event], options: ImportOptions) -> tuple[pl.DataFrame, dict[str, int]]:
     """Build the frame of complete ('X') events in bulk; count what was dropped and why."""
-    keep_python = options.include_python
     if options.include_python:
         kept = [e for e in events if e.ph == "X"]
     else:
@@ -415,9 +430,19 @@ def build_frame(events: list[_Event], options: ImportOptions) -> tuple[pl.DataFr
     for i, (e, a) in enumerate(zip(kept, args, strict=True)):
         if a.collective is not None or a.in_nelems is not None or a.in_size is not None:
             meta_rows.append(
-                (i, a.collective, a.in_nelems if a.in_nelems is not None else a.in_size,
-                 a.out_nelems if a.out_nelems is not None else a.out_size, a.dtype, a.group_size,
-                 a.pg_name, a.pg_ranks, a.seq, None, None)
+                (
+                    i,
+                    a.collective,
+                    a.in_nelems if a.in_nelems is not None else a.in_size,
+                    a.out_nelems if a.out_nelems is not None else a.out_size,
+                    a.dtype,
+                    a.group_size,
+                    a.pg_name,
+                    a.pg_ranks,
+                    a.seq,
+                    None,
+                    None,
+                )
             )
         elif a.input_dims and isinstance(e.name, str) and e.name.startswith(_COMM_OP_PREFIXES):
             nbytes, dtype = _parse_dims_bytes(a.input_dims, a.input_type)
@@ -430,7 +455,9 @@ def build_frame(events: list[_Event], options: ImportOptions) -> tuple[pl.DataFr
     # Beyond ~292 years of µs the ns value overflows Int64: not a time any profiler writes.
     out_of_range = ~missing & ((ts.abs() > _MAX_US) | (dur > _MAX_US))
     negative = ~missing & (dur < 0)
-    counts = frame.select(missing.sum().alias("m"), out_of_range.sum().alias("o"), negative.sum().alias("n")).row(0)
+    counts = frame.select(
+        missing.sum().alias("m"), out_of_range.sum().alias("o"), negative.sum().alias("n")
+    ).row(0)
     dropped["events without ts or dur"] = int(counts[0])
     dropped["events with times out of range"] = int(counts[1])
     dropped["events with end < start"] = int(counts[2])
@@ -454,12 +481,14 @@ def build_frame(events: list[_Event], options: ImportOptions) -> tuple[pl.DataFr
 
 def _metadata_frame(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
     """Return the sparse collective metadata as typed columns keyed by row index."""
-    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in range(11)]
+    columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [() for _ in range(11)]
     pg_ranks = [r if r is None or isinstance(r, str) else msgspec.json.encode(r).decode() for r in columns[7]]
     return pl.DataFrame(
         {
             "_row": pl.Series(columns[0], dtype=pl.UInt32()),
-            "m_collective": pl.Series([c if isinstance(c, str) else None for c in columns[1]], dtype=pl.String()),
+            "m_collective": pl.Series(
+                [c if isinstance(c, str) else None for c in columns[1]], dtype=pl.String()
+            ),
             "m_in_nelems": pl.Series(columns[2], dtype=pl.Int64(), strict=False),
             "m_out_nelems": pl.Series(columns[3], dtype=pl.Int64(), strict=False),
             "m_dtype": pl.Series([d if isinstance(d, str) else None for d in columns[4]], dtype=pl.String()),
@@ -505,7 +534,9 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any]) -> pl.DataFra
     frame = frame.with_columns(
         m_collective=_mapped(frame, "m_collective", normalise_collective),
         m_in_bytes=pl.coalesce("m_in_bytes", pl.col("m_in_nelems") * _mapped(frame, "m_dtype", dtype_size)),
-        m_out_bytes=pl.coalesce("m_out_bytes", pl.col("m_out_nelems") * _mapped(frame, "m_dtype", dtype_size)),
+        m_out_bytes=pl.coalesce(
+            "m_out_bytes", pl.col("m_out_nelems") * _mapped(frame, "m_dtype", dtype_size)
+        ),
     )
     is_comm = pl.col("kind") == "communication"
     # CPU-side collective ops (record_param_comms, nccl:*), the candidates a kernel is linked to.
@@ -517,7 +548,10 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any]) -> pl.DataFra
         op_end=pl.col("end_ns"),
         op_name=name,
         op_external_id=pl.col("external_id"),
-        op_collective=pl.coalesce("m_collective", _mapped(frame, "name", normalise_collective, pl.col("name").str.contains(_COMM_OP_REGEX))),
+        op_collective=pl.coalesce(
+            "m_collective",
+            _mapped(frame, "name", normalise_collective, pl.col("name").str.contains(_COMM_OP_REGEX)),
+        ),
         op_in_bytes=pl.col("m_in_bytes"),
         op_out_bytes=pl.col("m_out_bytes"),
         op_dtype=pl.col("m_dtype"),
@@ -526,12 +560,16 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any]) -> pl.DataFra
         op_pg_ranks=pl.col("m_pg_ranks"),
         op_seq=pl.col("m_seq"),
     )
-    kernels = frame.filter(is_comm & pl.col("device").is_not_null()).select("_row", "correlation", "external_id")
+    kernels = frame.filter(is_comm & pl.col("device").is_not_null()).select(
+        "_row", "correlation", "external_id"
+    )
     linked: pl.DataFrame | None = None
     if kernels.height and ops.height:
-        launches = frame.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null()).select(
-            "correlation", l_pid="pid", l_tid="tid", launch_ns="start_ns"
-        ).unique("correlation", keep="first")
+        launches = (
+            frame.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+            .select("correlation", l_pid="pid", l_tid="tid", launch_ns="start_ns")
+            .unique("correlation", keep="first")
+        )
         via_launch = (
             kernels.join(launches, on="correlation", how="inner")
             .sort("launch_ns")
@@ -552,9 +590,14 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any]) -> pl.DataFra
             right_on="op_external_id",
             how="inner",
         )
-        op_cols = [c for c in ops.columns if c.startswith("op_") and c not in ("op_start", "op_end", "op_external_id")]
+        op_cols = [
+            c
+            for c in ops.columns
+            if c.startswith("op_") and c not in ("op_start", "op_end", "op_external_id")
+        ]
         linked = pl.concat(
-            [via_launch.select("_row", *op_cols), via_external.select("_row", *op_cols)], how="vertical_relaxed"
+            [via_launch.select("_row", *op_cols), via_external.select("_row", *op_cols)],
+            how="vertical_relaxed",
         ).unique("_row", keep="first", maintain_order=True)
     if linked is None:
         linked = pl.DataFrame(

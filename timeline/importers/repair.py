@@ -1,4 +1,4 @@
-"""Repair of malformed trace JSON seen in the wild, where that is safe.
+r"""Repair of malformed trace JSON seen in the wild, where that is safe.
 
 Takes the bytes of a JSON document that failed to decode and gives back repaired bytes with one
 counted warning per kind of repair, or raises :class:`TraceFormatError` at ``FILE:LINE:COL``.
@@ -136,7 +136,7 @@ def repair_json(data: bytes, *, source: str) -> Repaired:
             detail = first_message.replace("JSON is malformed: ", "").split(" (byte")[0]
             detail = detail[:1].lower() + detail[1:]  # msgspec writes "Input data was truncated"
             msg = f"{source}:{line}:{col}: {detail}; the file is not valid JSON and cannot be repaired safely"
-            if not data.lstrip()[:1] in (b"{", b"["):
+            if data.lstrip()[:1] not in (b"{", b"["):
                 msg = (
                     f"{source}:{line}:{col}: not JSON ({detail}); expected a PyTorch profiler trace "
                     "(.json or .json.gz) or a Horovod timeline"
@@ -146,7 +146,9 @@ def repair_json(data: bytes, *, source: str) -> Repaired:
     else:
         last = _error_of(work)
         line, col = position_of(work, last[1] if last else 0)
-        msg = f"{source}:{line}:{col}: too many malformed records to repair safely; fix the writer of this file"
+        msg = (
+            f"{source}:{line}:{col}: too many malformed records to repair safely; fix the writer of this file"
+        )
         raise TraceFormatError(msg)
     try:
         _GENERIC.decode(work)

@@ -48,11 +48,11 @@ def _open(path: Path) -> Iterator[IO[bytes]]:
         try:
             from isal import igzip
 
-            handle: IO[bytes] = igzip.open(path, "rb")
+            handle: IO[bytes] = igzip.open(path, "rb")  # type: ignore[no-untyped-call]
         except ImportError:  # pragma: no cover - isal is a dependency
             import gzip
 
-            handle = gzip.open(path, "rb")
+            handle = gzip.open(path, "rb")  # type: ignore[assignment]  # noqa: SIM115
     else:
         handle = path.open("rb")
     with handle:
@@ -141,7 +141,9 @@ def _cut(buffer: bytearray, source: str) -> tuple[list[Any], int]:
     return [], 0
 
 
-def _decode_tail(buffer: bytearray, source: str, position: _Position, warnings: list[str]) -> tuple[list[Any], dict[str, Any]]:
+def _decode_tail(
+    buffer: bytearray, source: str, position: _Position, warnings: list[str]
+) -> tuple[list[Any], dict[str, Any]]:
     """Decode the last events and the metadata that follows the ``traceEvents`` array."""
     text = b"[" + bytes(buffer)
     try:
@@ -166,7 +168,8 @@ def _decode_tail(buffer: bytearray, source: str, position: _Position, warnings: 
     if "truncated" in message:
         events, used = _cut(buffer, source)
         warnings.append(
-            f"{source}: repaired malformed JSON: file cut off mid-record, closed after the last complete event (1)"
+            f"{source}: repaired malformed JSON: "
+            "file cut off mid-record, closed after the last complete event (1)"
         )
         del used
         return events, {}
