@@ -1,7 +1,8 @@
 """``timeline check``: fail a CI build when communication overhead goes over budget or regresses.
 
 Exit codes: 0 every budget holds, 1 a budget is exceeded (or has no data to be measured on), 2 bad
-input or a bad budget file. Never imports bokeh or holoviews, so it starts fast.
+input or a bad budget file. Never imports bokeh or holoviews, so it starts fast; matches the
+collectives across ranks only when a budget reads them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from cli.collectives import LinkOption
 from cli.common import (
     CommKernelOption,
     IncludePythonOption,
@@ -21,9 +23,11 @@ from cli.common import (
     load_trace,
     user_errors,
 )
+from timeline.analysis.links import parse_link_gbps
 from timeline.analysis.overlap import compute_overlap
 from timeline.budgets import (
     MetricFrames,
+    check_links,
     evaluate_budgets,
     find_budget_file,
     frames_from_overlap,
@@ -80,6 +84,7 @@ def check_command(
             show_default=False,
         ),
     ] = None,
+    link_gbps: LinkOption = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -93,9 +98,20 @@ def check_command(
     if json_output and (github or markdown == "-"):
         fail("--json prints JSON on stdout; it cannot be combined with --github or --markdown -")
     with user_errors():
+        link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         budgets = read_budget_file(budget if budget is not None else find_budget_file())
+        check_links(budgets, link_gbps=link)  # a missing link stops before the traces are read
+        if link is not None and not budgets.needs_link():
+            typer.echo(
+                f"warning: {budgets.path} has no link utilisation budget; --link-gbps is not used", err=True
+            )
         run = _load_frames(
-            paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
+            paths,
+            match=budgets.needs_matching(),
+            rank=rank,
+            rank_regex=rank_regex,
+            comm_kernels=comm_kernel,
+            include_python=include_python,
         )
         old = None
         if baseline and not budgets.regressions:
@@ -105,12 +121,13 @@ def check_command(
         elif baseline:
             old = _load_frames(
                 baseline,
+                match=budgets.needs_matching(regressions_only=True),
                 rank=rank,
                 rank_regex=rank_regex,
                 comm_kernels=comm_kernel,
                 include_python=include_python,
             )
-        report = evaluate_budgets(budgets, run, baseline=old)
+        report = evaluate_budgets(budgets, run, baseline=old, link_gbps=link)
         if junit is not None:
             _write(junit, render_junit(report))
         if markdown is not None and markdown != "-":
@@ -129,19 +146,29 @@ def check_command(
 def _load_frames(
     paths: list[str],
     *,
+    match: bool,
     rank: int | None,
     rank_regex: str | None,
     comm_kernels: list[str] | None,
     include_python: bool,
 ) -> MetricFrames:
-    """Read a summary JSON, or load traces (or Parquet) and analyse them."""
+    """Read a summary JSON, or load traces (or Parquet) and analyse them.
+
+    ``match``: also match the collectives across ranks (only when a budget reads them: it is one more
+    pass over every rank's communication events).
+    """
     label = " ".join(paths)
     if len(paths) == 1 and Path(paths[0]).is_file() and is_summary_file(paths[0]):
         return read_summary(paths[0])
     trace = load_trace(
         paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernels, include_python=include_python
     )
-    return frames_from_overlap(compute_overlap(trace.events), label=label)
+    frames = frames_from_overlap(
+        compute_overlap(trace.events), label=label, events=trace.events if match else None
+    )
+    for warning in frames.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    return frames
 
 
 def _write(path: Path, text: str) -> None:

@@ -287,7 +287,7 @@ ERRORS = [
     pytest.param(
         '[[budgets]]\nmetric = "step_ns"\nmax = 1\ncolour = "red"\n',
         "timeline.toml:budgets[0].colour: unknown key; the keys are name, metric, aggregate, over, max, min, "
-        "skip_iterations, ranks, collective, pg_name",
+        "skip_iterations, ranks, collective, pg_name, link_gbps",
         id="unknown-key-no-match",
     ),
     pytest.param(
@@ -314,7 +314,9 @@ ERRORS = [
         '[[budgets]]\nmetric = "step_ns"\nmax = 1\ncollective = "all_reduce"\n',
         "timeline.toml:budgets[0].collective: applies to collective metrics (collective_dur_ns, "
         "collective_exposed_ns, collective_exposed_ratio, collective_iteration_dur_ns, "
-        "collective_iteration_exposed_ns), not to step_ns",
+        "collective_iteration_exposed_ns, collective_start_skew_ns, collective_end_skew_ns, "
+        "collective_algbw_gbps, collective_busbw_gbps, collective_link_utilisation_ratio, "
+        "collective_wait_ns, collective_iteration_wait_ns), not to step_ns",
         id="collective-on-iteration-metric",
     ),
     pytest.param(

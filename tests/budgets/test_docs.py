@@ -25,7 +25,12 @@ _SAMPLES = {
     "iterations": "rank × iteration",
     "collectives": "communication event",
     "ranks": "rank (whole trace)",
+    "logical_collectives": "logical collective (across ranks)",
+    "collective_ranks": "rank × logical collective",
+    "iteration_utilisation": "iteration (across ranks)",
+    "straggler_iterations": "iteration (across ranks)",
 }
+_SUMMED = {"collectives": "events summed", "collective_ranks": "collectives summed"}
 
 
 def doc() -> str:
@@ -42,7 +47,10 @@ def example(marker: str) -> str:
 
 
 def metric_row(metric: Metric) -> str:
-    samples = "rank × iteration (events summed)" if metric.per_iteration else _SAMPLES[metric.source]
+    if metric.per_iteration:
+        samples = f"rank × iteration ({_SUMMED[metric.source]})"
+    else:
+        samples = _SAMPLES[metric.source]
     return f"| `{metric.name}` | {metric.unit} | {metric.better} | {samples} | {metric.description} |"
 
 
@@ -102,6 +110,9 @@ DOCUMENTED_ERRORS = {
     "budgets[0].agregate": '[[budgets]]\nmetric = "step_ns"\nmax = 1\nagregate = "p90"\n',
     "regression.step_ns: tolerance": "[regression]\nstep_ns = {}\n",
     "3:13: not valid TOML": '[[budgets]]\nmetric = "step_ns"\naggregate = p90\nmax = 1\n',  # unquoted
+    "link_gbps: 'fast'": 'link_gbps = "fast"\n[[budgets]]\nmetric = "step_ns"\nmax = 1\n',
+    "budgets[0].over: collective_start_skew_ns": '[[budgets]]\nmetric = "collective_start_skew_ns"\n'
+    'max = 1\nover = "rank"\n',
 }
 
 
@@ -167,5 +178,5 @@ def test_example_workflow_runs_on_the_sample_traces(tmp_path: Path, workflow: st
 def test_cli_reference_has_the_check_section() -> None:
     text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
     assert "## `timeline check`" in text
-    for option in ("--budget", "--baseline", "--json", "--junit", "--github", "--markdown"):
+    for option in ("--budget", "--baseline", "--json", "--junit", "--github", "--markdown", "--link-gbps"):
         assert option in text.split("## `timeline check`", 1)[1], option

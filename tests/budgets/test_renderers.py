@@ -135,6 +135,7 @@ def test_json(report: CheckReport) -> None:
         "baseline": None,
         "tolerance": None,
         "noise": None,
+        "link_gbps": None,
         "message": first["message"],
         "where": "timeline.toml:budgets[0]",
         "line": 1,

@@ -5,12 +5,17 @@ metrics a budget can name) → :mod:`~timeline.budgets.budget_file` (``timeline.
 checked) → :mod:`~timeline.budgets.frames` (the rows of a run: an overlap analysis or a saved
 summary JSON) → :mod:`~timeline.budgets.evaluation` (verdicts) → :mod:`~timeline.budgets.renderers`
 (a table, JSON, JUnit XML, GitHub annotations, markdown). ``timeline check`` wires them together;
-``docs/ci.md`` documents the file layout, the metrics and the regression rule.
+``docs/ci.md`` documents the file layout, the metrics and the regression rule. Metrics on the
+collectives matched across ranks (skew, bandwidth, link utilisation, wait) need the run's events
+passed to :func:`frames_from_overlap`, and a link for the utilisation metrics.
 
 >>> from timeline import compute_overlap, load  # doctest: +SKIP
 >>> from timeline.budgets import evaluate_budgets, frames_from_overlap, read_budget_file  # doctest: +SKIP
->>> run = frames_from_overlap(compute_overlap(load("runs/pr").events), label="runs/pr")  # doctest: +SKIP
->>> report = evaluate_budgets(read_budget_file("timeline.toml"), run)  # doctest: +SKIP
+>>> budgets = read_budget_file("timeline.toml")  # doctest: +SKIP
+>>> events = load("runs/pr").events  # doctest: +SKIP
+>>> run = frames_from_overlap(compute_overlap(events), label="runs/pr",  # doctest: +SKIP
+...                           events=events if budgets.needs_matching() else None)
+>>> report = evaluate_budgets(budgets, run, link_gbps=100)  # doctest: +SKIP
 >>> print(render_table(report))  # doctest: +SKIP
 """
 
@@ -33,6 +38,7 @@ from timeline.budgets.evaluation import (
     Status,
     Verdict,
     Worst,
+    check_links,
     evaluate_budgets,
     noise_of,
     select_samples,
@@ -45,6 +51,7 @@ from timeline.budgets.frames import (
     read_summary,
 )
 from timeline.budgets.metrics import (
+    MATCHED_SOURCES,
     Better,
     Metric,
     MetricSource,
@@ -65,6 +72,7 @@ from timeline.budgets.renderers import (
 
 __all__ = [
     "AGGREGATES",
+    "MATCHED_SOURCES",
     "NOISE_K",
     "REPORT_VERSION",
     "Better",
@@ -80,6 +88,7 @@ __all__ = [
     "Status",
     "Verdict",
     "Worst",
+    "check_links",
     "evaluate_budgets",
     "find_budget_file",
     "format_value",

@@ -1,7 +1,8 @@
 """Budget files: ``timeline.toml``, or ``[tool.timeline]`` in ``pyproject.toml``, read and checked.
 
 Takes TOML text and gives a :class:`BudgetFile` of :class:`Budget` limits and :class:`Regression`
-tolerances, each resolved against the metric registry. Every mistake is a :class:`BudgetError` whose
+tolerances, each resolved against the metric registry, and the bandwidth of the link the utilisation
+metrics compare with (``link_gbps``). Every mistake is a :class:`BudgetError` whose
 message starts with the file and the key (``timeline.toml:budgets[2].metric: unknown metric
 'exposed_comm_ration'; did you mean 'exposed_comm_ratio'?``). The layout is documented in
 ``docs/ci.md``.
@@ -18,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
+from timeline.analysis.links import parse_link_gbps
 from timeline.budgets.metrics import Metric, get_metric, registered_metrics
-from timeline.errors import BudgetError, position_of
+from timeline.errors import BudgetError, UsageError, position_of
 
 __all__ = [
     "AGGREGATES",
@@ -43,9 +45,9 @@ _AGGREGATE_SYNONYMS = {"median": "p50", "average": "mean", "avg": "mean", "maxim
 _PERCENTILE = re.compile(r"p(100|\d{1,2}(\.\d+)?)")
 _OVERS: tuple[str, ...] = ("all", "rank")
 _SCOPE_KEYS = ("skip_iterations", "ranks", "collective", "pg_name")
-_BUDGET_KEYS = ("name", "metric", "aggregate", "over", "max", "min", *_SCOPE_KEYS)
-_REGRESSION_KEYS = ("name", "relative", "absolute", "aggregate", "over", *_SCOPE_KEYS)
-_TOP_KEYS = ("budgets", "regression")
+_BUDGET_KEYS = ("name", "metric", "aggregate", "over", "max", "min", *_SCOPE_KEYS, "link_gbps")
+_REGRESSION_KEYS = ("name", "relative", "absolute", "aggregate", "over", *_SCOPE_KEYS, "link_gbps")
+_TOP_KEYS = ("budgets", "regression", "link_gbps")
 _TOML_POSITION = re.compile(
     r"^(?P<what>.*?) \((?:at line (?P<line>\d+), column (?P<col>\d+)|at end of document)\)$"
 )
@@ -110,6 +112,9 @@ class Budget:
         Where the budget was read: ``timeline.toml:budgets[0]``.
     line
         The line of its ``[[budgets]]`` header, when known (for CI annotations).
+    link_gbps
+        The link's bandwidth in Gbit/s given in the entry, for a metric that needs one; it wins over
+        ``--link-gbps`` and the file's ``link_gbps``.
     """
 
     name: str
@@ -121,6 +126,7 @@ class Budget:
     scope: Scope
     where: str
     line: int | None = None
+    link_gbps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +153,8 @@ class Regression:
         ``timeline.toml:regression.exposed_comm_ratio``.
     line
         The line of the entry, when known.
+    link_gbps
+        The link's bandwidth in Gbit/s given in the entry (used for both runs).
     """
 
     name: str
@@ -158,6 +166,7 @@ class Regression:
     scope: Scope
     where: str
     line: int | None = None
+    link_gbps: float | None = None
 
     def allowed(self, baseline: float) -> float:
         """Return the allowed worsening from ``baseline``: the larger of the two tolerances given."""
@@ -181,11 +190,33 @@ class BudgetFile:
         The ``[[budgets]]`` entries, in file order.
     regressions
         The ``[regression]`` entries, in file order.
+    link_gbps
+        The top-level ``link_gbps``: the link's bandwidth in Gbit/s for every entry that gives none
+        (``--link-gbps`` wins over it).
     """
 
     path: str
     budgets: tuple[Budget, ...]
     regressions: tuple[Regression, ...]
+    link_gbps: float | None = None
+
+    def needs_matching(self, *, regressions_only: bool = False) -> bool:
+        """Return whether a check reads the collectives matched across ranks.
+
+        Parameters
+        ----------
+        regressions_only
+            Look at the ``[regression]`` entries only (what a baseline run must provide).
+        """
+        checks: tuple[Budget | Regression, ...] = self.regressions
+        if not regressions_only:
+            checks = (*self.budgets, *checks)
+        return any(check.metric.matched for check in checks)
+
+    def needs_link(self) -> bool:
+        """Return whether a check reads the link's bandwidth (a link utilisation metric)."""
+        checks: tuple[Budget | Regression, ...] = (*self.budgets, *self.regressions)
+        return any(check.metric.needs_link for check in checks)
 
 
 def find_budget_file(directory: str | Path = ".") -> Path:
@@ -297,6 +328,7 @@ def parse_budgets(
             close = difflib.get_close_matches(key, _TOP_KEYS, n=1, cutoff=0.75)
             if close:  # other keys may belong to other timeline settings
                 raise BudgetError(f"{source}:{prefix}{key}: unknown key; did you mean {close[0]!r}?")
+    link_gbps = _link(document.get("link_gbps"), f"{source}:{prefix}link_gbps")
     lines = _header_lines(text, prefix) if text is not None else []
     raw_budgets = document.get("budgets", [])
     if not isinstance(raw_budgets, list):
@@ -331,7 +363,7 @@ def parse_budgets(
             "(see docs/ci.md)"
         )
         raise BudgetError(msg)
-    return BudgetFile(path=source, budgets=budgets, regressions=regressions)
+    return BudgetFile(path=source, budgets=budgets, regressions=regressions, link_gbps=link_gbps)
 
 
 def _parse_budget(entry: object, *, where: str, line: int | None) -> Budget:
@@ -353,10 +385,11 @@ def _parse_budget(entry: object, *, where: str, line: int | None) -> Budget:
         raise BudgetError(f"{where}: min = {lower:g} is above max = {upper:g}")
     # Without an aggregate a budget holds every sample: the largest against max, the smallest against min.
     aggregate = _aggregate(table, where, default="min" if upper is None else "max")
-    over = _over(table, where)
+    over = _over(table, where, metric)
     scope = _scope(table, where, metric)
+    link_gbps = _entry_link(table, where, metric)
     name = _string(table, "name", where) or _default_name(metric, aggregate, over, scope)
-    return Budget(name, metric, aggregate, over, upper, lower, scope, where, line)
+    return Budget(name, metric, aggregate, over, upper, lower, scope, where, line, link_gbps=link_gbps)
 
 
 def _parse_regression(metric_name: str, entry: object, *, where: str, line: int | None) -> Regression:
@@ -377,10 +410,13 @@ def _parse_regression(metric_name: str, entry: object, *, where: str, line: int 
         if value is not None and value < 0:
             raise BudgetError(f"{where}.{key}: a tolerance cannot be negative, got {value:g}")
     aggregate = _aggregate(table, where, default="mean")
-    over = _over(table, where)
+    over = _over(table, where, metric)
     scope = _scope(table, where, metric)
+    link_gbps = _entry_link(table, where, metric)
     name = _string(table, "name", where) or f"{_default_name(metric, aggregate, over, scope)} vs baseline"
-    return Regression(name, metric, aggregate, over, relative, absolute, scope, where, line)
+    return Regression(
+        name, metric, aggregate, over, relative, absolute, scope, where, line, link_gbps=link_gbps
+    )
 
 
 def _table(entry: object, where: str, allowed: Sequence[str]) -> dict[str, object]:
@@ -438,11 +474,17 @@ def _aggregate(table: Mapping[str, object], where: str, *, default: str) -> str:
     raise BudgetError(msg)
 
 
-def _over(table: Mapping[str, object], where: str) -> Over:
+def _over(table: Mapping[str, object], where: str, metric: Metric) -> Over:
     value = table.get("over", "all")
     if value == "all":
         return "all"
     if value == "rank":
+        if not metric.per_rank:
+            msg = (
+                f"{where}.over: {metric.name} is measured across ranks (one sample per "
+                f"{_across_sample(metric)}), not per rank; leave out over"
+            )
+            raise BudgetError(msg)
         return "rank"
     close = difflib.get_close_matches(str(value), _OVERS, n=1, cutoff=0.5)
     msg = f"{where}.over: must be 'all' (ranks pooled) or 'rank' (each rank), got {_show(value)}"
@@ -469,14 +511,20 @@ def _scope(table: Mapping[str, object], where: str, metric: Metric) -> Scope:
             )
             raise BudgetError(msg)
         rank_list = tuple(sorted({cast(int, r) for r in items}))
+        if not metric.per_rank:
+            msg = (
+                f"{where}.ranks: {metric.name} is measured across ranks (one sample per "
+                f"{_across_sample(metric)}); it cannot be limited to some ranks"
+            )
+            raise BudgetError(msg)
     names: dict[str, tuple[str, ...] | None] = {}
     for key in ("collective", "pg_name"):
         value = table.get(key)
         if value is None:
             names[key] = None
             continue
-        if metric.source != "collectives":
-            collective_metrics = ", ".join(m.name for m in registered_metrics() if m.source == "collectives")
+        if not metric.per_collective:
+            collective_metrics = ", ".join(m.name for m in registered_metrics() if m.per_collective)
             msg = f"{where}.{key}: applies to collective metrics ({collective_metrics}), not to {metric.name}"
             raise BudgetError(msg)
         items = value if isinstance(value, list) else [value]
@@ -487,6 +535,42 @@ def _scope(table: Mapping[str, object], where: str, metric: Metric) -> Scope:
     return Scope(
         ranks=rank_list, collectives=names["collective"], pg_names=names["pg_name"], skip_iterations=skip
     )
+
+
+def _link(value: object, where: str) -> float | None:
+    """Return the Gbit/s of a ``link_gbps`` value: a number of Gbit/s, or what ``--link-gbps`` takes."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return parse_link_gbps(value)
+        except UsageError:
+            msg = (
+                f"{where}: {value!r} is not a positive bandwidth; give Gbit/s (100, '25G', '12.5GB/s') or a "
+                "preset ('100gbe', 'ib-hdr', 'nvlink4'; see docs/collectives.md#link-utilisation)"
+            )
+            raise BudgetError(msg) from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"{where}: must be Gbit/s (a number) or a string such as '100GbE', got {_show(value)}"
+        raise BudgetError(msg)
+    if not math.isfinite(value) or value <= 0:
+        raise BudgetError(f"{where}: the bandwidth must be a positive number of Gbit/s, got {_show(value)}")
+    return float(value)
+
+
+def _entry_link(table: Mapping[str, object], where: str, metric: Metric) -> float | None:
+    if "link_gbps" in table and not metric.needs_link:
+        link_metrics = ", ".join(m.name for m in registered_metrics() if m.needs_link)
+        msg = (
+            f"{where}.link_gbps: applies to the link utilisation metrics ({link_metrics}), "
+            f"not to {metric.name}"
+        )
+        raise BudgetError(msg)
+    return _link(table.get("link_gbps"), f"{where}.link_gbps")
+
+
+def _across_sample(metric: Metric) -> str:
+    return "logical collective" if metric.per_collective else "iteration"
 
 
 def _default_name(metric: Metric, aggregate: str, over: Over, scope: Scope) -> str:

@@ -4,11 +4,13 @@ Takes a :class:`~timeline.budgets.budget_file.BudgetFile` and the :class:`Metric
 (and of a baseline run) and gives verdicts: ``pass``, ``fail``, ``nodata`` (nothing to measure: a
 failure too, a gate never passes blind) or ``skip`` (a regression check without a baseline).
 
-A budget aggregates the samples of its metric (one per rank-iteration, or per communication event)
-over all ranks pooled, or per rank with the worst rank deciding, and compares the result with its
-limits. A regression check compares the aggregate with the baseline's and flags it only when it got
-worse by more than the tolerance *and* by more than the noise, ``NOISE_K`` × the larger of the two
-runs' standard errors (see :func:`noise_of` and ``docs/ci.md``).
+A budget aggregates the samples of its metric (one per rank-iteration, per communication event, per
+logical collective matched across ranks…) over all ranks pooled, or per rank with the worst rank
+deciding, and compares the result with its limits; the link utilisation metrics read the link's
+bandwidth from the entry, ``--link-gbps`` or the budget file, in that order (:func:`check_links`).
+A regression check compares the aggregate with the baseline's and flags it only when it got worse
+by more than the tolerance *and* by more than the noise, ``NOISE_K`` × the larger of the two runs'
+standard errors (see :func:`noise_of` and ``docs/ci.md``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Literal
 
 import polars as pl
 
+from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP
 from timeline.budgets.budget_file import Budget, BudgetFile, Over, Regression, Scope
 from timeline.budgets.frames import MetricFrames
 from timeline.budgets.metrics import Metric, format_value
@@ -30,6 +33,7 @@ __all__ = [
     "Status",
     "Verdict",
     "Worst",
+    "check_links",
     "evaluate_budgets",
     "noise_of",
     "select_samples",
@@ -99,6 +103,8 @@ class Verdict:
     baseline, tolerance, noise
         For a regression: the baseline aggregate, the allowed worsening from the tolerances, and the
         noise threshold.
+    link_gbps
+        The link's bandwidth the metric was measured against (link utilisation metrics), in Gbit/s.
     """
 
     kind: Kind
@@ -119,6 +125,7 @@ class Verdict:
     baseline: float | None = None
     tolerance: float | None = None
     noise: float | None = None
+    link_gbps: float | None = None
 
     @property
     def failed(self) -> bool:
@@ -187,7 +194,11 @@ class CheckReport:
 
 
 def evaluate_budgets(
-    budgets: BudgetFile, frames: MetricFrames, *, baseline: MetricFrames | None = None
+    budgets: BudgetFile,
+    frames: MetricFrames,
+    *,
+    baseline: MetricFrames | None = None,
+    link_gbps: float | None = None,
 ) -> CheckReport:
     """Evaluate every budget and regression check of a budget file on a run.
 
@@ -199,6 +210,9 @@ def evaluate_budgets(
         The run to check.
     baseline
         The run to compare with; without it regression checks are skipped.
+    link_gbps
+        The link's bandwidth in Gbit/s (``--link-gbps``) for the link utilisation metrics: it wins
+        over the file's ``link_gbps``; an entry's own ``link_gbps`` wins over both.
 
     Returns
     -------
@@ -207,8 +221,9 @@ def evaluate_budgets(
     Raises
     ------
     BudgetError
-        A metric the input cannot provide: a collective metric on a summary JSON, or a column an
-        older summary lacks.
+        A metric the input cannot provide: a collective metric on a summary JSON, a column an older
+        summary lacks, a cross-rank metric on frames built without matching, or a link utilisation
+        metric without a link.
 
     Examples
     --------
@@ -220,8 +235,9 @@ def evaluate_budgets(
     >>> report.exit_code  # doctest: +SKIP
     0
     """
-    verdicts = [_evaluate_budget(b, frames) for b in budgets.budgets]
-    verdicts += [_evaluate_regression(r, frames, baseline) for r in budgets.regressions]
+    links = check_links(budgets, link_gbps=link_gbps)
+    verdicts = [_evaluate_budget(b, frames, links.get(b.where)) for b in budgets.budgets]
+    verdicts += [_evaluate_regression(r, frames, baseline, links.get(r.where)) for r in budgets.regressions]
     return CheckReport(
         verdicts=tuple(verdicts),
         budget_file=budgets.path,
@@ -230,8 +246,36 @@ def evaluate_budgets(
     )
 
 
+def check_links(budgets: BudgetFile, *, link_gbps: float | None = None) -> dict[str, float]:
+    """Return the link's bandwidth of every check that needs one, by its ``where``.
+
+    The entry's ``link_gbps`` wins, then ``link_gbps`` (``--link-gbps``), then the file's top-level
+    ``link_gbps``. Call it before loading a run to stop at once on a missing link.
+
+    Raises
+    ------
+    BudgetError
+        A link utilisation metric with no link from any of the three.
+    """
+    links: dict[str, float] = {}
+    checks: tuple[Budget | Regression, ...] = (*budgets.budgets, *budgets.regressions)
+    for check in checks:
+        if not check.metric.needs_link:
+            continue
+        link = next((g for g in (check.link_gbps, link_gbps, budgets.link_gbps) if g is not None), None)
+        if link is None:
+            msg = (
+                f"{check.where}: {check.metric.name} needs the link's bandwidth; set link_gbps = ... "
+                f"(Gbit/s or a preset such as '100gbe') in the entry or at the top of {budgets.path}, "
+                "or pass --link-gbps"
+            )
+            raise BudgetError(msg)
+        links[check.where] = link
+    return links
+
+
 def select_samples(
-    frames: MetricFrames, metric: Metric, scope: Scope, *, where: str
+    frames: MetricFrames, metric: Metric, scope: Scope, *, where: str, link_gbps: float | None = None
 ) -> tuple[pl.DataFrame, str]:
     """Return the samples of a metric in a scope, and why there are none when there are none.
 
@@ -245,12 +289,15 @@ def select_samples(
         Ranks, collectives, process groups, warm-up iterations.
     where
         The budget, for messages.
+    link_gbps
+        The link's bandwidth in Gbit/s, for a metric that needs one.
 
     Returns
     -------
     tuple[pl.DataFrame, str]
         Columns ``rank``, ``iteration``, ``collective``, ``value`` (nulls dropped); and ``""``, or
-        the reason the frame is empty.
+        the reason the frame is empty. ``rank`` is null for metrics measured across ranks;
+        ``collective`` names a logical collective with its ``collective_id`` (``all_to_all #0``).
 
     Raises
     ------
@@ -260,8 +307,21 @@ def select_samples(
     frame = _source(frames, metric, where)
     empty = pl.DataFrame(schema=_SAMPLE_SCHEMA)
     if frame.height == 0:
+        if metric.matched:
+            hint = " (a Horovod timeline alone has none)"
+            return empty, f"no collectives matched across ranks in {frames.label}{hint}"
         return empty, f"{frames.label} has no {metric.source} rows"
+    if metric.needs_link:
+        if link_gbps is None:
+            raise BudgetError(f"{where}: {metric.name} needs the link's bandwidth; pass link_gbps")
+        frame = frame.with_columns(link_gbps=pl.lit(link_gbps, dtype=pl.Float64))
+    if "pg_name" not in frame.columns and "group" in frame.columns:
+        frame = frame.with_columns(
+            pg_name=pl.when(pl.col("group") != ALL_COMMUNICATION_GROUP).then(pl.col("group"))
+        )
     if scope.ranks is not None:
+        if "rank" not in frame.columns:
+            raise BudgetError(f"{where}: {metric.name} is measured across ranks; it has no ranks to scope")
         present = sorted(frame.get_column("rank").unique().to_list())
         frame = frame.filter(pl.col("rank").is_in(scope.ranks))
         if frame.height == 0:
@@ -280,14 +340,22 @@ def select_samples(
         frame = _skip_warmup(frame, frames, metric, scope.skip_iterations)
         if frame.height == 0:
             return empty, f"every iteration is skipped (skip_iterations = {scope.skip_iterations})"
+    if "rank" not in frame.columns:
+        frame = frame.with_columns(rank=pl.lit(None, pl.Int64))
     if "iteration" not in frame.columns:
         frame = frame.with_columns(iteration=pl.lit(None, pl.Int64))
     if "collective" not in frame.columns:
         frame = frame.with_columns(collective=pl.lit(None, pl.String))
+    collective = pl.col("collective").cast(pl.String)
+    if "collective_id" in frame.columns and not metric.per_iteration:
+        # a logical collective: its name alone does not say which one
+        collective = pl.concat_str(
+            collective.fill_null("collective"), pl.lit(" #"), pl.col("collective_id").cast(pl.String)
+        )
     samples = frame.select(
         pl.col("rank").cast(pl.Int64),
         pl.col("iteration").cast(pl.Int64),
-        pl.col("collective").cast(pl.String),
+        collective.alias("collective"),
         value=metric.value.cast(pl.Float64),
         is_horovod=(pl.col("mode") == "horovod") if "mode" in frame.columns else pl.lit(False),
     )
@@ -329,12 +397,25 @@ def noise_of(values: pl.Series, aggregate: str) -> float:
 
 
 def _source(frames: MetricFrames, metric: Metric, where: str) -> pl.DataFrame:
-    frame = {"iterations": frames.iterations, "ranks": frames.ranks, "collectives": frames.collectives}[
-        metric.source
-    ]
-    if frame is None:
+    frame = {
+        "iterations": frames.iterations,
+        "ranks": frames.ranks,
+        "collectives": frames.collectives,
+        "logical_collectives": frames.logical_collectives,
+        "collective_ranks": frames.collective_ranks,
+        "iteration_utilisation": frames.iteration_utilisation,
+        "straggler_iterations": frames.straggler_iterations,
+    }[metric.source]
+    if frame is None and metric.matched and frames.collectives is not None:
         msg = (
-            f"{where}: {metric.name} needs per-collective rows, which a summary JSON ({frames.label}) "
+            f"{where}: {metric.name} needs the collectives matched across ranks, and {frames.label} "
+            "was analysed without; pass its events to frames_from_overlap(..., events=...)"
+        )
+        raise BudgetError(msg)
+    if frame is None:
+        rows = "the collectives matched across ranks" if metric.matched else "per-collective rows"
+        msg = (
+            f"{where}: {metric.name} needs {rows}, which a summary JSON ({frames.label}) "
             "does not keep; pass the trace or its Parquet file instead"
         )
         raise BudgetError(msg)
@@ -356,9 +437,13 @@ def _skip_warmup(frame: pl.DataFrame, frames: MetricFrames, metric: Metric, skip
     skipped = frames.iterations.filter(order < skip).select(
         pl.col("rank").cast(pl.Int64), pl.col("iteration").cast(pl.Int64)
     )
-    keyed = frame.with_columns(pl.col("rank").cast(pl.Int64), pl.col("iteration").cast(pl.Int64))
+    keys = ["rank", "iteration"] if metric.per_rank else ["iteration"]
+    if not metric.per_rank:
+        # Rows across ranks: an iteration any rank skips (ProfilerStep numbers are the same on every rank).
+        skipped = skipped.select("iteration").unique()
+    keyed = frame.with_columns(pl.col(k).cast(pl.Int64) for k in keys)
     # Events outside every counted window (before the first, or on a rank without steps) go too.
-    return keyed.filter(pl.col("iteration").is_not_null()).join(skipped, on=["rank", "iteration"], how="anti")
+    return keyed.filter(pl.col("iteration").is_not_null()).join(skipped, on=keys, how="anti")
 
 
 def _excess(value: pl.Expr, upper: float | None, lower: float | None, better: str) -> pl.Expr:
@@ -400,9 +485,14 @@ def _scalar(frame: pl.DataFrame) -> float:
     return float(value)
 
 
-def _evaluate_budget(budget: Budget, frames: MetricFrames) -> Verdict:
+def _against(link_gbps: float | None) -> str:
+    """`` against a 100 Gbit/s link`` for a link utilisation metric, else ``""``."""
+    return "" if link_gbps is None else f" against a {link_gbps:g} Gbit/s link"
+
+
+def _evaluate_budget(budget: Budget, frames: MetricFrames, link_gbps: float | None) -> Verdict:
     metric = budget.metric
-    samples, reason = select_samples(frames, metric, budget.scope, where=budget.where)
+    samples, reason = select_samples(frames, metric, budget.scope, where=budget.where, link_gbps=link_gbps)
 
     def verdict(
         status: Status, value: float | None, samples: int, worst: Worst | None, message: str
@@ -423,6 +513,7 @@ def _evaluate_budget(budget: Budget, frames: MetricFrames) -> Verdict:
             message=message,
             where=budget.where,
             line=budget.line,
+            link_gbps=link_gbps,
         )
 
     if reason:
@@ -450,6 +541,7 @@ def _evaluate_budget(budget: Budget, frames: MetricFrames) -> Verdict:
     measure = f"{metric.name} {budget.aggregate}" + (
         f" of rank {worst.rank} (the worst rank)" if budget.over == "rank" else ""
     )
+    measure += _against(link_gbps)
     shown = format_value(value, metric.unit)
     if violated:
         side = (
@@ -499,7 +591,9 @@ def _compare(check: Regression, new: pl.Series, old: pl.Series, rank: int | None
     )
 
 
-def _evaluate_regression(check: Regression, frames: MetricFrames, baseline: MetricFrames | None) -> Verdict:
+def _evaluate_regression(
+    check: Regression, frames: MetricFrames, baseline: MetricFrames | None, link_gbps: float | None
+) -> Verdict:
     metric = check.metric
 
     def unmeasured(status: Status, message: str) -> Verdict:
@@ -519,12 +613,13 @@ def _evaluate_regression(check: Regression, frames: MetricFrames, baseline: Metr
             message=message,
             where=check.where,
             line=check.line,
+            link_gbps=link_gbps,
         )
 
     if baseline is None:
         return unmeasured("skip", "not checked: no --baseline given")
-    new, reason = select_samples(frames, metric, check.scope, where=check.where)
-    old, old_reason = select_samples(baseline, metric, check.scope, where=check.where)
+    new, reason = select_samples(frames, metric, check.scope, where=check.where, link_gbps=link_gbps)
+    old, old_reason = select_samples(baseline, metric, check.scope, where=check.where, link_gbps=link_gbps)
     if old_reason and not reason:
         reason = f"baseline: {old_reason}"
     if reason:
@@ -553,8 +648,8 @@ def _evaluate_regression(check: Regression, frames: MetricFrames, baseline: Metr
     unit = metric.unit
     who = "" if decisive.rank is None else f" on rank {decisive.rank}"
     head = (
-        f"{metric.name} {check.aggregate}{who} = {format_value(decisive.new, unit)} vs baseline "
-        + format_value(decisive.old, unit)
+        f"{metric.name} {check.aggregate}{who}{_against(link_gbps)} = {format_value(decisive.new, unit)} "
+        f"vs baseline {format_value(decisive.old, unit)}"
     )
     tolerance = f"the tolerance {format_value(decisive.allowed, unit)}"
     noise = f"the noise {format_value(decisive.noise, unit)} ({NOISE_K:g} standard errors)"
@@ -586,6 +681,7 @@ def _evaluate_regression(check: Regression, frames: MetricFrames, baseline: Metr
         baseline=decisive.old,
         tolerance=decisive.allowed,
         noise=decisive.noise,
+        link_gbps=link_gbps,
     )
 
 

@@ -1,23 +1,27 @@
 """The frames budgets are evaluated on, from an overlap analysis or from a saved summary JSON.
 
-Takes an :class:`~timeline.analysis.overlap.Overlap` (a trace or a Parquet file, analysed) or the
-JSON written by ``timeline analyze --json`` (:func:`timeline.summary.build_summary`), and gives
+Takes an :class:`~timeline.analysis.overlap.Overlap` (a trace or a Parquet file, analysed), with
+the trace's events when the budgets need the collectives matched across ranks, or the JSON written by
+``timeline analyze --json`` (:func:`timeline.summary.build_summary`), and gives
 :class:`MetricFrames`: the per-iteration, per-rank and (when known) per-collective rows that metrics
-read. A summary holds no per-collective rows, so collective metrics need the trace itself.
+read, and the frames of :func:`~timeline.analysis.collectives.match_collectives`. A summary holds no
+per-collective rows, so collective metrics need the trace itself.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import polars as pl
 
+from timeline.analysis.collectives import compute_iteration_utilisation, match_collectives
 from timeline.analysis.overlap import Overlap
+from timeline.analysis.stragglers import find_stragglers
 from timeline.errors import TraceFormatError
 from timeline.schema import ITERATION_OVERLAP_SCHEMA, RANK_OVERLAP_SCHEMA
 from timeline.summary import SUMMARY_VERSION
@@ -43,16 +47,41 @@ class MetricFrames:
     collectives
         Communication events (:data:`timeline.schema.COLLECTIVE_EXPOSURE_SCHEMA`); ``None`` for a
         summary, which does not keep them.
+    logical_collectives
+        The collectives matched across ranks, one row per logical collective
+        (:data:`timeline.analysis.schemas.COLLECTIVES_SCHEMA`, without a link); ``None`` unless
+        matched (:func:`frames_from_overlap` with ``events``).
+    collective_ranks
+        One row per logical collective and rank
+        (:data:`timeline.analysis.schemas.COLLECTIVE_RANKS_SCHEMA`); ``None`` unless matched.
+    iteration_utilisation
+        One row per iteration (:data:`timeline.analysis.schemas.ITERATION_UTILISATION_SCHEMA`,
+        without a link); ``None`` unless matched.
+    straggler_iterations
+        One row per iteration (:data:`timeline.analysis.schemas.STRAGGLER_ITERATIONS_SCHEMA`);
+        ``None`` unless matched.
+    warnings
+        The matching's warnings (ranks with fewer collectives than the others).
     """
 
     label: str
     iterations: pl.DataFrame
     ranks: pl.DataFrame
     collectives: pl.DataFrame | None = None
+    logical_collectives: pl.DataFrame | None = None
+    collective_ranks: pl.DataFrame | None = None
+    iteration_utilisation: pl.DataFrame | None = None
+    straggler_iterations: pl.DataFrame | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def matched(self) -> bool:
+        """Whether the collectives were matched across ranks (the cross-rank frames are known)."""
+        return self.logical_collectives is not None
 
 
-def frames_from_overlap(overlap: Overlap, *, label: str) -> MetricFrames:
-    """Return the frames of an overlap analysis.
+def frames_from_overlap(overlap: Overlap, *, label: str, events: pl.DataFrame | None = None) -> MetricFrames:
+    """Return the frames of an overlap analysis, and of the collectives matched across ranks.
 
     Parameters
     ----------
@@ -60,10 +89,43 @@ def frames_from_overlap(overlap: Overlap, *, label: str) -> MetricFrames:
         :func:`timeline.analysis.overlap.compute_overlap` of a trace.
     label
         The input, for messages.
+    events
+        The events ``overlap`` was computed from: also match their collectives across ranks
+        (:func:`~timeline.analysis.collectives.match_collectives`, with the overlap's iteration
+        windows), for the metrics of :data:`~timeline.budgets.metrics.MATCHED_SOURCES`. Leave it out
+        when no budget reads them (``BudgetFile.needs_matching``): matching is a pass over every
+        rank's communication events.
+
+    Notes
+    -----
+    The per-iteration frames of the matched collectives (``iteration_utilisation``,
+    ``straggler_iterations``) keep the row of the collectives outside every ProfilerStep window
+    (``iteration`` null) only when there is no window at all, as the per-iteration collective metrics
+    leave out events outside every window.
     """
-    return MetricFrames(
+    frames = MetricFrames(
         label=label, iterations=overlap.iterations, ranks=overlap.ranks, collectives=overlap.collectives
     )
+    if events is None:
+        return frames
+    match = match_collectives(events, windows=overlap.windows)
+    utilisation = compute_iteration_utilisation(
+        match.collectives, windows=overlap.windows, iteration_overlap=overlap.iterations
+    )
+    stragglers = find_stragglers(match, iteration_overlap=overlap.iterations)
+    return replace(
+        frames,
+        logical_collectives=match.collectives,
+        collective_ranks=match.ranks,
+        iteration_utilisation=_in_windows(utilisation),
+        straggler_iterations=_in_windows(stragglers.iterations),
+        warnings=match.warnings,
+    )
+
+
+def _in_windows(frame: pl.DataFrame) -> pl.DataFrame:
+    """Drop the row of the collectives outside every iteration window, unless it is the only one."""
+    return frame.filter(pl.col("iteration").is_not_null() | pl.col("iteration").is_null().all())
 
 
 def is_summary_file(path: str | Path) -> bool:

@@ -1,9 +1,12 @@
 """The registry of metrics a budget can name: what each measures, its unit, and where its values come from.
 
 A :class:`Metric` reads one value per row of one analysis frame (``iterations``: rank × iteration;
-``collectives``: one communication event; ``ranks``: one rank over its whole trace). The registry is
-open: a later analysis registers its own metrics with :func:`register_metric`, and every budget file,
-renderer and ``docs/ci.md`` picks them up.
+``collectives``: one communication event; ``ranks``: one rank over its whole trace), or of one frame
+of the collectives matched across ranks (:data:`MATCHED_SOURCES`: ``logical_collectives``: one
+logical collective; ``collective_ranks``: one logical collective on one rank;
+``iteration_utilisation`` and ``straggler_iterations``: one iteration, ranks together). The registry
+is open: a later analysis registers its own metrics with :func:`register_metric`, and every budget
+file, renderer and ``docs/ci.md`` picks them up.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import polars as pl
 from timeline.errors import BudgetError
 
 __all__ = [
+    "MATCHED_SOURCES",
     "Better",
     "Metric",
     "MetricSource",
@@ -27,8 +31,27 @@ __all__ = [
     "registered_metrics",
 ]
 
-MetricSource = Literal["iterations", "collectives", "ranks"]
-"""The frame a metric reads: rank × iteration rows, communication events, or whole-trace rank rows."""
+MetricSource = Literal[
+    "iterations",
+    "collectives",
+    "ranks",
+    "logical_collectives",
+    "collective_ranks",
+    "iteration_utilisation",
+    "straggler_iterations",
+]
+"""The frame a metric reads: rank × iteration rows, communication events, whole-trace rank rows, or a
+frame of the collectives matched across ranks (:data:`MATCHED_SOURCES`)."""
+
+MATCHED_SOURCES: frozenset[str] = frozenset(
+    {"logical_collectives", "collective_ranks", "iteration_utilisation", "straggler_iterations"}
+)
+"""The sources built from :func:`~timeline.analysis.collectives.match_collectives`: a run's collectives
+are matched across ranks only when a budget reads one of them."""
+
+_ACROSS_RANKS = frozenset({"logical_collectives", "iteration_utilisation", "straggler_iterations"})
+_PER_COLLECTIVE = frozenset({"collectives", "logical_collectives", "collective_ranks"})
+_PER_RANK_COLLECTIVE = frozenset({"collectives", "collective_ranks"})
 
 Better = Literal["lower", "higher"]
 """Which way is an improvement; a regression is a move the other way."""
@@ -45,8 +68,8 @@ class Metric:
     description
         One line for people, shown in ``docs/ci.md``.
     unit
-        ``ns``, ``ratio`` (a fraction in ``[0, 1]``), ``bytes``, ``B/s`` or ``count``; limits are
-        written in this unit.
+        ``ns``, ``ratio`` (a fraction in ``[0, 1]``), ``bytes``, ``B/s``, ``Gbit/s`` or ``count``;
+        limits are written in this unit.
     source
         The frame whose rows are the samples.
     expr
@@ -54,8 +77,11 @@ class Metric:
     better
         ``lower`` or ``higher``: the direction of an improvement.
     per_iteration
-        For ``collectives`` metrics: sum the row values of each rank's iteration first, so a sample
-        is one rank-iteration rather than one event.
+        For ``collectives`` and ``collective_ranks`` metrics: sum the row values of each rank's
+        iteration first, so a sample is one rank-iteration rather than one event.
+    needs_link
+        The value reads ``link_gbps``, the bandwidth of the link (``link_gbps`` of the budget file
+        or ``--link-gbps``), which the evaluation fills in.
     """
 
     name: str
@@ -65,6 +91,7 @@ class Metric:
     expr: pl.Expr | None = None
     better: Better = "lower"
     per_iteration: bool = False
+    needs_link: bool = False
     value: pl.Expr = field(init=False, repr=False)
     """The expression giving the value of one row of the source frame."""
     columns: tuple[str, ...] = field(init=False, repr=False)
@@ -74,6 +101,21 @@ class Metric:
         value = pl.col(self.name) if self.expr is None else self.expr
         object.__setattr__(self, "value", value)
         object.__setattr__(self, "columns", tuple(value.meta.root_names()))
+
+    @property
+    def matched(self) -> bool:
+        """Whether the metric reads the collectives matched across ranks (:data:`MATCHED_SOURCES`)."""
+        return self.source in MATCHED_SOURCES
+
+    @property
+    def per_rank(self) -> bool:
+        """Whether each sample belongs to one rank (``ranks`` and ``over = "rank"`` apply)."""
+        return self.source not in _ACROSS_RANKS
+
+    @property
+    def per_collective(self) -> bool:
+        """Whether each sample belongs to one collective (``collective`` and ``pg_name`` apply)."""
+        return self.source in _PER_COLLECTIVE
 
 
 _REGISTRY: dict[str, Metric] = {}
@@ -110,8 +152,10 @@ def register_metric(metric: Metric, *, replace: bool = False) -> Metric:
     if metric.name in _REGISTRY and not replace:
         msg = f"metric {metric.name!r} is already registered; pass replace=True to replace it"
         raise ValueError(msg)
-    if metric.per_iteration and metric.source != "collectives":
-        msg = f"metric {metric.name!r}: per_iteration applies to collectives metrics only"
+    if metric.per_iteration and metric.source not in _PER_RANK_COLLECTIVE:
+        msg = (
+            f"metric {metric.name!r}: per_iteration applies to collectives and collective_ranks metrics only"
+        )
         raise ValueError(msg)
     _REGISTRY[metric.name] = metric
     return metric
@@ -170,6 +214,8 @@ def format_value(value: float | None, unit: str) -> str:
             if abs(value) >= scale:
                 return f"{value / scale:.2f} {prefix}{suffix}"
         return f"{value:.0f} {suffix}"
+    if unit == "Gbit/s":
+        return f"{value:.2f} Gbit/s"
     if unit == "count":
         return f"{value:g}"
     return f"{value:.4g} {unit}"
@@ -242,5 +288,113 @@ register_metric(
         "collectives",
         expr=pl.col("exposed_ns"),
         per_iteration=True,
+    )
+)
+
+# The collectives matched across ranks (timeline.analysis.collectives, docs/collectives.md).
+register_metric(
+    Metric(
+        "collective_start_skew_ns",
+        "how far apart the ranks started one logical collective (last start − first start)",
+        "ns",
+        "logical_collectives",
+        expr=pl.col("start_skew_ns"),
+    )
+)
+register_metric(
+    Metric(
+        "collective_end_skew_ns",
+        "how far apart the ranks finished one logical collective: µs on one clock, more if clocks are skewed",
+        "ns",
+        "logical_collectives",
+        expr=pl.col("end_skew_ns"),
+    )
+)
+register_metric(
+    Metric(
+        "collective_algbw_gbps",
+        "the algorithm bandwidth of one logical collective: its bytes over its transfer time",
+        "Gbit/s",
+        "logical_collectives",
+        expr=pl.col("algbw_gbps"),
+        better="higher",
+    )
+)
+register_metric(
+    Metric(
+        "collective_busbw_gbps",
+        "the bus bandwidth of one logical collective (nccl-tests' factors), comparable with the link",
+        "Gbit/s",
+        "logical_collectives",
+        expr=pl.col("busbw_gbps"),
+        better="higher",
+    )
+)
+register_metric(
+    Metric(
+        "collective_link_utilisation_ratio",
+        "the bus bandwidth of one logical collective over the link's bandwidth (link_gbps)",
+        "ratio",
+        "logical_collectives",
+        expr=pl.col("busbw_gbps") / pl.col("link_gbps"),
+        better="higher",
+        needs_link=True,
+    )
+)
+register_metric(
+    Metric(
+        "collective_wait_ns",
+        "how long one rank waited for the others in one logical collective (its duration − the transfer)",
+        "ns",
+        "collective_ranks",
+        expr=pl.col("wait_ns"),
+    )
+)
+register_metric(
+    Metric(
+        "collective_iteration_wait_ns",
+        "how long a rank waited for the others in the scoped logical collectives of an iteration",
+        "ns",
+        "collective_ranks",
+        expr=pl.col("wait_ns"),
+        per_iteration=True,
+    )
+)
+register_metric(
+    Metric(
+        "iteration_busbw_gbps",
+        "the bus bandwidth of an iteration's matched collectives (weighted by transfer time)",
+        "Gbit/s",
+        "iteration_utilisation",
+        expr=pl.col("busbw_gbps"),
+        better="higher",
+    )
+)
+register_metric(
+    Metric(
+        "iteration_link_utilisation_ratio",
+        "the bus bandwidth of an iteration's matched collectives over the link's bandwidth (link_gbps)",
+        "ratio",
+        "iteration_utilisation",
+        expr=pl.col("busbw_gbps") / pl.col("link_gbps"),
+        better="higher",
+        needs_link=True,
+    )
+)
+register_metric(
+    Metric(
+        "iteration_wait_ratio",
+        "the share of an average rank's time in synchronising collectives spent waiting for the others",
+        "ratio",
+        "straggler_iterations",
+        expr=pl.col("wait_ratio"),
+    )
+)
+register_metric(
+    Metric(
+        "straggler_share_ratio",
+        "the share of an iteration's wait in synchronising collectives caused by its straggler",
+        "ratio",
+        "straggler_iterations",
     )
 )

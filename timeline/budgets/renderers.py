@@ -118,6 +118,7 @@ def _verdict_dict(v: Verdict) -> dict[str, Any]:
         "baseline": v.baseline,
         "tolerance": v.tolerance,
         "noise": v.noise,
+        "link_gbps": v.link_gbps,
         "message": v.message,
         "where": v.where,
         "line": v.line,
