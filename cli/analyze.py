@@ -40,7 +40,9 @@ _MAX_ITERATION_ROWS = 40
 
 def analyze_command(
     paths: PathsArgument,
-    json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object instead of tables.")
+    ] = False,
     top: Annotated[int, typer.Option("--top", min=1, help="How many top exposed collectives to list.")] = 10,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
@@ -98,7 +100,16 @@ def _overlap_cells(row: dict[str, Any]) -> list[str]:
     ]
 
 
-_OVERLAP_HEADERS = ["step", "compute", "comm", "hidden", "exposed", "exposed/step", "hidden/comm", "idle/step"]
+_OVERLAP_HEADERS = [
+    "step",
+    "compute",
+    "comm",
+    "hidden",
+    "exposed",
+    "exposed/step",
+    "hidden/comm",
+    "idle/step",
+]
 
 
 def render_summary(summary: dict[str, Any], console: Console) -> None:
@@ -145,8 +156,10 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
 
     top = summary["top_collectives"]
     if top:
-        table = _table("Top exposed collectives (all ranks)", ["collective", "group", "bytes", "calls", "ranks",
-                                                               "time", "exposed", "exposed/time"])
+        table = _table(
+            "Top exposed collectives (all ranks)",
+            ["collective", "group", "bytes", "calls", "ranks", "time", "exposed", "exposed/time"],
+        )
         for row in top:
             table.add_row(
                 row["collective"],
