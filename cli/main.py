@@ -5,6 +5,9 @@ from __future__ import annotations
 import typer
 
 from cli.analyze import analyze_command
+from cli.capture import capture_command
+from cli.check import check_command
+from cli.collectives import collectives_command
 from cli.convert import convert_command
 
 __all__ = ["app", "main"]
@@ -19,6 +22,9 @@ app = typer.Typer(
 )
 app.command("analyze")(analyze_command)
 app.command("convert")(convert_command)
+app.command("check")(check_command)
+app.command("collectives")(collectives_command)
+app.command("capture")(capture_command)
 
 
 def main() -> None:
