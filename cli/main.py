@@ -9,6 +9,7 @@ from cli.capture import capture_command
 from cli.check import check_command
 from cli.collectives import collectives_command
 from cli.convert import convert_command
+from cli.report import report_command, serve_command
 
 __all__ = ["app", "main"]
 
@@ -22,6 +23,9 @@ app = typer.Typer(
 )
 app.command("analyze")(analyze_command)
 app.command("convert")(convert_command)
+# serve/report import bokeh and holoviews inside the command functions, never at registration.
+app.command("serve")(serve_command)
+app.command("report")(report_command)
 app.command("check")(check_command)
 app.command("collectives")(collectives_command)
 app.command("capture")(capture_command)

@@ -1,0 +1,1 @@
+"""Tests of the interactive report: data preparation, plot structure, commands, a real browser."""

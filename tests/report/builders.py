@@ -1,0 +1,93 @@
+"""Synthetic traces for the report tests and the render benchmark: many GPU events in few steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from timeline.schema import EVENTS_SCHEMA, validate
+
+__all__ = ["synthetic_events"]
+
+_COMPUTE, _COMM, _COPY = 7, 20, 22
+
+
+def synthetic_events(events: int, *, ranks: int = 8, steps: int = 1, seed: int = 0) -> pl.DataFrame:
+    """Return a canonical events frame with about ``events`` GPU events per step over all ranks.
+
+    Each rank runs back-to-back compute kernels on stream 7, NCCL all-reduce kernels on stream 20
+    (partly under compute, partly after it: exposed) and memcpys on stream 22, inside one
+    ``ProfilerStep#N`` per step.
+    """
+    rng = np.random.default_rng(seed)
+    per_rank = max(events // ranks, 10)
+    n_comm = max(per_rank // 20, 1)
+    n_copy = max(per_rank // 20, 1)
+    n_compute = per_rank - n_comm - n_copy
+    frames = []
+    t0 = 1_700_000_000_000_000_000
+    for step in range(steps):
+        for rank in range(ranks):
+            durations = rng.integers(2_000, 30_000, n_compute)
+            gaps = rng.integers(0, 3_000, n_compute)
+            starts = t0 + np.cumsum(durations + gaps) - durations
+            compute_end = int(starts[-1] + durations[-1])
+            span = compute_end - t0
+            # Communication: spread over the last 60% of compute and a tail after it (exposed).
+            comm_dur = rng.integers(20_000, 200_000, n_comm)
+            comm_start = np.sort(rng.integers(t0 + int(0.4 * span), compute_end + span // 5, n_comm))
+            copy_dur = rng.integers(1_000, 10_000, n_copy)
+            copy_start = np.sort(rng.integers(t0, compute_end, n_copy))
+            end = int(max(compute_end, int((comm_start + comm_dur).max()))) + 10_000
+            kinds = ["compute"] * n_compute + ["communication"] * n_comm + ["memcpy"] * n_copy
+            stream = [_COMPUTE] * n_compute + [_COMM] * n_comm + [_COPY] * n_copy
+            start = np.concatenate([starts, comm_start, copy_start])
+            dur = np.concatenate([durations, comm_dur, copy_dur])
+            names = (
+                [f"gemm_{i % 37}" for i in range(n_compute)]
+                + ["ncclKernel_AllReduce_RING_LL_Sum_float"] * n_comm
+                + ["Memcpy DtoD"] * n_copy
+            )
+            gpu = pl.DataFrame(
+                {
+                    "rank": rank,
+                    "source": "kineto",
+                    "kind": kinds,
+                    "name": names,
+                    "cat": "kernel",
+                    "start_ns": start,
+                    "end_ns": start + dur,
+                    "dur_ns": dur,
+                    "pid": rank,
+                    "tid": stream,
+                    "device": rank,
+                    "stream": stream,
+                    "collective": [None] * n_compute + ["all_reduce"] * n_comm + [None] * n_copy,
+                    "in_bytes": [None] * n_compute + [4 << 20] * n_comm + [None] * n_copy,
+                },
+                schema_overrides={"collective": pl.String, "in_bytes": pl.Int64},
+            )
+            marker = pl.DataFrame(
+                {
+                    "rank": [rank],
+                    "source": ["kineto"],
+                    "kind": ["annotation"],
+                    "name": [f"ProfilerStep#{step}"],
+                    "cat": ["user_annotation"],
+                    "start_ns": [t0 - 5_000],
+                    "end_ns": [end],
+                    "dur_ns": [end - t0 + 5_000],
+                    "pid": [1000 + rank],
+                    "tid": [1],
+                }
+            )
+            frames.extend([gpu, marker])
+        t0 = (
+            int(pl.concat([f.select("end_ns") for f in frames]).select(pl.col("end_ns").max()).item())
+            + 50_000
+        )
+    frame = pl.concat(frames, how="diagonal_relaxed")
+    for name in EVENTS_SCHEMA.names():
+        if name not in frame.columns:
+            frame = frame.with_columns(pl.lit(None).alias(name))
+    return validate(frame.sort("rank", "start_ns"), EVENTS_SCHEMA, what="synthetic events")

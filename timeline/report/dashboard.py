@@ -1,0 +1,416 @@
+"""The dashboard: the Gantt of one iteration, its selector and rank filter, the breakdowns and tables.
+
+Takes :class:`~timeline.report.data.ReportData` and gives one bokeh layout, in one of two modes:
+
+- ``live`` (for :mod:`timeline.report.server`): changing the iteration or the ranks, and every
+  zoom or pan of the Gantt, runs a Python callback that re-queries the polars segments for the
+  visible window (:func:`~timeline.report.data.view_bars`) and swaps the bars in place;
+- ``standalone`` (for :mod:`timeline.report.export`): no Python runs after export, so each
+  iteration's bars are embedded at a few resolutions (:func:`~timeline.report.data.view_levels`:
+  ``pixels × 8**k`` bins, the last level unmerged) and a ``CustomJS`` callback draws the coarsest
+  level that is still finer than a pixel, for the visible window only.
+
+In both modes a click on a breakdown bar or heat-map cell selects its iteration in the selector,
+and the summary table follows the selector; the page is never reloaded.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import polars as pl
+from bokeh.document import Document
+from bokeh.events import DocumentReady, RangesUpdate, Reset
+from bokeh.layouts import column, row
+from bokeh.models import ColumnDataSource, CustomJS
+from bokeh.models.widgets import Div, MultiChoice, Select
+
+from timeline.report.breakdown import (
+    build_breakdown,
+    build_collectives_table,
+    build_heatmap,
+    build_summary_table,
+    summary_tables,
+    view_rows,
+)
+from timeline.report.data import STYLES, ReportData, default_view, format_ns, view_bars, view_levels
+from timeline.report.gantt import (
+    CHROME_PX,
+    LANE_PX,
+    MIN_ALPHA,
+    PIXELS,
+    GanttPlot,
+    build_gantt,
+    gantt_columns,
+    gantt_title,
+    lane_factors,
+    lane_height,
+)
+from timeline.summary import worst_iteration
+
+__all__ = ["Dashboard", "Mode", "build_dashboard"]
+
+Mode = Literal["live", "standalone"]
+
+_GANTT_WIDTH = 1100
+_SIDE_WIDTH = 500
+
+# Shared by the selector and the breakdown: show the selected view's table and select its bars.
+_FOLLOW_VIEW_JS = """
+const v = Number(select.value);
+const rows = [];
+const views = breakdown.data.view;
+for (let i = 0; i < views.length; i++) { if (views[i] === v) rows.push(i); }
+summary.text = tables[v];
+const current = breakdown.selected.indices;
+if (current.length !== rows.length || current.some((r, i) => r !== rows[i])) {
+  breakdown.selected.indices = rows;
+}
+"""
+
+# A click on a bar or a cell (a source with a "view" column) selects that view.
+_TAP_JS = """
+const picked = cb_obj.indices;
+if (picked.length === 0) return;
+const v = String(source.data.view[picked[0]]);
+if (select.value !== v) select.value = v;
+"""
+
+# Standalone refinement: draw, from the embedded levels of the selected view, the coarsest level
+# whose bins are at most one pixel of the visible range, for the visible range and ranks only.
+_REFRESH_JS = r"""
+const v = Number(select.value);
+const meta = views[v];
+if (reset) {
+  x_range.bounds = [0, meta.span];
+  x_range.setv({start: 0, end: meta.span});
+  title.text = meta.title;
+}
+const chosen = new Set(ranks.value.map(Number));
+const lo_ms = x_range.start, hi_ms = x_range.end;
+const width = Math.max(hi_ms - lo_ms, 1e-9);
+const need = width / pixels;
+const bins = meta.bins;
+let level = bins.length - 1;
+for (let k = 0; k < bins.length; k++) { if (bins[k] <= need * 1.001) { level = k; break; } }
+const lo = lo_ms - width / 2, hi = hi_ms + width / 2;
+const d = stores[v].data;
+const out = {y: [], left: [], right: [], style: [], name: [], collective: [], count: [], dur_us: [],
+             exposed_us: [], bytes: [], rank: [], alpha: []};
+for (let i = 0; i < d.level.length; i++) {
+  if (d.level[i] !== level || d.right[i] < lo || d.left[i] > hi) continue;
+  if (!chosen.has(lane_rank[d.lane[i]])) continue;
+  const n = d.count[i];
+  const name = names[d.name[i]];
+  out.y.push(lanes[d.lane[i]]);
+  out.left.push(d.left[i]);
+  out.right.push(d.right[i]);
+  out.style.push(styles[d.style[i]]);
+  out.name.push(n > 1 ? String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",") + " events, mostly " + name : name);
+  out.collective.push(d.collective[i] < 0 ? "-" : collectives[d.collective[i]]);
+  out.count.push(n);
+  out.dur_us.push(d.dur_us[i]);
+  out.exposed_us.push(d.exposed_us[i]);
+  out.bytes.push(d.bytes[i]);
+  out.rank.push(lane_rank[d.lane[i]]);
+  const coverage = Math.min(1, Math.max(0, d.dur_us[i] / Math.max((d.right[i] - d.left[i]) * 1000, 0.001)));
+  out.alpha.push(n > 1 ? min_alpha + (1 - min_alpha) * coverage : 1.0);
+}
+source.data = out;
+if (reset || cb_obj === ranks) {
+  const factors = [];
+  for (let i = lanes.length - 1; i >= 0; i--) { if (chosen.has(lane_rank[i])) factors.push(lanes[i]); }
+  y_range.factors = factors;
+  fig.height = chrome + lane_px * Math.max(factors.length, 4);
+}
+"""
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    """The dashboard layout and the models tests and callers reach into.
+
+    Attributes
+    ----------
+    layout
+        The bokeh layout (``name="dashboard"``).
+    gantt
+        The Gantt chart.
+    select
+        The iteration selector (``name="iteration_select"``); values are view ids as strings.
+    ranks
+        The rank filter (``name="rank_filter"``); values are ranks as strings.
+    on_ready
+        Standalone mode: the callback that draws the first bars, to run on ``DocumentReady``
+        (:meth:`document` does); None in live mode.
+    """
+
+    layout: Any
+    gantt: GanttPlot
+    select: Select
+    ranks: MultiChoice
+    on_ready: CustomJS | None = None
+
+    def document(self) -> Document:
+        """Return a new bokeh document holding the dashboard, its first draw wired to ``DocumentReady``."""
+        doc = Document()
+        doc.add_root(self.layout)
+        if self.on_ready is not None:
+            doc.js_on_event(DocumentReady, self.on_ready)
+        return doc
+
+
+def _header(data: ReportData, files: int | None) -> str:
+    modes = sorted(set(data.lanes.get_column("mode").to_list()))
+    ranks = data.lanes.get_column("rank").n_unique()
+    parts = [f"<b>timeline report</b>: {ranks} rank(s), measured on {', '.join(modes) or 'nothing'}"]
+    if files is not None:
+        parts[0] = (
+            f"<b>timeline report</b>: {files} file(s), {ranks} rank(s), measured on {', '.join(modes) or '-'}"
+        )
+    worst = worst_iteration(data.overlap.iterations)
+    if worst is not None and worst["exposed_comm_ns"]:
+        where = f"rank {worst['rank']}" + (
+            f", iteration {worst['iteration']}" if worst["iteration"] is not None else " (whole trace)"
+        )
+        share = "" if worst["exposed_comm_ratio"] is None else f", {100 * worst['exposed_comm_ratio']:.1f}%"
+        parts.append(
+            f"worst: {where}: {format_ns(worst['exposed_comm_ns'])} of exposed communication"
+            f"{share} of its {format_ns(worst['step_ns'])} step"
+        )
+    if "horovod" in modes:
+        parts.append(
+            "Horovod timeline: communication phases only, no compute events; exposed vs hidden needs the "
+            "framework trace of the same run"
+        )
+    if data.omitted.height:
+        counts = ", ".join(f"{n:,} {kind}" for kind, n in data.omitted.iter_rows())
+        parts.append(f"not drawn in the Gantt: {counts}")
+    return "<br>".join(
+        html.escape(p).replace("&lt;b&gt;", "<b>").replace("&lt;/b&gt;", "</b>") for p in parts
+    )
+
+
+def _stores(data: ReportData) -> tuple[list[Any], list[dict[str, Any]], list[str], list[str]]:
+    """Embed every view's levels as compact typed columns, names as codes into shared tables."""
+    per_view = [
+        (view, *view_levels(data, view, pixels=PIXELS)) for view in data.views.get_column("view").to_list()
+    ]
+    everything = pl.concat([levels.select("name", "collective") for _, levels, _ in per_view])
+    names = everything.get_column("name").drop_nulls().unique(maintain_order=True).to_list()
+    collectives = everything.get_column("collective").drop_nulls().unique(maintain_order=True).to_list()
+
+    def codes(column: str, table: list[str]) -> pl.Expr:
+        return pl.col(column).cast(pl.Enum(table)).to_physical().cast(pl.Int32).fill_null(-1)
+
+    stores: list[Any] = []
+    meta: list[dict[str, Any]] = []
+    for view, levels, bins in per_view:
+        origin = data.views.item(view, "start_ns")
+        span = max((data.views.item(view, "end_ns") - origin) / 1e6, 1e-6)
+        frame = levels.select(
+            level=pl.col("level").cast(pl.Int8),
+            lane=pl.col("lane_id").cast(pl.Int16),
+            style=pl.col("style").to_physical().cast(pl.UInt8),
+            name=codes("name", names),
+            collective=codes("collective", collectives).cast(pl.Int16),
+            left=(pl.col("start_ns") - origin) / 1e6,
+            right=(pl.col("end_ns") - origin) / 1e6,
+            count=pl.col("count").cast(pl.Int32),
+            dur_us=(pl.col("dur_ns") / 1e3).cast(pl.Float32),
+            exposed_us=(pl.col("exposed_ns") / 1e3).cast(pl.Float32).fill_null(float("nan")),
+            bytes=pl.col("in_bytes").cast(pl.Float64).fill_null(float("nan")),
+        )
+        columns = {c: frame.get_column(c).to_numpy() for c in frame.columns}
+        stores.append(ColumnDataSource(data=columns, name=f"gantt_levels_{view}"))
+        meta.append({"span": span, "bins": [b / 1e6 for b in bins], "title": gantt_title(data, view)})
+    return stores, meta, names, collectives
+
+
+def _wire_standalone(data: ReportData, gantt: GanttPlot, select: Select, ranks: MultiChoice) -> CustomJS:
+    stores, meta, names, collectives = _stores(data)
+    lanes = [list(f) for f in reversed(lane_factors(data))]
+    args = {
+        "select": select,
+        "ranks": ranks,
+        "source": gantt.source,
+        "fig": gantt.figure,
+        "title": gantt.title,
+        "x_range": gantt.x_range,
+        "y_range": gantt.y_range,
+        "stores": stores,
+        "views": meta,
+        "names": names,
+        "collectives": collectives,
+        "styles": list(STYLES),
+        "lanes": lanes,
+        "lane_rank": data.lanes.get_column("rank").to_list(),
+        "pixels": PIXELS,
+        "chrome": CHROME_PX,
+        "lane_px": LANE_PX,
+        "min_alpha": MIN_ALPHA,
+    }
+    reset = CustomJS(args={**args, "reset": True}, code=_REFRESH_JS)
+    refine = CustomJS(args={**args, "reset": False}, code=_REFRESH_JS)
+    select.js_on_change("value", reset)
+    ranks.js_on_change("value", refine)
+    gantt.figure.js_on_event(RangesUpdate, refine)
+    gantt.figure.js_on_event(Reset, refine)
+    return refine
+
+
+def _wire_live(data: ReportData, gantt: GanttPlot, select: Select, ranks: MultiChoice) -> None:
+    state: dict[str, Any] = {"view": int(select.value), "ranks": [int(r) for r in ranks.value]}
+
+    def redraw(x0_ms: float | None = None, x1_ms: float | None = None) -> None:
+        view = state["view"]
+        origin = data.views.item(view, "start_ns")
+        start = end = None
+        if x0_ms is not None and x1_ms is not None:
+            width = x1_ms - x0_ms
+            start = origin + int((x0_ms - width / 2) * 1e6)
+            end = origin + int((x1_ms + width / 2) * 1e6)
+        bars = view_bars(
+            data,
+            view,
+            ranks=state["ranks"],
+            start_ns=start,
+            end_ns=end,
+            pixels=PIXELS if start is None else 2 * PIXELS,
+        )
+        gantt.source.data = gantt_columns(bars, data, origin_ns=origin)
+
+    def on_view(_attr: str, _old: str, new: str) -> None:
+        state["view"] = int(new)
+        span = max(
+            (data.views.item(state["view"], "end_ns") - data.views.item(state["view"], "start_ns")) / 1e6,
+            1e-6,
+        )
+        gantt.x_range.bounds = (0.0, span)
+        gantt.x_range.update(start=0.0, end=span)
+        gantt.title.text = gantt_title(data, state["view"])
+        redraw()
+
+    def on_ranks(_attr: str, _old: list[str], new: list[str]) -> None:
+        state["ranks"] = [int(r) for r in new]
+        factors = lane_factors(data, state["ranks"])
+        gantt.y_range.factors = factors
+        gantt.figure.height = lane_height(len(factors))
+        start, end = gantt.x_range.start, gantt.x_range.end
+        if isinstance(start, int | float) and isinstance(end, int | float):
+            redraw(float(start), float(end))
+        else:
+            redraw()
+
+    def on_ranges(event: RangesUpdate) -> None:
+        if event.x0 is not None and event.x1 is not None:
+            redraw(float(event.x0), float(event.x1))
+
+    def on_reset(_event: Reset) -> None:
+        redraw()
+
+    select.on_change("value", on_view)
+    ranks.on_change("value", on_ranks)
+    gantt.figure.on_event(RangesUpdate, on_ranges)
+    gantt.figure.on_event(Reset, on_reset)
+
+
+def build_dashboard(
+    data: ReportData,
+    *,
+    mode: Mode = "standalone",
+    files: int | None = None,
+    view: int | None = None,
+    ranks: Sequence[int] | None = None,
+) -> Dashboard:
+    """Return the dashboard of a trace: Gantt, iteration selector, rank filter, breakdowns, tables.
+
+    Parameters
+    ----------
+    data
+        The prepared report data.
+    mode
+        ``live``: Python callbacks (a bokeh server document); ``standalone``: everything embedded,
+        JavaScript callbacks.
+    files
+        How many files the trace came from (for the header).
+    view
+        The iteration to show first (default: the slowest).
+    ranks
+        The ranks to show first (default: all).
+
+    Returns
+    -------
+    Dashboard
+        The layout and its models; nothing is shown.
+    """
+    first = default_view(data) if view is None else view
+    all_ranks = data.lanes.get_column("rank").unique().sort().to_list()
+    shown = all_ranks if ranks is None else [r for r in all_ranks if r in set(ranks)]
+    # Standalone: the browser fills the bars from the embedded levels when the document is ready.
+    gantt = build_gantt(data, first, ranks=shown, width=_GANTT_WIDTH, pixels=PIXELS, with_bars=mode == "live")
+    options: list[str | tuple[Any, str]] = [
+        (str(v), label) for v, label in data.views.select("view", "label").iter_rows()
+    ]
+    select = Select(
+        title="Iteration",
+        value=str(first),
+        options=options or [("0", "none")],
+        width=420,
+        name="iteration_select",
+    )
+    rank_filter = MultiChoice(
+        title="Ranks",
+        value=[str(r) for r in shown],
+        options=[str(r) for r in all_ranks],
+        width=_GANTT_WIDTH - 440,
+        name="rank_filter",
+    )
+    breakdown = build_breakdown(data, width=_SIDE_WIDTH)
+    heatmap = build_heatmap(data, width=_SIDE_WIDTH)
+    summary = build_summary_table(data, first, width=740)
+    collectives = build_collectives_table(data, width=_GANTT_WIDTH + _SIDE_WIDTH - 760)
+
+    follow = CustomJS(
+        args={
+            "select": select,
+            "breakdown": breakdown.source,
+            "summary": summary,
+            "tables": summary_tables(data),
+        },
+        code=_FOLLOW_VIEW_JS,
+    )
+    select.js_on_change("value", follow)
+    breakdown.source.selected.indices = view_rows(data, first)
+    breakdown.source.selected.js_on_change(
+        "indices", CustomJS(args={"select": select, "source": breakdown.source}, code=_TAP_JS)
+    )
+    for renderer in heatmap.renderers:
+        cells = renderer.data_source
+        if "view" in cells.data:
+            cells.selected.js_on_change(
+                "indices", CustomJS(args={"select": select, "source": cells}, code=_TAP_JS)
+            )
+
+    on_ready = None
+    if data.views.height:
+        if mode == "live":
+            _wire_live(data, gantt, select, rank_filter)
+        else:
+            on_ready = _wire_standalone(data, gantt, select, rank_filter)
+
+    header = Div(text=_header(data, files), width=_GANTT_WIDTH + _SIDE_WIDTH, name="header")
+    layout = column(
+        header,
+        row(select, rank_filter),
+        row(gantt.figure, column(breakdown.figure, heatmap)),
+        row(
+            column(Div(text="<b>Per rank, this iteration</b>"), summary),
+            column(Div(text="<b>Top exposed collectives (all ranks, whole trace)</b>"), collectives),
+        ),
+        name="dashboard",
+    )
+    return Dashboard(layout=layout, gantt=gantt, select=select, ranks=rank_filter, on_ready=on_ready)
