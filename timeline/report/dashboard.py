@@ -11,7 +11,8 @@ Takes :class:`~timeline.report.data.ReportData` and gives one bokeh layout, in o
   level that is still finer than a pixel, for the visible window only.
 
 In both modes a click on a breakdown bar or heat-map cell selects its iteration in the selector,
-and the summary table follows the selector; the page is never reloaded.
+and the summary table follows the selector; the page is never reloaded. Below, for two ranks or
+more, the collectives section (:mod:`timeline.report.collectives_view`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from timeline.report.breakdown import (
     summary_tables,
     view_rows,
 )
+from timeline.report.collectives_view import build_collectives_section
 from timeline.report.data import STYLES, ReportData, default_view, format_ns, view_bars, view_levels
 from timeline.report.gantt import (
     CHROME_PX,
@@ -403,6 +405,10 @@ def build_dashboard(
             on_ready = _wire_standalone(data, gantt, select, rank_filter)
 
     header = Div(text=_header(data, files), width=_GANTT_WIDTH + _SIDE_WIDTH, name="header")
+    # Below the rest: matched collectives, wait vs transfer, wait heat map (absent for < 2 ranks).
+    section = build_collectives_section(
+        data.collectives, data.views, data.overlap.windows, select=select, width=_GANTT_WIDTH + _SIDE_WIDTH
+    )
     layout = column(
         header,
         row(select, rank_filter),
@@ -411,6 +417,7 @@ def build_dashboard(
             column(Div(text="<b>Per rank, this iteration</b>"), summary),
             column(Div(text="<b>Top exposed collectives (all ranks, whole trace)</b>"), collectives),
         ),
+        *([] if section is None else [section.layout]),
         name="dashboard",
     )
     return Dashboard(layout=layout, gantt=gantt, select=select, ranks=rank_filter, on_ready=on_ready)

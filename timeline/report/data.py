@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from timeline.analysis.collectives import CollectiveMatch, match_collectives
 from timeline.analysis.intervals import clip_to_windows, formula_intervals
 from timeline.analysis.iterations import activity_sets, rank_modes
 
@@ -169,6 +170,10 @@ class ReportData:
     omitted
         Columns ``kind`` and ``events``: events the Gantt does not draw (CPU-side events of GPU
         ranks, annotations, instant markers, events outside every iteration window), counted.
+    collectives
+        The collectives matched across ranks
+        (:func:`~timeline.analysis.collectives.match_collectives`, with the overlap analysis'
+        windows); None for fewer than two measured ranks (one rank, Horovod timelines).
     bars_cache
         The last results of :func:`view_bars` (every browser session of ``timeline serve`` opens
         on the same view): not part of the data.
@@ -180,6 +185,7 @@ class ReportData:
     breakdown: pl.DataFrame
     overlap: Overlap
     omitted: pl.DataFrame
+    collectives: CollectiveMatch | None = None
     bars_cache: dict[tuple[object, ...], pl.DataFrame] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -528,7 +534,15 @@ def prepare_report_data(events: pl.DataFrame, overlap: Overlap) -> ReportData:
         breakdown=_breakdown(overlap, views),
         overlap=overlap,
         omitted=omitted,
+        collectives=_collective_match(events, overlap, modes),
     )
+
+
+def _collective_match(events: pl.DataFrame, overlap: Overlap, modes: pl.DataFrame) -> CollectiveMatch | None:
+    """Match the collectives across ranks when at least two ranks' communication is measured."""
+    if modes.filter(pl.col("mode").is_in(["gpu", "cpu"])).height < 2:
+        return None
+    return match_collectives(events, windows=overlap.windows)
 
 
 def bar_label(name: str | None, count: int) -> str:
