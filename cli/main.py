@@ -10,6 +10,7 @@ from cli.check import check_command
 from cli.collectives import collectives_command
 from cli.convert import convert_command
 from cli.report import report_command, serve_command
+from cli.whatif import whatif_command
 
 __all__ = ["app", "main"]
 
@@ -29,6 +30,7 @@ app.command("report")(report_command)
 app.command("check")(check_command)
 app.command("collectives")(collectives_command)
 app.command("capture")(capture_command)
+app.command("whatif")(whatif_command)
 
 
 def main() -> None:

@@ -1,0 +1,68 @@
+"""Sweeps and the searches for the bandwidth or compression that reaches a scaling factor."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.whatif.synthetic import gpu_rank, gpu_run
+from timeline.whatif import (
+    SWEEP_SCHEMA,
+    Scenario,
+    parse_bucket_policy,
+    replay,
+    solve_bandwidth,
+    solve_compression,
+    sweep,
+)
+from timeline.whatif.graph import TraceGraph, build_graph
+from timeline.whatif.replay import single_replay
+
+
+def graph() -> TraceGraph:
+    # compute [0, 200) µs, 0.8 Mbit all-reduce on [110, 250) at 8 Gbit/s, update [255, 300).
+    return build_graph(gpu_run(gpu_rank()), link_gbps=8.0)
+
+
+def test_sweep_rows() -> None:
+    table = sweep(
+        graph(),
+        bandwidths_gbps=[None, 16.0],
+        world_sizes=[None, 4],
+        compressions=[1.0, 2.0],
+        buckets=[parse_bucket_policy("measured"), parse_bucket_policy("ddp:25")],
+    )
+    assert table.schema == SWEEP_SCHEMA
+    assert table.height == 16
+    first = table.row(0, named=True)
+    assert first["bandwidth_gbps"] == 8.0  # the measured link, filled in
+    assert first["world_size"] == 2
+    assert first["iteration_ns"] == first["measured_ns"] == 300_000
+    assert first["single_ns"] == 245_000
+    assert first["scaling_factor"] == pytest.approx(245 / 300)
+    assert first["no_overlap_ns"] == 300_000
+    assert first["perfect_overlap_scaling_factor"] == pytest.approx(1.0)
+    assert set(table.get_column("buckets")) == {"measured", "ddp:25"}
+    fast = table.filter(
+        (table["bandwidth_gbps"] == 16.0) & (table["world_size"] == 2) & (table["compression"] == 1.0)
+    )
+    assert fast.get_column("iteration_ns").to_list() == [250_000, 250_000]
+    no_bounds = sweep(graph(), bounds=False)
+    assert no_bounds.get_column("no_overlap_ns").to_list() == [None]
+
+
+def test_solve_bandwidth_and_compression() -> None:
+    g = graph()
+    # SF = 245 / (max(200, 110 + 1120 / B) + 50) reaches 0.9 at B = 1120 / 112.2 ≈ 9.98 Gbit/s.
+    bandwidth = solve_bandwidth(g, 0.9)
+    assert bandwidth is not None
+    assert bandwidth == pytest.approx(1120 / (245 / 0.9 - 50 - 110), rel=0.01)
+    single = single_replay(g)
+    assert replay(g, Scenario(bandwidth_gbps=bandwidth), single=single).scaling_factor >= 0.9
+    assert replay(g, Scenario(bandwidth_gbps=bandwidth * 0.98), single=single).scaling_factor < 0.9
+    assert solve_bandwidth(g, 0.99) is None  # 245 / 250 = 0.98 at most: the update's resume delay stays
+    assert solve_bandwidth(g, 0.5) == pytest.approx(1120 / (490 - 160), rel=0.01)
+    assert solve_bandwidth(g, 0.5, low_gbps=5.0) == 5.0  # already enough at the low end
+    # At the measured 8 Gbit/s, a ratio of 140 / 112.2 ≈ 1.25 does it; none is needed for 0.8.
+    assert solve_compression(g, 0.9) == pytest.approx(140 / 112.2, rel=0.01)
+    assert solve_compression(g, 0.8) == 1.0
+    assert solve_compression(g, 0.99) is None

@@ -1,0 +1,76 @@
+"""What-if: predict iteration time and scaling from a real trace under other conditions.
+
+Takes a loaded trace; gives predictions. The pipeline reads in the module names:
+
+- :mod:`~timeline.whatif.graph`: the run's dependency graph (compute, gradient-ready times,
+  collectives with bytes, order and channel, who waits for whom);
+- :mod:`~timeline.whatif.costs`: ring and tree cost models, latency, efficiency;
+- :mod:`~timeline.whatif.bucketing`: DDP bucket caps and Horovod-style fusion;
+- :mod:`~timeline.whatif.compression`: compression ratio with encode/decode cost (MLSys'22);
+- :mod:`~timeline.whatif.replay`: the replay, a :class:`Scenario` in, a :class:`Prediction` out;
+- :mod:`~timeline.whatif.sweep`: sweeps over bandwidths, world sizes, compression ratios, bucket
+  policies, and the bandwidth or compression that reaches a scaling factor;
+- :mod:`~timeline.whatif.seed`: the seed paper's simulator on its released backward profiles;
+- :mod:`~timeline.whatif.experiment`: the two-namespace DDP experiment that checks predictions
+  against a real rate-limited link.
+
+See ``docs/whatif.md``.
+"""
+
+from __future__ import annotations
+
+from timeline.whatif.bucketing import (
+    MEASURED,
+    BucketPolicy,
+    DDPBuckets,
+    FusionBuckets,
+    MeasuredBuckets,
+    ddp_buckets,
+    fusion_buckets,
+    parse_bucket_policy,
+)
+from timeline.whatif.compression import Compression, compression_helps
+from timeline.whatif.costs import (
+    Algorithm,
+    bandwidth_bits,
+    collective_time_s,
+    latency_steps,
+    parse_duration_s,
+)
+from timeline.whatif.graph import TraceGraph, build_graph, trace_graph
+from timeline.whatif.replay import Prediction, Scenario, replay, self_replay
+from timeline.whatif.sweep import (
+    SWEEP_SCHEMA,
+    solve_bandwidth,
+    solve_compression,
+    sweep,
+)
+
+__all__ = [
+    "MEASURED",
+    "SWEEP_SCHEMA",
+    "Algorithm",
+    "BucketPolicy",
+    "Compression",
+    "DDPBuckets",
+    "FusionBuckets",
+    "MeasuredBuckets",
+    "Prediction",
+    "Scenario",
+    "TraceGraph",
+    "bandwidth_bits",
+    "build_graph",
+    "collective_time_s",
+    "compression_helps",
+    "ddp_buckets",
+    "fusion_buckets",
+    "latency_steps",
+    "parse_bucket_policy",
+    "parse_duration_s",
+    "replay",
+    "self_replay",
+    "solve_bandwidth",
+    "solve_compression",
+    "sweep",
+    "trace_graph",
+]

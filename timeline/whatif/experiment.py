@@ -1,0 +1,494 @@
+"""A real what-if check: DDP over a rate-limited link between two network namespaces.
+
+Takes two link rates (fast and slow) and a model size; gives measured and predicted iteration
+times. Run it as root (it needs ``ip netns`` and ``tc`` from iproute2, and torch):
+
+    python -m timeline.whatif.experiment --fast 1gbit --slow 200mbit --json out.json
+
+What it does:
+
+1. creates two network namespaces joined by a veth pair (``10.213.<k>.1/24`` and ``.2/24``, only
+   inside the namespaces) and shapes each end's egress with ``tc qdisc … tbf rate R`` (burst: 2 ms
+   at the rate, at least 32 KiB; queue: 50 ms);
+2. trains one 2-rank DDP job (gloo, one intra-op thread per rank) — rank 0 in the first namespace,
+   rank 1 in the second, ``MASTER_ADDR`` = rank 0's veth address, ``GLOO_SOCKET_IFNAME`` = each
+   rank's veth — captured with :func:`timeline.capture.capture` (gradient-ready markers on) in
+   ``2 × pairs`` profiler windows (1 wait, 1 warm-up and ``active`` recorded steps each) that
+   alternate between the fast and the slow rate: between windows, rank 0 stops at a barrier while
+   the parent changes the rate. Alternating inside one job keeps the two rates under the same
+   background load (this machine is shared; CPU contention moves compute times between runs);
+3. predicts the slow windows' iteration time from the fast windows' traces, replayed with the slow
+   rate (:func:`~timeline.whatif.replay.replay`, observed efficiency, link = the fast rate), and
+   compares the median predicted iteration with the slow windows' measured median; also reports
+   both self-replay errors and the reverse prediction (fast from slow);
+4. always deletes the namespaces (and with them the veth pair), even on failure.
+
+The results are recorded in ``docs/whatif.md``; ``tests/whatif/test_experiment.py`` runs it
+(marked slow, skipped without root or ``ip netns``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ExperimentConfig",
+    "ExperimentResult",
+    "ensure_iproute2",
+    "experiment_unavailable",
+    "main",
+    "run_experiment",
+]
+
+_RATE = re.compile(r"(?P<value>[0-9]*\.?[0-9]+)\s*(?P<unit>kbit|mbit|gbit)", re.IGNORECASE)
+_SCALE = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """What to run: the two rates, the model and the schedule."""
+
+    fast: str = "1gbit"
+    """tc rate of the fast run."""
+    slow: str = "200mbit"
+    """tc rate of the slow run."""
+    hidden: int = 1024
+    """Width of the MLP's hidden layers."""
+    layers: int = 4
+    """Hidden layers (each ``hidden × hidden``)."""
+    batch: int = 64
+    """Batch per rank."""
+    bucket_mb: float = 4.0
+    """DDP ``bucket_cap_mb``."""
+    active: int = 3
+    """Recorded steps per profiler window (each window also has 1 wait and 1 warm-up step)."""
+    pairs: int = 4
+    """Fast-then-slow window pairs."""
+    timeout_s: float = 300.0
+    """Give up on the job after this long."""
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """Measured and predicted iteration times of the two runs (milliseconds)."""
+
+    fast: str
+    slow: str
+    fast_gbps: float
+    slow_gbps: float
+    fast_measured_ms: float
+    slow_measured_ms: float
+    slow_predicted_ms: float
+    error_ratio: float
+    """``|predicted − measured| / measured`` for the slow run predicted from the fast one."""
+    fast_predicted_from_slow_ms: float
+    reverse_error_ratio: float
+    fast_self_replay_error_ratio: float
+    slow_self_replay_error_ratio: float
+    fast_exposed_comm_ms: float
+    slow_exposed_comm_ms: float
+    slow_predicted_exposed_comm_ms: float
+    fast_single_ms: float
+    gradient_bytes: int
+    config: dict[str, Any]
+    wall_s: float
+    load_average: tuple[float, float]
+    """The 1-minute load average before and after the run (the machine's other work)."""
+    out: str
+
+
+def rate_bps(rate: str) -> float:
+    """Return bit/s of a tc rate such as ``1gbit``, ``200mbit``, ``500kbit``."""
+    match = _RATE.fullmatch(rate.strip())
+    if match is None:
+        raise ValueError(f"{rate!r}: write a tc rate such as 1gbit, 200mbit or 500kbit")
+    return float(match["value"]) * _SCALE[match["unit"].lower()]
+
+
+def experiment_unavailable() -> str | None:
+    """Return why the experiment cannot run here (not root, no ``ip netns``, no torch), or None."""
+    if sys.platform != "linux":
+        return "needs Linux network namespaces"
+    if os.geteuid() != 0:
+        return "needs root (ip netns, tc)"
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        return "needs iproute2 (ip, tc): apt-get install iproute2"
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return "needs torch: pip install 'timeline[torch]'"
+    probe = f"tlwiprobe{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        return f"ip netns add fails here: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True, check=False)
+    return None
+
+
+def ensure_iproute2() -> None:
+    """Install iproute2 with apt-get when ``ip`` is missing and we are root (no-op otherwise)."""
+    if shutil.which("ip") is not None and shutil.which("tc") is not None:
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return
+    subprocess.run(["apt-get", "update"], capture_output=True, check=False)
+    subprocess.run(["apt-get", "install", "-y", "iproute2"], capture_output=True, check=False)
+
+
+def _run(*args: str) -> None:
+    done = subprocess.run(list(args), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {done.stderr.strip()}")
+
+
+class _Link:
+    """Two namespaces joined by a veth pair; deleted on exit."""
+
+    def __init__(self) -> None:
+        tag = os.getpid() % 100_000
+        self.namespaces = (f"tlwi{tag}a", f"tlwi{tag}b")
+        self.devices = (f"tlwi{tag}a", f"tlwi{tag}b")
+        subnet = 1 + tag % 250
+        self.addresses = (f"10.213.{subnet}.1", f"10.213.{subnet}.2")
+
+    def __enter__(self) -> _Link:
+        try:
+            for ns in self.namespaces:
+                _run("ip", "netns", "add", ns)
+            a, b = self.devices
+            _run("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+            for ns, dev, address in zip(self.namespaces, self.devices, self.addresses, strict=True):
+                _run("ip", "link", "set", dev, "netns", ns)
+                _run("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", dev)
+                _run("ip", "-n", ns, "link", "set", dev, "up")
+                _run("ip", "-n", ns, "link", "set", "lo", "up")
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Delete both namespaces (the veth pair goes with them)."""
+        for ns in self.namespaces:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+
+    def shape(self, rate: str) -> None:
+        """Limit both directions to ``rate`` with a token bucket filter."""
+        burst = max(32 * 1024, int(rate_bps(rate) / 8 * 0.002))
+        for ns, dev in zip(self.namespaces, self.devices, strict=True):
+            _run(
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "tc",
+                "qdisc",
+                "replace",
+                "dev",
+                dev,
+                "root",
+                "tbf",
+                "rate",
+                rate,
+                "burst",
+                str(burst),
+                "latency",
+                "50ms",
+            )
+
+
+@contextlib.contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """Turn SIGTERM into an exception while the namespaces exist, so that they are always deleted."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _phase_files(out: Path, k: int) -> tuple[Path, Path]:
+    return out / f".phase{k}.done", out / f".phase{k}.go"
+
+
+def _train(link: _Link, config: ExperimentConfig, out: Path) -> None:
+    """Run the 2-rank job, switching the rate between profiler windows, captured into ``out``."""
+    rates = [config.fast, config.slow] * config.pairs
+    link.shape(rates[0])
+    out.mkdir(parents=True, exist_ok=False)
+    port = 29500 + os.getpid() % 1000
+    processes = []
+    for rank, (ns, dev) in enumerate(zip(link.namespaces, link.devices, strict=True)):
+        command = [
+            "ip", "netns", "exec", ns, sys.executable, "-m", "timeline.whatif.experiment", "--worker",
+            "--rank", str(rank), "--master", link.addresses[0], "--port", str(port), "--iface", dev,
+            "--out", str(out), "--config", json.dumps(asdict(config)),
+        ]  # fmt: skip
+        processes.append(subprocess.Popen(command, env={**os.environ, "KINETO_LOG_LEVEL": "6"}))
+    deadline = time.monotonic() + config.timeout_s
+    try:
+        for k, rate in enumerate(rates[1:]):
+            done, go = _phase_files(out, k)
+            while not done.exists():
+                if any(p.poll() not in (None, 0) for p in processes) or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"experiment: the job stopped or timed out in window {k} (its error is above)"
+                    )
+                time.sleep(0.05)
+            link.shape(rate)
+            go.touch()
+        for process in processes:
+            code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
+            if code != 0:
+                raise RuntimeError(f"experiment: a rank exited with code {code} (its error is above)")
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def _worker(args: argparse.Namespace) -> None:
+    """One rank of the experiment's training job (runs inside a namespace)."""
+    config = ExperimentConfig(**json.loads(args.config))
+    os.environ.update(
+        MASTER_ADDR=args.master,
+        MASTER_PORT=str(args.port),
+        RANK=str(args.rank),
+        WORLD_SIZE="2",
+        GLOO_SOCKET_IFNAME=args.iface,
+    )
+    from timeline.capture import capture, import_torch
+
+    torch = import_torch()
+    torch.set_num_threads(1)
+    dist = torch.distributed
+    dist.init_process_group("gloo", rank=args.rank, world_size=2, timeout=timedelta(seconds=config.timeout_s))
+    try:
+        torch.manual_seed(0)
+        nn = torch.nn
+        layers: list[Any] = []
+        for _ in range(config.layers):
+            layers += [nn.Linear(config.hidden, config.hidden), nn.ReLU()]
+        layers.append(nn.Linear(config.hidden, 10))
+        model = nn.parallel.DistributedDataParallel(nn.Sequential(*layers), bucket_cap_mb=config.bucket_mb)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
+        loss_fn = nn.CrossEntropyLoss()
+        generator = torch.Generator().manual_seed(1 + args.rank)
+        inputs = torch.randn(config.batch, config.hidden, generator=generator)
+        targets = torch.randint(0, 10, (config.batch,), generator=generator)
+        windows = 2 * config.pairs
+        out = Path(args.out)
+        dist.barrier()
+        with capture(
+            out, wait=1, warmup=1, active=config.active, repeat=windows, grad_ready_markers=True, model=model
+        ) as cap:
+            for k in range(windows):
+                for _ in range(2 + config.active):
+                    optimizer.zero_grad(set_to_none=True)
+                    loss_fn(model(inputs), targets).backward()
+                    optimizer.step()
+                    cap.step()
+                if k == windows - 1:
+                    break
+                if args.rank == 0:  # the parent changes the rate while both ranks wait here
+                    done, go = _phase_files(out, k)
+                    done.touch()
+                    while not go.exists():
+                        time.sleep(0.01)
+                dist.barrier()
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _median_iteration_ms(prediction_iterations: Any, column: str) -> float:
+    values = [v for v in prediction_iterations.get_column(column).to_list() if v is not None]
+    return float(statistics.median(values)) / 1e6
+
+
+def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str]) -> ExperimentResult:
+    """Run both rates and predict the slow run from the fast one.
+
+    Parameters
+    ----------
+    config
+        The rates, model and schedule.
+    out
+        A folder for the two runs (``fast/`` and ``slow/`` are created in it; must not exist yet).
+
+    Raises
+    ------
+    RuntimeError
+        The machine cannot run it (see :func:`experiment_unavailable`) or a run failed.
+    """
+    ensure_iproute2()
+    why = experiment_unavailable()
+    if why is not None:
+        raise RuntimeError(f"experiment: {why}")
+    from timeline.trace import load
+    from timeline.whatif.graph import trace_graph
+    from timeline.whatif.replay import Scenario, replay, self_replay
+
+    started = time.monotonic()
+    load_before = os.getloadavg()[0]
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    run_dir = root / "run"
+    with _terminate_cleanly(), _Link() as link:
+        _train(link, config, run_dir)
+    fast_gbps, slow_gbps = rate_bps(config.fast) / 1e9, rate_bps(config.slow) / 1e9
+    windows = _windows_by_phase(run_dir)
+    fast = trace_graph(load(windows[0]), link_gbps=fast_gbps)
+    slow = trace_graph(load(windows[1]), link_gbps=slow_gbps)
+    predicted = replay(fast, Scenario(bandwidth_gbps=slow_gbps))
+    reverse = replay(slow, Scenario(bandwidth_gbps=fast_gbps))
+    fast_self = self_replay(fast)
+    slow_self = self_replay(slow)
+    slow_measured = _median_iteration_ms(slow_self.iterations, "measured_ns")
+    slow_predicted = _median_iteration_ms(predicted.iterations, "predicted_ns")
+    fast_measured = _median_iteration_ms(fast_self.iterations, "measured_ns")
+    fast_predicted = _median_iteration_ms(reverse.iterations, "predicted_ns")
+    first = fast.gradients[0].window_id if fast.gradients else None
+    gradient_bytes = sum(g.nbytes for g in fast.gradients if g.rank == 0 and g.window_id == first)
+    return ExperimentResult(
+        fast=config.fast,
+        slow=config.slow,
+        fast_gbps=fast_gbps,
+        slow_gbps=slow_gbps,
+        fast_measured_ms=fast_measured,
+        slow_measured_ms=slow_measured,
+        slow_predicted_ms=slow_predicted,
+        error_ratio=abs(slow_predicted - slow_measured) / slow_measured,
+        fast_predicted_from_slow_ms=fast_predicted,
+        reverse_error_ratio=abs(fast_predicted - fast_measured) / fast_measured,
+        fast_self_replay_error_ratio=fast_self.error_ratio,
+        slow_self_replay_error_ratio=slow_self.error_ratio,
+        fast_exposed_comm_ms=_median_iteration_ms(fast_self.iterations, "exposed_comm_ns"),
+        slow_exposed_comm_ms=_median_iteration_ms(slow_self.iterations, "exposed_comm_ns"),
+        slow_predicted_exposed_comm_ms=_median_iteration_ms(predicted.iterations, "exposed_comm_ns"),
+        fast_single_ms=_median_iteration_ms(fast_self.iterations, "single_ns"),
+        gradient_bytes=gradient_bytes,
+        config=asdict(config),
+        wall_s=time.monotonic() - started,
+        load_average=(load_before, os.getloadavg()[0]),
+        out=str(run_dir),
+    )
+
+
+def _windows_by_phase(run_dir: Path) -> tuple[list[Path], list[Path]]:
+    """Return the trace files of the fast windows and of the slow ones (they alternate, fast first)."""
+    pattern = re.compile(r"rank(\d+)\.(\d+)-(\d+)\.pt\.trace\.json\.gz")
+    by_window: dict[int, list[Path]] = {}
+    for path in run_dir.iterdir():
+        match = pattern.fullmatch(path.name)
+        if match is not None:
+            by_window.setdefault(int(match[2]), []).append(path)
+    ordered = [by_window[k] for k in sorted(by_window)]
+    if len(ordered) < 2:
+        raise RuntimeError(
+            f"experiment: {run_dir}: expected alternating profiler windows, found {len(ordered)}"
+        )
+    fast = [p for k, files in enumerate(ordered) if k % 2 == 0 for p in files]
+    slow = [p for k, files in enumerate(ordered) if k % 2 == 1 for p in files]
+    return fast, slow
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: run the experiment and print (and optionally save) its numbers."""
+    parser = argparse.ArgumentParser(
+        prog="python -m timeline.whatif.experiment",
+        description="DDP (gloo) between two network namespaces over a tc-limited veth: predict the slow "
+        "run's iteration time from the fast run's trace. Needs root, iproute2 and torch.",
+    )
+    defaults = ExperimentConfig()
+    parser.add_argument("--fast", default=defaults.fast, help="tc rate of the fast run (default %(default)s)")
+    parser.add_argument("--slow", default=defaults.slow, help="tc rate of the slow run (default %(default)s)")
+    parser.add_argument("--hidden", type=int, default=defaults.hidden, help="MLP width (default %(default)s)")
+    parser.add_argument(
+        "--layers", type=int, default=defaults.layers, help="hidden layers (default %(default)s)"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=defaults.batch, help="batch per rank (default %(default)s)"
+    )
+    parser.add_argument("--bucket-mb", type=float, default=defaults.bucket_mb, help="DDP bucket_cap_mb")
+    parser.add_argument("--active", type=int, default=defaults.active, help="recorded steps per window")
+    parser.add_argument("--pairs", type=int, default=defaults.pairs, help="fast-then-slow window pairs")
+    parser.add_argument("--out", default=None, help="folder for the runs (default: a new temporary folder)")
+    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--master", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--iface", help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker(args)
+        return 0
+    config = ExperimentConfig(
+        fast=args.fast,
+        slow=args.slow,
+        hidden=args.hidden,
+        layers=args.layers,
+        batch=args.batch,
+        bucket_mb=args.bucket_mb,
+        active=args.active,
+        pairs=args.pairs,
+    )
+    out = args.out
+    if out is None:
+        import tempfile
+
+        out = tempfile.mkdtemp(prefix="timeline-whatif-")
+    try:
+        result = run_experiment(config, out)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"fast {result.fast}: measured {result.fast_measured_ms:.1f} ms/iteration "
+        f"(self-replay error {result.fast_self_replay_error_ratio:.2%})\n"
+        f"slow {result.slow}: measured {result.slow_measured_ms:.1f} ms/iteration "
+        f"(self-replay error {result.slow_self_replay_error_ratio:.2%})\n"
+        f"slow predicted from the fast trace: {result.slow_predicted_ms:.1f} ms "
+        f"(error {result.error_ratio:.1%})\n"
+        f"fast predicted from the slow trace: {result.fast_predicted_from_slow_ms:.1f} ms "
+        f"(error {result.reverse_error_ratio:.1%})\n"
+        f"gradients {result.gradient_bytes / 2**20:.1f} MiB per step; traces in {result.out}; "
+        f"{result.wall_s:.0f} s; load average {result.load_average[0]:.1f} → {result.load_average[1]:.1f} "
+        f"on {os.cpu_count()} cores"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(asdict(result), indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

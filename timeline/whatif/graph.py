@@ -1,0 +1,931 @@
+"""The dependency graph of a traced run: compute, gradients, collectives and who waits for whom.
+
+Takes the canonical events frame (every rank, every iteration) and gives a :class:`TraceGraph`,
+the input of the replay (:mod:`timeline.whatif.replay`). Per rank, as measured:
+
+- **compute**: the rank's compute timeline, the union of its compute intervals as the overlap
+  analysis defines them (``docs/metrics.md``: kernels other than communication on GPU ranks; CPU
+  operators on the threads that run no collective, minus explicit waits, on CPU-only ranks).
+- **collectives** (:class:`CommOp`): every communication event, with its bytes (nccl-tests'
+  convention), its *channel* (the CUDA stream, or the CPU thread, it runs on: one at a time, in
+  order), and its *ready* time: when the rank asked for it. On CPU-only ranks that is the start
+  of the ``c10d::`` call that launched it (the k-th launch of the rank is its k-th collective); on
+  GPU ranks, the moment the compute stream reached the launch: the last end of the compute kernels
+  launched before the collective's own ``cudaLaunchKernel`` (by correlation id). A collective never
+  counts as ready after it started. Its *launch delay* is what separates its start from
+  ``max(ready, end of the previous collective on its channel)``.
+- **logical collectives** (:class:`Instance`): the k-th collective of a process group on every rank
+  (as :func:`~timeline.analysis.collectives.collective_instances` numbers them). When it is
+  synchronising (all-reduce, all-gather, reduce-scatter, all-to-all, barrier), seen on several ranks,
+  and ended on every rank after the last one started, its *transfer* is
+  ``min end − max start`` and each rank's *lag* is ``end − min end``: no rank finishes before the
+  last one arrives plus the transfer. Otherwise each rank's collective stands alone
+  (transfer = its duration), which is all one rank's trace can say.
+- **gradients** (:class:`Gradient`): when each gradient became ready and its bytes, from the
+  ``timeline.grad_ready:<param>:<bytes>`` markers (:mod:`timeline.capture.markers`), else from
+  ``torch::autograd::AccumulateGrad`` ops (the bytes of the collective that carried them shared
+  equally), else the gradient collectives themselves. Each gradient is carried by the first
+  gradient collective (all-reduce or reduce-scatter launched after backward began) ready after it.
+- **waits** (:class:`WaitPoint`): where compute resumed because a collective finished. A gap in the
+  compute timeline ``[g0, g1)`` waits for the collectives launched before ``g0`` that ended inside
+  the gap when compute resumed within ``resume_tolerance_ns`` of the end, or (CPU-only ranks) when the
+  gap holds an explicit wait on a collective. And the **update** (the compute after the last
+  gradient collective of an iteration: DDP's finalisation, the optimizer step) waits for *every*
+  gradient collective of the iteration, even those that were hidden.
+
+Every collective and gap keeps its measured numbers, so replaying the graph under the measured
+conditions reproduces the trace (``docs/whatif.md``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+
+from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP, SYNCHRONISING_COLLECTIVES
+from timeline.analysis.intervals import formula_intervals, union_intervals
+from timeline.analysis.iterations import activity_sets, assign_iterations, rank_modes
+from timeline.capture.manifest import MANIFEST_NAME, read_manifest
+from timeline.capture.markers import GRAD_READY_PREFIX, parse_grad_ready_name
+from timeline.errors import TraceContentError
+from timeline.trace import Trace
+
+__all__ = [
+    "DEFAULT_RESUME_TOLERANCE_NS",
+    "GRADIENT_COLLECTIVES",
+    "CommOp",
+    "Gradient",
+    "GradientSource",
+    "Instance",
+    "TraceGraph",
+    "WaitPoint",
+    "build_graph",
+    "exclusive_work",
+    "trace_graph",
+]
+
+DEFAULT_RESUME_TOLERANCE_NS = 50_000
+"""Compute that resumes within 50 µs of a collective's end, after a gap, waited for it."""
+
+GRADIENT_COLLECTIVES = frozenset({"all_reduce", "reduce_scatter"})
+"""The collectives that synchronise gradients (DDP, Horovod: all-reduce; FSDP, ZeRO: reduce-scatter)."""
+
+GradientSource = Literal["markers", "accumulate_grad", "collectives", "none"]
+"""Where the gradient-ready times came from."""
+
+_SETS = ("comm", "compute", "wait", "other")
+_ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
+_GATHERING = ("all_gather", "gather")
+
+
+@dataclass(frozen=True)
+class CommOp:
+    """One collective on one rank, as measured."""
+
+    op_id: int
+    """Its index in :attr:`TraceGraph.ops`."""
+    rank: int
+    window_id: int | None
+    """The row of :attr:`TraceGraph.windows` (the iteration) that holds its start."""
+    channel: str
+    """``stream <n>`` or ``thread <tid>``: the stream or thread it ran on."""
+    pool: str
+    """The queue it waits in: its stream on GPU ranks (one at a time, in order); on CPU-only ranks
+    its process group, served by the group's worker threads (gloo runs two by default) in order."""
+    collective: str | None
+    nbytes: int | None
+    """Bytes by nccl-tests' convention (``docs/collectives.md``); None when the trace has none."""
+    group_size: int
+    """Ranks of its process group (the trace's ``Group size``, else the run's world size)."""
+    start_ns: int
+    end_ns: int
+    ready_ns: int
+    """When the rank asked for it (never after ``start_ns``)."""
+    launch_delay_ns: int
+    """``start − max(ready, free)``, ``free`` the first time a server of its pool was free (≥ 0)."""
+    instance: int
+    """Its :class:`Instance`."""
+    gradient: bool
+    """It synchronises gradients (all-reduce or reduce-scatter, launched once backward began)."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One logical collective: the same collective on every rank that ran it."""
+
+    instance_id: int
+    ops: tuple[int, ...]
+    synchronising: bool
+    """No rank can finish before the last arrives: ends = last start + transfer + lag."""
+    transfer_ns: int
+    """``min end − max start`` when synchronising, else the one op's duration."""
+    lags_ns: tuple[int, ...]
+    """Per op (same order as ``ops``): ``end − min end`` (0 for a lone op)."""
+    work_ns: float = 0.0
+    """The transfer's length had it had its ranks' links to itself: ``∫ min over its ranks of
+    1 / (transfers in progress on the rank) dt`` over the transfer (concurrent collectives of a rank
+    share its link equally)."""
+
+
+@dataclass(frozen=True)
+class WaitPoint:
+    """Compute on a rank that cannot resume before some collectives end."""
+
+    rank: int
+    gap_start_ns: int
+    """``g0``: the end of the compute before the gap."""
+    resume_ns: int
+    """``g1``: when compute resumed."""
+    deps: tuple[int, ...]
+    """The collectives (op ids) it waits for."""
+    resume_delay_ns: int | None
+    """``g1 − e`` for the last of ``deps`` to end inside the gap (the wait was binding); None if none did."""
+    update: bool
+    """The update after an iteration's last gradient collective (it waits for all of them)."""
+
+
+@dataclass(frozen=True)
+class Gradient:
+    """One gradient of one rank's backward pass."""
+
+    rank: int
+    window_id: int | None
+    ready_ns: int
+    """On the compute timeline of the rank."""
+    nbytes: int
+    op_id: int
+    """The measured gradient collective that carried it."""
+    name: str
+
+
+@dataclass(frozen=True)
+class TraceGraph:
+    """The dependency graph of a run: the input of :func:`~timeline.whatif.replay.replay`.
+
+    Attributes
+    ----------
+    ranks
+        The ranks with compute events (Horovod-only ranks are left out).
+    modes
+        ``gpu`` or ``cpu`` per rank (``docs/metrics.md``).
+    windows
+        The iteration windows (:data:`timeline.schema.ITERATIONS_SCHEMA` + ``window_id``, the row index).
+    compute
+        The compute timeline: disjoint sorted busy intervals, columns ``rank``, ``start_ns``, ``end_ns``.
+    ops, instances, waits, gradients
+        See :class:`CommOp`, :class:`Instance`, :class:`WaitPoint`, :class:`Gradient`.
+    gradient_source
+        Where gradient-ready times came from.
+    world_size
+        The run's world size (the largest ``Group size``, else ``distributedInfo.world_size``, else
+        the number of ranks).
+    link_gbps
+        The link the run had, when known (``--link-gbps``, or the capture manifest's ``link_gbps``).
+    warnings
+        Recoverable oddities, one line each.
+    """
+
+    ranks: tuple[int, ...]
+    modes: Mapping[int, str]
+    windows: pl.DataFrame
+    compute: pl.DataFrame
+    ops: tuple[CommOp, ...]
+    instances: tuple[Instance, ...]
+    waits: tuple[WaitPoint, ...]
+    gradients: tuple[Gradient, ...]
+    gradient_source: GradientSource
+    world_size: int
+    link_gbps: float | None = None
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def has_iterations(self) -> bool:
+        """Whether the windows are ``ProfilerStep`` iterations (not whole traces)."""
+        return bool((self.windows.get_column("window") == "profiler_step").any())
+
+
+def trace_graph(
+    trace: Trace, *, link_gbps: float | None = None, resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS
+) -> TraceGraph:
+    """Build the graph of a loaded trace, with its world size and, when recorded, its link.
+
+    The world size comes from ``distributedInfo`` (largest over files) when the collectives carry
+    no ``Group size``; the link from ``link_gbps`` or the ``manifest.json`` that ``timeline.capture``
+    wrote beside the traces (when every manifest found agrees).
+
+    Raises
+    ------
+    TraceContentError
+        No rank with compute events (a Horovod timeline alone).
+    """
+    sizes = trace.files.get_column("world_size").drop_nulls()
+    world = int(sizes.max()) if sizes.len() else None  # type: ignore[arg-type]
+    link = link_gbps if link_gbps is not None else _manifest_link(trace)
+    return build_graph(
+        trace.events, world_size=world, link_gbps=link, resume_tolerance_ns=resume_tolerance_ns
+    )
+
+
+def _manifest_link(trace: Trace) -> float | None:
+    """Return the ``link_gbps`` of the capture manifests beside the trace files, when they agree."""
+    links: set[float | None] = set()
+    folders = {Path(p).parent for p in trace.files.get_column("path").drop_nulls().to_list()}
+    for folder in folders:
+        path = folder / MANIFEST_NAME
+        if not path.is_file():
+            continue
+        try:
+            manifest = read_manifest(path)
+        except Exception:  # a broken manifest only loses the hint
+            continue
+        if manifest is not None:
+            links.add(manifest.link_gbps)
+    return links.pop() if len(links) == 1 else None
+
+
+def build_graph(
+    events: pl.DataFrame,
+    *,
+    world_size: int | None = None,
+    link_gbps: float | None = None,
+    resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS,
+) -> TraceGraph:
+    """Build the dependency graph of a run from its events frame.
+
+    Parameters
+    ----------
+    events
+        The canonical events frame (``Trace.events``).
+    world_size
+        The run's world size when the collectives carry no ``Group size``; default: the number of
+        ranks traced.
+    link_gbps
+        The measured link's one-direction bandwidth, when known.
+    resume_tolerance_ns
+        How soon after a collective's end compute must resume, after a gap, to count as waiting for
+        it (CPU-only ranks also count gaps that hold an explicit wait).
+
+    Returns
+    -------
+    TraceGraph
+
+    Raises
+    ------
+    TraceContentError
+        No rank with compute events.
+    """
+    warnings: list[str] = []
+    modes_frame = rank_modes(events)
+    horovod = modes_frame.filter(pl.col("mode") == "horovod").get_column("rank").to_list()
+    if horovod:
+        warnings.append(
+            f"rank(s) {horovod}: a Horovod timeline has no compute events; left out of the what-if replay"
+        )
+    modes_frame = modes_frame.filter(pl.col("mode") != "horovod")
+    if modes_frame.height == 0:
+        msg = (
+            "no PyTorch profiler trace: the what-if replay needs compute events, and a Horovod timeline "
+            "has none; capture the framework's trace too (timeline.capture)"
+        )
+        raise TraceContentError(msg)
+    kept = modes_frame.get_column("rank")
+    events = events.filter(pl.col("rank").is_in(kept.implode()))
+    modes = dict(
+        zip(modes_frame.get_column("rank").to_list(), modes_frame.get_column("mode").to_list(), strict=True)
+    )
+    windows = (
+        assign_iterations(events).with_row_index("window_id").with_columns(pl.col("window_id").cast(pl.Int64))
+    )
+    sets = activity_sets(events, modes_frame)
+    compute = formula_intervals(
+        sets, by=["rank"], sets=_SETS, formula=lambda s: s["compute"] & ~s["wait"]
+    ).sort("rank", "start_ns")
+    waits_union = union_intervals(sets.filter(pl.col("set") == "wait"), by=["rank"]).sort("rank", "start_ns")
+
+    progress = _progress_table(events, sets)
+    comm = _comm_frame(events, sets, modes_frame, progress, warnings)
+    sizes = comm.get_column("group_size").drop_nulls()
+    world = int(sizes.max()) if sizes.len() else (world_size or len(modes))  # type: ignore[arg-type]
+    if world_size is not None:
+        world = max(world, world_size) if sizes.len() else world_size
+    comm = comm.with_columns(pl.col("group_size").fill_null(world))
+    comm = _locate(comm, windows, at="start_ns")
+
+    signals, source = _gradient_signals(events, modes, progress)
+    signals = _locate(signals, windows, at="ready_ns")
+    comm = _flag_gradients(comm, signals)
+    ops, instances = _ops_and_instances(comm, warnings)
+    gradients = _gradients(ops, signals, source, warnings)
+    waits = _wait_points(ops, gradients, compute, waits_union, windows, modes, resume_tolerance_ns)
+    return TraceGraph(
+        ranks=tuple(sorted(modes)),
+        modes=modes,
+        windows=windows,
+        compute=compute.select("rank", "start_ns", "end_ns"),
+        ops=ops,
+        instances=instances,
+        waits=waits,
+        gradients=gradients,
+        gradient_source=source if gradients else "none",
+        world_size=world,
+        link_gbps=link_gbps,
+        warnings=tuple(warnings),
+    )
+
+
+def _progress_table(events: pl.DataFrame, sets: pl.DataFrame) -> pl.DataFrame:
+    """How far each GPU rank's compute got by each launch: ``rank``, ``issued_ns``, ``progress_ns``.
+
+    ``progress_ns`` is the last end of the compute kernels issued (launched on the CPU) up to
+    ``issued_ns``: a CPU-side moment maps to the compute timeline through it.
+    """
+    kernels = sets.filter(pl.col("set") == "compute").join(
+        events.with_row_index("event").select("event", "correlation", "device"), on="event", how="left"
+    )
+    kernels = kernels.filter(pl.col("device").is_not_null())
+    launches = (
+        events.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+        .select("rank", "correlation", launch_ns="start_ns")
+        .unique(["rank", "correlation"], keep="first")
+    )
+    issued = kernels.join(launches, on=["rank", "correlation"], how="left").with_columns(
+        issued_ns=pl.coalesce("launch_ns", "start_ns")
+    )
+    return (
+        issued.sort("rank", "issued_ns")
+        .with_columns(progress_ns=pl.col("end_ns").cum_max().over("rank"))
+        .select("rank", "issued_ns", "progress_ns")
+        .sort("issued_ns")
+    )
+
+
+def _at_progress(points: pl.DataFrame, progress: pl.DataFrame, *, at: str) -> pl.DataFrame:
+    """Add ``progress_ns``: the compute progress (GPU ranks) at the CPU time in column ``at``."""
+    order = "_order_progress"
+    return (
+        points.with_row_index(order)
+        .sort(at)
+        .join_asof(
+            progress,
+            left_on=at,
+            right_on="issued_ns",
+            by="rank",
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        .sort(order)
+        .drop(order, "issued_ns")
+    )
+
+
+def _comm_frame(
+    events: pl.DataFrame, sets: pl.DataFrame, modes: pl.DataFrame, progress: pl.DataFrame, warnings: list[str]
+) -> pl.DataFrame:
+    """Return the communication events with their channel, bytes and ready time."""
+    details = events.with_row_index("event").select(
+        "event",
+        "correlation",
+        "stream",
+        "tid",
+        "in_bytes",
+        "out_bytes",
+        "group_size",
+        collective=pl.col("collective").cast(pl.String),
+        group=pl.coalesce(pl.col("pg_name").cast(pl.String), pl.lit(ALL_COMMUNICATION_GROUP)),
+    )
+    comm = (
+        sets.filter(pl.col("set") == "comm")
+        .join(details, on="event", how="left")
+        .join(modes, on="rank", how="left")
+        .filter(pl.col("collective").is_null() | (pl.col("collective") != "wait"))
+        .sort("rank", "start_ns", "end_ns")
+    )
+    gpu = pl.col("mode") == "gpu"
+    comm = comm.with_columns(
+        channel=pl.when(gpu)
+        .then(pl.format("stream {}", pl.col("stream")))
+        .otherwise(pl.format("thread {}", pl.col("tid"))),
+    )
+    # GPU ranks: ready when the compute stream reached the collective's launch.
+    launches = (
+        events.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+        .select("rank", "correlation", launch_ns="start_ns")
+        .unique(["rank", "correlation"], keep="first")
+    )
+    comm = comm.join(launches, on=["rank", "correlation"], how="left")
+    comm = _at_progress(
+        comm.with_columns(pl.col("launch_ns").fill_null(pl.col("start_ns"))), progress, at="launch_ns"
+    )
+    comm = comm.with_columns(gpu_ready=pl.when(gpu).then(pl.col("progress_ns")))
+    # CPU-only ranks: ready at the c10d:: call that launched it (the k-th call for the k-th collective).
+    cpu_ranks = modes.filter(pl.col("mode") == "cpu").get_column("rank")
+    calls = (
+        events.filter(
+            pl.col("rank").is_in(cpu_ranks.implode())
+            & (pl.col("kind") == "cpu_op")
+            & pl.col("name").cast(pl.String).str.starts_with("c10d::")
+        )
+        .sort("rank", "start_ns")
+        .select("rank", call_ns="start_ns")
+        .with_columns(_k=pl.int_range(pl.len()).over("rank"))
+    )
+    counts = (
+        comm.filter(~gpu)
+        .group_by("rank")
+        .agg(_ops=pl.len())
+        .join(calls.group_by("rank").agg(_calls=pl.len()), on="rank", how="left")
+    )
+    unmatched = counts.filter(pl.col("_calls").is_null() | (pl.col("_calls") != pl.col("_ops")))
+    if unmatched.height:
+        warnings.append(
+            f"rank(s) {sorted(unmatched.get_column('rank').to_list())}: as many c10d:: calls as collectives "
+            "expected on CPU-only ranks, found otherwise; their collectives count as ready when they started"
+        )
+    matched = calls.filter(~pl.col("rank").is_in(unmatched.get_column("rank").implode()))
+    comm = (
+        comm.with_columns(_k=pl.int_range(pl.len()).over("rank"))
+        .join(matched, on=["rank", "_k"], how="left")
+        .with_columns(cpu_ready=pl.when(~gpu).then(pl.col("call_ns")))
+    )
+    ready = pl.min_horizontal(pl.coalesce("gpu_ready", "cpu_ready", "start_ns"), pl.col("start_ns"))
+    n = pl.col("group_size").cast(pl.Int64)
+    nbytes = (
+        pl.when(pl.col("collective").is_in(_GATHERING))
+        .then(pl.coalesce(pl.col("out_bytes"), pl.col("in_bytes") * n))
+        .otherwise(pl.col("in_bytes"))
+    )
+    return comm.with_columns(ready_ns=ready, nbytes=nbytes).select(
+        "rank", "channel", "collective", "group", "nbytes", "group_size", "start_ns", "end_ns", "ready_ns"
+    )
+
+
+def _locate(frame: pl.DataFrame, windows: pl.DataFrame, *, at: str) -> pl.DataFrame:
+    """Add ``window_id``: the window of the rank that holds the time in column ``at`` (null: none)."""
+    order = "_order_locate"
+    bounds = windows.select("rank", "window_id", _w_start="start_ns", _w_end="end_ns").sort("_w_start")
+    located = (
+        frame.with_row_index(order)
+        .sort(at)
+        .join_asof(
+            bounds, left_on=at, right_on="_w_start", by="rank", strategy="backward", check_sortedness=False
+        )
+        .with_columns(window_id=pl.when(pl.col(at) < pl.col("_w_end")).then(pl.col("window_id")))
+        .sort(order)
+    )
+    return located.drop(order, "_w_start", "_w_end")
+
+
+def _gradient_signals(
+    events: pl.DataFrame, modes: Mapping[int, str], progress: pl.DataFrame
+) -> tuple[pl.DataFrame, GradientSource]:
+    """Gradient-ready signals: ``rank``, ``ready_ns``, ``nbytes`` (null without markers), ``name``."""
+    names = pl.col("name").cast(pl.String)
+    markers = events.filter(names.str.starts_with(GRAD_READY_PREFIX)).select(
+        "rank", "start_ns", "end_ns", name=names
+    )
+    parsed = [parse_grad_ready_name(name) for name in markers.get_column("name").to_list()]
+    markers = markers.with_columns(
+        param=pl.Series([p[0] if p else None for p in parsed], dtype=pl.String),
+        nbytes=pl.Series([p[1] if p else None for p in parsed], dtype=pl.Int64),
+        cpu_ns=pl.col("start_ns"),
+    ).filter(pl.col("param").is_not_null())
+    source: GradientSource = "markers"
+    if markers.height == 0:
+        source = "accumulate_grad"
+        markers = events.filter((pl.col("kind") == "cpu_op") & (names == _ACCUMULATE_GRAD)).select(
+            "rank",
+            param=pl.lit(None, dtype=pl.String),
+            nbytes=pl.lit(None, dtype=pl.Int64),
+            cpu_ns=pl.col("end_ns"),
+        )
+        if markers.height == 0:
+            source = "collectives"
+    gpu_ranks = [r for r, m in modes.items() if m == "gpu"]
+    mapped = _at_progress(markers.select("rank", "param", "nbytes", "cpu_ns"), progress, at="cpu_ns")
+    ready = (
+        pl.when(pl.col("rank").is_in(gpu_ranks))
+        .then(pl.coalesce("progress_ns", "cpu_ns"))
+        .otherwise("cpu_ns")
+    )
+    signals = mapped.select("rank", "param", "nbytes", ready_ns=ready).sort("rank", "ready_ns")
+    return signals, source
+
+
+def _flag_gradients(comm: pl.DataFrame, signals: pl.DataFrame) -> pl.DataFrame:
+    """Add ``gradient``: an all-reduce/reduce-scatter launched once the window's backward began."""
+    first = signals.group_by("rank", "window_id").agg(_first_signal=pl.col("ready_ns").min())
+    with_signals = [int(r) for r in signals.get_column("rank").unique().to_list()]
+    kind = pl.col("collective").is_in(sorted(GRADIENT_COLLECTIVES)).fill_null(False)
+    return (
+        comm.join(first, on=["rank", "window_id"], how="left", nulls_equal=True)
+        .with_columns(
+            gradient=kind
+            & (
+                ~pl.col("rank").is_in(with_signals)
+                | (
+                    pl.col("_first_signal").is_not_null() & (pl.col("ready_ns") >= pl.col("_first_signal"))
+                ).fill_null(False)
+            )
+        )
+        .drop("_first_signal")
+    )
+
+
+def _ops_and_instances(
+    comm: pl.DataFrame, warnings: list[str]
+) -> tuple[tuple[CommOp, ...], tuple[Instance, ...]]:
+    """Return the collectives (pooled, matched across ranks, with their link time) and instances."""
+    comm = (
+        comm.sort("rank", "start_ns", "end_ns")
+        .with_row_index("op_id")
+        .with_columns(pl.col("op_id").cast(pl.Int64))
+    )
+    comm = comm.with_columns(
+        _index=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "group", order_by="start_ns"),
+        pool=pl.when(pl.col("channel").str.starts_with("stream"))
+        .then(pl.format("{}/{}", pl.col("rank"), pl.col("channel")))
+        .otherwise(pl.format("{}/group {}", pl.col("rank"), pl.col("group"))),
+    )
+    rows = comm.to_dicts()
+    delays = _pool_delays(rows)
+    by_key: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for row in rows:
+        by_key[(row["group"], row["_index"])].append(row["op_id"])
+    instance_of: dict[int, int] = {}
+    instances: list[Instance] = []
+    inconsistent = 0
+    for members in by_key.values():
+        ops = [rows[i] for i in members]
+        kinds = {o["collective"] for o in ops}
+        latest_start = max(o["start_ns"] for o in ops)
+        first_end = min(o["end_ns"] for o in ops)
+        synchronising = (
+            len(ops) > 1
+            and len(kinds) == 1
+            and next(iter(kinds)) in SYNCHRONISING_COLLECTIVES
+            and first_end >= latest_start
+        )
+        if len(ops) > 1 and len(kinds) > 1:
+            inconsistent += 1
+        if synchronising:
+            instance_of.update(dict.fromkeys(members, len(instances)))
+            instances.append(
+                Instance(
+                    instance_id=len(instances),
+                    ops=tuple(members),
+                    synchronising=True,
+                    transfer_ns=first_end - latest_start,
+                    lags_ns=tuple(o["end_ns"] - first_end for o in ops),
+                )
+            )
+            continue
+        for o in ops:
+            instance_of[o["op_id"]] = len(instances)
+            instances.append(
+                Instance(
+                    instance_id=len(instances),
+                    ops=(o["op_id"],),
+                    synchronising=False,
+                    transfer_ns=o["end_ns"] - o["start_ns"],
+                    lags_ns=(0,),
+                )
+            )
+    if inconsistent:
+        warnings.append(
+            f"{inconsistent} collective(s) differ in kind across ranks when matched by order; "
+            "replayed on each rank alone"
+        )
+    rank_of = {row["op_id"]: row["rank"] for row in rows}
+    start_of = {row["op_id"]: row["start_ns"] for row in rows}
+    transfers = [
+        (
+            inst.instance_id,
+            max(start_of[i] for i in inst.ops),
+            max(start_of[i] for i in inst.ops) + inst.transfer_ns,
+            sorted({rank_of[i] for i in inst.ops}),
+        )
+        for inst in instances
+    ]
+    works = exclusive_work(transfers)
+    measured = tuple(replace(inst, work_ns=works[inst.instance_id]) for inst in instances)
+    comm_ops = tuple(
+        CommOp(
+            op_id=row["op_id"],
+            rank=row["rank"],
+            window_id=row["window_id"],
+            channel=row["channel"],
+            pool=row["pool"],
+            collective=row["collective"],
+            nbytes=row["nbytes"],
+            group_size=int(row["group_size"]),
+            start_ns=row["start_ns"],
+            end_ns=row["end_ns"],
+            ready_ns=row["ready_ns"],
+            launch_delay_ns=delays[row["op_id"]],
+            instance=instance_of[row["op_id"]],
+            gradient=bool(row["gradient"]),
+        )
+        for row in rows
+    )
+    return comm_ops, measured
+
+
+def _pool_delays(rows: list[dict[str, object]]) -> dict[int, int]:
+    """Each collective's launch delay: ``start − max(ready, first time a server of its pool was free)``.
+
+    A pool's servers are the distinct channels its collectives ran on; they serve the collectives in
+    order of start, each taking the first server free.
+    """
+    pools: dict[object, list[dict[str, object]]] = defaultdict(list)
+    for row in rows:
+        pools[row["pool"]].append(row)
+    delays: dict[int, int] = {}
+    for members in pools.values():
+        members.sort(key=lambda r: (int(r["start_ns"]), int(r["op_id"])))  # type: ignore[call-overload]
+        servers = len({m["channel"] for m in members})
+        busy: list[int] = []
+        for m in members:
+            start = int(m["start_ns"])  # type: ignore[call-overload]
+            ready = int(m["ready_ns"])  # type: ignore[call-overload]
+            free = min(busy) if len(busy) >= servers else None
+            delays[int(m["op_id"])] = start - (ready if free is None else max(ready, min(free, start)))  # type: ignore[call-overload]
+            end = int(m["end_ns"])  # type: ignore[call-overload]
+            if len(busy) >= servers:
+                busy.remove(min(busy))
+            busy.append(end)
+    return delays
+
+
+def exclusive_work(transfers: list[tuple[int, int, int, list[int]]]) -> dict[int, float]:
+    """Return each transfer's link time had it been alone: ``∫ min over its ranks of 1/n_rank(t) dt``.
+
+    Parameters
+    ----------
+    transfers
+        ``(id, begin_ns, end_ns, ranks)``: a transfer in progress on every rank of ``ranks`` over
+        ``[begin, end)``; ``n_rank(t)`` counts the transfers of the rank in progress at ``t``.
+
+    Returns
+    -------
+    dict[int, float]
+        Nanoseconds per id; equal to ``end − begin`` for a transfer that never shared a link.
+
+    Examples
+    --------
+    >>> exclusive_work([(0, 0, 10, [0]), (1, 5, 10, [0])])  # two halves of [5, 10) each
+    {0: 7.5, 1: 2.5}
+    """
+    # Per rank: the number of transfers in progress, piecewise constant between sorted boundaries.
+    bounds: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for _id, begin, end, ranks in transfers:
+        if end <= begin:
+            continue
+        for r in ranks:
+            bounds[r].append((begin, 1))
+            bounds[r].append((end, -1))
+    steps: dict[int, tuple[list[int], list[int]]] = {}
+    for r, points in bounds.items():
+        points.sort()
+        times: list[int] = []
+        counts: list[int] = []
+        level = 0
+        for t, delta in points:
+            level += delta
+            if times and times[-1] == t:
+                counts[-1] = level
+            else:
+                times.append(t)
+                counts.append(level)
+        steps[r] = (times, counts)
+    out: dict[int, float] = {}
+    for transfer_id, begin, end, ranks in transfers:
+        if end <= begin:
+            out[transfer_id] = 0.0
+            continue
+        cuts = {begin, end}
+        for r in ranks:
+            times, _counts = steps[r]
+            lo = bisect.bisect_right(times, begin)
+            hi = bisect.bisect_left(times, end)
+            cuts.update(times[lo:hi])
+        edges = sorted(cuts)
+        total = 0.0
+        for a, b in itertools.pairwise(edges):
+            share = 1.0
+            for r in ranks:
+                times, counts = steps[r]
+                k = bisect.bisect_right(times, a) - 1
+                share = min(share, 1.0 / max(1, counts[k]))
+            total += (b - a) * share
+        out[transfer_id] = total
+    return out
+
+
+def _gradients(
+    ops: tuple[CommOp, ...], signals: pl.DataFrame, source: GradientSource, warnings: list[str]
+) -> tuple[Gradient, ...]:
+    """Assign each gradient signal to the first gradient collective of its rank and window ready after it."""
+    carriers: dict[tuple[int, int | None], list[CommOp]] = defaultdict(list)
+    for op in ops:
+        if op.gradient:
+            carriers[(op.rank, op.window_id)].append(op)
+    for group in carriers.values():
+        group.sort(key=lambda o: (o.ready_ns, o.start_ns))
+    assigned: dict[int, list[dict[str, object]]] = defaultdict(list)
+    dropped = 0
+    for signal in signals.to_dicts():
+        group = carriers.get((signal["rank"], signal["window_id"]), [])
+        carrier = next((o for o in group if o.ready_ns >= signal["ready_ns"]), None)
+        if carrier is None:
+            dropped += 1
+            continue
+        assigned[carrier.op_id].append(signal)
+    if dropped and source == "markers":
+        warnings.append(
+            f"{dropped} gradient-ready marker(s) after the last gradient collective of their "
+            "iteration; ignored"
+        )
+    gradients: list[Gradient] = []
+    for group in carriers.values():
+        for op in group:
+            signals_of = assigned.get(op.op_id, [])
+            if not signals_of:
+                gradients.append(
+                    Gradient(
+                        op.rank, op.window_id, op.ready_ns, op.nbytes or 0, op.op_id, f"collective {op.op_id}"
+                    )
+                )
+                continue
+            shares = _shares(op.nbytes or 0, len(signals_of))
+            for k, signal in enumerate(signals_of):
+                nbytes = signal["nbytes"]
+                gradients.append(
+                    Gradient(
+                        rank=op.rank,
+                        window_id=op.window_id,
+                        ready_ns=int(signal["ready_ns"]),  # type: ignore[call-overload]
+                        nbytes=int(nbytes) if isinstance(nbytes, int) else shares[k],
+                        op_id=op.op_id,
+                        name=str(signal["param"])
+                        if signal["param"] is not None
+                        else f"gradient {k} of {op.op_id}",
+                    )
+                )
+    gradients.sort(key=lambda g: (g.rank, g.ready_ns))
+    return tuple(gradients)
+
+
+def _shares(total: int, parts: int) -> list[int]:
+    """Split ``total`` bytes into ``parts`` integers that sum to it."""
+    base, extra = divmod(total, parts)
+    return [base + (1 if k < extra else 0) for k in range(parts)]
+
+
+def _wait_points(
+    ops: tuple[CommOp, ...],
+    gradients: tuple[Gradient, ...],
+    compute: pl.DataFrame,
+    waits_union: pl.DataFrame,
+    windows: pl.DataFrame,
+    modes: Mapping[int, str],
+    tolerance_ns: int,
+) -> tuple[WaitPoint, ...]:
+    """Find where compute waited for collectives (gaps), and the update of every iteration."""
+    blocks = compute.with_columns(
+        gap_start=pl.col("end_ns").shift(1).over("rank", order_by="start_ns")
+    ).select("rank", block_start="start_ns", gap_start="gap_start")
+    blocks = blocks.sort("block_start")
+    deps: dict[tuple[int, int], set[int]] = defaultdict(set)
+    gap_of: dict[tuple[int, int], int] = {}
+    update: set[tuple[int, int]] = set()
+    if not ops or blocks.height == 0:
+        return ()
+    ends = pl.DataFrame(
+        {
+            "op_id": [o.op_id for o in ops],
+            "rank": [o.rank for o in ops],
+            "end_ns": [o.end_ns for o in ops],
+            "ready_ns": [o.ready_ns for o in ops],
+        },
+        schema={"op_id": pl.Int64, "rank": pl.Int32, "end_ns": pl.Int64, "ready_ns": pl.Int64},
+    )
+    following = ends.sort("end_ns").join_asof(
+        blocks,
+        left_on="end_ns",
+        right_on="block_start",
+        by="rank",
+        strategy="forward",
+        check_sortedness=False,
+    )
+    in_gap = following.filter(
+        pl.col("block_start").is_not_null()
+        & pl.col("gap_start").is_not_null()
+        & (pl.col("gap_start") <= pl.col("end_ns"))
+        & (pl.col("ready_ns") <= pl.col("gap_start"))
+    )
+    # CPU-only ranks: does the gap hold an explicit wait on a collective?
+    last_wait = waits_union.select("rank", _w_start="start_ns", _w_end="end_ns").sort("_w_start")
+    in_gap = (
+        in_gap.sort("block_start")
+        .join_asof(
+            last_wait,
+            left_on="block_start",
+            right_on="_w_start",
+            by="rank",
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        .with_columns(_waited=pl.col("_w_end").is_not_null() & (pl.col("_w_end") > pl.col("gap_start")))
+    )
+    cpu = [r for r, m in modes.items() if m == "cpu"]
+    resumed = (pl.col("block_start") - pl.col("end_ns") <= tolerance_ns) | (
+        pl.col("rank").is_in(cpu) & pl.col("_waited")
+    )
+    for row in in_gap.filter(resumed).iter_rows(named=True):
+        key = (row["rank"], row["block_start"])
+        deps[key].add(row["op_id"])
+        gap_of[key] = row["gap_start"]
+    # After the backward pass (the last gradient and gradient collective ready), compute only waits
+    # for gradients: a gap there that a gradient collective ends in waits for it, however late it resumed.
+    last_gradient: dict[tuple[int, int | None], int] = defaultdict(int)
+    for g in gradients:
+        last_gradient[(g.rank, g.window_id)] = max(last_gradient[(g.rank, g.window_id)], g.ready_ns)
+    by_window: dict[tuple[int, int], list[CommOp]] = defaultdict(list)
+    for op in ops:
+        if op.gradient and op.window_id is not None:
+            by_window[(op.rank, op.window_id)].append(op)
+    backward_end = {
+        key: max(max(o.ready_ns for o in group), last_gradient.get(key, 0))
+        for key, group in by_window.items()
+    }
+    window_of = {o.op_id: (o.rank, o.window_id) for o in ops if o.gradient and o.window_id is not None}
+    for row in in_gap.iter_rows(named=True):
+        key_w = window_of.get(row["op_id"])
+        if key_w is None or row["gap_start"] < backward_end[key_w]:
+            continue
+        key = (row["rank"], row["block_start"])
+        deps[key].add(row["op_id"])
+        gap_of[key] = row["gap_start"]
+    if by_window:
+        window_end = dict(
+            zip(
+                windows.get_column("window_id").to_list(), windows.get_column("end_ns").to_list(), strict=True
+            )
+        )
+        wanted = pl.DataFrame(
+            {
+                "rank": [k[0] for k in by_window],
+                "window_id": [k[1] for k in by_window],
+                "after_ns": [
+                    max(
+                        max(max(o.end_ns, o.ready_ns) for o in group),
+                        last_gradient.get(key, 0),
+                    )
+                    for key, group in by_window.items()
+                ],
+            },
+            schema={"rank": pl.Int32, "window_id": pl.Int64, "after_ns": pl.Int64},
+        )
+        located = wanted.sort("after_ns").join_asof(
+            blocks,
+            left_on="after_ns",
+            right_on="block_start",
+            by="rank",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        for row in located.iter_rows(named=True):
+            if row["block_start"] is None or row["gap_start"] is None:
+                continue
+            if row["block_start"] >= window_end[row["window_id"]]:
+                continue
+            key = (row["rank"], row["block_start"])
+            deps[key].update(o.op_id for o in by_window[(row["rank"], row["window_id"])])
+            gap_of[key] = row["gap_start"]
+            update.add(key)
+    end_of = {o.op_id: o.end_ns for o in ops}
+    points: list[WaitPoint] = []
+    for key in sorted(deps):
+        rank, resume = key
+        gap_start = gap_of[key]
+        inside = [end_of[i] for i in deps[key] if gap_start <= end_of[i] <= resume]
+        points.append(
+            WaitPoint(
+                rank=rank,
+                gap_start_ns=gap_start,
+                resume_ns=resume,
+                deps=tuple(sorted(deps[key])),
+                resume_delay_ns=resume - max(inside) if inside else None,
+                update=key in update,
+            )
+        )
+    return tuple(points)
