@@ -13,6 +13,7 @@ import typer
 from timeline.errors import TimelineError
 from timeline.importers.rules import ClassificationRules
 from timeline.trace import Trace, load
+from timeline.units import format_ns, format_ratio
 
 __all__ = [
     "CommKernelOption",
@@ -133,22 +134,3 @@ def load_trace(
     for warning in trace.warnings:
         typer.echo(f"warning: {warning}", err=True)
     return trace
-
-
-def format_ns(value: int | None) -> str:
-    """Format nanoseconds for people: ``12.35 ms``, ``840 µs``, ``1.204 s``; ``-`` when unknown."""
-    if value is None:
-        return "-"
-    magnitude = abs(value)
-    if magnitude >= 1_000_000_000:
-        return f"{value / 1e9:.3f} s"
-    if magnitude >= 1_000_000:
-        return f"{value / 1e6:.2f} ms"
-    if magnitude >= 1_000:
-        return f"{value / 1e3:.1f} µs"
-    return f"{value} ns"
-
-
-def format_ratio(value: float | None) -> str:
-    """Format a ratio in [0, 1] as a percentage; ``-`` when unknown."""
-    return "-" if value is None else f"{100 * value:.1f}%"

@@ -33,6 +33,7 @@ from timeline.analysis.iterations import activity_sets, rank_modes
 # analyzer measures it (comm ∧ ¬working, with working = compute ∧ ¬wait).
 from timeline.analysis.overlap import _FORMULAS, _SETS, Overlap
 from timeline.schema import WINDOW, validate
+from timeline.units import format_ns
 
 __all__ = [
     "BARS_SCHEMA",
@@ -194,20 +195,6 @@ class ReportData:
 def _exposed(s: Mapping[str, pl.Expr]) -> pl.Expr:
     """Exposed communication: communication while no compute ran (the analyzer's formulas)."""
     return _FORMULAS["comm_ns"](s) & ~_FORMULAS["compute_ns"](s)
-
-
-def format_ns(value: int | float | None) -> str:
-    """Format nanoseconds for people: ``12.35 ms``, ``840.0 µs``, ``1.204 s``; ``-`` when unknown."""
-    if value is None:
-        return "-"
-    magnitude = abs(value)
-    if magnitude >= 1_000_000_000:
-        return f"{value / 1e9:.3f} s"
-    if magnitude >= 1_000_000:
-        return f"{value / 1e6:.2f} ms"
-    if magnitude >= 1_000:
-        return f"{value / 1e3:.1f} µs"
-    return f"{value:.0f} ns"
 
 
 def _views(overlap: Overlap) -> pl.DataFrame:
