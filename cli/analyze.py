@@ -29,6 +29,7 @@ from cli.common import (
     load_trace,
     user_errors,
 )
+from cli.execution import ExecutorOption, RayAddressOption, analyze_by_rank, wants_rank_by_rank
 from timeline.analysis.links import parse_link_gbps
 from timeline.analysis.overlap import compute_overlap
 from timeline.summary import build_summary
@@ -50,6 +51,8 @@ def analyze_command(
     include_python: IncludePythonOption = False,
     link_gbps: LinkOption = None,
     align: AlignOption = False,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Measure communication hidden under compute and exposed (stretching the step), per rank and iteration.
 
@@ -57,13 +60,30 @@ def analyze_command(
     """
     with user_errors():
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
-        trace = load_trace(
-            paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
-        )
-        offsets = None
-        if align:
-            trace, offsets = align_events(trace)
-        overlap = compute_overlap(trace.events)
+        if wants_rank_by_rank(paths, executor=executor, ray_address=ray_address):
+            # rank by rank in parallel tasks: the same results; trace.events holds the communication only
+            trace, overlap, offsets = analyze_by_rank(
+                paths,
+                executor=executor,
+                ray_address=ray_address,
+                rank=rank,
+                rank_regex=rank_regex,
+                comm_kernels=comm_kernel,
+                include_python=include_python,
+                align=align,
+            )
+        else:
+            trace = load_trace(
+                paths,
+                rank=rank,
+                rank_regex=rank_regex,
+                comm_kernels=comm_kernel,
+                include_python=include_python,
+            )
+            offsets = None
+            if align:
+                trace, offsets = align_events(trace)
+            overlap = compute_overlap(trace.events)
         summary = build_summary(trace, overlap, top=top)
         if offsets is not None:
             summary["clock_offsets"] = offsets.to_dicts()

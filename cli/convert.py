@@ -1,4 +1,4 @@
-"""``timeline convert``: write the canonical events frame of traces as one Parquet file."""
+"""``timeline convert``: write the canonical events of traces as one Parquet file, or a dataset by rank."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from cli.common import (
     load_trace,
     user_errors,
 )
+from timeline.execution.dataset import expand_datasets
 from timeline.importers.files import expand_paths
 
 __all__ = ["convert_command"]
@@ -24,8 +25,19 @@ __all__ = ["convert_command"]
 
 def convert_command(
     paths: PathsArgument,
-    output: Annotated[Path, typer.Option("-o", "--output", help="The Parquet file to write.")],
+    output: Annotated[
+        Path,
+        typer.Option("-o", "--output", help="The Parquet file to write, or the dataset directory."),
+    ],
     force: Annotated[bool, typer.Option("--force", help="Overwrite OUTPUT if it exists.")] = False,
+    partition_by_rank: Annotated[
+        bool,
+        typer.Option(
+            "--partition-by-rank",
+            help="Write a Parquet dataset, OUTPUT/rank=N/part-0.parquet, one rank per task (the default when "
+            "OUTPUT has no suffix or is a directory).",
+        ),
+    ] = False,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -36,7 +48,7 @@ def convert_command(
     Exit codes: 0 success, 2 bad input.
     """
     with user_errors():
-        inputs = expand_paths(paths)
+        inputs = expand_paths(expand_datasets(paths))
         target = output.resolve()
         if target in inputs:
             fail(f"{output}: is one of the inputs; choose another output file (inputs are never modified)")
@@ -44,6 +56,9 @@ def convert_command(
             fail(f"{output}: exists; pass --force to overwrite it")
         if not output.parent.exists():
             fail(f"{output.parent}: no such directory")
+        if partition_by_rank or output.suffix == "" or output.is_dir():
+            _write_dataset(paths, output, force, rank, rank_regex, comm_kernel, include_python)
+            return
         trace = load_trace(
             paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
         )
@@ -54,3 +69,43 @@ def convert_command(
         finally:
             partial.unlink(missing_ok=True)
     typer.echo(f"wrote {trace.events.height:,} events of {len(trace.ranks)} rank(s) to {output}", err=True)
+
+
+def _write_dataset(
+    paths: list[str],
+    output: Path,
+    force: bool,
+    rank: int | None,
+    rank_regex: str | None,
+    comm_kernel: list[str] | None,
+    include_python: bool,
+) -> None:
+    """Write a Parquet dataset partitioned by rank (``--partition-by-rank``)."""
+    from cli.common import _progress_reporter
+    from timeline.execution.dataset import write_dataset
+    from timeline.importers.result import ImportOptions
+    from timeline.importers.rules import ClassificationRules
+
+    options = ImportOptions(
+        rules=ClassificationRules(extra_comm_kernels=tuple(comm_kernel or ())), include_python=include_python
+    )
+    report, close = _progress_reporter()
+    try:
+        written = write_dataset(
+            [Path(p) if not any(c in p for c in "*?[") else p for p in paths],
+            output,
+            options=options,
+            rank=rank,
+            rank_regex=rank_regex,
+            force=force,
+            progress=report,
+        )
+    finally:
+        close()
+    for warning in written.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(
+        f"wrote {written.events:,} events of {len(written.ranks)} rank(s) to {output} "
+        f"(a Parquet dataset partitioned by rank)",
+        err=True,
+    )

@@ -78,8 +78,10 @@ class Trace:
         )
 
 
-def parse_file(path: Path, options: ImportOptions) -> tuple[FileResult, Path]:
+def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> tuple[FileResult, Path]:
     """Read and parse one file of any supported format (runs in a worker process).
+
+    ``workers``: processes that may decode a large trace's chunks in parallel.
 
     Raises
     ------
@@ -93,7 +95,7 @@ def parse_file(path: Path, options: ImportOptions) -> tuple[FileResult, Path]:
         from timeline.importers.stream import parse_kineto_stream, read_head
 
         if read_head(path).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":  # Kineto: a JSON object
-            return parse_kineto_stream(path, source=source, options=options), path
+            return parse_kineto_stream(path, source=source, options=options, workers=workers), path
     data = read_trace_bytes(path, warnings)
     fmt = sniff_format(data, source)
     if fmt == "parquet":
@@ -164,7 +166,7 @@ def _parse_all(
     if workers <= 1 or total == 1 or size < _PARALLEL_MIN_BYTES or not _can_spawn():
         out = []
         for i, p in enumerate(paths, 1):
-            out.append(parse_file(p, options))
+            out.append(parse_file(p, options, workers=workers if total == 1 else 1))
             if progress:
                 progress(p.name, i, total)
         return out
@@ -192,6 +194,7 @@ def load(
     include_python: bool = False,
     workers: int | None = None,
     progress: Progress | None = None,
+    overlap_only: bool = False,
 ) -> Trace:
     """Load traces of one run into a :class:`Trace`.
 
@@ -199,7 +202,8 @@ def load(
     ----------
     paths
         Files, directories or glob patterns: Kineto JSON, Horovod JSON (gzipped or not, recognised by
-        content), or Parquet from ``timeline convert``.
+        content), or Parquet from ``timeline convert`` (a file, or a dataset directory partitioned by
+        rank).
     rank
         The rank of a single file that names none (no ``distributedInfo``, no rank in its name).
     rank_regex
@@ -213,6 +217,9 @@ def load(
         Processes to parse files with; default: all cores.
     progress
         Called after each file.
+    overlap_only
+        Keep only the events the overlap analysis reads (``ImportOptions.overlap_only``): the
+        overlap is the same, the events frame smaller; the file table counts every event.
 
     Returns
     -------
@@ -224,10 +231,14 @@ def load(
         Bad input: a missing file, unreadable or unknown content, a file with no rank, two files
         claiming one rank, a trace with no events.
     """
-    path_list = expand_paths([paths] if isinstance(paths, (str, Path)) else list(paths))
+    from timeline.execution.dataset import expand_datasets  # a dataset directory: its part files
+
+    path_list = expand_paths(expand_datasets([paths] if isinstance(paths, (str, Path)) else list(paths)))
     if rank is not None and len(path_list) != 1:
         raise RankError(f"--rank applies to a single file; {len(path_list)} files given (use --rank-regex)")
-    options = ImportOptions(rules=rules or ClassificationRules(), include_python=include_python)
+    options = ImportOptions(
+        rules=rules or ClassificationRules(), include_python=include_python, overlap_only=overlap_only
+    )
     parsed = _parse_all(path_list, options, workers or os.cpu_count() or 1, progress)
 
     frames: list[pl.DataFrame] = []
@@ -282,7 +293,7 @@ def load(
                 "backend": result.backend,
                 "host": result.host,
                 "clock": result.clock,
-                "events": events.height,
+                "events": events.height + result.skipped,
             }
         )
     events = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]

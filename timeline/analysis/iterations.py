@@ -114,6 +114,11 @@ def assign_iterations(events: pl.DataFrame) -> pl.DataFrame:
         :data:`timeline.schema.ITERATIONS_SCHEMA`: one row per rank and iteration, sorted.
     """
     modes = rank_modes(events)
+    return _assign_iterations(events, modes, activity_sets(events, modes))
+
+
+def _assign_iterations(events: pl.DataFrame, modes: pl.DataFrame, sets: pl.DataFrame) -> pl.DataFrame:
+    """:func:`assign_iterations` with the rank modes and activity sets already computed."""
     steps = (
         events.filter(
             (pl.col("kind") == "annotation")
@@ -130,7 +135,6 @@ def assign_iterations(events: pl.DataFrame) -> pl.DataFrame:
         )
         .sort("rank", "cpu_start")
     )
-    sets = activity_sets(events, modes)
     activities = sets.filter(pl.col("set") != "wait").join(
         events.with_row_index("event").select("event", "correlation", "device"), on="event", how="left"
     )

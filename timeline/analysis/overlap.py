@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from timeline.analysis.intervals import Formula, clip_to_windows, covered_length, formula_intervals, measure
-from timeline.analysis.iterations import activity_sets, assign_iterations, rank_modes
+from timeline.analysis.iterations import _assign_iterations, activity_sets, rank_modes
 from timeline.schema import (
     COLLECTIVE_EXPOSURE_SCHEMA,
     ITERATION_OVERLAP_SCHEMA,
@@ -128,7 +128,10 @@ def compute_rank_overlap(events: pl.DataFrame) -> pl.DataFrame:
         :data:`timeline.schema.RANK_OVERLAP_SCHEMA`, one row per rank, sorted by rank.
     """
     modes = rank_modes(events)
-    sets = activity_sets(events, modes)
+    return _rank_overlap(modes, activity_sets(events, modes))
+
+
+def _rank_overlap(modes: pl.DataFrame, sets: pl.DataFrame) -> pl.DataFrame:
     span = sets.group_by("rank").agg(start_ns=pl.col("start_ns").min(), end_ns=pl.col("end_ns").max())
     measured = measure(sets, by=["rank"], sets=_SETS, formulas=_FORMULAS)
     frame = span.join(measured, on="rank", how="left").with_columns(_zeros())
@@ -154,10 +157,14 @@ def compute_iteration_overlap(events: pl.DataFrame, windows: pl.DataFrame | None
         :data:`timeline.schema.ITERATION_OVERLAP_SCHEMA`, sorted by rank and window start.
     """
     modes = rank_modes(events)
-    if windows is None:
-        windows = assign_iterations(events)
-    keyed = windows.with_row_index("window_id").with_columns(pl.col("window_id").cast(pl.Int64))
     sets = activity_sets(events, modes)
+    if windows is None:
+        windows = _assign_iterations(events, modes, sets)
+    return _iteration_overlap(modes, sets, windows)
+
+
+def _iteration_overlap(modes: pl.DataFrame, sets: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    keyed = windows.with_row_index("window_id").with_columns(pl.col("window_id").cast(pl.Int64))
     clipped = clip_to_windows(
         sets, keyed.select("rank", "window_id", w_start="start_ns", w_end="end_ns"), by=["rank"]
     )
@@ -187,9 +194,15 @@ def compute_collective_exposure(events: pl.DataFrame, windows: pl.DataFrame | No
         :data:`timeline.schema.COLLECTIVE_EXPOSURE_SCHEMA`, sorted by rank and start.
     """
     modes = rank_modes(events)
-    if windows is None:
-        windows = assign_iterations(events)
     sets = activity_sets(events, modes)
+    if windows is None:
+        windows = _assign_iterations(events, modes, sets)
+    return _collective_exposure(events, modes, sets, windows)
+
+
+def _collective_exposure(
+    events: pl.DataFrame, modes: pl.DataFrame, sets: pl.DataFrame, windows: pl.DataFrame
+) -> pl.DataFrame:
     comm = sets.filter(pl.col("set") == "comm")
     working = formula_intervals(sets, by=["rank"], sets=_SETS, formula=_working)
     with_start = covered_length(
@@ -255,10 +268,13 @@ def compute_overlap(events: pl.DataFrame) -> Overlap:
     >>> overlap = compute_overlap(load("sample_traces/ddp_gloo").events)  # doctest: +SKIP
     >>> overlap.ranks.select("rank", "exposed_comm_ns")  # doctest: +SKIP
     """
-    windows = assign_iterations(events)
+    # The rank modes and activity sets are computed once and shared by the four views.
+    modes = rank_modes(events)
+    sets = activity_sets(events, modes)
+    windows = _assign_iterations(events, modes, sets)
     return Overlap(
-        ranks=compute_rank_overlap(events),
-        iterations=compute_iteration_overlap(events, windows),
-        collectives=compute_collective_exposure(events, windows),
+        ranks=_rank_overlap(modes, sets),
+        iterations=_iteration_overlap(modes, sets, windows),
+        collectives=_collective_exposure(events, modes, sets, windows),
         windows=windows,
     )

@@ -18,7 +18,7 @@ import gc
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union
 
 import msgspec
 import polars as pl
@@ -27,9 +27,9 @@ from timeline.errors import TraceContentError, TraceFormatError, position_of
 from timeline.importers.collectives import collective_from_kernel, dtype_size, normalise_collective
 from timeline.importers.repair import repair_json
 from timeline.importers.result import Clock, FileResult, ImportOptions
-from timeline.schema import EVENTS_SCHEMA, validate
+from timeline.schema import EVENTS_SCHEMA, KIND, SOURCE, validate
 
-__all__ = ["build_frame", "decode_events", "finish_kineto", "parse_kineto"]
+__all__ = ["SKIPPED", "build_frame", "decode_events", "finish_kineto", "parse_kineto"]
 
 T = TypeVar("T", str, int)
 
@@ -58,8 +58,9 @@ class _Args(msgspec.Struct, gc=False):
     input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
 
 
-class _Event(msgspec.Struct, gc=False):
-    ph: Any = None
+class _Event(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
+    """A complete event (``"ph": "X"``), the only phase the analysis reads."""
+
     cat: Any = None
     name: Any = None
     pid: Any = None
@@ -69,16 +70,27 @@ class _Event(msgspec.Struct, gc=False):
     args: _Args | None = None
 
 
+# Every other phase of the Chrome trace format decodes into an empty struct chosen by its "ph": its
+# keys are skipped without being materialised (flows, instants and counters are a third of the
+# events of a typical trace). An event with no "ph", or a phase not listed, fails validation and the
+# document is decoded generically instead (slower, same result).
+_OTHER_PHASES = "BEiIsftCMbneNODPRVvcSTpF()"
+_SKIPPED: tuple[type[msgspec.Struct], ...] = tuple(
+    msgspec.defstruct(f"_Phase{ord(ph)}", [], tag_field="ph", tag=ph, gc=False) for ph in _OTHER_PHASES
+)
+_AnyEvent = Union[_Event, *_SKIPPED]  # type: ignore[valid-type]  # a union of a runtime tuple of types
+
+
 class _Document(msgspec.Struct, gc=False):
     # Key order varies (2024 traces put metadata after traceEvents); msgspec does not care.
-    traceEvents: list[_Event] | None = None
+    traceEvents: list[_AnyEvent] | None = None
     distributedInfo: Any = None
     baseTimeNanoseconds: Any = None
     host_name: Any = None
 
 
 _DECODER = msgspec.json.Decoder(_Document)
-_EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
+_EVENTS_DECODER = msgspec.json.Decoder(list[_AnyEvent])
 
 _GENERIC = msgspec.json.Decoder()
 
@@ -123,6 +135,10 @@ _COMM_OP_PREFIXES: tuple[str, ...] = (
 )
 _COMM_OP_REGEX = r"^(?:nccl:|gloo:|mpi:|ucc:|hccl:|xccl:|record_param_comms$)"
 _NO_DATA = ("wait", "barrier")
+_KERNEL_CATS = ("kernel", "Kernel")
+_UNMEASURED_CATS = ("cpu_op", "Operator", "python_function")
+SKIPPED = "_skipped"
+"""Key of the dropped counts of :func:`build_frame` that holds the valid events skipped on purpose."""
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MAX_US = 4.0e15 * 2  # µs: twice today's epoch; ns stays far inside Int64
 _SAME_SIZE = ("all_reduce", "broadcast", "all_to_all", "send", "recv", "send_recv")
@@ -163,7 +179,7 @@ def _decode(data: bytes, source: str, warnings: list[str]) -> _Document:
         raise TraceFormatError(f"{source}: {exc}") from exc
 
 
-def decode_events(data: bytes | bytearray | memoryview, source: str) -> list[_Event]:
+def decode_events(data: bytes | bytearray | memoryview, source: str) -> list[Any]:
     """Decode a JSON array of trace events (a chunk of ``traceEvents``), tolerating odd shapes.
 
     Raises
@@ -184,11 +200,11 @@ def _document_from_generic(obj: Any, source: str) -> _Document:
         msg = f"{source}:1:1: expected a JSON object with traceEvents (a PyTorch profiler trace)"
         raise TraceFormatError(msg)
     events_in = obj.get("traceEvents")
-    events: list[_Event] = []
+    events: list[Any] = []
     if isinstance(events_in, list):
         arg_fields = {f.encode_name: f.name for f in msgspec.structs.fields(_Args)}
         for item in events_in:
-            if not isinstance(item, dict):
+            if not isinstance(item, dict) or item.get("ph") != "X":
                 continue
             raw_args = item.get("args")
             args = None
@@ -203,7 +219,6 @@ def _document_from_generic(obj: Any, source: str) -> _Document:
                 args = _Args(**kwargs)
             events.append(
                 _Event(
-                    ph=item.get("ph"),
                     cat=item.get("cat"),
                     name=item.get("name"),
                     pid=item.get("pid"),
@@ -246,13 +261,18 @@ def _id_column(values: list[Any]) -> pl.Series:
     except (OverflowError, TypeError):  # an id beyond Int64: not an id timeline can use
         ints = [v if v is not None and _INT64_MIN <= v <= _INT64_MAX else None for v in ints]
         series = pl.Series(ints, dtype=pl.Int64())
-    if ints.count(None) == values.count(None):
+    if series.null_count() == values.count(None):
         return series  # every value was an integer (or absent): the common case
-    fixes = [(i, v) for i, v in enumerate(values) if v.__class__ is str]
-    if fixes:
-        parsed = [_id_from_text(v) for _, v in fixes]
-        series = series.scatter([i for i, _ in fixes], pl.Series(parsed, dtype=pl.Int64()))
-    return series
+    texts = pl.Series([v if v.__class__ is str else None for v in values], dtype=pl.String())
+    if texts.null_count() == len(texts):
+        return series
+    # Few distinct labels ("Spans", "stream 7"): parse each once.
+    mapping = {t: _id_from_text(t) for t in texts.drop_nulls().unique().to_list()}
+    known = {t: i for t, i in mapping.items() if i is not None and _INT64_MIN <= i <= _INT64_MAX}
+    if not known:
+        return series
+    parsed = texts.replace_strict(known, default=None, return_dtype=pl.Int64())
+    return series.zip_with(series.is_not_null(), parsed)
 
 
 def _id_from_text(text: str) -> int | None:
@@ -338,14 +358,14 @@ def parse_kineto(data: bytes, *, source: str, options: ImportOptions | None = No
                 "(export it with prof.export_chrome_trace or torch.profiler.tensorboard_trace_handler)"
             )
             raise TraceContentError(msg)
-        frame, dropped = build_frame(doc.traceEvents, options)
+        frame, dropped, meta = build_frame(doc.traceEvents, options)
         del doc.traceEvents
     metadata = {
         "distributedInfo": doc.distributedInfo,
         "baseTimeNanoseconds": doc.baseTimeNanoseconds,
         "host_name": doc.host_name,
     }
-    return finish_kineto(frame, dropped, metadata, source=source, warnings=warnings)
+    return finish_kineto(frame, dropped, metadata, source=source, warnings=warnings, meta=meta)
 
 
 def finish_kineto(
@@ -355,14 +375,16 @@ def finish_kineto(
     *,
     source: str,
     warnings: list[str],
+    meta: pl.DataFrame | None = None,
 ) -> FileResult:
     """Turn the frame of :func:`build_frame` into a :class:`FileResult`.
 
     Anchors relative times on ``baseTimeNanoseconds``, links collectives to their CPU ops, and
-    reads the rank, world size, backend and host from the trace's metadata.
+    reads the rank, world size, backend and host from the trace's metadata. ``meta`` is the sparse
+    collective metadata of :func:`build_frame`, keyed by row position in ``frame``.
     """
     for what, count in dropped.items():
-        if count:
+        if count and what != SKIPPED:
             warnings.append(f"{source}: dropped {count} {what}")
     raw_info = metadata.get("distributedInfo")
     info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
@@ -378,7 +400,7 @@ def finish_kineto(
                 frame = frame.with_columns(pl.col("start_ns") + base_ns, pl.col("end_ns") + base_ns)
             else:
                 clock = "relative"
-    frame = _attach_collectives(frame.drop("_row").with_row_index("_row"), info)
+    frame = _attach_collectives(frame.drop("_row", strict=False), info, meta)
     world_size = _as_int(info.get("world_size"))
     backend = info.get("backend")
     host = metadata.get("host_name")
@@ -392,15 +414,61 @@ def finish_kineto(
         host=host if isinstance(host, str) else None,
         clock=clock,
         warnings=warnings,
+        skipped=dropped.get(SKIPPED, 0),
     )
 
 
-def build_frame(events: list[_Event], options: ImportOptions) -> tuple[pl.DataFrame, dict[str, int]]:
-    """Build the frame of complete ('X') events in bulk; count what was dropped and why."""
+def _unmeasured(kept: list[Any], options: ImportOptions) -> tuple[list[Any], list[Any]]:
+    """Split events into those the overlap analysis reads and the CPU operators it never reads.
+
+    Only on a trace with GPU kernels (its overlap is measured on the GPU; a CPU-only trace keeps
+    everything): CPU operators and Python frames are skipped unless they are collective ops (the
+    candidates kernels are linked to), CPU-side collectives, or ``ProfilerStep#N`` (torch 1.9).
+    """
+    if not any(e.cat in _KERNEL_CATS for e in kept):
+        return kept, []
+    needed = re.compile(f"{_COMM_OP_REGEX}|{options.rules.cpu_comm_regex()}|^ProfilerStep#")
+    verdicts: dict[Any, bool] = {}
+    measured: list[Any] = []
+    skipped: list[Any] = []
+    for e in kept:
+        if e.cat in _UNMEASURED_CATS:
+            name = e.name
+            keep = verdicts.get(name)
+            if keep is None:
+                keep = verdicts[name] = isinstance(name, str) and needed.search(name) is not None
+            (measured if keep else skipped).append(e)
+        else:
+            measured.append(e)
+    return measured, skipped
+
+
+def _invalid(ts: pl.Expr, dur: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """Return the masks of events without times, with times out of range, with end < start."""
+    missing = ts.is_null() | dur.is_null() | ts.is_nan() | dur.is_nan()
+    # Beyond ~292 years of µs the ns value overflows Int64: not a time any profiler writes.
+    out_of_range = ~missing & ((ts.abs() > _MAX_US) | (dur > _MAX_US))
+    negative = ~missing & (dur < 0)
+    return missing, out_of_range, negative
+
+
+def build_frame(
+    events: list[Any], options: ImportOptions
+) -> tuple[pl.DataFrame, dict[str, int], pl.DataFrame]:
+    """Build the frame of complete ('X') events in bulk; count what was dropped and why.
+
+    Returns the frame (times in ns, kinds classified, ``name``/``cat`` categorical), the counts of
+    dropped events, and the sparse collective metadata of the few events that carry some
+    (:func:`_metadata_frame`), keyed by ``_row``: the row's position in the frame.
+    """
+    complete = _Event
     if options.include_python:
-        kept = [e for e in events if e.ph == "X"]
+        kept = [e for e in events if e.__class__ is complete]
     else:
-        kept = [e for e in events if e.ph == "X" and e.cat != "python_function"]
+        kept = [e for e in events if e.__class__ is complete and e.cat != "python_function"]
+    skipped: list[Any] = []
+    if options.overlap_only:
+        kept, skipped = _unmeasured(kept, options)
     dropped: dict[str, int] = {}
     n = len(kept)
     empty = _Args()
@@ -422,12 +490,20 @@ def build_frame(events: list[_Event], options: ImportOptions) -> tuple[pl.DataFr
     )
     # torch <= 1.9 writes "External id" on CPU ops but "external id" on runtime calls and GPU
     # activities, which come after thousands of CPU ops: look at every event, not a prefix.
-    if any(a.external_id_legacy is not None for a in args):
-        legacy = pl.Series([a.external_id_legacy for a in args], dtype=pl.Int64(), strict=False)
+    legacy_ids = [a.external_id_legacy for a in args]
+    if legacy_ids.count(None) != n:
+        legacy = pl.Series(legacy_ids, dtype=pl.Int64(), strict=False)
         frame = frame.with_columns(pl.coalesce(pl.col("external_id"), legacy).alias("external_id"))
     # Collective metadata lives on few events: gather it sparsely.
     meta_rows: list[tuple[Any, ...]] = []
-    for i, (e, a) in enumerate(zip(kept, args, strict=True)):
+    # One cheap pass finds the few events that may carry collective metadata; only they are looked at.
+    candidates = [
+        i
+        for i, a in enumerate(args)
+        if a.collective is not None or a.in_nelems is not None or a.in_size is not None or a.input_dims
+    ]
+    for i in candidates:
+        e, a = kept[i], args[i]
         if a.collective is not None or a.in_nelems is not None or a.in_size is not None:
             meta_rows.append(
                 (
@@ -447,36 +523,69 @@ def build_frame(events: list[_Event], options: ImportOptions) -> tuple[pl.DataFr
         elif a.input_dims and isinstance(e.name, str) and e.name.startswith(_COMM_OP_PREFIXES):
             nbytes, dtype = _parse_dims_bytes(a.input_dims, a.input_type)
             meta_rows.append((i, None, None, None, dtype, None, None, None, None, nbytes, None))
-    frame = frame.with_row_index("_row")
-    frame = frame.join(_metadata_frame(meta_rows), on="_row", how="left")
+    # Kept sparse: a few thousand rows, not eleven mostly-null columns over every event.
+    meta = _metadata_frame(meta_rows)
 
-    ts, dur = pl.col("ts"), pl.col("dur")
-    missing = ts.is_null() | dur.is_null() | ts.is_nan() | dur.is_nan()
-    # Beyond ~292 years of µs the ns value overflows Int64: not a time any profiler writes.
-    out_of_range = ~missing & ((ts.abs() > _MAX_US) | (dur > _MAX_US))
-    negative = ~missing & (dur < 0)
+    missing, out_of_range, negative = _invalid(pl.col("ts"), pl.col("dur"))
     counts = frame.select(
         missing.sum().alias("m"), out_of_range.sum().alias("o"), negative.sum().alias("n")
     ).row(0)
     dropped["events without ts or dur"] = int(counts[0])
     dropped["events with times out of range"] = int(counts[1])
     dropped["events with end < start"] = int(counts[2])
+    if skipped:
+        # skipped events are counted as a full load counts them: invalid ones as dropped, the others
+        # in the file's events
+        times = pl.DataFrame(
+            {
+                "ts": pl.Series([e.ts for e in skipped], dtype=pl.Float64(), strict=False),
+                "dur": pl.Series([e.dur for e in skipped], dtype=pl.Float64(), strict=False),
+            }
+        )
+        s_missing, s_out, s_negative = _invalid(pl.col("ts"), pl.col("dur"))
+        extra = times.select(
+            s_missing.sum().alias("m"),
+            s_out.sum().alias("o"),
+            s_negative.sum().alias("n"),
+            (s_missing | s_out | s_negative).sum().alias("any"),
+        ).row(0)
+        dropped["events without ts or dur"] += int(extra[0])
+        dropped["events with times out of range"] += int(extra[1])
+        dropped["events with end < start"] += int(extra[2])
+        dropped[SKIPPED] = len(skipped) - int(extra[3])
     if any(counts):
-        frame = frame.filter(~missing & ~out_of_range & ~negative)
+        frame = frame.with_row_index("_row").filter(~missing & ~out_of_range & ~negative)
+        # re-key the metadata to the positions of its rows in the filtered frame
+        positions = frame.select("_row").with_row_index("_pos")
+        meta = (
+            meta.join(positions, on="_row", how="inner")
+            .drop("_row")
+            .rename({"_pos": "_row"})
+            .select(meta.columns)
+        )
+        frame = frame.drop("_row")
 
     start = _ns_from_us(pl.col("ts"))
     dur_ns = (pl.col("dur") * 1000).round(0).cast(pl.Int64)
     is_gpu = pl.col("cat").is_in(_GPU_CATS)
-    frame = frame.with_columns(start_ns=start, dur_ns=dur_ns).with_columns(
-        end_ns=pl.col("start_ns") + pl.col("dur_ns"),
-        device=pl.when(is_gpu).then(pl.coalesce("a_device", "pid")).cast(pl.Int32),
-        stream=pl.when(is_gpu).then(pl.coalesce("a_stream", "tid")),
-        kind=_kind_expr(options),
-        source=pl.lit("kineto"),
-        rank=pl.lit(None, dtype=pl.Int32),
-        tensor=pl.lit(None, dtype=pl.String),
+    frame = (
+        frame.with_columns(start_ns=start, dur_ns=dur_ns)
+        .with_columns(
+            end_ns=pl.col("start_ns") + pl.col("dur_ns"),
+            device=pl.when(is_gpu).then(pl.coalesce("a_device", "pid")).cast(pl.Int32),
+            stream=pl.when(is_gpu).then(pl.coalesce("a_stream", "tid")),
+            kind=_kind_expr(options).cast(KIND),
+            source=pl.lit("kineto", dtype=SOURCE),
+            rank=pl.lit(None, dtype=pl.Int32),
+            tensor=pl.lit(None, dtype=pl.Categorical()),
+            # CPU-side collective ops, the candidates kernels are linked to (_attach_collectives)
+            _comm_op=pl.col("name").str.contains(_COMM_OP_REGEX).fill_null(False),
+        )
+        # the strings only matter for the classification above: categorical from here on
+        .with_columns(pl.col("name", "cat").cast(pl.Categorical()))
+        .drop("ts", "dur", "a_device", "a_stream")
     )
-    return frame, dropped
+    return frame, dropped, meta
 
 
 def _metadata_frame(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
@@ -522,36 +631,40 @@ def _kind_expr(options: ImportOptions) -> pl.Expr:
     )
 
 
-def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any]) -> pl.DataFrame:
+def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any], meta: pl.DataFrame | None) -> pl.DataFrame:
     """Fill the collective columns of communication events.
 
     Sources, first match wins: the kernel's own args (torch >= 2.4); the CPU op that launched it
     (``record_param_comms`` args, or ``nccl:*`` / ``gloo:*`` shapes × dtype on older traces), found
     through the launch: the kernel's ``correlation`` names its runtime launch, and the launch lies
     inside the innermost collective op of its thread; the kernel's name.
+
+    Everything is computed on the few rows involved (communication events, collective ops, their
+    metadata) and scattered into the frame: no join or sort over every event.
     """
-    name = pl.col("name")
-    frame = frame.with_columns(
-        m_collective=_mapped(frame, "m_collective", normalise_collective),
-        m_in_bytes=pl.coalesce("m_in_bytes", pl.col("m_in_nelems") * _mapped(frame, "m_dtype", dtype_size)),
-        m_out_bytes=pl.coalesce(
-            "m_out_bytes", pl.col("m_out_nelems") * _mapped(frame, "m_dtype", dtype_size)
-        ),
+    frame = frame.with_row_index("_row")
+    if meta is None:
+        meta = _metadata_frame([])
+    meta = meta.with_columns(
+        m_collective=_mapped(meta, "m_collective", normalise_collective),
+        m_in_bytes=pl.coalesce("m_in_bytes", pl.col("m_in_nelems") * _mapped(meta, "m_dtype", dtype_size)),
+        m_out_bytes=pl.coalesce("m_out_bytes", pl.col("m_out_nelems") * _mapped(meta, "m_dtype", dtype_size)),
     )
     is_comm = pl.col("kind") == "communication"
     # CPU-side collective ops (record_param_comms, nccl:*), the candidates a kernel is linked to.
-    ops = frame.filter(name.str.contains(_COMM_OP_REGEX))
-    ops = ops.select(
+    op_rows = (
+        frame.filter(pl.col("_comm_op"))
+        .select("_row", "pid", "tid", "start_ns", "end_ns", "name", "external_id")
+        .join(meta, on="_row", how="left", maintain_order="left")
+    )
+    ops = op_rows.select(
         "pid",
         "tid",
         op_start=pl.col("start_ns"),
         op_end=pl.col("end_ns"),
-        op_name=name,
+        op_name=pl.col("name"),
         op_external_id=pl.col("external_id"),
-        op_collective=pl.coalesce(
-            "m_collective",
-            _mapped(frame, "name", normalise_collective, pl.col("name").str.contains(_COMM_OP_REGEX)),
-        ),
+        op_collective=pl.coalesce("m_collective", _mapped(op_rows, "name", normalise_collective)),
         op_in_bytes=pl.col("m_in_bytes"),
         op_out_bytes=pl.col("m_out_bytes"),
         op_dtype=pl.col("m_dtype"),
@@ -603,18 +716,24 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any]) -> pl.DataFra
         linked = pl.DataFrame(
             schema={"_row": pl.UInt32, **{c: ops.schema[c] for c in ops.columns if c.startswith("op_")}}
         ).drop("op_start", "op_end", "op_external_id")
-    frame = frame.join(linked, on="_row", how="left")
 
-    comm_names = _mapped(frame, "name", _collective_from_name, is_comm)
+    comm = (
+        frame.filter(is_comm)
+        .select("_row", "name")
+        .join(meta, on="_row", how="left", maintain_order="left")
+        .join(linked, on="_row", how="left", maintain_order="left")
+    )
+    comm_names = _mapped(comm, "name", _collective_from_name)
     collective = pl.coalesce("m_collective", "op_collective", comm_names)
     carries_data = ~collective.is_in(_NO_DATA)
     # With a single process group in distributedInfo.pg_config, every collective belongs to it.
     pg_name = pl.coalesce("m_pg_name", "op_pg_name", pl.lit(_single_group_name(info), dtype=pl.String))
     group_size = pl.coalesce("m_group_size", "op_group_size", _group_size_from_info(info, pg_name))
-    frame = frame.with_columns(
-        collective=pl.when(is_comm).then(collective),
-        in_bytes=pl.when(is_comm & carries_data).then(pl.coalesce("m_in_bytes", "op_in_bytes")),
-        out_bytes=pl.when(is_comm & carries_data).then(
+    values = comm.select(
+        "_row",
+        collective=collective,
+        in_bytes=pl.when(carries_data).then(pl.coalesce("m_in_bytes", "op_in_bytes")),
+        out_bytes=pl.when(carries_data).then(
             pl.coalesce(
                 "m_out_bytes",
                 "op_out_bytes",
@@ -623,13 +742,20 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any]) -> pl.DataFra
                 pl.when(collective.is_in(_SAME_SIZE)).then(pl.coalesce("m_in_bytes", "op_in_bytes")),
             )
         ),
-        dtype=pl.when(is_comm).then(pl.coalesce("m_dtype", "op_dtype")),
-        group_size=pl.when(is_comm).then(group_size),
-        pg_name=pl.when(is_comm).then(pg_name),
-        pg_ranks=pl.when(is_comm).then(pl.coalesce("m_pg_ranks", "op_pg_ranks")),
-        seq=pl.when(is_comm).then(pl.coalesce("m_seq", "op_seq")),
+        dtype=pl.coalesce("m_dtype", "op_dtype"),
+        group_size=group_size,
+        pg_name=pg_name,
+        pg_ranks=pl.coalesce("m_pg_ranks", "op_pg_ranks"),
+        seq=pl.coalesce("m_seq", "op_seq"),
     )
-    return frame.sort("_row")
+    # Every other event has none of these: null columns with the communication events' values.
+    rows = values.get_column("_row")
+    columns = []
+    for name in ("collective", "in_bytes", "out_bytes", "dtype", "group_size", "pg_name", "pg_ranks", "seq"):
+        dtype = EVENTS_SCHEMA[name]
+        empty = pl.repeat(None, frame.height, dtype=dtype, eager=True).alias(name)
+        columns.append(empty.scatter(rows, values.get_column(name).cast(dtype)) if rows.len() else empty)
+    return frame.with_columns(columns).drop("_row", "_comm_op")
 
 
 def _single_group_name(info: dict[str, Any]) -> str | None:

@@ -28,10 +28,16 @@ class ImportOptions:
     include_python
         Keep ``python_function`` events (dropped while decoding by default: they are often most of a
         trace and no communication analysis needs them).
+    overlap_only
+        Skip the events no overlap figure reads (the rank-by-rank analysis sets it).
     """
 
     rules: ClassificationRules = field(default_factory=ClassificationRules)
     include_python: bool = False
+    overlap_only: bool = False
+    """Keep only what the overlap analysis and the cross-rank analyses read: on a trace with GPU
+    kernels, CPU operators other than collective ops and step markers (often half of the events) are
+    skipped while building the frame, and counted in :attr:`FileResult.skipped`."""
 
 
 @dataclass(kw_only=True)
@@ -70,3 +76,6 @@ class FileResult:
     warnings: list[str] = field(default_factory=list)
     stored_files: list[dict[str, Any]] | None = None
     """For Parquet input: the file table of the original load, kept in the Parquet metadata."""
+    skipped: int = 0
+    """Valid events left out of ``events`` on purpose (:attr:`ImportOptions.overlap_only`): the file
+    table counts them, as a full load would."""

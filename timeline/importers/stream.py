@@ -10,15 +10,25 @@ instants while decoding), and only the reduced frames are kept. Metadata before 
 
 A chunk boundary is the ``}`` that closes an event followed by ``,`` and the ``{`` of the next one;
 a candidate inside a string (it would not decode) is skipped for the one before it.
+
+With ``workers > 1`` this process only decompresses and cuts; worker processes decode and reduce the
+chunks, in order, and the text travels to them through reusable shared-memory slots. A cut that
+falls inside a string, or damage, makes that reading stop, and the file is read again serially,
+which checks every cut and locates damage as FILE:LINE:COL.
 """
 
 from __future__ import annotations
 
+import io
+import mmap
+import os
 import re
+import tempfile
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 import polars as pl
@@ -40,7 +50,7 @@ _MAX_BOUNDARY_TRIES = 64
 
 
 @contextmanager
-def _open(path: Path) -> Iterator[IO[bytes]]:
+def _open(path: Path) -> Iterator[io.BufferedIOBase]:
     """Open ``path`` for reading decompressed bytes (gzip recognised by its magic number)."""
     with path.open("rb") as probe:
         gzipped = probe.read(2) == b"\x1f\x8b"
@@ -48,11 +58,11 @@ def _open(path: Path) -> Iterator[IO[bytes]]:
         try:
             from isal import igzip
 
-            handle: IO[bytes] = igzip.open(path, "rb")  # type: ignore[no-untyped-call]
+            handle: io.BufferedIOBase = igzip.open(path, "rb")  # type: ignore[no-untyped-call]
         except ImportError:  # pragma: no cover - isal is a dependency
             import gzip
 
-            handle = gzip.open(path, "rb")  # type: ignore[assignment]  # noqa: SIM115
+            handle = gzip.open(path, "rb")  # noqa: SIM115
     else:
         handle = path.open("rb")
     with handle:
@@ -89,7 +99,9 @@ class _Position:
         return self.lines + 1, self.offset + index - self.last_line_start + 1
 
 
-def _read_header(handle: IO[bytes], source: str, position: _Position) -> tuple[dict[str, Any], bytearray]:
+def _read_header(
+    handle: io.BufferedIOBase, source: str, position: _Position
+) -> tuple[dict[str, Any], bytearray]:
     """Read up to the ``[`` of ``traceEvents``; return the metadata before it and the bytes after."""
     head = bytearray()
     while True:
@@ -181,12 +193,228 @@ def _decode_tail(
     raise TraceFormatError(msg)
 
 
+class _Frames:
+    """The reduced frames of the chunks read so far, with their sparse metadata and drop counts."""
+
+    def __init__(self, options: ImportOptions) -> None:
+        self.options = options
+        self.frames: list[pl.DataFrame] = []
+        self.metas: list[pl.DataFrame] = []
+        self.dropped: dict[str, int] = {}
+        self.rows = 0
+
+    def add(self, built: tuple[pl.DataFrame, dict[str, int], pl.DataFrame]) -> None:
+        frame, counts, meta = built
+        self.frames.append(frame)
+        # the chunk's metadata, keyed by row position in the whole frame
+        self.metas.append(meta.with_columns(pl.col("_row") + self.rows))
+        self.rows += frame.height
+        for key, count in counts.items():
+            self.dropped[key] = self.dropped.get(key, 0) + count
+
+    def add_events(self, events: list[Any]) -> None:
+        if events:
+            self.add(build_frame(events, self.options))
+
+    def finish(self, metadata: dict[str, Any], *, source: str, warnings: list[str]) -> FileResult:
+        if not self.frames:
+            self.add(build_frame([], self.options))
+        frames, metas = self.frames, self.metas
+        frame = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+        meta = pl.concat(metas, how="vertical") if len(metas) > 1 else metas[0]
+        self.frames, self.metas = [], []
+        return finish_kineto(frame, self.dropped, metadata, source=source, warnings=warnings, meta=meta)
+
+
+class _Slot:
+    """A file in shared memory (``/dev/shm``) that carries one chunk of text to a worker.
+
+    Reused for chunk after chunk: the pages are faulted in once, and no chunk is pickled through a
+    pipe (a 32 MiB chunk would otherwise be copied four times on its way).
+    """
+
+    def __init__(self, directory: str, size: int) -> None:
+        fd, name = tempfile.mkstemp(prefix="timeline-chunk-", dir=directory)
+        self.path = name
+        self.file = os.fdopen(fd, "r+b")
+        self.size = 0
+        self.map: mmap.mmap | None = None
+        self.resize(size)
+
+    def resize(self, size: int) -> None:
+        if self.map is not None:
+            self.map.close()
+        self.file.truncate(size)
+        self.size = size
+        self.map = mmap.mmap(self.file.fileno(), size)
+
+    def write(self, text: memoryview) -> int:
+        """Store ``[`` + text + ``]``; return its length."""
+        length = len(text) + 2
+        if length > self.size:
+            self.resize(max(length, 2 * self.size))
+        assert self.map is not None
+        self.map[0:1] = b"["
+        self.map[1 : length - 1] = text
+        self.map[length - 1 : length] = b"]"
+        return length
+
+    def close(self) -> None:
+        if self.map is not None:
+            self.map.close()
+        self.file.close()
+        Path(self.path).unlink(missing_ok=True)
+
+
+def _shared_directory() -> str:
+    """Return where chunk slots live: shared memory when there is some, else the temp directory."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else tempfile.gettempdir()
+
+
+def _build_chunk(
+    path: str, length: int, source: str, options: ImportOptions
+) -> tuple[pl.DataFrame, dict[str, int], pl.DataFrame] | None:
+    """Decode the chunk in a slot and build its frame (a worker task); None if it is not valid JSON."""
+    with Path(path).open("rb") as handle, mmap.mmap(handle.fileno(), length, access=mmap.ACCESS_READ) as text:
+        view = memoryview(text)
+        try:
+            try:
+                events = decode_events(view, source)
+            except UnicodeDecodeError:
+                events = decode_events(bytes(view).decode("utf-8", errors="replace").encode("utf-8"), source)
+            except msgspec.DecodeError:
+                return None  # a boundary inside a string, or damage: the serial reader sorts it out
+            # msgspec.Raw values (Input Dims) point into the chunk: build the frame before letting go
+            built = build_frame(events, options)
+            del events
+        finally:
+            view.release()
+    return built
+
+
+def _last_boundary(buffer: bytearray, end: int) -> int:
+    """Return the index just after the ``}`` of the last ``}, {`` in ``buffer[:end]``, or 0 if none."""
+    while end > 0:
+        start = max(0, end - 65536)
+        matches = list(_BOUNDARY.finditer(buffer, start, end))
+        if matches:
+            return matches[-1].start() + 1
+        if start == 0:
+            return 0
+        end = start + 16  # widen the window backwards
+    return 0
+
+
+class _ChunkFailedError(Exception):
+    """A chunk cut by the parallel reader did not decode: read the file again serially."""
+
+
+def _parse_parallel(
+    path: Path, source: str, options: ImportOptions, chunk_bytes: int, workers: int
+) -> FileResult:
+    """Cut the text into chunks here and decode them in worker processes, in order.
+
+    The cut is the last ``}, {`` of each chunk, not checked here: one that falls inside a string
+    makes the chunk fail to decode, and the caller then reads the file serially (which checks every
+    cut by decoding it). Damage, anywhere, is reported by the serial reader as well. The text is
+    decompressed into one reusable buffer and handed over in reusable shared-memory slots, so this
+    process allocates no memory per chunk.
+    """
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    from timeline.workers import spawn_context, worker_environment
+
+    warnings: list[str] = []
+    position = _Position()
+    out = _Frames(options)
+    directory = _shared_directory()
+    slots: list[_Slot] = []
+    free: deque[_Slot] = deque()
+    pending: deque[tuple[Future[tuple[pl.DataFrame, dict[str, int], pl.DataFrame] | None], _Slot]] = deque()
+
+    def collect_oldest() -> None:
+        future, slot = pending.popleft()
+        built = future.result()
+        free.append(slot)
+        if built is None:
+            raise _ChunkFailedError
+        out.add(built)
+
+    try:
+        with (
+            _open(path) as handle,
+            ProcessPoolExecutor(max_workers=workers, mp_context=spawn_context()) as pool,
+        ):
+            metadata, head_rest = _read_header(handle, source, position)
+            capacity = 2 * chunk_bytes + len(head_rest)
+            buffer = bytearray(capacity)
+            buffer[: len(head_rest)] = head_rest
+            end = len(head_rest)
+            eof = False
+            try:
+                while True:
+                    while not eof and end < chunk_bytes:
+                        with memoryview(buffer) as view:
+                            n = handle.readinto(view[end:])
+                        eof = n == 0
+                        end += n
+                    if eof:
+                        break
+                    used = _last_boundary(buffer, end)
+                    if used == 0:
+                        # no boundary in a whole chunk: one giant event, or damage; read more first
+                        if end == len(buffer):
+                            buffer.extend(bytes(chunk_bytes))
+                        with memoryview(buffer) as view:
+                            n = handle.readinto(view[end:])
+                        eof = n == 0
+                        end += n
+                        continue
+                    if not free:
+                        if len(slots) <= workers:
+                            slots.append(_Slot(directory, chunk_bytes + chunk_bytes // 4))
+                            free.append(slots[-1])
+                        else:
+                            collect_oldest()
+                    slot = free.popleft()
+                    with memoryview(buffer) as view:
+                        length = slot.write(view[:used])
+                    with worker_environment():  # workers start on the first submissions
+                        pending.append((pool.submit(_build_chunk, slot.path, length, source, options), slot))
+                    rest = used
+                    while rest < end and buffer[rest] in b" \t\r\n,":
+                        rest += 1
+                    # keep the unread text (less than an event) at the front
+                    buffer[: end - rest] = buffer[rest:end]
+                    end -= rest
+                # the last events and the metadata after the array, here, while the workers finish
+                try:
+                    tail, trailer = _decode_tail(buffer[:end], source, position, warnings)
+                except TraceFormatError:
+                    raise _ChunkFailedError from None  # located by the serial reader
+                del buffer
+                while pending:
+                    collect_oldest()
+                out.add_events(tail)
+                metadata.update(trailer)
+            except BaseException:
+                for future, _ in pending:
+                    future.cancel()
+                raise
+    finally:
+        for slot in slots:
+            slot.close()
+    return out.finish(metadata, source=source, warnings=warnings)
+
+
 def parse_kineto_stream(
     path: Path,
     *,
     source: str,
     options: ImportOptions | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    workers: int = 1,
 ) -> FileResult:
     """Parse a Kineto trace of any size in chunks, with memory bounded by the chunk size.
 
@@ -200,6 +428,9 @@ def parse_kineto_stream(
         Classification rules and whether to keep ``python_function`` events.
     chunk_bytes
         About how many bytes of JSON text are decoded at once.
+    workers
+        Processes decoding chunks in parallel while this one decompresses and cuts the text (1: all
+        here). Memory then holds about ``workers + 1`` chunks in flight, and each worker one chunk.
 
     Returns
     -------
@@ -214,18 +445,21 @@ def parse_kineto_stream(
         No ``traceEvents`` array.
     """
     options = options or ImportOptions()
+    if workers > 1:
+        from timeline.workers import can_spawn
+
+        if can_spawn():
+            from concurrent.futures.process import BrokenProcessPool
+
+            try:
+                return _parse_parallel(path, source, options, chunk_bytes, workers)
+            except _ChunkFailedError:
+                pass  # a cut inside a string, or damage: read again, serially, checking every cut
+            except BrokenProcessPool:
+                pass  # workers could not start (a script without `if __name__ == "__main__":`)
     warnings: list[str] = []
     position = _Position()
-    frames: list[pl.DataFrame] = []
-    dropped: dict[str, int] = {}
-
-    def add(events: list[Any]) -> None:
-        if events:
-            frame, counts = build_frame(events, options)
-            frames.append(frame.drop("_row"))
-            for key, count in counts.items():
-                dropped[key] = dropped.get(key, 0) + count
-
+    out = _Frames(options)
     with _open(path) as handle:
         metadata, buffer = _read_header(handle, source, position)
         eof = False
@@ -237,7 +471,7 @@ def parse_kineto_stream(
                 buffer += block
             if eof:
                 events, trailer = _decode_tail(buffer, source, position, warnings)
-                add(events)
+                out.add_events(events)
                 metadata.update(trailer)
                 break
             events, used = _cut(buffer, source)
@@ -248,12 +482,11 @@ def parse_kineto_stream(
                     eof = True
                 buffer += more
                 continue
-            add(events)
+            out.add_events(events)
             rest_start = used
             while rest_start < len(buffer) and buffer[rest_start] in b" \t\r\n,":
                 rest_start += 1
             position.consume(buffer[:rest_start])
             del buffer[:rest_start]
             del events
-    frame = pl.concat(frames, how="vertical") if frames else build_frame([], options)[0].drop("_row")
-    return finish_kineto(frame.with_row_index("_row"), dropped, metadata, source=source, warnings=warnings)
+    return out.finish(metadata, source=source, warnings=warnings)

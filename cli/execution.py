@@ -1,0 +1,115 @@
+"""``--executor`` and ``--ray-address``: the rank-by-rank analysis path of ``timeline analyze``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
+import typer
+
+from cli.collectives import align_events
+from cli.common import _progress_reporter
+from timeline.analysis.overlap import Overlap
+from timeline.errors import UsageError
+from timeline.execution import analyze_files, is_dataset, make_executor, shift_overlap
+from timeline.execution.executors import ExecutorName
+from timeline.importers.files import expand_paths
+from timeline.importers.result import ImportOptions
+from timeline.importers.rules import ClassificationRules
+from timeline.trace import Trace
+
+__all__ = ["ExecutorOption", "RayAddressOption", "analyze_by_rank", "wants_rank_by_rank"]
+
+ExecutorOption = Annotated[
+    str | None,
+    typer.Option(
+        "--executor",
+        help="Analyse rank by rank in parallel tasks: 'local' (processes on this machine) or 'ray' (Ray "
+        "tasks; needs timeline[ray]). Same results; memory bounded by one rank per worker. Default: local "
+        "for a Parquet dataset and for several files of 24 MiB or more, else in memory.",
+        show_default=False,
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="The Ray cluster to run on (ray://HEAD:10001, HEAD:6379, or auto); implies --executor ray. "
+        "Default: RAY_ADDRESS, else a Ray instance started on this machine.",
+        show_default=False,
+    ),
+]
+
+_PARALLEL_MIN_BYTES = 24 * 1024 * 1024  # as timeline.trace.load: below this, one process is faster
+
+
+def wants_rank_by_rank(paths: list[str], *, executor: str | None, ray_address: str | None) -> bool:
+    """Whether ``timeline analyze`` reduces rank by rank.
+
+    When asked (``--executor``, ``--ray-address``), for a Parquet dataset partitioned by rank, and
+    for several files holding 24 MiB or more on disk (what ``load`` would parse in parallel anyway);
+    the results are the same either way. A single large file is read in memory, its chunks decoded
+    in parallel.
+    """
+    if executor is not None or ray_address is not None:
+        return True
+    if any(is_dataset(p) for p in paths if not any(c in p for c in "*?[")):
+        return True
+    try:
+        files = expand_paths(paths)
+    except UsageError:
+        return False  # the in-memory path reports it
+    return len(files) > 1 and sum(f.stat().st_size for f in files) >= _PARALLEL_MIN_BYTES
+
+
+def analyze_by_rank(
+    paths: list[str],
+    *,
+    executor: str | None,
+    ray_address: str | None,
+    rank: int | None,
+    rank_regex: str | None,
+    comm_kernels: list[str] | None,
+    include_python: bool,
+    align: bool,
+) -> tuple[Trace, Overlap, pl.DataFrame | None]:
+    """Analyse rank by rank; return the trace to summarise (its events: the communication events only).
+
+    Raises
+    ------
+    TimelineError
+        Bad input, an unknown executor, ``ray`` missing.
+    """
+    name = executor or ("ray" if ray_address is not None else "local")
+    if name not in ("local", "ray"):
+        raise UsageError(f"--executor {name!r}: unknown executor; use local or ray")
+    runner = make_executor(_executor_name(name), ray_address=ray_address)
+    options = ImportOptions(
+        rules=ClassificationRules(extra_comm_kernels=tuple(comm_kernels or ())), include_python=include_python
+    )
+    report, close = _progress_reporter()
+    try:
+        analysis = analyze_files(
+            [Path(p) if not any(c in p for c in "*?[") else p for p in paths],
+            executor=runner,
+            options=options,
+            rank=rank,
+            rank_regex=rank_regex,
+            progress=report,
+        )
+    finally:
+        close()
+    for warning in analysis.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    trace = analysis.as_trace()
+    overlap = analysis.overlap
+    offsets = None
+    if align:
+        trace, offsets = align_events(trace)
+        overlap = shift_overlap(overlap, offsets)
+    return trace, overlap, offsets
+
+
+def _executor_name(name: str) -> ExecutorName:
+    return "ray" if name == "ray" else "local"

@@ -1,0 +1,290 @@
+"""Rank by rank on an executor: exactly the in-memory analysis, errors included."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from tests.builders import TRACES
+from tests.cli import PARAM, run_timeline
+from tests.scale import HOROVOD, SAMPLES, assert_overlap_equal
+from timeline.analysis.alignment import apply_clock_offsets, estimate_clock_offsets
+from timeline.analysis.collectives import match_collectives
+from timeline.analysis.overlap import compute_overlap
+from timeline.errors import RankError, TraceFormatError, UsageError
+from timeline.execution import (
+    LocalExecutor,
+    RayExecutor,
+    analyze_files,
+    communication_events,
+    make_executor,
+    plan_units,
+    shift_overlap,
+)
+from timeline.execution.reduce import overlap_events
+from timeline.trace import load
+
+KINETO = TRACES / "kineto"
+CASES: dict[str, list[Path]] = {
+    "param_dlrm_8rank": [PARAM],
+    "ddp_gloo_4rank": [SAMPLES / "ddp_gloo_4rank"],
+    "ddp_gloo_windows": [SAMPLES / "ddp_gloo_markers"],
+    "trace_filter_2rank": [KINETO / "hta_trace_filter_2rank"],
+    "trace_diff": [KINETO / "hta_trace_diff"],
+    "nccl_parser_config": [KINETO / "hta_nccl_parser_config"],
+    "negative_queue_length": [KINETO / "hta_negative_queue_length"],
+    "horovod": [HOROVOD],
+    "horovod_beside_kineto": [HOROVOD, SAMPLES / "ddp_gloo"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_local_executor_equals_the_in_memory_analysis(case: str) -> None:
+    paths = CASES[case]
+    trace = load(paths)
+    expected = compute_overlap(trace.events)
+    for executor in (LocalExecutor(1), LocalExecutor(2)):
+        analysis = analyze_files(paths, executor=executor)
+        assert_overlap_equal(expected, analysis.overlap)
+        assert_frame_equal(trace.files, analysis.files)
+        assert analysis.warnings == trace.warnings
+
+
+def test_the_biggest_real_trace_equals_too() -> None:
+    path = KINETO / "hta_df_index_resolver" / "df_index_resolver.json.gz"
+    expected = compute_overlap(load(path).events)
+    assert_overlap_equal(expected, analyze_files(path, executor=LocalExecutor(1)).overlap)
+
+
+@pytest.mark.parametrize("case", ["param_dlrm_8rank", "ddp_gloo_4rank", "horovod_beside_kineto"])
+def test_overlap_events_are_enough_for_the_overlap(case: str) -> None:
+    events = load(CASES[case]).events
+    reduced = overlap_events(events)
+    assert reduced.height <= events.height
+    assert_overlap_equal(compute_overlap(events), compute_overlap(reduced))
+
+
+@pytest.mark.parametrize("case", ["param_dlrm_8rank", "ddp_gloo_4rank", "horovod_beside_kineto"])
+def test_communication_events_match_collectives_as_all_events_do(case: str) -> None:
+    events = load(CASES[case]).events
+    windows = compute_overlap(events).windows
+    reduced = communication_events(events)
+    full = match_collectives(events, windows=windows, link_gbps=100)
+    small = match_collectives(reduced, windows=windows, link_gbps=100)
+    assert_frame_equal(full.collectives, small.collectives)
+    assert_frame_equal(full.ranks, small.ranks)
+    assert_frame_equal(full.mismatches, small.mismatches)
+    assert full.warnings == small.warnings
+
+
+def test_shifted_overlap_equals_the_overlap_of_aligned_events() -> None:
+    events = load(PARAM).events
+    offsets = estimate_clock_offsets(events).with_columns(
+        offset_ns=pl.col("rank").cast(pl.Int64) * 1_234_567 - 3_000_000  # make every rank move
+    )
+    aligned = compute_overlap(apply_clock_offsets(events, offsets))
+    assert_overlap_equal(aligned, shift_overlap(compute_overlap(events), offsets))
+    assert_frame_equal(estimate_clock_offsets(events), estimate_clock_offsets(communication_events(events)))
+
+
+def _summary(*args: str | Path) -> dict[str, Any]:
+    result = run_timeline("analyze", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    summary: dict[str, Any] = json.loads(result.stdout)
+    # Ties in the top list come in no particular order (polars group_by), with or without --executor.
+    summary["top_collectives"] = sorted(summary["top_collectives"], key=json.dumps)
+    return summary
+
+
+@pytest.mark.parametrize("options", [[], ["--align", "--link-gbps", "ib-hdr"]], ids=["plain", "align-link"])
+def test_analyze_with_the_local_executor_prints_the_same_summary(options: list[str]) -> None:
+    assert _summary(PARAM, "--executor", "local", *options) == _summary(PARAM, *options)
+
+
+def test_analyze_with_the_local_executor_prints_the_same_tables() -> None:
+    plain = run_timeline("analyze", SAMPLES / "ddp_gloo_4rank")
+    by_rank = run_timeline("analyze", SAMPLES / "ddp_gloo_4rank", "--executor", "local")
+    assert plain.returncode == by_rank.returncode == 0
+    assert by_rank.stdout == plain.stdout
+
+
+def test_plan_groups_the_capture_windows_of_a_rank() -> None:
+    folder = SAMPLES / "ddp_gloo_markers"
+    units = plan_units(sorted(p.resolve() for p in folder.glob("*.json.gz")))
+    assert all(len(u.paths) >= 1 for u in units)
+    assert sum(len(u.paths) for u in units) == len(list(folder.glob("*.json.gz")))
+
+
+def test_a_bad_file_raises_its_own_error_from_a_worker(tmp_path: Path) -> None:
+    shutil.copy(next(PARAM.glob("worker0*")), tmp_path / "rank0.json.gz")
+    (tmp_path / "rank1.json.gz").write_bytes(gzip.compress(b"not json"))
+    shutil.copy(next(PARAM.glob("worker2*")), tmp_path / "rank2.json.gz")
+    with pytest.raises(TraceFormatError) as expected:
+        load(tmp_path)
+    with pytest.raises(TraceFormatError) as got:
+        analyze_files(tmp_path, executor=LocalExecutor(2))
+    assert str(got.value) == str(expected.value)
+
+
+def test_two_files_of_one_rank_are_refused_as_load_refuses_them(tmp_path: Path) -> None:
+    source = next(PARAM.glob("worker3*"))
+    shutil.copy(source, tmp_path / "a.json.gz")
+    shutil.copy(source, tmp_path / "b.json.gz")
+    with pytest.raises(RankError) as expected:
+        load(tmp_path)
+    with pytest.raises(RankError) as got:
+        analyze_files(tmp_path, executor=LocalExecutor(2))
+    assert str(got.value) == str(expected.value)
+    with pytest.raises(RankError, match="--rank applies to a single file"):
+        analyze_files(tmp_path, rank=3)
+
+
+def test_unknown_executor_and_misplaced_address_are_usage_errors() -> None:
+    with pytest.raises(UsageError, match="--ray-address applies to --executor ray"):
+        make_executor("local", ray_address="auto")
+    result = run_timeline("analyze", PARAM, "--executor", "threads")
+    assert result.returncode == 2
+    assert result.stderr == "error: --executor 'threads': unknown executor; use local or ray\n"
+
+
+def test_missing_ray_is_one_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name == "ray" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(UsageError, match="pip install 'timeline\\[ray\\]'"):
+        RayExecutor()
+    result = CliRunner().invoke(app, ["analyze", str(PARAM), "--executor", "ray"])
+    assert result.exit_code == 2
+    assert (
+        result.output.strip().splitlines()[-1]
+        == "error: --executor ray needs ray: pip install 'timeline[ray]'"
+    )
+
+
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
+
+
+@needs_ray
+def test_an_address_nobody_listens_on_fails_fast() -> None:
+    result = run_timeline("analyze", PARAM, "--ray-address", "127.0.0.1:9")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --ray-address 127.0.0.1:9: cannot connect")
+
+
+@pytest.fixture(scope="module")
+def ray_executor() -> Iterator[RayExecutor]:
+    """A Ray instance started here for the module (about 10 s on 2 cores)."""
+    import ray
+
+    executor = RayExecutor(num_cpus=2)
+    yield executor
+    ray.shutdown()
+
+
+@needs_ray
+def test_ray_executor_equals_the_local_executor(ray_executor: RayExecutor, tmp_path: Path) -> None:
+    for case in ("param_dlrm_8rank", "ddp_gloo_4rank", "horovod_beside_kineto"):
+        local = analyze_files(CASES[case], executor=LocalExecutor(1))
+        on_ray = analyze_files(CASES[case], executor=ray_executor)
+        assert_overlap_equal(local.overlap, on_ray.overlap)
+        assert_frame_equal(local.files, on_ray.files)
+        assert_frame_equal(local.communication, on_ray.communication)
+        assert local.warnings == on_ray.warnings
+    # a task's own error, not Ray's wrapper around it
+    (tmp_path / "rank0.json").write_text('{"traceEvents": [')
+    with pytest.raises(TraceFormatError) as expected:
+        load(tmp_path)
+    with pytest.raises(TraceFormatError) as got:
+        analyze_files(tmp_path, executor=ray_executor)
+    assert str(got.value) == str(expected.value)
+
+
+def test_overlap_only_loading_counts_what_it_skips(tmp_path: Path) -> None:
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 100,
+        },
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 5},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 7, "dur": -2},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "dur": 3},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "record_param_comms",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 9,
+            "args": {
+                "External id": 5,
+                "Collective name": "all_reduce",
+                "In msg nelems": 4,
+                "Out msg nelems": 4,
+                "dtype": "Float",
+                "Group size": 2,
+            },
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 12,
+            "dur": 2,
+            "args": {"correlation": 9},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "ncclKernel_AllReduce",
+            "pid": 0,
+            "tid": 7,
+            "ts": 20,
+            "dur": 30,
+            "args": {"device": 0, "stream": 7, "correlation": 9, "External id": 5},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 8,
+            "ts": 15,
+            "dur": 40,
+            "args": {"device": 0, "stream": 8, "correlation": 8},
+        },
+    ]
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps({"distributedInfo": {"rank": 0, "world_size": 2}, "traceEvents": events}))
+    full = load(path)
+    small = load(path, overlap_only=True)
+    assert small.events.height == full.events.height - 1  # aten::mm; the invalid ones are dropped in both
+    assert_frame_equal(full.files, small.files)
+    assert full.warnings == small.warnings
+    assert any("end < start" in w for w in full.warnings)
+    assert_overlap_equal(compute_overlap(full.events), compute_overlap(small.events))
+    comm = small.events.filter(pl.col("kind") == "communication")
+    assert comm.get_column("in_bytes").to_list() == [16]

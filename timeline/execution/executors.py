@@ -1,0 +1,220 @@
+"""Where the per-rank tasks run: local worker processes, or Ray tasks on a Ray cluster.
+
+An :class:`Executor` maps a picklable, module-level function over items and yields the results in
+the order of the items (the first failing item, in that order, raises its own exception).
+:class:`LocalExecutor` uses a pool of spawned processes on this machine (in-process for one item or
+one worker); :class:`RayExecutor` submits one Ray task per item to an existing Ray cluster
+(``address``) or to a Ray instance it starts on this machine. ``ray`` is an optional dependency
+(``pip install 'timeline[ray]'``), imported only when a :class:`RayExecutor` is created.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import socket
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, Literal, Protocol, TypeVar
+
+from timeline.errors import UsageError
+from timeline.workers import WORKER_MALLOC_ENV, can_spawn, spawn_context, worker_environment
+
+__all__ = ["Executor", "ExecutorName", "LocalExecutor", "RayExecutor", "make_executor"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+ExecutorName = Literal["local", "ray"]
+TaskProgress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` each time a task finishes."""
+
+RAY_MISSING = "--executor ray needs ray: pip install 'timeline[ray]'"
+
+
+class Executor(Protocol):
+    """Runs a function over items, yielding results in the order of the items."""
+
+    name: str
+
+    def map(
+        self, fn: Callable[[T], R], items: Sequence[T], *, progress: TaskProgress | None = None
+    ) -> Iterator[R]:
+        """Yield ``fn(item)`` for every item, in order."""
+        ...
+
+
+class LocalExecutor:
+    """Runs tasks in a pool of worker processes on this machine.
+
+    Parameters
+    ----------
+    workers
+        How many processes; default: all cores. With one worker, or one item, the tasks run in this
+        process (a spawned worker needs about half a second to import polars before its first task).
+    """
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = max(1, workers or os.cpu_count() or 1)
+
+    def map(
+        self, fn: Callable[[T], R], items: Sequence[T], *, progress: TaskProgress | None = None
+    ) -> Iterator[R]:
+        """Yield ``fn(item)`` for every item, in order; the first failing item, in order, raises."""
+        total = len(items)
+        if self.workers == 1 or total <= 1 or not can_spawn():
+            for done, item in enumerate(items, 1):
+                result = fn(item)
+                if progress:
+                    progress(done, total)
+                yield result
+            return
+        with ProcessPoolExecutor(max_workers=min(self.workers, total), mp_context=spawn_context()) as pool:
+            with worker_environment():  # the workers start while the tasks are submitted
+                futures: list[Future[R]] = [pool.submit(fn, item) for item in items]
+            try:
+                yield from _in_order(futures, progress)
+            finally:
+                for future in futures:
+                    future.cancel()
+
+
+def _in_order(futures: list[Future[R]], progress: TaskProgress | None) -> Iterator[R]:
+    """Yield the futures' results in order, reporting progress as any of them finishes."""
+    total = len(futures)
+    pending = set(futures)
+    done = 0
+    for future in futures:
+        while future in pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            done += len(finished)
+            if progress:
+                progress(done, total)
+        yield future.result()
+
+
+def _check_reachable(address: str, timeout_s: float = 10.0) -> None:
+    """Fail fast on a ``host:port`` (or ``ray://host:port``) nobody listens on: Ray would retry forever."""
+    text = address.removeprefix("ray://")
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return  # "auto", "local", or a form Ray resolves itself
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        msg = (
+            f"--ray-address {address}: cannot connect ({exc.strerror or exc}); "
+            "is the Ray head running there (ray start --head)?"
+        )
+        raise UsageError(msg) from exc
+
+
+class RayExecutor:
+    """Runs tasks as Ray tasks, one per item, on a Ray cluster or a local Ray instance.
+
+    Parameters
+    ----------
+    address
+        The cluster to connect to (``ray://head:10001``, ``head:6379``, or ``auto`` for the cluster
+        this machine belongs to). Default: the ``RAY_ADDRESS`` environment variable, else a Ray
+        instance started on this machine for the duration of the process.
+    num_cpus
+        CPUs of a local instance started here (default: all cores); ignored with ``address``.
+
+    Raises
+    ------
+    UsageError
+        If ``ray`` is not installed.
+
+    Notes
+    -----
+    The workers import timeline and read the trace files by their path: on a cluster, install
+    timeline on every node and keep the traces on storage every node mounts (see docs/scaling.md).
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, *, num_cpus: int | None = None) -> None:
+        if importlib.util.find_spec("ray") is None:
+            raise UsageError(RAY_MISSING)
+        self.address = address
+        self.num_cpus = num_cpus
+
+    def _ray(self) -> Any:
+        import ray
+
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {
+                "ignore_reinit_error": True,
+                "include_dashboard": False,
+                "log_to_driver": False,
+                "logging_level": logging.ERROR,
+            }
+            if self.address is not None:
+                _check_reachable(self.address)
+                kwargs["address"] = self.address
+            elif os.environ.get("RAY_ADDRESS") is None:
+                kwargs["num_cpus"] = self.num_cpus or os.cpu_count() or 1
+            try:
+                ray.init(**kwargs)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                where = self.address or os.environ.get("RAY_ADDRESS") or "a local Ray instance"
+                msg = f"--ray-address {where}: cannot start or join Ray ({exc})"
+                raise UsageError(msg) from exc
+        return ray
+
+    def map(
+        self, fn: Callable[[T], R], items: Sequence[T], *, progress: TaskProgress | None = None
+    ) -> Iterator[R]:
+        """Yield ``fn(item)`` for every item, in order (as Ray tasks of one CPU each)."""
+        ray = self._ray()
+        from ray.exceptions import RayTaskError
+
+        # the workers' malloc settings, as for local worker processes (timeline.workers)
+        env = {k: v for k, v in WORKER_MALLOC_ENV.items() if k not in os.environ}
+        remote = ray.remote(num_cpus=1, max_retries=0, runtime_env={"env_vars": env})(fn)
+        refs = [remote.remote(item) for item in items]
+        total = len(refs)
+        pending = list(refs)
+        done = 0
+        try:
+            for ref in refs:
+                while ref in pending:
+                    ready, pending = ray.wait(pending, num_returns=1)
+                    done += len(ready)
+                    if progress:
+                        progress(done, total)
+                try:
+                    yield ray.get(ref)
+                except RayTaskError as exc:
+                    # the task's own exception (a TimelineError for bad input), not Ray's wrapper
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, BaseException):
+                        raise cause from None
+                    raise
+        finally:
+            for ref in pending:
+                ray.cancel(ref)
+
+
+def make_executor(
+    name: ExecutorName = "local", *, workers: int | None = None, ray_address: str | None = None
+) -> Executor:
+    """Return the executor called ``name``.
+
+    Raises
+    ------
+    UsageError
+        An unknown name, ``ray_address`` with the local executor, or ``ray`` missing.
+    """
+    if name == "local":
+        if ray_address is not None:
+            raise UsageError("--ray-address applies to --executor ray; drop it or pass --executor ray")
+        return LocalExecutor(workers)
+    if name == "ray":
+        return RayExecutor(ray_address, num_cpus=workers)
+    raise UsageError(f"--executor {name!r}: unknown executor; use local or ray")

@@ -1,0 +1,466 @@
+"""Analyse traces rank by rank and combine the small per-rank results.
+
+Takes trace files (one per rank, or a Parquet dataset partitioned by rank) and gives the same
+:class:`~timeline.analysis.overlap.Overlap`, file table and warnings as :func:`timeline.trace.load`
+followed by :func:`~timeline.analysis.overlap.compute_overlap`, while no process ever holds more than
+one rank's events: each task loads one *unit* (a file; the successive windows of one rank listed in
+a capture manifest; a converted Parquet file) and reduces it at once to
+
+- its overlap rows (per rank, per iteration, per collective) and iteration windows: every overlap
+  figure is computed within a rank, so analysing rank by rank and concatenating is exact;
+- its *communication events* (:func:`communication_events`): what the analyses that compare ranks
+  (collectives matched across ranks, clock alignment, link utilisation) read, plus one event per rank
+  that keeps the rank's measurement mode; a few thousand rows per rank.
+
+The tasks run on an :class:`~timeline.execution.executors.Executor`: local processes or Ray tasks.
+Ranks spread over several units (a Horovod timeline, written by rank 0 for every worker, beside
+per-rank profiler traces) are detected after the first pass and reduced again together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from timeline.analysis.iterations import rank_modes
+from timeline.analysis.overlap import Overlap, compute_overlap
+from timeline.errors import RankError
+from timeline.execution.executors import Executor, LocalExecutor
+from timeline.importers.files import expand_paths, manifest_windows
+from timeline.importers.result import ImportOptions
+from timeline.schema import FILES_SCHEMA
+from timeline.trace import Trace, load
+
+__all__ = [
+    "Analysis",
+    "RankReduction",
+    "Unit",
+    "analyze_files",
+    "check_claims",
+    "communication_events",
+    "overlap_events",
+    "plan_units",
+    "reduce_unit",
+    "shift_overlap",
+    "unit_claims",
+]
+
+_SMALL_INPUT_BYTES = 24 * 1024 * 1024  # below this, worker processes cost more than they save
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unit:
+    """Files whose events are analysed together: one rank's file (or its capture windows)."""
+
+    paths: tuple[Path, ...]
+    options: ImportOptions = field(default_factory=ImportOptions)
+    rank: int | None = None
+    rank_regex: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankReduction:
+    """What a task returns for one unit: small frames, never the unit's events.
+
+    Attributes
+    ----------
+    paths
+        The unit's files.
+    files
+        Its rows of the file table (:data:`timeline.schema.FILES_SCHEMA`).
+    warnings
+        Its load warnings, in order.
+    claims
+        ``(rank, file)`` for each rank the unit's files claim (for the duplicate-rank check).
+    horovod
+        The Horovod timelines among the unit's files.
+    event_ranks
+        The ranks its events belong to.
+    overlap
+        The overlap analysis of its events.
+    communication
+        :func:`communication_events` of its events.
+    """
+
+    paths: tuple[Path, ...]
+    files: pl.DataFrame
+    warnings: tuple[str, ...]
+    claims: tuple[tuple[int, str], ...]
+    horovod: tuple[str, ...]
+    event_ranks: tuple[int, ...]
+    overlap: Overlap
+    communication: pl.DataFrame
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The overlap analysis of traces reduced rank by rank.
+
+    Attributes
+    ----------
+    overlap
+        Equal to ``compute_overlap(load(paths).events)``.
+    files
+        Equal to ``load(paths).files``.
+    warnings
+        The load warnings.
+    communication
+        The communication events of every rank and one event per rank that keeps its mode
+        (:func:`communication_events`): enough for ``match_collectives``,
+        ``estimate_clock_offsets`` and ``analyze_horovod``, which give the same results on it as on
+        all the events.
+    """
+
+    overlap: Overlap
+    files: pl.DataFrame
+    warnings: tuple[str, ...]
+    communication: pl.DataFrame
+
+    def as_trace(self) -> Trace:
+        """Return a :class:`~timeline.trace.Trace` whose events are :attr:`communication`.
+
+        The file table and warnings are the full trace's; the events are enough for the analyses
+        that compare ranks, not for the per-rank ones (use :attr:`overlap`).
+        """
+        return Trace(events=self.communication, files=self.files, warnings=self.warnings)
+
+
+def communication_events(events: pl.DataFrame) -> pl.DataFrame:
+    """Return the events the cross-rank analyses read, and one more per rank that keeps its mode.
+
+    Kept: every communication event of the profiler traces (collective kernels, CPU-side collective
+    ops), every Horovod event, and per rank the first event that makes
+    :func:`~timeline.analysis.iterations.rank_modes` measure it as it does on all the events (a GPU
+    kernel on GPU ranks, any profiler event on CPU-only ranks). Order is kept.
+
+    Parameters
+    ----------
+    events
+        The canonical events frame.
+
+    Returns
+    -------
+    pl.DataFrame
+        A subset of ``events`` (same schema, same order).
+    """
+    modes = rank_modes(events)
+    kind, source = pl.col("kind"), pl.col("source")
+    mode = pl.col("mode")
+    gpu_marker = pl.col("device").is_not_null() & kind.is_in(["compute", "communication"])
+    cpu_marker = (source == "kineto") & (kind != "instant")
+    marks = pl.when(mode == "gpu").then(gpu_marker).when(mode == "cpu").then(cpu_marker).otherwise(False)
+    flagged = events.with_row_index("_i").join(modes, on="rank", how="left", maintain_order="left")
+    first = flagged.filter(marks).group_by("rank").agg(pl.col("_i").min()).get_column("_i")
+    keep = (
+        ((kind == "communication") & (source == "kineto"))
+        | (source == "horovod")
+        | pl.col("_i").is_in(first.implode())
+    )
+    return flagged.filter(keep).drop("_i", "mode")
+
+
+def overlap_events(events: pl.DataFrame) -> pl.DataFrame:
+    """Return the events the overlap analysis reads; the same results as on all the events.
+
+    On GPU ranks only GPU activities, runtime launches (they place an activity in the step that
+    launched it) and annotations (``ProfilerStep#N``) are read: CPU operators, often half of the
+    events, are left out. CPU-only and Horovod ranks keep everything.
+    """
+    modes = rank_modes(events)
+    gpu_ranks = modes.filter(pl.col("mode") == "gpu").get_column("rank")
+    if gpu_ranks.len() == 0:
+        return events
+    read = pl.col("device").is_not_null() | pl.col("kind").is_in(["runtime", "annotation"])
+    return events.filter(~pl.col("rank").is_in(gpu_ranks.implode()) | read)
+
+
+def shift_overlap(overlap: Overlap, offsets: pl.DataFrame, *, horovod_writer: int = 0) -> Overlap:
+    """Return the overlap analysis of events moved by ``apply_clock_offsets``, without the events.
+
+    Every figure of a rank is measured within the rank, so moving a rank's events by its clock
+    offset moves its windows, iterations and collectives by the same amount and changes nothing
+    else. Horovod-only ranks move by the offset of the rank that wrote the timeline, as
+    ``apply_clock_offsets`` moves Horovod events.
+
+    Parameters
+    ----------
+    overlap
+        The analysis of the events before alignment.
+    offsets
+        ``rank`` and ``offset_ns`` (:func:`~timeline.analysis.alignment.estimate_clock_offsets`).
+    horovod_writer
+        The rank that wrote the Horovod timeline.
+    """
+    table = offsets.select(pl.col("rank").cast(pl.Int32), _offset=pl.col("offset_ns").cast(pl.Int64))
+    writer = table.filter(pl.col("rank") == horovod_writer).get_column("_offset").to_list()
+    writer_offset = writer[0] if writer and writer[0] is not None else 0
+    modes = overlap.ranks.select("rank", _horovod=pl.col("mode") == "horovod")
+
+    def shifted(frame: pl.DataFrame) -> pl.DataFrame:
+        offset = (
+            pl.when(pl.col("_horovod").fill_null(False))
+            .then(pl.lit(writer_offset, dtype=pl.Int64))
+            .otherwise(pl.col("_offset").fill_null(0))
+        )
+        return (
+            frame.join(table, on="rank", how="left", maintain_order="left")
+            .join(modes, on="rank", how="left", maintain_order="left")
+            .with_columns(start_ns=pl.col("start_ns") - offset, end_ns=pl.col("end_ns") - offset)
+            .select(frame.columns)
+        )
+
+    return Overlap(
+        ranks=shifted(overlap.ranks),
+        iterations=shifted(overlap.iterations),
+        collectives=shifted(overlap.collectives),
+        windows=shifted(overlap.windows),
+    )
+
+
+def plan_units(
+    paths: Sequence[Path],
+    *,
+    options: ImportOptions | None = None,
+    rank: int | None = None,
+    rank_regex: str | None = None,
+) -> list[Unit]:
+    """Return the units of work for files, in order: one per file, one per rank's capture windows.
+
+    Files a ``timeline.capture`` manifest lists as successive windows of one rank are one unit.
+    """
+    options = options or ImportOptions()
+    windows: dict[Path, int] = {}
+    for directory in {p.parent for p in paths}:
+        windows.update(manifest_windows(directory))
+    groups: dict[tuple[Path, int], list[Path]] = {}
+    ordered: list[list[Path]] = []
+    for path in paths:
+        window_rank = windows.get(path)
+        if window_rank is None:
+            ordered.append([path])
+            continue
+        key = (path.parent, window_rank)
+        if key not in groups:
+            groups[key] = []
+            ordered.append(groups[key])
+        groups[key].append(path)
+    return [Unit(paths=tuple(g), options=options, rank=rank, rank_regex=rank_regex) for g in ordered]
+
+
+def reduce_unit(unit: Unit) -> RankReduction:
+    """Load one unit and reduce it to its overlap rows and communication events (a task).
+
+    Raises
+    ------
+    TimelineError
+        Bad input, as :func:`timeline.trace.load` raises it.
+    """
+    trace = load(
+        list(unit.paths),
+        rank=unit.rank,
+        rank_regex=unit.rank_regex,
+        rules=unit.options.rules,
+        include_python=unit.options.include_python,
+        workers=1,
+        overlap_only=True,  # CPU operators of GPU ranks are skipped: the overlap never reads them
+    )
+    return _reduction(unit.paths, trace)
+
+
+def unit_claims(
+    paths: tuple[Path, ...], files: pl.DataFrame
+) -> tuple[tuple[tuple[int, str], ...], tuple[str, ...]]:
+    """Return the ranks a unit's files claim (with the claiming file) and its Horovod timelines.
+
+    As :func:`timeline.trace.load` counts them: a profiler trace claims its rank, a converted Parquet
+    file the ranks of the traces it holds, a Horovod timeline none.
+    """
+    claims: dict[int, str] = {}
+    horovod: list[str] = []
+    own = {str(p) for p in paths}
+    for row in files.iter_rows(named=True):
+        if row["format"] == "horovod":
+            if row["path"] in own:
+                horovod.append(row["path"])
+            continue
+        if row["rank"] is not None:
+            claims.setdefault(int(row["rank"]), str(paths[0]) if len(paths) == 1 else row["path"])
+    return tuple(claims.items()), tuple(horovod)
+
+
+def _reduction(paths: tuple[Path, ...], trace: Trace) -> RankReduction:
+    events = trace.events
+    claims, horovod = unit_claims(paths, trace.files)
+    return RankReduction(
+        paths=paths,
+        files=trace.files,
+        warnings=trace.warnings,
+        claims=claims,
+        horovod=horovod,
+        event_ranks=tuple(events.get_column("rank").unique().drop_nulls().sort().to_list()),
+        overlap=compute_overlap(overlap_events(events)),
+        communication=communication_events(events),
+    )
+
+
+def check_claims(horovod: Sequence[Sequence[str]], claims: Sequence[Sequence[tuple[int, str]]]) -> None:
+    """Raise what :func:`timeline.trace.load` raises for several Horovod timelines or a rank claimed twice.
+
+    Parameters
+    ----------
+    horovod
+        Per unit, in order: its Horovod timelines.
+    claims
+        Per unit, in order: ``(rank, file)`` pairs (:func:`unit_claims`).
+
+    Raises
+    ------
+    RankError
+        Several Horovod timelines, or a rank claimed by two files.
+    """
+    timelines = [path for unit in horovod for path in unit]
+    if len(timelines) > 1:
+        names = ", ".join(timelines[:3])
+        msg = (
+            f"{names}: several Horovod timelines given; a run has one (written by rank 0): "
+            "analyse one run at a time"
+        )
+        raise RankError(msg)
+    owner: dict[int, str] = {}
+    for unit in claims:
+        for rank, path in unit:
+            if rank in owner and owner[rank] != path:
+                msg = (
+                    f"{path}: rank {rank} is also claimed by {owner[rank]}; "
+                    "pass the traces of one run only, or fix the ranks with --rank-regex"
+                )
+                raise RankError(msg)
+            owner[rank] = path
+
+
+def _shared_rank_groups(reductions: Sequence[RankReduction]) -> list[list[int]]:
+    """Return groups of reduction indexes whose events share a rank (union-find over ranks)."""
+    parent = list(range(len(reductions)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_holder: dict[int, int] = {}
+    for i, reduction in enumerate(reductions):
+        for rank in reduction.event_ranks:
+            if rank in first_holder:
+                parent[find(i)] = find(first_holder[rank])
+            else:
+                first_holder[rank] = i
+    groups: dict[int, list[int]] = {}
+    for i in range(len(reductions)):
+        groups.setdefault(find(i), []).append(i)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def _combine(reductions: Sequence[RankReduction]) -> Analysis:
+    """Concatenate per-unit results whose ranks are disjoint: the in-memory analysis, rank by rank."""
+
+    def stacked(frames: list[pl.DataFrame]) -> pl.DataFrame:
+        frame = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+        # every rank's rows come from one unit, in that unit's order: a stable sort by rank is exact
+        return frame.sort("rank", maintain_order=True)
+
+    overlap = Overlap(
+        ranks=stacked([r.overlap.ranks for r in reductions]),
+        iterations=stacked([r.overlap.iterations for r in reductions]),
+        collectives=stacked([r.overlap.collectives for r in reductions]),
+        windows=stacked([r.overlap.windows for r in reductions]),
+    )
+    file_frames = [r.files for r in reductions]
+    files = pl.concat(file_frames, how="vertical") if file_frames else pl.DataFrame(schema=FILES_SCHEMA)
+    warnings = tuple(w for r in reductions for w in r.warnings)
+    return Analysis(
+        overlap=overlap,
+        files=files,
+        warnings=warnings,
+        communication=stacked([r.communication for r in reductions]),
+    )
+
+
+def analyze_files(
+    paths: Sequence[str | Path] | str | Path,
+    *,
+    executor: Executor | None = None,
+    options: ImportOptions | None = None,
+    rank: int | None = None,
+    rank_regex: str | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Analysis:
+    """Analyse traces rank by rank on an executor; the same results as loading them all at once.
+
+    Parameters
+    ----------
+    paths
+        Files, directories, glob patterns, or Parquet datasets written by ``timeline convert``
+        (``OUT_DIR/rank=N/part-0.parquet``).
+    executor
+        Where the per-rank tasks run; default: a :class:`LocalExecutor` over all cores (in-process
+        for less than 24 MiB of input).
+    options
+        Classification rules and whether to keep ``python_function`` events.
+    rank, rank_regex
+        As for :func:`timeline.trace.load`.
+    progress
+        Called as ``progress(label, done, total)`` after each task.
+
+    Returns
+    -------
+    Analysis
+        ``overlap`` equals ``compute_overlap(load(paths).events)``; ``files`` and ``warnings`` equal
+        the loaded trace's.
+
+    Raises
+    ------
+    TimelineError
+        Bad input, as :func:`timeline.trace.load` raises it.
+
+    Examples
+    --------
+    >>> from timeline.execution import RayExecutor, analyze_files  # doctest: +SKIP
+    >>> analysis = analyze_files("traces/", executor=RayExecutor("auto"))  # doctest: +SKIP
+    >>> analysis.overlap.ranks.select("rank", "exposed_comm_ratio")  # doctest: +SKIP
+    """
+    from timeline.execution.dataset import expand_datasets
+
+    raw = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    path_list = expand_paths(expand_datasets(raw))
+    if rank is not None and len(path_list) != 1:
+        raise RankError(f"--rank applies to a single file; {len(path_list)} files given (use --rank-regex)")
+    units = plan_units(path_list, options=options, rank=rank, rank_regex=rank_regex)
+    if executor is None:
+        small = sum(p.stat().st_size for p in path_list) < _SMALL_INPUT_BYTES
+        executor = LocalExecutor(1 if small else None)
+
+    def report(done: int, total: int) -> None:
+        if progress:
+            progress(units[min(done, total) - 1].paths[0].name, done, total)
+
+    reductions = list(executor.map(reduce_unit, units, progress=report))
+    check_claims([r.horovod for r in reductions], [r.claims for r in reductions])
+    for group in _shared_rank_groups(reductions):
+        # e.g. a Horovod timeline (every worker's collectives) beside per-rank profiler traces
+        merged = Unit(
+            paths=tuple(p for i in group for p in reductions[i].paths),
+            options=units[group[0]].options,
+            rank=rank,
+            rank_regex=rank_regex,
+        )
+        combined = reduce_unit(merged)
+        for i in group:
+            reductions[i] = combined
+    unique: dict[int, RankReduction] = {}
+    for reduction in reductions:
+        unique.setdefault(id(reduction), reduction)
+    return _combine(list(unique.values()))
