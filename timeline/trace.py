@@ -38,7 +38,8 @@ Progress = Callable[[str, int, int], None]
 
 _PARQUET_KEY = "timeline.files"
 _PARALLEL_MIN_BYTES = 24 * 1024 * 1024
-_STREAM_MIN_BYTES = 256 * 1024 * 1024
+_STREAM_MIN_BYTES = 256 * 1024 * 1024  # decoded in parallel worker processes
+_STREAM_SERIAL_MIN_BYTES = 16 * 1024 * 1024  # decoded in chunks in this process
 _STREAM_MIN_GZIP_BYTES = 16 * 1024 * 1024  # gzip packs traces 10-30x
 _PARQUET_WARNINGS = "timeline.warnings"
 
@@ -90,12 +91,20 @@ def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> tuple
     """
     warnings: list[str] = []
     source = str(path)
-    if _should_stream(path):
-        # Large traces: decompress and decode in chunks, never holding the whole text in memory.
+    size = _text_size(path)
+    if size >= _STREAM_SERIAL_MIN_BYTES:
+        # Large traces: decompress and decode in chunks, never holding the whole text in memory
+        # (faster too: the polars work of a chunk overlaps the decoding of the next one).
         from timeline.importers.stream import parse_kineto_stream, read_head
 
         if read_head(path).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":  # Kineto: a JSON object
-            return parse_kineto_stream(path, source=source, options=options, workers=workers), path
+            parallel = workers if size >= _STREAM_MIN_BYTES else 1
+            try:
+                return parse_kineto_stream(path, source=source, options=options, workers=parallel), path
+            except TraceFormatError:
+                if size >= _STREAM_MIN_BYTES:
+                    raise
+                # damaged JSON small enough to hold: the whole-file reader repairs what is safe
     data = read_trace_bytes(path, warnings)
     fmt = sniff_format(data, source)
     if fmt == "parquet":
@@ -112,12 +121,21 @@ def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> tuple
     return result, path
 
 
-def _should_stream(path: Path) -> bool:
-    """Whether a file is large enough to be read in chunks (about 256 MiB of JSON or more)."""
+def _text_size(path: Path) -> int:
+    """Return about how many bytes of text a file holds once decompressed.
+
+    For gzip, the size its trailer records (modulo 4 GiB), at least 16 times the compressed size
+    once that is 16 MiB or more (traces pack 10-30 times; the trailer wraps beyond 4 GiB).
+    """
     size = path.stat().st_size
     with path.open("rb") as probe:
-        gzipped = probe.read(2) == b"\x1f\x8b"
-    return size >= (_STREAM_MIN_GZIP_BYTES if gzipped else _STREAM_MIN_BYTES)
+        if probe.read(2) != b"\x1f\x8b":
+            return size
+        if size < 18:
+            return size
+        probe.seek(-4, os.SEEK_END)
+        recorded = int.from_bytes(probe.read(4), "little")
+    return max(recorded, 16 * size if size >= _STREAM_MIN_GZIP_BYTES else 0)
 
 
 def _read_parquet(path: Path) -> FileResult:

@@ -74,13 +74,15 @@ def test_truncated_stream_keeps_complete_events(tmp_path: Path) -> None:
     assert any("cut off" in w for w in streamed.warnings)
 
 
-def test_damage_inside_the_array_is_located(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chunk", [300, 1 << 20])
+def test_damage_inside_the_array_is_located(tmp_path: Path, chunk: int) -> None:
     lines = trace_text(50, metadata_after=False).split("\n")
     lines[31] = lines[31].replace('"pid": 0', '"pid": 0 0')
     path = tmp_path / "bad.json"
     path.write_text("\n".join(lines))
-    with pytest.raises(TraceFormatError, match=r"^bad.json:32:\d+: "):
-        parse_kineto_stream(path, source="bad.json", chunk_bytes=1 << 20)
+    column = lines[31].index('"pid": 0 0') + len('"pid": 0 ') + 1
+    with pytest.raises(TraceFormatError, match=rf"^bad.json:32:{column}: "):
+        parse_kineto_stream(path, source="bad.json", chunk_bytes=chunk)
 
 
 def test_no_trace_events(tmp_path: Path) -> None:
@@ -101,8 +103,45 @@ def test_load_streams_large_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         calls.append(p)
         return original(p, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(timeline.trace, "_STREAM_MIN_GZIP_BYTES", 0)
+    monkeypatch.setattr(timeline.trace, "_STREAM_SERIAL_MIN_BYTES", 0)
     monkeypatch.setattr(timeline.importers.stream, "parse_kineto_stream", spy)
     streamed = load(path)
     assert calls == [path]
+    assert_frame_equal(whole.events, streamed.events)
+
+
+def test_load_streams_by_decompressed_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gzipped trace is streamed by the size its text will have, not by its compressed size."""
+    text = trace_text(2000, metadata_after=False).encode()
+    path = tmp_path / "rank3.json.gz"
+    path.write_bytes(gzip.compress(text))
+    calls: list[Path] = []
+    original = timeline.importers.stream.parse_kineto_stream
+
+    def spy(p: Path, **kwargs: object) -> object:
+        calls.append(p)
+        return original(p, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(timeline.importers.stream, "parse_kineto_stream", spy)
+    monkeypatch.setattr(timeline.trace, "_STREAM_SERIAL_MIN_BYTES", len(text) + 1)
+    load(path)
+    assert calls == []
+    monkeypatch.setattr(timeline.trace, "_STREAM_SERIAL_MIN_BYTES", len(text))
+    assert path.stat().st_size < len(text) // 10
+    load(path)
+    assert calls == [path]
+
+
+def test_damaged_mid_size_trace_is_repaired_as_a_small_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Damage the whole-file reader repairs is repaired when the file is read in chunks too."""
+    text = trace_text(300, metadata_after=False).replace('"name": "k42 ', '"name": "k42 \x01', 1)
+    path = tmp_path / "rank3.json"
+    path.write_text(text)
+    whole = load(path)
+    monkeypatch.setattr(timeline.trace, "_STREAM_SERIAL_MIN_BYTES", 0)
+    streamed = load(path)
+    assert any("repaired malformed JSON" in w for w in whole.warnings)
+    assert streamed.warnings == whole.warnings
     assert_frame_equal(whole.events, streamed.events)

@@ -18,6 +18,7 @@ import gc
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar, Union
 
 import msgspec
@@ -29,9 +30,21 @@ from timeline.importers.repair import repair_json
 from timeline.importers.result import Clock, FileResult, ImportOptions
 from timeline.schema import EVENTS_SCHEMA, KIND, SOURCE, validate
 
-__all__ = ["SKIPPED", "build_frame", "decode_events", "finish_kineto", "parse_kineto"]
+__all__ = [
+    "SKIPPED",
+    "Columns",
+    "build_frame",
+    "decode_events",
+    "extract_columns",
+    "finish_columns",
+    "finish_kineto",
+    "parse_kineto",
+]
 
 T = TypeVar("T", str, int)
+
+
+_NO_RAW = msgspec.Raw()
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -53,9 +66,10 @@ class _Args(msgspec.Struct, gc=False):
     pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
     seq: Any = msgspec.field(default=None, name="Seq")  # 2026
     # Raw: kept as undecoded bytes, parsed only for the few collective ops that need them.
-    # (msgspec does not accept ``Raw | None``: an empty Raw means absent.)
-    input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
-    input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
+    # (msgspec does not accept ``Raw | None``: an empty Raw means absent. One shared empty Raw as
+    # the default, not a default_factory: a factory is a Python call per event, a third of decoding.)
+    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
 
 
 class _Event(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
@@ -249,30 +263,56 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
+def _float_column(values: list[Any]) -> pl.Series:
+    """Return a Float64 series of times; integer µs (most traces before 2023) take the fast path."""
+    try:
+        return pl.Series(values, dtype=pl.Int64()).cast(pl.Float64())
+    except (TypeError, OverflowError):  # floats, text, huge integers
+        return pl.Series(values, dtype=pl.Float64(), strict=False)
+
+
+def _int_column(values: list[Any]) -> pl.Series:
+    """Return an Int64 series of an argument (device, stream, ids); anything else is null."""
+    return pl.Series(values, dtype=pl.Int64(), strict=False)
+
+
 def _id_column(values: list[Any]) -> pl.Series:
     """Return an Int64 series from pids/tids that may be ints, numeric strings or labels.
 
     Legacy torch 1.9 writes tids as strings ("25738", "stream 7"); some pids are labels ("Spans",
-    "Traces"): those become null.
+    "Traces"): those become null, as do ids of any other type and integers beyond Int64.
     """
-    ints = [v if v.__class__ is int else None for v in values]
+    types = list(map(type, values))  # the scans below run in C: no Python loop over every event
+    n_str = types.count(str)
+    if n_str + types.count(int) + types.count(type(None)) != len(values):
+        # floats, booleans, objects: not ids (rare; the slow path)
+        values = [v if v.__class__ is int or v.__class__ is str else None for v in values]
+        types = list(map(type, values))
+    strings: list[int] = []
+    ints = values
+    if n_str:
+        ints = list(values)
+        at = -1
+        for _ in range(n_str):
+            at = types.index(str, at + 1)
+            strings.append(at)
+            ints[at] = None
     try:
         series = pl.Series(ints, dtype=pl.Int64())
     except (OverflowError, TypeError):  # an id beyond Int64: not an id timeline can use
-        ints = [v if v is not None and _INT64_MIN <= v <= _INT64_MAX else None for v in ints]
-        series = pl.Series(ints, dtype=pl.Int64())
-    if series.null_count() == values.count(None):
-        return series  # every value was an integer (or absent): the common case
-    texts = pl.Series([v if v.__class__ is str else None for v in values], dtype=pl.String())
-    if texts.null_count() == len(texts):
+        series = pl.Series(
+            [v if v is not None and _INT64_MIN <= v <= _INT64_MAX else None for v in ints], dtype=pl.Int64()
+        )
+    if not strings:
         return series
     # Few distinct labels ("Spans", "stream 7"): parse each once.
-    mapping = {t: _id_from_text(t) for t in texts.drop_nulls().unique().to_list()}
-    known = {t: i for t, i in mapping.items() if i is not None and _INT64_MIN <= i <= _INT64_MAX}
+    texts = [values[i] for i in strings]
+    mapping = {t: _id_from_text(t) for t in set(texts)}
+    parsed = [(i, mapping[t]) for i, t in zip(strings, texts, strict=True)]
+    known = [(i, v) for i, v in parsed if v is not None and _INT64_MIN <= v <= _INT64_MAX]
     if not known:
         return series
-    parsed = texts.replace_strict(known, default=None, return_dtype=pl.Int64())
-    return series.zip_with(series.is_not_null(), parsed)
+    return series.scatter([i for i, _ in known], pl.Series([v for _, v in known], dtype=pl.Int64()))
 
 
 def _id_from_text(text: str) -> int | None:
@@ -443,6 +483,18 @@ def _unmeasured(kept: list[Any], options: ImportOptions) -> tuple[list[Any], lis
     return measured, skipped
 
 
+def _metadata_candidates(kept: list[Any], args: list[_Args]) -> list[int]:
+    """Return, in order, the positions of the few events that may carry collective metadata."""
+    return [
+        i
+        for i, a in enumerate(args)
+        if a.collective is not None
+        or a.in_nelems is not None
+        or a.in_size is not None
+        or (a.input_dims and isinstance(name := kept[i].name, str) and name.startswith(_COMM_OP_PREFIXES))
+    ]
+
+
 def _invalid(ts: pl.Expr, dur: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     """Return the masks of events without times, with times out of range, with end < start."""
     missing = ts.is_null() | dur.is_null() | ts.is_nan() | dur.is_nan()
@@ -461,30 +513,52 @@ def build_frame(
     dropped events, and the sparse collective metadata of the few events that carry some
     (:func:`_metadata_frame`), keyed by ``_row``: the row's position in the frame.
     """
+    return finish_columns(extract_columns(events, options), options)
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The columns of a chunk of events as read from the structs (:func:`extract_columns`)."""
+
+    frame: pl.DataFrame
+    """name, cat (strings), ts, dur (µs), pid, tid, device, stream, correlation, external_id."""
+    meta: pl.DataFrame
+    """The sparse collective metadata, keyed by ``_row``."""
+    skipped: pl.DataFrame | None
+    """ts and dur of the events skipped on purpose (:attr:`ImportOptions.overlap_only`)."""
+
+
+def extract_columns(events: list[Any], options: ImportOptions) -> Columns:
+    """Read the decoded structs into columns: the part of :func:`build_frame` that holds the GIL.
+
+    :func:`finish_columns` does the rest in polars (which releases the GIL), so a reader can decode
+    the next chunk while the previous one is finished in a thread.
+    """
     complete = _Event
-    if options.include_python:
-        kept = [e for e in events if e.__class__ is complete]
-    else:
-        kept = [e for e in events if e.__class__ is complete and e.cat != "python_function"]
+    kept = [e for e in events if e.__class__ is complete]
+    cats = [e.cat for e in kept]
+    if not options.include_python and "python_function" in cats:
+        kept = [e for e, c in zip(kept, cats, strict=True) if c != "python_function"]
+        cats = [c for c in cats if c != "python_function"]
     skipped: list[Any] = []
     if options.overlap_only:
         kept, skipped = _unmeasured(kept, options)
-    dropped: dict[str, int] = {}
+        cats = [e.cat for e in kept]
     n = len(kept)
     empty = _Args()
     args = [e.args or empty for e in kept]
     frame = pl.DataFrame(
         {
             "name": pl.Series([e.name for e in kept], dtype=pl.String(), strict=False),
-            "cat": pl.Series([e.cat for e in kept], dtype=pl.String(), strict=False),
-            "ts": pl.Series([e.ts for e in kept], dtype=pl.Float64(), strict=False),
-            "dur": pl.Series([e.dur for e in kept], dtype=pl.Float64(), strict=False),
+            "cat": pl.Series(cats, dtype=pl.String(), strict=False),
+            "ts": _float_column([e.ts for e in kept]),
+            "dur": _float_column([e.dur for e in kept]),
             "pid": _id_column([e.pid for e in kept]),
             "tid": _id_column([e.tid for e in kept]),
-            "a_device": pl.Series([a.device for a in args], dtype=pl.Int64(), strict=False),
-            "a_stream": pl.Series([a.stream for a in args], dtype=pl.Int64(), strict=False),
-            "correlation": pl.Series([a.correlation for a in args], dtype=pl.Int64(), strict=False),
-            "external_id": pl.Series([a.external_id for a in args], dtype=pl.Int64(), strict=False),
+            "a_device": _int_column([a.device for a in args]),
+            "a_stream": _int_column([a.stream for a in args]),
+            "correlation": _int_column([a.correlation for a in args]),
+            "external_id": _int_column([a.external_id for a in args]),
         },
         height=n,
     )
@@ -496,13 +570,7 @@ def build_frame(
         frame = frame.with_columns(pl.coalesce(pl.col("external_id"), legacy).alias("external_id"))
     # Collective metadata lives on few events: gather it sparsely.
     meta_rows: list[tuple[Any, ...]] = []
-    # One cheap pass finds the few events that may carry collective metadata; only they are looked at.
-    candidates = [
-        i
-        for i, a in enumerate(args)
-        if a.collective is not None or a.in_nelems is not None or a.in_size is not None or a.input_dims
-    ]
-    for i in candidates:
+    for i in _metadata_candidates(kept, args):
         e, a = kept[i], args[i]
         if a.collective is not None or a.in_nelems is not None or a.in_size is not None:
             meta_rows.append(
@@ -523,9 +591,24 @@ def build_frame(
         elif a.input_dims and isinstance(e.name, str) and e.name.startswith(_COMM_OP_PREFIXES):
             nbytes, dtype = _parse_dims_bytes(a.input_dims, a.input_type)
             meta_rows.append((i, None, None, None, dtype, None, None, None, None, nbytes, None))
+    times = None
+    if skipped:
+        times = pl.DataFrame(
+            {
+                "ts": pl.Series([e.ts for e in skipped], dtype=pl.Float64(), strict=False),
+                "dur": pl.Series([e.dur for e in skipped], dtype=pl.Float64(), strict=False),
+            }
+        )
     # Kept sparse: a few thousand rows, not eleven mostly-null columns over every event.
-    meta = _metadata_frame(meta_rows)
+    return Columns(frame=frame, meta=_metadata_frame(meta_rows), skipped=times)
 
+
+def finish_columns(
+    columns: Columns, options: ImportOptions
+) -> tuple[pl.DataFrame, dict[str, int], pl.DataFrame]:
+    """Finish :func:`extract_columns` in polars: drop invalid times, convert to ns, classify."""
+    frame, meta, times = columns.frame, columns.meta, columns.skipped
+    dropped: dict[str, int] = {}
     missing, out_of_range, negative = _invalid(pl.col("ts"), pl.col("dur"))
     counts = frame.select(
         missing.sum().alias("m"), out_of_range.sum().alias("o"), negative.sum().alias("n")
@@ -533,15 +616,9 @@ def build_frame(
     dropped["events without ts or dur"] = int(counts[0])
     dropped["events with times out of range"] = int(counts[1])
     dropped["events with end < start"] = int(counts[2])
-    if skipped:
+    if times is not None:
         # skipped events are counted as a full load counts them: invalid ones as dropped, the others
         # in the file's events
-        times = pl.DataFrame(
-            {
-                "ts": pl.Series([e.ts for e in skipped], dtype=pl.Float64(), strict=False),
-                "dur": pl.Series([e.dur for e in skipped], dtype=pl.Float64(), strict=False),
-            }
-        )
         s_missing, s_out, s_negative = _invalid(pl.col("ts"), pl.col("dur"))
         extra = times.select(
             s_missing.sum().alias("m"),
@@ -552,7 +629,7 @@ def build_frame(
         dropped["events without ts or dur"] += int(extra[0])
         dropped["events with times out of range"] += int(extra[1])
         dropped["events with end < start"] += int(extra[2])
-        dropped[SKIPPED] = len(skipped) - int(extra[3])
+        dropped[SKIPPED] = times.height - int(extra[3])
     if any(counts):
         frame = frame.with_row_index("_row").filter(~missing & ~out_of_range & ~negative)
         # re-key the metadata to the positions of its rows in the filtered frame

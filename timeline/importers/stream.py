@@ -26,6 +26,7 @@ import re
 import tempfile
 from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,21 @@ import msgspec
 import polars as pl
 
 from timeline.errors import TraceContentError, TraceFormatError
-from timeline.importers.kineto import build_frame, decode_events, finish_kineto
+from timeline.importers.kineto import (
+    build_frame,
+    decode_events,
+    extract_columns,
+    finish_columns,
+    finish_kineto,
+)
 from timeline.importers.result import FileResult, ImportOptions
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "parse_kineto_stream", "read_head"]
+__all__ = ["DEFAULT_CHUNK_BYTES", "SERIAL_CHUNK_BYTES", "parse_kineto_stream", "read_head"]
 
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
+"""Chunk size of the parallel reader: a task per chunk, about 32 MiB of JSON each."""
+SERIAL_CHUNK_BYTES = 8 * 1024 * 1024
+"""Chunk size of the serial reader: smaller chunks keep memory near the size of the frame."""
 _HEAD_BLOCK = 1024 * 1024
 _KEY = b'"traceEvents"'
 _GENERIC = msgspec.json.Decoder()
@@ -47,6 +57,7 @@ _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 _BYTE = re.compile(r"\(byte (\d+)\)")
 _MAX_BOUNDARY_TRIES = 64
+_TAIL_BYTES = 64 * 1024  # at the end of the text, what is left after the last full cut
 
 
 @contextmanager
@@ -76,27 +87,37 @@ def read_head(path: Path, size: int = 4096) -> bytes:
 
 
 class _Position:
-    """Tracks how many bytes and newlines precede the buffer, to report errors as FILE:LINE:COL."""
+    """How many bytes of the decompressed text precede the buffer, to report errors as FILE:LINE:COL.
 
-    def __init__(self) -> None:
+    Lines are counted only when an error is reported, by reading the text again up to the error:
+    counting them chunk by chunk would cost a pass over every byte of every good file.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.offset = 0
-        self.lines = 0
-        self.last_line_start = 0
 
     def consume(self, text: bytes | bytearray | memoryview) -> None:
-        data = bytes(text)
-        newlines = data.count(b"\n")
-        if newlines:
-            self.lines += newlines
-            self.last_line_start = self.offset + data.rfind(b"\n") + 1
-        self.offset += len(data)
+        self.offset += len(text)
+
+    def advance(self, count: int) -> None:
+        self.offset += count
 
     def locate(self, buffer: bytes | bytearray, index: int) -> tuple[int, int]:
-        head = bytes(buffer[:index])
-        newlines = head.count(b"\n")
-        if newlines:
-            return self.lines + newlines + 1, index - head.rfind(b"\n")
-        return self.lines + 1, self.offset + index - self.last_line_start + 1
+        """Return the 1-based line and column of ``buffer[index]``."""
+        target = self.offset + index
+        lines, line_start, done = 0, 0, 0
+        with _open(self.path) as handle:
+            while done < target:
+                block = handle.read(min(_HEAD_BLOCK, target - done))
+                if not block:
+                    break
+                newlines = block.count(b"\n")
+                if newlines:
+                    lines += newlines
+                    line_start = done + block.rfind(b"\n") + 1
+                done += len(block)
+        return lines + 1, target - line_start + 1
 
 
 def _read_header(
@@ -194,10 +215,16 @@ def _decode_tail(
 
 
 class _Frames:
-    """The reduced frames of the chunks read so far, with their sparse metadata and drop counts."""
+    """The reduced frames of the chunks read so far, with their sparse metadata and drop counts.
 
-    def __init__(self, options: ImportOptions) -> None:
+    With a thread ``pool``, each chunk's polars work (:func:`finish_columns`, which releases the
+    GIL) runs in the pool while the reader decodes the next chunk; at most two chunks are in flight.
+    """
+
+    def __init__(self, options: ImportOptions, pool: ThreadPoolExecutor | None = None) -> None:
         self.options = options
+        self.pool = pool
+        self.pending: deque[Future[tuple[pl.DataFrame, dict[str, int], pl.DataFrame]]] = deque()
         self.frames: list[pl.DataFrame] = []
         self.metas: list[pl.DataFrame] = []
         self.dropped: dict[str, int] = {}
@@ -213,10 +240,19 @@ class _Frames:
             self.dropped[key] = self.dropped.get(key, 0) + count
 
     def add_events(self, events: list[Any]) -> None:
-        if events:
-            self.add(build_frame(events, self.options))
+        if not events:
+            return
+        columns = extract_columns(events, self.options)
+        if self.pool is None:
+            self.add(finish_columns(columns, self.options))
+            return
+        self.pending.append(self.pool.submit(finish_columns, columns, self.options))
+        while len(self.pending) > 1:
+            self.add(self.pending.popleft().result())
 
     def finish(self, metadata: dict[str, Any], *, source: str, warnings: list[str]) -> FileResult:
+        while self.pending:
+            self.add(self.pending.popleft().result())
         if not self.frames:
             self.add(build_frame([], self.options))
         frames, metas = self.frames, self.metas
@@ -321,12 +357,12 @@ def _parse_parallel(
     decompressed into one reusable buffer and handed over in reusable shared-memory slots, so this
     process allocates no memory per chunk.
     """
-    from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor
 
     from timeline.workers import spawn_context, worker_environment
 
     warnings: list[str] = []
-    position = _Position()
+    position = _Position(path)
     out = _Frames(options)
     directory = _shared_directory()
     slots: list[_Slot] = []
@@ -413,7 +449,7 @@ def parse_kineto_stream(
     *,
     source: str,
     options: ImportOptions | None = None,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    chunk_bytes: int | None = None,
     workers: int = 1,
 ) -> FileResult:
     """Parse a Kineto trace of any size in chunks, with memory bounded by the chunk size.
@@ -427,7 +463,8 @@ def parse_kineto_stream(
     options
         Classification rules and whether to keep ``python_function`` events.
     chunk_bytes
-        About how many bytes of JSON text are decoded at once.
+        About how many bytes of JSON text are decoded at once (default:
+        :data:`DEFAULT_CHUNK_BYTES` in parallel, :data:`SERIAL_CHUNK_BYTES` serially).
     workers
         Processes decoding chunks in parallel while this one decompresses and cuts the text (1: all
         here). Memory then holds about ``workers + 1`` chunks in flight, and each worker one chunk.
@@ -452,41 +489,93 @@ def parse_kineto_stream(
             from concurrent.futures.process import BrokenProcessPool
 
             try:
-                return _parse_parallel(path, source, options, chunk_bytes, workers)
+                return _parse_parallel(path, source, options, chunk_bytes or DEFAULT_CHUNK_BYTES, workers)
             except _ChunkFailedError:
                 pass  # a cut inside a string, or damage: read again, serially, checking every cut
             except BrokenProcessPool:
                 pass  # workers could not start (a script without `if __name__ == "__main__":`)
+    return _parse_serial(path, source, options, chunk_bytes or SERIAL_CHUNK_BYTES)
+
+
+def _decode_front(buffer: bytearray, end: int, source: str) -> tuple[list[Any], int]:
+    """Decode the complete events of ``buffer[1:end]`` (``buffer[0]`` is ``[``) up to the last cut.
+
+    Returns the events and the index just after the ``}`` of the last one, or ``([], 0)`` when no
+    cut decodes. The text is decoded in place, with the byte after the cut set to ``]`` for the
+    time of the decoding: no copy of the chunk is made.
+    """
+    limit = end
+    for _ in range(_MAX_BOUNDARY_TRIES):
+        cut = _last_boundary(buffer, limit)
+        if cut <= 1:
+            return [], 0
+        saved = buffer[cut]
+        buffer[cut] = 0x5D  # "]"
+        try:
+            with memoryview(buffer) as view:
+                return decode_events(view[: cut + 1], source), cut
+        except msgspec.DecodeError as exc:
+            if "trailing characters" in str(exc):
+                return [], 0  # the array ends before the cut: the rest is the tail's
+            limit = cut - 1  # the cut is inside a string: try the one before it
+        except UnicodeDecodeError:
+            fixed = bytes(buffer[: cut + 1]).decode("utf-8", errors="replace").encode("utf-8")
+            return decode_events(fixed, source), cut
+        finally:
+            buffer[cut] = saved
+    return [], 0
+
+
+def _parse_serial(path: Path, source: str, options: ImportOptions, chunk_bytes: int) -> FileResult:
+    """Decompress, cut and decode in this process, one chunk of text at a time, into one buffer."""
     warnings: list[str] = []
-    position = _Position()
-    out = _Frames(options)
-    with _open(path) as handle:
-        metadata, buffer = _read_header(handle, source, position)
+    position = _Position(path)
+    with ThreadPoolExecutor(max_workers=1) as pool, _open(path) as handle:
+        out = _Frames(options, pool)
+        metadata, head_rest = _read_header(handle, source, position)
+        # buffer[0] is the "[" that makes each chunk a JSON array; the text follows it
+        buffer = bytearray(1 + max(len(head_rest), chunk_bytes) + chunk_bytes // 4)
+        buffer[0] = 0x5B  # "["
+        buffer[1 : 1 + len(head_rest)] = head_rest
+        end = 1 + len(head_rest)
+        del head_rest
         eof = False
         while True:
-            while not eof and len(buffer) < chunk_bytes:
-                block = handle.read(chunk_bytes)
-                if not block:
-                    eof = True
-                buffer += block
-            if eof:
-                events, trailer = _decode_tail(buffer, source, position, warnings)
+            while not eof and end < chunk_bytes:
+                if end == len(buffer):
+                    buffer.extend(bytes(chunk_bytes))
+                with memoryview(buffer) as view:
+                    n = handle.readinto(view[end:])
+                eof = n == 0
+                end += n
+            # At the end, the cut stays clear of the last 64 KiB (the metadata after the array):
+            # what is left there is decoded once by _decode_tail.
+            events, used = (
+                ([], 0)
+                if eof and end <= _TAIL_BYTES
+                else _decode_front(buffer, end - eof * _TAIL_BYTES, source)
+            )
+            if used == 0 and eof:
+                events, trailer = _decode_tail(buffer[1:end], source, position, warnings)
                 out.add_events(events)
                 metadata.update(trailer)
                 break
-            events, used = _cut(buffer, source)
             if used == 0:
-                # no boundary in a whole chunk: one giant event, or damage; read more before deciding
-                more = handle.read(chunk_bytes)
-                if not more:
-                    eof = True
-                buffer += more
+                # no cut in a whole chunk: one giant event, or damage; read more before deciding
+                if end == len(buffer):
+                    buffer.extend(bytes(chunk_bytes))
+                with memoryview(buffer) as view:
+                    n = handle.readinto(view[end:])
+                eof = n == 0
+                end += n
                 continue
+            # msgspec.Raw values (Input Dims) point into the buffer: build the frame before moving it
             out.add_events(events)
-            rest_start = used
-            while rest_start < len(buffer) and buffer[rest_start] in b" \t\r\n,":
-                rest_start += 1
-            position.consume(buffer[:rest_start])
-            del buffer[:rest_start]
             del events
-    return out.finish(metadata, source=source, warnings=warnings)
+            rest = used
+            while rest < end and buffer[rest] in b" \t\r\n,":
+                rest += 1
+            position.advance(rest - 1)
+            buffer[1 : 1 + end - rest] = buffer[rest:end]  # the unread text (less than an event)
+            end = 1 + end - rest
+        return out.finish(metadata, source=source, warnings=warnings)
