@@ -48,7 +48,7 @@ __all__ = ["DEFAULT_CHUNK_BYTES", "SERIAL_CHUNK_BYTES", "parse_kineto_stream", "
 
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
 """Chunk size of the parallel reader: a task per chunk, about 32 MiB of JSON each."""
-SERIAL_CHUNK_BYTES = 8 * 1024 * 1024
+SERIAL_CHUNK_BYTES = 4 * 1024 * 1024
 """Chunk size of the serial reader: smaller chunks keep memory near the size of the frame."""
 _HEAD_BLOCK = 1024 * 1024
 _KEY = b'"traceEvents"'
