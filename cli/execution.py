@@ -17,7 +17,7 @@ from timeline.execution.executors import ExecutorName
 from timeline.importers.files import expand_paths
 from timeline.importers.result import ImportOptions
 from timeline.importers.rules import ClassificationRules
-from timeline.trace import Trace
+from timeline.trace import STREAM_MIN_BYTES, Trace, text_size
 
 __all__ = ["ExecutorOption", "RayAddressOption", "analyze_by_rank", "wants_rank_by_rank"]
 
@@ -49,8 +49,8 @@ def wants_rank_by_rank(paths: list[str], *, executor: str | None, ray_address: s
 
     When asked (``--executor``, ``--ray-address``), for a Parquet dataset partitioned by rank, and
     for several files holding 24 MiB or more on disk (what ``load`` would parse in parallel anyway);
-    the results are the same either way. A single large file is read in memory, its chunks decoded
-    in parallel.
+    the results are the same either way. A single trace of 128 MiB of JSON or more is reduced the
+    same way, its chunks decoded in parallel, keeping only the events the overlap reads.
     """
     if executor is not None or ray_address is not None:
         return True
@@ -60,7 +60,10 @@ def wants_rank_by_rank(paths: list[str], *, executor: str | None, ray_address: s
         files = expand_paths(paths)
     except UsageError:
         return False  # the in-memory path reports it
-    return len(files) > 1 and sum(f.stat().st_size for f in files) >= _PARALLEL_MIN_BYTES
+    if len(files) == 1:
+        # one trace of 128 MiB of JSON or more: only the events the overlap reads are kept
+        return files[0].suffix != ".parquet" and text_size(files[0]) >= STREAM_MIN_BYTES
+    return sum(f.stat().st_size for f in files) >= _PARALLEL_MIN_BYTES
 
 
 def analyze_by_rank(

@@ -31,14 +31,15 @@ from timeline.importers.result import FileResult, ImportOptions
 from timeline.importers.rules import ClassificationRules
 from timeline.schema import EVENTS_SCHEMA, FILES_SCHEMA, validate
 
-__all__ = ["Progress", "Trace", "load", "parse_file"]
+__all__ = ["STREAM_MIN_BYTES", "Progress", "Trace", "load", "parse_file", "text_size"]
 
 Progress = Callable[[str, int, int], None]
 """Called as ``progress(label, done, total)`` after each file is parsed."""
 
 _PARQUET_KEY = "timeline.files"
 _PARALLEL_MIN_BYTES = 24 * 1024 * 1024
-_STREAM_MIN_BYTES = 256 * 1024 * 1024  # decoded in parallel worker processes
+STREAM_MIN_BYTES = 128 * 1024 * 1024
+"""Text size from which a Kineto trace is decoded in parallel worker processes."""
 _STREAM_SERIAL_MIN_BYTES = 16 * 1024 * 1024  # decoded in chunks in this process
 _STREAM_MIN_GZIP_BYTES = 16 * 1024 * 1024  # gzip packs traces 10-30x
 _PARQUET_WARNINGS = "timeline.warnings"
@@ -91,18 +92,18 @@ def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> tuple
     """
     warnings: list[str] = []
     source = str(path)
-    size = _text_size(path)
+    size = text_size(path)
     if size >= _STREAM_SERIAL_MIN_BYTES:
         # Large traces: decompress and decode in chunks, never holding the whole text in memory
         # (faster too: the polars work of a chunk overlaps the decoding of the next one).
         from timeline.importers.stream import parse_kineto_stream, read_head
 
         if read_head(path).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":  # Kineto: a JSON object
-            parallel = workers if size >= _STREAM_MIN_BYTES else 1
+            parallel = workers if size >= STREAM_MIN_BYTES else 1
             try:
                 return parse_kineto_stream(path, source=source, options=options, workers=parallel), path
             except TraceFormatError:
-                if size >= _STREAM_MIN_BYTES:
+                if size >= STREAM_MIN_BYTES:
                     raise
                 # damaged JSON small enough to hold: the whole-file reader repairs what is safe
     data = read_trace_bytes(path, warnings)
@@ -121,7 +122,7 @@ def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> tuple
     return result, path
 
 
-def _text_size(path: Path) -> int:
+def text_size(path: Path) -> int:
     """Return about how many bytes of text a file holds once decompressed.
 
     For gzip, the size its trailer records (modulo 4 GiB), at least 16 times the compressed size

@@ -65,6 +65,32 @@ def test_the_biggest_real_trace_equals_too() -> None:
     assert_overlap_equal(expected, analyze_files(path, executor=LocalExecutor(1)).overlap)
 
 
+def test_one_large_trace_is_reduced_with_its_chunks_decoded_in_parallel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``timeline analyze BIG.json.gz``: one unit, run here, its chunks decoded by the workers."""
+    import cli.execution
+    import timeline.importers.stream as stream_module
+    import timeline.trace
+
+    path = KINETO / "hta_df_index_resolver" / "df_index_resolver.json.gz"
+    expected = compute_overlap(load(path).events)
+    assert not cli.execution.wants_rank_by_rank([str(path)], executor=None, ray_address=None)
+    monkeypatch.setattr(cli.execution, "STREAM_MIN_BYTES", 1 << 20)
+    assert cli.execution.wants_rank_by_rank([str(path)], executor=None, ray_address=None)
+    monkeypatch.setattr(timeline.trace, "STREAM_MIN_BYTES", 1 << 20)  # parallel chunks from 1 MiB
+    seen: list[int] = []
+    original = stream_module._parse_parallel
+
+    def spy(*args: Any) -> Any:
+        seen.append(args[-1])  # workers
+        return original(*args)
+
+    monkeypatch.setattr(stream_module, "_parse_parallel", spy)
+    assert_overlap_equal(expected, analyze_files(path, executor=LocalExecutor(2)).overlap)
+    assert seen == [2]
+
+
 @pytest.mark.parametrize("case", ["param_dlrm_8rank", "ddp_gloo_4rank", "horovod_beside_kineto"])
 def test_overlap_events_are_enough_for_the_overlap(case: str) -> None:
     events = load(CASES[case]).events

@@ -14,8 +14,9 @@ import importlib.util
 import logging
 import os
 import socket
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Literal, Protocol, TypeVar
 
 from timeline.errors import UsageError
@@ -46,13 +47,15 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """Runs tasks in a pool of worker processes on this machine.
+    """Runs tasks in worker processes on this machine, the calling process being one of the workers.
 
     Parameters
     ----------
     workers
-        How many processes; default: all cores. With one worker, or one item, the tasks run in this
-        process (a spawned worker needs about half a second to import polars before its first task).
+        How many processes work, this one included; default: all cores. With one worker, or one
+        item, the tasks run in this process. Otherwise ``workers - 1`` processes are spawned and this
+        process takes tasks too while they start (a spawned worker needs about half a second to
+        import polars before its first task).
     """
 
     name = "local"
@@ -72,28 +75,52 @@ class LocalExecutor:
                     progress(done, total)
                 yield result
             return
-        with ProcessPoolExecutor(max_workers=min(self.workers, total), mp_context=spawn_context()) as pool:
-            with worker_environment():  # the workers start while the tasks are submitted
-                futures: list[Future[R]] = [pool.submit(fn, item) for item in items]
+        helpers = min(self.workers - 1, total - 1)
+        outcomes: dict[int, Future[R]] = {}
+        finished = 0
+        lock = threading.Lock()  # helpers' tasks are reported from the pool's thread
+
+        def report(_: object = None) -> None:
+            nonlocal finished
+            with lock:
+                finished += 1
+                if progress:
+                    progress(finished, total)
+
+        with ProcessPoolExecutor(max_workers=helpers, mp_context=spawn_context()) as pool:
+            taken = 0
             try:
-                yield from _in_order(futures, progress)
+                while taken < total:
+                    # keep every helper busy with one task and one queued; take the next one here
+                    running = sum(1 for f in outcomes.values() if not f.done())
+                    while taken < total and running < 2 * helpers:
+                        with worker_environment():  # the helpers start on the first submissions
+                            future = pool.submit(fn, items[taken])
+                        future.add_done_callback(report)
+                        outcomes[taken] = future
+                        taken += 1
+                        running += 1
+                    if taken < total:
+                        outcome = outcomes[taken] = _run_here(fn, items[taken])
+                        report()
+                        taken += 1
+                        if outcome.exception() is not None:
+                            break  # every item before it is taken: it raises in order below
+                for index in range(total):
+                    yield outcomes[index].result()
             finally:
-                for future in futures:
+                for future in outcomes.values():
                     future.cancel()
 
 
-def _in_order(futures: list[Future[R]], progress: TaskProgress | None) -> Iterator[R]:
-    """Yield the futures' results in order, reporting progress as any of them finishes."""
-    total = len(futures)
-    pending = set(futures)
-    done = 0
-    for future in futures:
-        while future in pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            done += len(finished)
-            if progress:
-                progress(done, total)
-        yield future.result()
+def _run_here(fn: Callable[[T], R], item: T) -> Future[R]:
+    """Run ``fn(item)`` in this process; return its result or exception as a finished future."""
+    future: Future[R] = Future()
+    try:
+        future.set_result(fn(item))
+    except Exception as exc:  # raised in order by the caller, as a worker's would be
+        future.set_exception(exc)
+    return future
 
 
 def _check_reachable(address: str, timeout_s: float = 10.0) -> None:

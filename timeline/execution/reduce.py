@@ -20,7 +20,7 @@ per-rank profiler traces) are detected after the first pass and reduced again to
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -59,6 +59,8 @@ class Unit:
     options: ImportOptions = field(default_factory=ImportOptions)
     rank: int | None = None
     rank_regex: str | None = None
+    workers: int = 1
+    """Processes that may decode the chunks of one large trace (the only unit of a run: all cores)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -264,7 +266,7 @@ def reduce_unit(unit: Unit) -> RankReduction:
         rank_regex=unit.rank_regex,
         rules=unit.options.rules,
         include_python=unit.options.include_python,
-        workers=1,
+        workers=unit.workers,
         overlap_only=True,  # CPU operators of GPU ranks are skipped: the overlap never reads them
     )
     return _reduction(unit.paths, trace)
@@ -442,6 +444,9 @@ def analyze_files(
     if executor is None:
         small = sum(p.stat().st_size for p in path_list) < _SMALL_INPUT_BYTES
         executor = LocalExecutor(1 if small else None)
+    if len(units) == 1 and isinstance(executor, LocalExecutor):
+        # one rank, run here: a large trace's chunks are decoded by all the executor's workers
+        units = [replace(units[0], workers=executor.workers)]
 
     def report(done: int, total: int) -> None:
         if progress:
