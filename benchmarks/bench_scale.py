@@ -671,7 +671,7 @@ def decode_lines(results: list[dict[str, Any]]) -> list[str]:
 def curve_lines(out: dict[str, Any]) -> list[str]:
     lines = [
         "**Scaling** (plotted in [img/scaling.png](img/scaling.png)): time and peak RSS vs trace size (one "
-        "trace, in memory) and vs rank count (10 MB ranks, local executor):",
+        "trace, what `timeline analyze` does with it) and vs rank count (10 MB ranks, local executor):",
         "",
         "| input | load + overlap, median (s) | peak RSS (MB) | largest worker (MB) | others' CPU (cores) |",
         "|---|--:|--:|--:|--:|",
@@ -766,20 +766,31 @@ def plot(bench: Bench, target: Path) -> None:
         twin = ax.twinx()
         twin.plot(xs, peaks, "s--", color="tab:orange", label="timeline: peak RSS (MB)")
         twin.set_ylabel("peak RSS of the main process (MB)", color="tab:orange")
-        hta_points = []
+        hta_points: list[tuple[float, float]] = []
         if key == "curve_size":
-            hta_points = [(54.0, s) for s in out.get("single", []) if s.label == "HTA"]
-            hta_points += [(1000.0, s) for s in out.get("big", []) if s.label == "HTA"]
+            sources = [(54.0, out.get("single", [])), (1000.0, out.get("big", []))]
         else:
-            hta_points = [(256.0, s) for s in out.get("r256", []) if s.label == "HTA"]
-        for x, series in hta_points:
-            t = series.median("total_s")
-            if t is not None:
-                ax.plot([x], [t], "x", color="tab:red", markersize=10, label="HTA: load + overlap (s)")
+            sources = [(256.0, out.get("r256", []))]
+        for x, series_list in sources:
+            for series in series_list:
+                t = series.median("total_s") if series.label == "HTA" else None
+                if t is not None:
+                    hta_points.append((x, t))
+        if hta_points:
+            ax.plot(
+                *zip(*hta_points, strict=True),
+                "x",
+                color="tab:red",
+                markersize=10,
+                label="HTA: load + overlap (s)",
+            )
+        ax.set_yscale("log")
+        ax.set_zorder(twin.get_zorder() + 1)  # times (and HTA's marks) drawn over the memory line
+        ax.patch.set_visible(False)
         ax.grid(alpha=0.3)
         handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
         ax.legend(handles=handles, loc="upper left", fontsize=8)
-    axes[0].set_title("one trace, in memory")
+    axes[0].set_title("one trace (timeline analyze)")
     axes[1].set_title("many ranks, rank by rank (local executor)")
     fig.suptitle(f"timeline scaling on {len(os.sched_getaffinity(0))} cores", fontsize=11)
     fig.tight_layout()
@@ -797,6 +808,17 @@ def write_section(path: Path, section: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n## Scale: large traces, many ranks, Ray\n\n" + section + "\n"
     path.write_text(text)
+
+
+def _from_json(value: Any) -> Any:
+    """Invert :func:`_jsonable` for the results a plot reads (series and their runs)."""
+    if isinstance(value, dict) and set(value) == {"label", "runs"}:
+        return Series(value["label"], [Run(**r) for r in value["runs"]])
+    if isinstance(value, list):
+        return [_from_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _from_json(v) for k, v in value.items()}
+    return value
 
 
 def _jsonable(value: Any) -> Any:
@@ -841,7 +863,14 @@ def main(argv: list[str] | None = None) -> int:
         help="before each run, wait until other processes use less than CORES cores (at most --max-wait s)",
     )
     parser.add_argument("--max-wait", type=float, default=120.0)
+    parser.add_argument("--replot", type=Path, metavar="JSON", help="only redraw --plot from a --json file")
     args = parser.parse_args(argv)
+    if args.replot:
+        replotted = Bench.__new__(Bench)
+        replotted.results = _from_json(json.loads(args.replot.read_text()))
+        replotted.log = lambda text: print(text)  # type: ignore[method-assign]
+        plot(replotted, args.plot)
+        return 0
     QUIET.update(cores=args.wait_quiet, max_wait_s=args.max_wait)
     args.argv = argv
     bench = Bench(args)

@@ -27,7 +27,8 @@ ExecutorOption = Annotated[
         "--executor",
         help="Analyse rank by rank in parallel tasks: 'local' (processes on this machine) or 'ray' (Ray "
         "tasks; needs timeline[ray]). Same results; memory bounded by one rank per worker. Default: local "
-        "for a Parquet dataset and for several files of 24 MiB or more, else in memory.",
+        "for a Parquet dataset, several files of 24 MiB or more, or one trace of 128 MiB of JSON or more; "
+        "else in memory.",
         show_default=False,
     ),
 ]
