@@ -109,6 +109,16 @@ def _progress_reporter() -> tuple[Callable[[str, int, int], None] | None, Callab
     return report, bar.stop
 
 
+def input_paths(paths: list[str]) -> list[str | Path]:
+    """Return the command line's inputs: glob patterns as given, everything else as a path."""
+    return [p if is_pattern(p) else Path(p) for p in paths]
+
+
+def is_pattern(path: str) -> bool:
+    """Whether an input is a glob pattern (``*``, ``?``, ``[``)."""
+    return any(c in path for c in "*?[")
+
+
 def load_trace(
     paths: list[str],
     *,
@@ -122,7 +132,7 @@ def load_trace(
     report, close = _progress_reporter()
     try:
         trace = load(
-            [Path(p) if not any(c in p for c in "*?[") else p for p in paths],
+            input_paths(paths),
             rank=rank,
             rank_regex=rank_regex,
             rules=rules,

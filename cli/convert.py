@@ -81,7 +81,7 @@ def _write_dataset(
     include_python: bool,
 ) -> None:
     """Write a Parquet dataset partitioned by rank (``--partition-by-rank``)."""
-    from cli.common import _progress_reporter
+    from cli.common import _progress_reporter, input_paths
     from timeline.execution.dataset import write_dataset
     from timeline.importers.result import ImportOptions
     from timeline.importers.rules import ClassificationRules
@@ -92,7 +92,7 @@ def _write_dataset(
     report, close = _progress_reporter()
     try:
         written = write_dataset(
-            [Path(p) if not any(c in p for c in "*?[") else p for p in paths],
+            input_paths(paths),
             output,
             options=options,
             rank=rank,

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import polars as pl
 import typer
 
 from cli.collectives import align_events
-from cli.common import _progress_reporter
+from cli.common import _progress_reporter, input_paths, is_pattern
 from timeline.analysis.overlap import Overlap
 from timeline.errors import UsageError
 from timeline.execution import analyze_files, is_dataset, make_executor, shift_overlap
@@ -55,7 +54,7 @@ def wants_rank_by_rank(paths: list[str], *, executor: str | None, ray_address: s
     """
     if executor is not None or ray_address is not None:
         return True
-    if any(is_dataset(p) for p in paths if not any(c in p for c in "*?[")):
+    if any(is_dataset(p) for p in paths if not is_pattern(p)):
         return True
     try:
         files = expand_paths(paths)
@@ -95,7 +94,7 @@ def analyze_by_rank(
     report, close = _progress_reporter()
     try:
         analysis = analyze_files(
-            [Path(p) if not any(c in p for c in "*?[") else p for p in paths],
+            input_paths(paths),
             executor=runner,
             options=options,
             rank=rank,

@@ -342,6 +342,15 @@ def _last_boundary(buffer: bytearray, end: int) -> int:
     return 0
 
 
+def _read_more(handle: io.BufferedIOBase, buffer: bytearray, end: int, grow: int) -> tuple[int, bool]:
+    """Read into ``buffer[end:]`` (grown by ``grow`` bytes when full); return the new end and EOF."""
+    if end == len(buffer):
+        buffer.extend(bytes(grow))
+    with memoryview(buffer) as view:
+        n = handle.readinto(view[end:])
+    return end + n, n == 0
+
+
 class _ChunkFailedError(Exception):
     """A chunk cut by the parallel reader did not decode: read the file again serially."""
 
@@ -391,21 +400,13 @@ def _parse_parallel(
             try:
                 while True:
                     while not eof and end < chunk_bytes:
-                        with memoryview(buffer) as view:
-                            n = handle.readinto(view[end:])
-                        eof = n == 0
-                        end += n
+                        end, eof = _read_more(handle, buffer, end, chunk_bytes)
                     if eof:
                         break
                     used = _last_boundary(buffer, end)
                     if used == 0:
                         # no boundary in a whole chunk: one giant event, or damage; read more first
-                        if end == len(buffer):
-                            buffer.extend(bytes(chunk_bytes))
-                        with memoryview(buffer) as view:
-                            n = handle.readinto(view[end:])
-                        eof = n == 0
-                        end += n
+                        end, eof = _read_more(handle, buffer, end, chunk_bytes)
                         continue
                     if not free:
                         if len(slots) <= workers:
@@ -542,12 +543,7 @@ def _parse_serial(path: Path, source: str, options: ImportOptions, chunk_bytes: 
         eof = False
         while True:
             while not eof and end < chunk_bytes:
-                if end == len(buffer):
-                    buffer.extend(bytes(chunk_bytes))
-                with memoryview(buffer) as view:
-                    n = handle.readinto(view[end:])
-                eof = n == 0
-                end += n
+                end, eof = _read_more(handle, buffer, end, chunk_bytes)
             # At the end, the cut stays clear of the last 64 KiB (the metadata after the array):
             # what is left there is decoded once by _decode_tail.
             events, used = (
@@ -562,12 +558,7 @@ def _parse_serial(path: Path, source: str, options: ImportOptions, chunk_bytes: 
                 break
             if used == 0:
                 # no cut in a whole chunk: one giant event, or damage; read more before deciding
-                if end == len(buffer):
-                    buffer.extend(bytes(chunk_bytes))
-                with memoryview(buffer) as view:
-                    n = handle.readinto(view[end:])
-                eof = n == 0
-                end += n
+                end, eof = _read_more(handle, buffer, end, chunk_bytes)
                 continue
             # msgspec.Raw values (Input Dims) point into the buffer: build the frame before moving it
             out.add_events(events)
