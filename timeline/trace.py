@@ -31,7 +31,7 @@ from timeline.importers.result import FileResult, ImportOptions
 from timeline.importers.rules import ClassificationRules
 from timeline.schema import EVENTS_SCHEMA, FILES_SCHEMA, validate
 
-__all__ = ["STREAM_MIN_BYTES", "Progress", "Trace", "load", "parse_file", "text_size"]
+__all__ = ["STREAM_MIN_BYTES", "Progress", "Trace", "claim_rank", "load", "parse_file", "text_size"]
 
 Progress = Callable[[str, int, int], None]
 """Called as ``progress(label, done, total)`` after each file is parsed."""
@@ -283,7 +283,7 @@ def load(
             for row in stored:
                 r = row.get("rank")
                 if isinstance(r, int) and row.get("format") != "horovod":
-                    _claim(owner, r, path, windows)
+                    claim_rank(owner, r, path, windows)
             file_rows.extend(stored)
             frames.append(result.events)
             continue
@@ -299,7 +299,7 @@ def load(
             result, path, rank=rank, rank_regex=rank_regex, warnings=warnings
         )
         if result.claims_rank:
-            _claim(owner, file_rank, path, windows)
+            claim_rank(owner, file_rank, path, windows)
         events = result.events.with_columns(pl.col("rank").fill_null(file_rank))
         frames.append(events)
         file_rows.append(
@@ -321,7 +321,7 @@ def load(
     return Trace(events=events, files=files, warnings=tuple(warnings))
 
 
-def _claim(owner: dict[int, Path], rank: int, path: Path, windows: dict[Path, int]) -> None:
+def claim_rank(owner: dict[int, Path], rank: int, path: Path, windows: dict[Path, int]) -> None:
     """Record that ``path`` holds ``rank``; two files claiming one rank is an error.
 
     Unless a capture manifest lists both as windows of that rank (``repeat > 1``).

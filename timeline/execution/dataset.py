@@ -23,10 +23,10 @@ import polars as pl
 
 from timeline.errors import UsageError
 from timeline.execution.executors import Executor, LocalExecutor
-from timeline.execution.reduce import Unit, check_claims, plan_units, unit_claims
+from timeline.execution.reduce import Unit, check_claims, load_unit, plan_units, unit_claims
 from timeline.importers.files import expand_paths
 from timeline.importers.result import ImportOptions
-from timeline.trace import Trace, load
+from timeline.trace import Trace
 
 __all__ = ["Written", "dataset_parts", "expand_datasets", "is_dataset", "scan_dataset", "write_dataset"]
 
@@ -135,14 +135,7 @@ class _UnitWritten:
 def _write_unit(task: _WriteTask) -> _UnitWritten:
     """Load one unit and write its events, rank by rank, into the scratch directory (a task)."""
     unit = task.unit
-    trace = load(
-        list(unit.paths),
-        rank=unit.rank,
-        rank_regex=unit.rank_regex,
-        rules=unit.options.rules,
-        include_python=unit.options.include_python,
-        workers=1,
-    )
+    trace = load_unit(unit)
     claims, horovod = unit_claims(unit.paths, trace.files)
     ranks = sorted(trace.events.get_column("rank").unique().drop_nulls().to_list())
     parts: list[tuple[int, Path]] = []

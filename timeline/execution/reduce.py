@@ -32,7 +32,7 @@ from timeline.execution.executors import Executor, LocalExecutor
 from timeline.importers.files import expand_paths, manifest_windows
 from timeline.importers.result import ImportOptions
 from timeline.schema import FILES_SCHEMA
-from timeline.trace import Trace, load
+from timeline.trace import Trace, claim_rank, load
 
 __all__ = [
     "Analysis",
@@ -41,6 +41,7 @@ __all__ = [
     "analyze_files",
     "check_claims",
     "communication_events",
+    "load_unit",
     "overlap_events",
     "plan_units",
     "reduce_unit",
@@ -260,16 +261,21 @@ def reduce_unit(unit: Unit) -> RankReduction:
     TimelineError
         Bad input, as :func:`timeline.trace.load` raises it.
     """
-    trace = load(
+    # CPU operators of GPU ranks are skipped: the overlap never reads them
+    return _reduction(unit.paths, load_unit(unit, overlap_only=True))
+
+
+def load_unit(unit: Unit, *, overlap_only: bool = False) -> Trace:
+    """Load the files of one unit, as :func:`timeline.trace.load` with the unit's options."""
+    return load(
         list(unit.paths),
         rank=unit.rank,
         rank_regex=unit.rank_regex,
         rules=unit.options.rules,
         include_python=unit.options.include_python,
         workers=unit.workers,
-        overlap_only=True,  # CPU operators of GPU ranks are skipped: the overlap never reads them
+        overlap_only=overlap_only,
     )
-    return _reduction(unit.paths, trace)
 
 
 def unit_claims(
@@ -331,16 +337,10 @@ def check_claims(horovod: Sequence[Sequence[str]], claims: Sequence[Sequence[tup
             "analyse one run at a time"
         )
         raise RankError(msg)
-    owner: dict[int, str] = {}
+    owner: dict[int, Path] = {}
     for unit in claims:
         for rank, path in unit:
-            if rank in owner and owner[rank] != path:
-                msg = (
-                    f"{path}: rank {rank} is also claimed by {owner[rank]}; "
-                    "pass the traces of one run only, or fix the ranks with --rank-regex"
-                )
-                raise RankError(msg)
-            owner[rank] = path
+            claim_rank(owner, rank, Path(path), {})
 
 
 def _shared_rank_groups(reductions: Sequence[RankReduction]) -> list[list[int]]:
