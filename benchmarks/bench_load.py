@@ -51,6 +51,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.quiet import wait_quiet  # noqa: E402
+
 TRACES = Path(os.environ.get("TIMELINE_TRACES", "/work/shared/traces"))
 HTA_TRACE = TRACES / "kineto/hta_df_index_resolver/df_index_resolver.json.gz"
 PARAM_DIR = TRACES / "kineto/param_dlrm_8rank"
@@ -333,31 +337,12 @@ def child_env(pycache: Path) -> dict[str, str]:
 QUIET = {"cores": 0.15, "max_wait_s": 30.0}  # --settle: other work below this before each run
 
 
-def _busy_s() -> float:
-    """CPU seconds the whole machine has spent busy (user, nice, system, irq, softirq)."""
-    fields = [float(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6]) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_quiet() -> None:
-    """Wait until the machine has been quiet for two half-seconds in a row (at most ``max_wait_s``).
-
-    The previous child (HTA's forked parse workers in particular) may still be exiting, and this
-    machine is shared: a run that starts beside other work measures that work too.
-    """
-    if QUIET["cores"] <= 0:
-        return
-    deadline = time.perf_counter() + QUIET["max_wait_s"]
-    calm = 0
-    while calm < 2 and time.perf_counter() < deadline:
-        busy = _busy_s()
-        time.sleep(0.5)
-        calm = calm + 1 if (_busy_s() - busy) / 0.5 < QUIET["cores"] else 0
-
-
 def spawn(cmd: Sequence[str], env: dict[str, str]) -> dict[str, Any]:
-    """Run one child, once the machine is quiet, and return its result (``error`` set when it failed)."""
-    wait_quiet()
+    """Run one child, once the machine is quiet (:func:`wait_quiet`), and return its result.
+
+    ``error`` is set when it failed.
+    """
+    wait_quiet(QUIET["cores"], QUIET["max_wait_s"])
     proc = subprocess.run(
         cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, cwd=ROOT, env=env, check=False
     )

@@ -55,6 +55,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.generate import DEFAULT_SOURCE, grow_trace, make_rank_set, read_json_bytes  # noqa: E402
+from benchmarks.quiet import busy_cpu_s, wait_quiet  # noqa: E402
 
 MARK_START = "<!-- bench_scale:start -->"
 MARK_END = "<!-- bench_scale:end -->"
@@ -258,11 +259,6 @@ def run_child(argv: list[str]) -> int:
 # --------------------------------------------------------------------------------------------------
 
 
-def _machine_busy_s() -> float:
-    fields = [float(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6]) / os.sysconf("SC_CLK_TCK")
-
-
 @dataclass
 class Run:
     """One measured process: its result, wall time, and the CPU others took meanwhile."""
@@ -274,18 +270,6 @@ class Run:
 
 
 QUIET = {"cores": 0.0, "max_wait_s": 0.0}  # --wait-quiet: wait for other work to stop before each run
-
-
-def _wait_quiet() -> None:
-    """Wait (up to ``QUIET["max_wait_s"]``) until other processes use less than ``QUIET["cores"]``."""
-    if QUIET["cores"] <= 0:
-        return
-    deadline = time.perf_counter() + QUIET["max_wait_s"]
-    calm = 0
-    while time.perf_counter() < deadline and calm < 2:
-        busy = _machine_busy_s()
-        time.sleep(1.0)
-        calm = calm + 1 if _machine_busy_s() - busy < QUIET["cores"] else 0
 
 
 def _limit_memory(gib: float) -> Callable[[], None]:
@@ -301,8 +285,8 @@ def _limit_memory(gib: float) -> Callable[[], None]:
 def _measure(
     command: list[str], *, timeout: float, env: dict[str, str] | None = None, memory_gib: float | None = None
 ) -> Run:
-    _wait_quiet()
-    busy0, own0, start = _machine_busy_s(), _cpu_s(), time.perf_counter()
+    wait_quiet(QUIET["cores"], QUIET["max_wait_s"], interval_s=1.0)
+    busy0, own0, start = busy_cpu_s(), _cpu_s(), time.perf_counter()
     try:
         done = subprocess.run(
             command,
@@ -316,7 +300,7 @@ def _measure(
     except subprocess.TimeoutExpired:
         return Run(None, time.perf_counter() - start, 0.0, f"did not finish in {timeout:.0f} s")
     wall = time.perf_counter() - start
-    others = max(0.0, (_machine_busy_s() - busy0) - (_cpu_s() - own0)) / wall
+    others = max(0.0, (busy_cpu_s() - busy0) - (_cpu_s() - own0)) / wall
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_PREFIX)), None)
     if done.returncode != 0 or line is None:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]

@@ -19,6 +19,7 @@ from cli.common import (
     PathsArgument,
     RankOption,
     RankRegexOption,
+    echo_warnings,
     fail,
     load_trace,
     user_errors,
@@ -166,8 +167,7 @@ def _load_frames(
     frames = frames_from_overlap(
         compute_overlap(trace.events), label=label, events=trace.events if match else None
     )
-    for warning in frames.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+    echo_warnings(frames.warnings)
     return frames
 
 

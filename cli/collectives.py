@@ -25,6 +25,7 @@ from cli.common import (
     PathsArgument,
     RankOption,
     RankRegexOption,
+    echo_warnings,
     format_ns,
     format_ratio,
     load_trace,
@@ -226,8 +227,7 @@ def collectives_command(
         if align:
             trace, offsets = align_events(trace)
         report = build_collectives_report(trace, link_gbps=link, offsets=offsets)
-    for warning in report["warnings"][len(trace.warnings) :]:
-        typer.echo(f"warning: {warning}", err=True)
+    echo_warnings(report["warnings"][len(trace.warnings) :])
     if json_output:
         typer.echo(msgspec.json.encode(report).decode())
         return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -11,6 +11,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from timeline.errors import TimelineError
+from timeline.importers.result import ImportOptions
 from timeline.importers.rules import ClassificationRules
 from timeline.trace import Trace, load
 from timeline.units import format_ns, format_ratio
@@ -82,10 +83,12 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(130) from None
 
 
-def _progress_reporter() -> tuple[Callable[[str, int, int], None] | None, Callable[[], None]]:
-    """Return a progress callback drawing a bar on stderr (only on a terminal) and its closer."""
+@contextmanager
+def progress_bar() -> Iterator[Callable[[str, int, int], None] | None]:
+    """Yield a progress callback drawing a bar on stderr (only on a terminal); the bar ends on exit."""
     if not sys.stderr.isatty():
-        return None, lambda: None
+        yield None
+        return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -106,7 +109,23 @@ def _progress_reporter() -> tuple[Callable[[str, int, int], None] | None, Callab
             task.append(bar.add_task(label, total=total))
         bar.update(task[0], completed=done, description=label)
 
-    return report, bar.stop
+    try:
+        yield report
+    finally:
+        bar.stop()
+
+
+def echo_warnings(warnings: Iterable[str]) -> None:
+    """Print warnings on stderr, one ``warning:`` line each."""
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
+
+
+def import_options(comm_kernels: list[str] | None, include_python: bool) -> ImportOptions:
+    """Return the import options of the load options shared by the commands."""
+    return ImportOptions(
+        rules=ClassificationRules(extra_comm_kernels=tuple(comm_kernels or ())), include_python=include_python
+    )
 
 
 def input_paths(paths: list[str]) -> list[str | Path]:
@@ -128,19 +147,15 @@ def load_trace(
     include_python: bool = False,
 ) -> Trace:
     """Load traces with a progress bar on stderr; print the load warnings there."""
-    rules = ClassificationRules(extra_comm_kernels=tuple(comm_kernels or ()))
-    report, close = _progress_reporter()
-    try:
+    options = import_options(comm_kernels, include_python)
+    with progress_bar() as report:
         trace = load(
             input_paths(paths),
             rank=rank,
             rank_regex=rank_regex,
-            rules=rules,
-            include_python=include_python,
+            rules=options.rules,
+            include_python=options.include_python,
             progress=report,
         )
-    finally:
-        close()
-    for warning in trace.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+    echo_warnings(trace.warnings)
     return trace

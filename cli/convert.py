@@ -81,29 +81,20 @@ def _write_dataset(
     include_python: bool,
 ) -> None:
     """Write a Parquet dataset partitioned by rank (``--partition-by-rank``)."""
-    from cli.common import _progress_reporter, input_paths
+    from cli.common import echo_warnings, import_options, input_paths, progress_bar
     from timeline.execution.dataset import write_dataset
-    from timeline.importers.result import ImportOptions
-    from timeline.importers.rules import ClassificationRules
 
-    options = ImportOptions(
-        rules=ClassificationRules(extra_comm_kernels=tuple(comm_kernel or ())), include_python=include_python
-    )
-    report, close = _progress_reporter()
-    try:
+    with progress_bar() as report:
         written = write_dataset(
             input_paths(paths),
             output,
-            options=options,
+            options=import_options(comm_kernel, include_python),
             rank=rank,
             rank_regex=rank_regex,
             force=force,
             progress=report,
         )
-    finally:
-        close()
-    for warning in written.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+    echo_warnings(written.warnings)
     typer.echo(
         f"wrote {written.events:,} events of {len(written.ranks)} rank(s) to {output} "
         f"(a Parquet dataset partitioned by rank)",

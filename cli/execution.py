@@ -8,14 +8,12 @@ import polars as pl
 import typer
 
 from cli.collectives import align_events
-from cli.common import _progress_reporter, input_paths, is_pattern
+from cli.common import echo_warnings, import_options, input_paths, is_pattern, progress_bar
 from timeline.analysis.overlap import Overlap
 from timeline.errors import UsageError
 from timeline.execution import analyze_files, is_dataset, make_executor, shift_overlap
 from timeline.execution.executors import ExecutorName
 from timeline.importers.files import expand_paths
-from timeline.importers.result import ImportOptions
-from timeline.importers.rules import ClassificationRules
 from timeline.trace import STREAM_MIN_BYTES, Trace, text_size
 
 __all__ = ["ExecutorOption", "RayAddressOption", "analyze_by_rank", "wants_rank_by_rank"]
@@ -88,23 +86,16 @@ def analyze_by_rank(
     if name not in ("local", "ray"):
         raise UsageError(f"--executor {name!r}: unknown executor; use local or ray")
     runner = make_executor(_executor_name(name), ray_address=ray_address)
-    options = ImportOptions(
-        rules=ClassificationRules(extra_comm_kernels=tuple(comm_kernels or ())), include_python=include_python
-    )
-    report, close = _progress_reporter()
-    try:
+    with progress_bar() as report:
         analysis = analyze_files(
             input_paths(paths),
             executor=runner,
-            options=options,
+            options=import_options(comm_kernels, include_python),
             rank=rank,
             rank_regex=rank_regex,
             progress=report,
         )
-    finally:
-        close()
-    for warning in analysis.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+    echo_warnings(analysis.warnings)
     trace = analysis.as_trace()
     overlap = analysis.overlap
     offsets = None

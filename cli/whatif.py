@@ -21,6 +21,7 @@ from cli.common import (
     PathsArgument,
     RankOption,
     RankRegexOption,
+    echo_warnings,
     format_ns,
     format_ratio,
     load_trace,
@@ -466,8 +467,7 @@ def whatif_command(
             iterations=iteration or None,
             link_source=link_source,
         )
-    for warning in report["warnings"]:
-        typer.echo(f"warning: {warning}", err=True)
+    echo_warnings(report["warnings"])
     if json_output:
         typer.echo(msgspec.json.encode(report).decode())
         return

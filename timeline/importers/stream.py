@@ -97,14 +97,12 @@ class _Position:
         self.path = path
         self.offset = 0
 
-    def consume(self, text: bytes | bytearray | memoryview) -> None:
-        self.offset += len(text)
-
     def advance(self, count: int) -> None:
+        """Record that ``count`` more bytes now lie before the buffer."""
         self.offset += count
 
-    def locate(self, buffer: bytes | bytearray, index: int) -> tuple[int, int]:
-        """Return the 1-based line and column of ``buffer[index]``."""
+    def locate(self, index: int) -> tuple[int, int]:
+        """Return the 1-based line and column of the buffer's byte ``index``."""
         target = self.offset + index
         lines, line_start, done = 0, 0, 0
         with _open(self.path) as handle:
@@ -146,7 +144,7 @@ def _read_header(
         if isinstance(parsed, dict):
             metadata.update(parsed)
     rest = head[bracket + 1 :]
-    position.consume(head[: bracket + 1])
+    position.advance(bracket + 1)
     return metadata, rest
 
 
@@ -208,7 +206,7 @@ def _decode_tail(
         return events, {}
     match = _BYTE.search(message)
     index = max(0, int(match.group(1)) - 1) if match else 0
-    line, col = position.locate(buffer, index)
+    line, col = position.locate(index)
     detail = message.replace("JSON is malformed: ", "").split(" (byte")[0]
     msg = f"{source}:{line}:{col}: {detail}; the file is not valid JSON (too large to repair in place)"
     raise TraceFormatError(msg)
