@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -14,6 +15,7 @@ from tests.builders import TRACES
 from timeline.errors import TraceContentError, TraceFormatError
 from timeline.importers.files import read_trace_bytes
 from timeline.importers.kineto import parse_kineto
+from timeline.importers.result import ImportOptions
 from timeline.importers.stream import parse_kineto_stream
 from timeline.trace import load
 
@@ -31,6 +33,38 @@ def test_stream_equals_whole_file_on_real_traces(path: Path) -> None:
         streamed.clock,
         streamed.warnings,
     )
+
+
+GPU_TRACES = [p for p in REAL if "negative_queue" in str(p) or "df_index" in str(p)]
+
+
+@pytest.mark.parametrize("path", GPU_TRACES, ids=lambda p: p.name[:30])
+def test_overlap_only_skips_every_cpu_operator_of_a_gpu_trace_chunk_by_chunk(path: Path) -> None:
+    """A profiler writes CPU operators before the kernels: chunks of them are skipped all the same."""
+    options = ImportOptions(overlap_only=True)
+    whole = parse_kineto(read_trace_bytes(path, []), source=str(path), options=options)
+    streamed = parse_kineto_stream(path, source=str(path), chunk_bytes=1 << 16, options=options)
+    assert_frame_equal(whole.events, streamed.events)
+    assert streamed.skipped == whole.skipped > 1000
+    assert (whole.warnings, whole.clock) == (streamed.warnings, streamed.clock)
+    full = parse_kineto_stream(path, source=str(path), chunk_bytes=1 << 16)
+    assert full.events.height == streamed.events.height + streamed.skipped
+
+
+def test_a_cpu_only_trace_whose_header_lists_a_gpu_keeps_its_cpu_operators(tmp_path: Path) -> None:
+    """deviceProperties says GPU, no kernel comes: read again keeping everything, as a whole file is."""
+    source = next(Path(__file__).parents[2].glob("sample_traces/ddp_gloo/rank0*.json.gz"))
+    text = gzip.decompress(source.read_bytes())
+    assert b'"deviceProperties": []' in text
+    text = text.replace(b'"deviceProperties": []', b'"deviceProperties": [{"id": 0, "name": "GPU"}]', 1)
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(gzip.compress(text))
+    options = ImportOptions(overlap_only=True)
+    whole = parse_kineto(text, source="t", options=options)
+    streamed = parse_kineto_stream(path, source="t", chunk_bytes=1 << 14, options=options)
+    assert whole.skipped == streamed.skipped == 0
+    assert_frame_equal(whole.events, streamed.events)
+    assert streamed.events.filter(pl.col("kind") == "cpu_op").height > 100
 
 
 def event(i: int) -> str:

@@ -82,9 +82,9 @@ def test_one_large_trace_is_reduced_with_its_chunks_decoded_in_parallel(
     seen: list[int] = []
     original = stream_module._parse_parallel
 
-    def spy(*args: Any) -> Any:
+    def spy(*args: Any, **kwargs: Any) -> Any:
         seen.append(args[-1])  # workers
-        return original(*args)
+        return original(*args, **kwargs)
 
     monkeypatch.setattr(stream_module, "_parse_parallel", spy)
     assert_overlap_equal(expected, analyze_files(path, executor=LocalExecutor(2)).overlap)
@@ -97,6 +97,18 @@ def test_overlap_events_are_enough_for_the_overlap(case: str) -> None:
     reduced = overlap_events(events)
     assert reduced.height <= events.height
     assert_overlap_equal(compute_overlap(events), compute_overlap(reduced))
+
+
+def test_overlap_events_leave_out_runtime_calls_that_launch_nothing() -> None:
+    events = load(CASES["param_dlrm_8rank"]).events
+    reduced = overlap_events(events)
+    runtime = pl.col("kind") == "runtime"
+    launched = events.filter(pl.col("device").is_not_null()).get_column("correlation").drop_nulls()
+    idle = events.filter(runtime & ~pl.col("correlation").is_in(launched.implode()))
+    assert idle.height > 1000  # cudaStreamWaitEvent, cudaEventQuery, ... on this trace
+    kept = reduced.filter(runtime)
+    assert kept.height == events.filter(runtime).height - idle.height
+    assert kept.get_column("correlation").is_in(launched.implode()).all()
 
 
 @pytest.mark.parametrize("case", ["param_dlrm_8rank", "ddp_gloo_4rank", "horovod_beside_kineto"])

@@ -214,17 +214,21 @@ def _collective_exposure(
     hidden = with_start.join(with_end.select("event", "_f1"), on="event").select(
         "event", hidden_ns=pl.col("_f1") - pl.col("_f0")
     )
-    details = events.with_row_index("event").select(
-        "event",
-        "rank",
-        "start_ns",
-        "end_ns",
-        "dur_ns",
-        "in_bytes",
-        "out_bytes",
-        name=pl.col("name").cast(pl.String),
-        collective=pl.col("collective").cast(pl.String),
-        pg_name=pl.col("pg_name").cast(pl.String),
+    details = (
+        events.with_row_index("event")
+        .filter(pl.col("event").is_in(comm.get_column("event").implode()))  # cast few rows below
+        .select(
+            "event",
+            "rank",
+            "start_ns",
+            "end_ns",
+            "dur_ns",
+            "in_bytes",
+            "out_bytes",
+            name=pl.col("name").cast(pl.String),
+            collective=pl.col("collective").cast(pl.String),
+            pg_name=pl.col("pg_name").cast(pl.String),
+        )
     )
     located = (
         comm.select("event")

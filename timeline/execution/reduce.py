@@ -168,15 +168,24 @@ def communication_events(events: pl.DataFrame) -> pl.DataFrame:
 def overlap_events(events: pl.DataFrame) -> pl.DataFrame:
     """Return the events the overlap analysis reads; the same results as on all the events.
 
-    On GPU ranks only GPU activities, runtime launches (they place an activity in the step that
-    launched it) and annotations (``ProfilerStep#N``) are read: CPU operators, often half of the
-    events, are left out. CPU-only and Horovod ranks keep everything.
+    On GPU ranks only GPU activities, the runtime calls that launched one (they place the activity
+    in the step that launched it; found by ``correlation``) and annotations (``ProfilerStep#N``)
+    are read: CPU operators, often half of the events, and runtime calls that launch nothing
+    (queries, event waits: half of the rest) are left out. CPU-only and Horovod ranks keep
+    everything.
     """
     modes = rank_modes(events)
     gpu_ranks = modes.filter(pl.col("mode") == "gpu").get_column("rank")
     if gpu_ranks.len() == 0:
         return events
-    read = pl.col("device").is_not_null() | pl.col("kind").is_in(["runtime", "annotation"])
+    on_gpu = pl.col("device").is_not_null()
+    # the correlations of every GPU activity, whatever its rank: a superset of each rank's own
+    launched = events.filter(on_gpu).get_column("correlation").drop_nulls().unique()
+    read = (
+        on_gpu
+        | (pl.col("kind") == "annotation")
+        | ((pl.col("kind") == "runtime") & pl.col("correlation").is_in(launched.implode()))
+    )
     return events.filter(~pl.col("rank").is_in(gpu_ranks.implode()) | read)
 
 

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any, TypeVar, Union
 
 import msgspec
@@ -458,29 +459,19 @@ def finish_kineto(
     )
 
 
-def _unmeasured(kept: list[Any], options: ImportOptions) -> tuple[list[Any], list[Any]]:
-    """Split events into those the overlap analysis reads and the CPU operators it never reads.
+def _measured(cat: pl.Series, name: pl.Series, options: ImportOptions) -> pl.Series:
+    """Return the mask of the events the overlap analysis reads on a trace with GPU kernels.
 
-    Only on a trace with GPU kernels (its overlap is measured on the GPU; a CPU-only trace keeps
-    everything): CPU operators and Python frames are skipped unless they are collective ops (the
-    candidates kernels are linked to), CPU-side collectives, or ``ProfilerStep#N`` (torch 1.9).
+    Its overlap is measured on the GPU: CPU operators and Python frames are skipped unless they are
+    collective ops (the candidates kernels are linked to), CPU-side collectives, or
+    ``ProfilerStep#N`` (torch 1.9). A CPU-only trace keeps everything (not decided here).
     """
-    if not any(e.cat in _KERNEL_CATS for e in kept):
-        return kept, []
-    needed = re.compile(f"{_COMM_OP_REGEX}|{options.rules.cpu_comm_regex()}|^ProfilerStep#")
-    verdicts: dict[Any, bool] = {}
-    measured: list[Any] = []
-    skipped: list[Any] = []
-    for e in kept:
-        if e.cat in _UNMEASURED_CATS:
-            name = e.name
-            keep = verdicts.get(name)
-            if keep is None:
-                keep = verdicts[name] = isinstance(name, str) and needed.search(name) is not None
-            (measured if keep else skipped).append(e)
-        else:
-            measured.append(e)
-    return measured, skipped
+    needed = f"{_COMM_OP_REGEX}|{options.rules.cpu_comm_regex()}|^ProfilerStep#"
+    frame = pl.DataFrame({"cat": cat, "name": name})
+    return frame.select(
+        (~pl.col("cat").is_in(_UNMEASURED_CATS)).fill_null(True)
+        | pl.col("name").str.contains(needed).fill_null(False)
+    ).to_series()
 
 
 def _metadata_candidates(kept: list[Any], args: list[_Args]) -> list[int]:
@@ -526,13 +517,37 @@ class Columns:
     """The sparse collective metadata, keyed by ``_row``."""
     skipped: pl.DataFrame | None
     """ts and dur of the events skipped on purpose (:attr:`ImportOptions.overlap_only`)."""
+    kernels: bool
+    """Whether the events held a GPU kernel (looked for only with :attr:`ImportOptions.overlap_only`)."""
+
+    @staticmethod
+    def concat(parts: list[Columns]) -> Columns:
+        """Return the columns of consecutive chunks as one (metadata re-keyed to the joined rows)."""
+        if len(parts) == 1:
+            return parts[0]
+        metas: list[pl.DataFrame] = []
+        rows = 0
+        for part in parts:
+            metas.append(part.meta.with_columns(pl.col("_row") + rows))
+            rows += part.frame.height
+        skipped = [part.skipped for part in parts if part.skipped is not None]
+        return Columns(
+            frame=pl.concat([part.frame for part in parts], how="vertical"),
+            meta=pl.concat(metas, how="vertical"),
+            skipped=pl.concat(skipped, how="vertical") if skipped else None,
+            kernels=any(part.kernels for part in parts),
+        )
 
 
-def extract_columns(events: list[Any], options: ImportOptions) -> Columns:
+def extract_columns(events: list[Any], options: ImportOptions, *, gpu: bool | None = None) -> Columns:
     """Read the decoded structs into columns: the part of :func:`build_frame` that holds the GIL.
 
     :func:`finish_columns` does the rest in polars (which releases the GIL), so a reader can decode
     the next chunk while the previous one is finished in a thread.
+
+    ``gpu`` says whether the trace holds GPU kernels when that is known beyond ``events`` (a chunk
+    of a trace whose kernels come later, see :attr:`ImportOptions.overlap_only`); None: ``events``
+    are the whole trace and tell.
     """
     complete = _Event
     kept = [e for e in events if e.__class__ is complete]
@@ -540,19 +555,31 @@ def extract_columns(events: list[Any], options: ImportOptions) -> Columns:
     if not options.include_python and "python_function" in cats:
         kept = [e for e, c in zip(kept, cats, strict=True) if c != "python_function"]
         cats = [c for c in cats if c != "python_function"]
-    skipped: list[Any] = []
+    cat = pl.Series(cats, dtype=pl.String(), strict=False)
+    name = pl.Series([e.name for e in kept], dtype=pl.String(), strict=False)
+    ts = _float_column([e.ts for e in kept])
+    dur = _float_column([e.dur for e in kept])
+    times = None
+    kernels = False
     if options.overlap_only:
-        kept, skipped = _unmeasured(kept, options)
-        cats = [e.cat for e in kept]
+        kernels = any(c in cats for c in _KERNEL_CATS)
+        if kernels or gpu:
+            keep = _measured(cat, name, options)
+            if not keep.all():
+                # of the skipped events, only the times are read (to count them as a full load would)
+                times = pl.DataFrame({"ts": ts, "dur": dur}).filter(~keep)
+                kept = list(compress(kept, keep.to_list()))
+                cat, name, ts, dur = cat.filter(keep), name.filter(keep), ts.filter(keep), dur.filter(keep)
+    del cats
     n = len(kept)
     empty = _Args()
     args = [e.args or empty for e in kept]
     frame = pl.DataFrame(
         {
-            "name": pl.Series([e.name for e in kept], dtype=pl.String(), strict=False),
-            "cat": pl.Series(cats, dtype=pl.String(), strict=False),
-            "ts": _float_column([e.ts for e in kept]),
-            "dur": _float_column([e.dur for e in kept]),
+            "name": name,
+            "cat": cat,
+            "ts": ts,
+            "dur": dur,
             "pid": _id_column([e.pid for e in kept]),
             "tid": _id_column([e.tid for e in kept]),
             "a_device": _int_column([a.device for a in args]),
@@ -591,16 +618,8 @@ def extract_columns(events: list[Any], options: ImportOptions) -> Columns:
         elif a.input_dims and isinstance(e.name, str) and e.name.startswith(_COMM_OP_PREFIXES):
             nbytes, dtype = _parse_dims_bytes(a.input_dims, a.input_type)
             meta_rows.append((i, None, None, None, dtype, None, None, None, None, nbytes, None))
-    times = None
-    if skipped:
-        times = pl.DataFrame(
-            {
-                "ts": pl.Series([e.ts for e in skipped], dtype=pl.Float64(), strict=False),
-                "dur": pl.Series([e.dur for e in skipped], dtype=pl.Float64(), strict=False),
-            }
-        )
     # Kept sparse: a few thousand rows, not eleven mostly-null columns over every event.
-    return Columns(frame=frame, meta=_metadata_frame(meta_rows), skipped=times)
+    return Columns(frame=frame, meta=_metadata_frame(meta_rows), skipped=times, kernels=kernels)
 
 
 def finish_columns(

@@ -15,6 +15,11 @@ With ``workers > 1`` this process only decompresses and cuts; worker processes d
 chunks, in order, and the text travels to them through reusable shared-memory slots. A cut that
 falls inside a string, or damage, makes that reading stop, and the file is read again serially,
 which checks every cut and locates damage as FILE:LINE:COL.
+
+With :attr:`ImportOptions.overlap_only`, a trace's CPU operators are skipped only if it holds GPU
+kernels, which a profiler writes after its CPU operators: a chunk cannot tell by itself. The header
+does: a trace whose ``deviceProperties`` list a GPU is read as one with kernels from its first chunk
+on, and read again keeping everything in the rare case none turns up (a CPU-only job on a GPU host).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import polars as pl
 
 from timeline.errors import TraceContentError, TraceFormatError
 from timeline.importers.kineto import (
+    Columns,
     build_frame,
     decode_events,
     extract_columns,
@@ -50,6 +56,9 @@ DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
 """Chunk size of the parallel reader: a task per chunk, about 32 MiB of JSON each."""
 SERIAL_CHUNK_BYTES = 4 * 1024 * 1024
 """Chunk size of the serial reader: smaller chunks keep memory near the size of the frame."""
+FINISH_BATCH_ROWS = 32 * 1024
+"""The serial reader finishes the columns of several chunks at once, about this many events: a
+polars pass has a fixed cost (its regexes are compiled per call) that small chunks would pay often."""
 _HEAD_BLOCK = 1024 * 1024
 _KEY = b'"traceEvents"'
 _GENERIC = msgspec.json.Decoder()
@@ -212,23 +221,43 @@ def _decode_tail(
     raise TraceFormatError(msg)
 
 
+class _NoKernelsError(Exception):
+    """The header listed GPUs, so CPU operators were skipped, but no kernel came: read again."""
+
+
+def lists_gpus(metadata: dict[str, Any]) -> bool:
+    """Return whether a trace's metadata lists a GPU (``deviceProperties``, non-empty)."""
+    devices = metadata.get("deviceProperties")
+    return isinstance(devices, list) and len(devices) > 0
+
+
 class _Frames:
     """The reduced frames of the chunks read so far, with their sparse metadata and drop counts.
 
-    With a thread ``pool``, each chunk's polars work (:func:`finish_columns`, which releases the
-    GIL) runs in the pool while the reader decodes the next chunk; at most two chunks are in flight.
+    The columns of consecutive chunks are gathered until they hold :data:`FINISH_BATCH_ROWS` events,
+    then finished at once. With a thread ``pool``, that polars work (:func:`finish_columns`, which
+    releases the GIL) runs in the pool while the reader decodes the next chunks; at most two batches
+    are in flight.
+    ``gpu`` (set by the reader from the header): the trace is taken to hold GPU kernels from its
+    first chunk on, as its header lists GPUs (only read with :attr:`ImportOptions.overlap_only`).
     """
 
     def __init__(self, options: ImportOptions, pool: ThreadPoolExecutor | None = None) -> None:
         self.options = options
         self.pool = pool
+        self.gpu = False
+        self.kernels = False
+        """Whether a chunk so far held a GPU kernel (looked for with ``overlap_only`` only)."""
         self.pending: deque[Future[tuple[pl.DataFrame, dict[str, int], pl.DataFrame]]] = deque()
         self.frames: list[pl.DataFrame] = []
         self.metas: list[pl.DataFrame] = []
         self.dropped: dict[str, int] = {}
         self.rows = 0
+        self.batch: list[Columns] = []
+        self.batch_rows = 0
 
-    def add(self, built: tuple[pl.DataFrame, dict[str, int], pl.DataFrame]) -> None:
+    def add(self, built: tuple[pl.DataFrame, dict[str, int], pl.DataFrame], *, kernels: bool = False) -> None:
+        self.kernels |= kernels
         frame, counts, meta = built
         self.frames.append(frame)
         # the chunk's metadata, keyed by row position in the whole frame
@@ -240,7 +269,19 @@ class _Frames:
     def add_events(self, events: list[Any]) -> None:
         if not events:
             return
-        columns = extract_columns(events, self.options)
+        # once a kernel was seen, later chunks are a GPU trace's too
+        columns = extract_columns(events, self.options, gpu=(self.gpu or self.kernels) or None)
+        self.kernels |= columns.kernels
+        self.batch.append(columns)
+        self.batch_rows += columns.frame.height
+        if self.batch_rows >= FINISH_BATCH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.batch:
+            return
+        columns = Columns.concat(self.batch)
+        self.batch, self.batch_rows = [], 0
         if self.pool is None:
             self.add(finish_columns(columns, self.options))
             return
@@ -249,8 +290,11 @@ class _Frames:
             self.add(self.pending.popleft().result())
 
     def finish(self, metadata: dict[str, Any], *, source: str, warnings: list[str]) -> FileResult:
+        self._flush()
         while self.pending:
             self.add(self.pending.popleft().result())
+        if self.gpu and self.options.overlap_only and not self.kernels:
+            raise _NoKernelsError
         if not self.frames:
             self.add(build_frame([], self.options))
         frames, metas = self.frames, self.metas
@@ -306,10 +350,15 @@ def _shared_directory() -> str:
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else tempfile.gettempdir()
 
 
-def _build_chunk(
-    path: str, length: int, source: str, options: ImportOptions
-) -> tuple[pl.DataFrame, dict[str, int], pl.DataFrame] | None:
-    """Decode the chunk in a slot and build its frame (a worker task); None if it is not valid JSON."""
+_Built = tuple[tuple[pl.DataFrame, dict[str, int], pl.DataFrame], bool]
+
+
+def _build_chunk(path: str, length: int, source: str, options: ImportOptions, gpu: bool) -> _Built | None:
+    """Decode the chunk in a slot and build its frame (a worker task); None if it is not valid JSON.
+
+    Returns the frame, its drop counts and metadata (:func:`build_frame`), and whether the chunk held
+    a GPU kernel. ``gpu``: as :class:`_Frames` takes it.
+    """
     with Path(path).open("rb") as handle, mmap.mmap(handle.fileno(), length, access=mmap.ACCESS_READ) as text:
         view = memoryview(text)
         try:
@@ -320,8 +369,9 @@ def _build_chunk(
             except msgspec.DecodeError:
                 return None  # a boundary inside a string, or damage: the serial reader sorts it out
             # msgspec.Raw values (Input Dims) point into the chunk: build the frame before letting go
-            built = build_frame(events, options)
+            columns = extract_columns(events, options, gpu=gpu or None)
             del events
+            built = finish_columns(columns, options), columns.kernels
         finally:
             view.release()
     return built
@@ -354,7 +404,7 @@ class _ChunkFailedError(Exception):
 
 
 def _parse_parallel(
-    path: Path, source: str, options: ImportOptions, chunk_bytes: int, workers: int
+    path: Path, source: str, options: ImportOptions, chunk_bytes: int, workers: int, *, gpu_header: bool
 ) -> FileResult:
     """Cut the text into chunks here and decode them in worker processes, in order.
 
@@ -374,7 +424,7 @@ def _parse_parallel(
     directory = _shared_directory()
     slots: list[_Slot] = []
     free: deque[_Slot] = deque()
-    pending: deque[tuple[Future[tuple[pl.DataFrame, dict[str, int], pl.DataFrame] | None], _Slot]] = deque()
+    pending: deque[tuple[Future[_Built | None], _Slot]] = deque()
 
     def collect_oldest() -> None:
         future, slot = pending.popleft()
@@ -382,7 +432,7 @@ def _parse_parallel(
         free.append(slot)
         if built is None:
             raise _ChunkFailedError
-        out.add(built)
+        out.add(built[0], kernels=built[1])
 
     try:
         with (
@@ -390,6 +440,7 @@ def _parse_parallel(
             ProcessPoolExecutor(max_workers=workers, mp_context=spawn_context()) as pool,
         ):
             metadata, head_rest = _read_header(handle, source, position)
+            out.gpu = gpu_header and lists_gpus(metadata)
             capacity = 2 * chunk_bytes + len(head_rest)
             buffer = bytearray(capacity)
             buffer[: len(head_rest)] = head_rest
@@ -416,7 +467,8 @@ def _parse_parallel(
                     with memoryview(buffer) as view:
                         length = slot.write(view[:used])
                     with worker_environment():  # workers start on the first submissions
-                        pending.append((pool.submit(_build_chunk, slot.path, length, source, options), slot))
+                        task = pool.submit(_build_chunk, slot.path, length, source, options, out.gpu)
+                    pending.append((task, slot))
                     rest = used
                     while rest < end and buffer[rest] in b" \t\r\n,":
                         rest += 1
@@ -481,6 +533,23 @@ def parse_kineto_stream(
         No ``traceEvents`` array.
     """
     options = options or ImportOptions()
+    try:
+        return _parse_chunks(path, source, options, chunk_bytes, workers, gpu_header=True)
+    except _NoKernelsError:
+        # the header lists GPUs, yet no kernel came: a CPU-only job, which keeps its CPU operators
+        return _parse_chunks(path, source, options, chunk_bytes, workers, gpu_header=False)
+
+
+def _parse_chunks(
+    path: Path,
+    source: str,
+    options: ImportOptions,
+    chunk_bytes: int | None,
+    workers: int,
+    *,
+    gpu_header: bool,
+) -> FileResult:
+    """Read in parallel where workers can start and the cuts decode, else serially."""
     if workers > 1:
         from timeline.workers import can_spawn
 
@@ -488,12 +557,14 @@ def parse_kineto_stream(
             from concurrent.futures.process import BrokenProcessPool
 
             try:
-                return _parse_parallel(path, source, options, chunk_bytes or DEFAULT_CHUNK_BYTES, workers)
+                return _parse_parallel(
+                    path, source, options, chunk_bytes or DEFAULT_CHUNK_BYTES, workers, gpu_header=gpu_header
+                )
             except _ChunkFailedError:
                 pass  # a cut inside a string, or damage: read again, serially, checking every cut
             except BrokenProcessPool:
                 pass  # workers could not start (a script without `if __name__ == "__main__":`)
-    return _parse_serial(path, source, options, chunk_bytes or SERIAL_CHUNK_BYTES)
+    return _parse_serial(path, source, options, chunk_bytes or SERIAL_CHUNK_BYTES, gpu_header=gpu_header)
 
 
 def _decode_front(buffer: bytearray, end: int, source: str) -> tuple[list[Any], int]:
@@ -525,13 +596,16 @@ def _decode_front(buffer: bytearray, end: int, source: str) -> tuple[list[Any], 
     return [], 0
 
 
-def _parse_serial(path: Path, source: str, options: ImportOptions, chunk_bytes: int) -> FileResult:
+def _parse_serial(
+    path: Path, source: str, options: ImportOptions, chunk_bytes: int, *, gpu_header: bool
+) -> FileResult:
     """Decompress, cut and decode in this process, one chunk of text at a time, into one buffer."""
     warnings: list[str] = []
     position = _Position(path)
     with ThreadPoolExecutor(max_workers=1) as pool, _open(path) as handle:
         out = _Frames(options, pool)
         metadata, head_rest = _read_header(handle, source, position)
+        out.gpu = gpu_header and lists_gpus(metadata)
         # buffer[0] is the "[" that makes each chunk a JSON array; the text follows it
         buffer = bytearray(1 + max(len(head_rest), chunk_bytes) + chunk_bytes // 4)
         buffer[0] = 0x5B  # "["
