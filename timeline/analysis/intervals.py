@@ -21,6 +21,10 @@ __all__ = [
     "covered_length",
     "formula_intervals",
     "measure",
+    "measure_sweep",
+    "measure_windows",
+    "sweep",
+    "sweep_intervals",
     "union_intervals",
 ]
 
@@ -63,11 +67,37 @@ def union_intervals(intervals: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFra
     )
 
 
-def _sweep(intervals: pl.DataFrame, *, by: Sequence[str], sets: Sequence[str]) -> pl.DataFrame:
+def sweep(
+    intervals: pl.DataFrame,
+    *,
+    by: Sequence[str],
+    sets: Sequence[str],
+    cuts: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """Return the sorted boundaries of all sets with, after each, the open count of every set.
 
-    Columns: ``by`` + ``_t`` (the boundary), ``_c_<set>`` (intervals of that set open just after
-    ``_t``) and ``_dt`` (time to the next boundary of the group; 0 after the last).
+    One sweep answers several questions (:func:`measure_sweep`, :func:`measure_windows`,
+    :func:`sweep_intervals`): the boundaries are sorted once.
+
+    Parameters
+    ----------
+    intervals
+        Columns ``by`` + ``set`` (one of ``sets``) + ``start_ns``, ``end_ns``.
+    by
+        Group keys.
+    sets
+        The set names.
+    cuts
+        Extra boundaries (columns ``by`` + ``_t``) where no set changes: the edges of the windows
+        :func:`measure_windows` measures in, so that no stretch between two boundaries crosses one.
+
+    Returns
+    -------
+    pl.DataFrame
+        Columns ``by`` + ``_t`` (the boundary), ``_c_<set>`` (intervals of that set open just after
+        ``_t``) and ``_dt`` (time to the next boundary of the group; 0 after the last). Of several
+        boundaries at one time, only the last has a non-zero ``_dt``, with the counts after all of
+        them.
     """
     keys = list(by)
     base = intervals.filter(pl.col("end_ns") > pl.col("start_ns"))
@@ -79,7 +109,11 @@ def _sweep(intervals: pl.DataFrame, *, by: Sequence[str], sets: Sequence[str]) -
     ends = base.select(
         *keys, pl.col("end_ns").alias("_t"), *[(-d).alias(d.meta.output_name()) for d in deltas]
     )
-    bounds = pl.concat([starts, ends]).sort([*keys, "_t"])
+    parts = [starts, ends]
+    if cuts is not None:
+        zero = [pl.lit(0, dtype=pl.Int32).alias(f"_d_{name}") for name in sets]
+        parts.append(cuts.select(*keys, "_t", *zero).cast(starts.schema))
+    bounds = pl.concat(parts).sort([*keys, "_t"])
 
     def per_group(expr: pl.Expr) -> pl.Expr:
         return expr.over(keys) if keys else expr
@@ -125,16 +159,69 @@ def measure(
     >>> measure(frame, by=["g"], sets=["a", "b"], formulas={"both": lambda s: s["a"] & s["b"]})["both"].item()
     5
     """
-    keys = list(by)
-    bounds = _sweep(intervals, by=keys, sets=sets)
+    return measure_sweep(sweep(intervals, by=by, sets=sets), by=by, sets=sets, formulas=formulas)
+
+
+def _formula_sums(sets: Sequence[str], formulas: Mapping[str, Formula]) -> list[pl.Expr]:
     member = _membership(sets)
-    aggs = [
+    return [
         pl.col("_dt").filter(formula(member)).sum().cast(pl.Int64).alias(out)
         for out, formula in formulas.items()
     ]
+
+
+def measure_sweep(
+    bounds: pl.DataFrame, *, by: Sequence[str], sets: Sequence[str], formulas: Mapping[str, Formula]
+) -> pl.DataFrame:
+    """:func:`measure` on the boundaries of :func:`sweep` (the same ``by`` and ``sets``)."""
+    keys = list(by)
+    aggs = _formula_sums(sets, formulas)
     if not keys:
         return bounds.select(aggs)
     return bounds.group_by(keys, maintain_order=True).agg(aggs)
+
+
+def measure_windows(
+    bounds: pl.DataFrame,
+    windows: pl.DataFrame,
+    *,
+    by: Sequence[str],
+    sets: Sequence[str],
+    formulas: Mapping[str, Formula],
+) -> pl.DataFrame:
+    """Return, per window, how long each formula holds inside it: :func:`measure` of the clipped sets.
+
+    Parameters
+    ----------
+    bounds
+        :func:`sweep` of the sets, with the window edges among its ``cuts``.
+    windows
+        Columns ``by`` + ``window_id`` + ``w_start``, ``w_end``; disjoint within a group.
+    by, sets, formulas
+        As for :func:`measure`.
+
+    Returns
+    -------
+    pl.DataFrame
+        Columns ``by`` + ``window_id`` + one Int64 column per formula. Windows where nothing holds
+        are absent.
+    """
+    keys = list(by)
+    # every stretch between two boundaries lies inside one window or outside all of them
+    located = (
+        bounds.filter(pl.col("_dt") > 0)
+        .sort("_t")
+        .join_asof(
+            windows.select(*keys, "window_id", "w_start", "w_end").sort("w_start"),
+            left_on="_t",
+            right_on="w_start",
+            by=keys or None,
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("_t") < pl.col("w_end"))
+    )
+    return located.group_by([*keys, "window_id"], maintain_order=True).agg(_formula_sums(sets, formulas))
 
 
 def formula_intervals(
@@ -158,8 +245,14 @@ def formula_intervals(
     pl.DataFrame
         Columns ``by`` + ``start_ns``, ``end_ns``.
     """
+    return sweep_intervals(sweep(intervals, by=by, sets=sets), by=by, sets=sets, formula=formula)
+
+
+def sweep_intervals(
+    bounds: pl.DataFrame, *, by: Sequence[str], sets: Sequence[str], formula: Formula
+) -> pl.DataFrame:
+    """:func:`formula_intervals` on the boundaries of :func:`sweep` (the same ``by`` and ``sets``)."""
     keys = list(by)
-    bounds = _sweep(intervals, by=keys, sets=sets)
     pieces = bounds.filter(formula(_membership(sets)) & (pl.col("_dt") > 0)).select(
         *keys, start_ns=pl.col("_t"), end_ns=pl.col("_t") + pl.col("_dt")
     )

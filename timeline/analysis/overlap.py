@@ -25,7 +25,14 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from timeline.analysis.intervals import Formula, clip_to_windows, covered_length, formula_intervals, measure
+from timeline.analysis.intervals import (
+    Formula,
+    covered_length,
+    measure_sweep,
+    measure_windows,
+    sweep,
+    sweep_intervals,
+)
 from timeline.analysis.iterations import _assign_iterations, activity_sets, rank_modes
 from timeline.schema import (
     COLLECTIVE_EXPOSURE_SCHEMA,
@@ -128,12 +135,23 @@ def compute_rank_overlap(events: pl.DataFrame) -> pl.DataFrame:
         :data:`timeline.schema.RANK_OVERLAP_SCHEMA`, one row per rank, sorted by rank.
     """
     modes = rank_modes(events)
-    return _rank_overlap(modes, activity_sets(events, modes))
+    sets = activity_sets(events, modes)
+    return _rank_overlap(modes, sets, _sweep(sets))
 
 
-def _rank_overlap(modes: pl.DataFrame, sets: pl.DataFrame) -> pl.DataFrame:
+def _sweep(sets: pl.DataFrame, windows: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Return the one sweep of a rank's sets that every view measures, cut at the windows' edges."""
+    cuts = None
+    if windows is not None:
+        cuts = pl.concat(
+            [windows.select("rank", _t="start_ns"), windows.select("rank", _t="end_ns")]
+        ).unique()
+    return sweep(sets, by=["rank"], sets=_SETS, cuts=cuts)
+
+
+def _rank_overlap(modes: pl.DataFrame, sets: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     span = sets.group_by("rank").agg(start_ns=pl.col("start_ns").min(), end_ns=pl.col("end_ns").max())
-    measured = measure(sets, by=["rank"], sets=_SETS, formulas=_FORMULAS)
+    measured = measure_sweep(bounds, by=["rank"], sets=_SETS, formulas=_FORMULAS)
     frame = span.join(measured, on="rank", how="left").with_columns(_zeros())
     return validate(_finish(frame, modes).sort("rank"), RANK_OVERLAP_SCHEMA, what="rank overlap")
 
@@ -160,15 +178,19 @@ def compute_iteration_overlap(events: pl.DataFrame, windows: pl.DataFrame | None
     sets = activity_sets(events, modes)
     if windows is None:
         windows = _assign_iterations(events, modes, sets)
-    return _iteration_overlap(modes, sets, windows)
+    return _iteration_overlap(modes, windows, _sweep(sets, windows))
 
 
-def _iteration_overlap(modes: pl.DataFrame, sets: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+def _iteration_overlap(modes: pl.DataFrame, windows: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
+    """``bounds``: :func:`_sweep` cut at the edges of ``windows``."""
     keyed = windows.with_row_index("window_id").with_columns(pl.col("window_id").cast(pl.Int64))
-    clipped = clip_to_windows(
-        sets, keyed.select("rank", "window_id", w_start="start_ns", w_end="end_ns"), by=["rank"]
+    measured = measure_windows(
+        bounds,
+        keyed.select("rank", "window_id", w_start="start_ns", w_end="end_ns"),
+        by=["rank"],
+        sets=_SETS,
+        formulas=_FORMULAS,
     )
-    measured = measure(clipped, by=["rank", "window_id"], sets=_SETS, formulas=_FORMULAS)
     frame = keyed.join(measured, on=["rank", "window_id"], how="left").with_columns(_zeros())
     frame = frame.join(modes, on="rank", how="inner").drop("mode")
     result = _finish(frame, modes).sort("rank", "start_ns")
@@ -197,14 +219,14 @@ def compute_collective_exposure(events: pl.DataFrame, windows: pl.DataFrame | No
     sets = activity_sets(events, modes)
     if windows is None:
         windows = _assign_iterations(events, modes, sets)
-    return _collective_exposure(events, modes, sets, windows)
+    return _collective_exposure(events, modes, sets, windows, _sweep(sets))
 
 
 def _collective_exposure(
-    events: pl.DataFrame, modes: pl.DataFrame, sets: pl.DataFrame, windows: pl.DataFrame
+    events: pl.DataFrame, modes: pl.DataFrame, sets: pl.DataFrame, windows: pl.DataFrame, bounds: pl.DataFrame
 ) -> pl.DataFrame:
     comm = sets.filter(pl.col("set") == "comm")
-    working = formula_intervals(sets, by=["rank"], sets=_SETS, formula=_working)
+    working = sweep_intervals(bounds, by=["rank"], sets=_SETS, formula=_working)
     with_start = covered_length(
         working, comm.select("event", "rank", "start_ns"), by=["rank"], at="start_ns", out="_f0"
     )
@@ -272,13 +294,14 @@ def compute_overlap(events: pl.DataFrame) -> Overlap:
     >>> overlap = compute_overlap(load("sample_traces/ddp_gloo").events)  # doctest: +SKIP
     >>> overlap.ranks.select("rank", "exposed_comm_ns")  # doctest: +SKIP
     """
-    # The rank modes and activity sets are computed once and shared by the four views.
+    # The rank modes, activity sets and one sweep of them are computed once and shared by the views.
     modes = rank_modes(events)
     sets = activity_sets(events, modes)
     windows = _assign_iterations(events, modes, sets)
+    bounds = _sweep(sets, windows)
     return Overlap(
-        ranks=_rank_overlap(modes, sets),
-        iterations=_iteration_overlap(modes, sets, windows),
-        collectives=_collective_exposure(events, modes, sets, windows),
+        ranks=_rank_overlap(modes, sets, bounds),
+        iterations=_iteration_overlap(modes, windows, bounds),
+        collectives=_collective_exposure(events, modes, sets, windows, bounds),
         windows=windows,
     )

@@ -20,7 +20,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Literal, Protocol, TypeVar
 
 from timeline.errors import UsageError
-from timeline.workers import WORKER_MALLOC_ENV, can_spawn, spawn_context, worker_environment
+from timeline.workers import WORKER_MALLOC_ENV, can_spawn, polars_threads, spawn_context, worker_environment
 
 __all__ = ["Executor", "ExecutorName", "LocalExecutor", "RayExecutor", "make_executor"]
 
@@ -94,7 +94,8 @@ class LocalExecutor:
                     # keep every helper busy with one task and one queued; take the next one here
                     running = sum(1 for f in outcomes.values() if not f.done())
                     while taken < total and running < 2 * helpers:
-                        with worker_environment():  # the helpers start on the first submissions
+                        # the helpers start on the first submissions
+                        with worker_environment(polars_threads(self.workers)):
                             future = pool.submit(fn, items[taken])
                         future.add_done_callback(report)
                         outcomes[taken] = future
@@ -201,8 +202,10 @@ class RayExecutor:
         ray = self._ray()
         from ray.exceptions import RayTaskError
 
-        # the workers' malloc settings, as for local worker processes (timeline.workers)
-        env = {k: v for k, v in WORKER_MALLOC_ENV.items() if k not in os.environ}
+        # the workers' malloc settings, as for local worker processes (timeline.workers); one polars
+        # thread per task of one CPU
+        wanted = {**WORKER_MALLOC_ENV, "POLARS_MAX_THREADS": "1"}
+        env = {k: v for k, v in wanted.items() if k not in os.environ}
         remote = ray.remote(num_cpus=1, max_retries=0, runtime_env={"env_vars": env})(fn)
         refs = [remote.remote(item) for item in items]
         total = len(refs)

@@ -416,7 +416,7 @@ def _parse_parallel(
     """
     from concurrent.futures import ProcessPoolExecutor
 
-    from timeline.workers import spawn_context, worker_environment
+    from timeline.workers import polars_threads, spawn_context, worker_environment
 
     warnings: list[str] = []
     position = _Position(path)
@@ -466,7 +466,8 @@ def _parse_parallel(
                     slot = free.popleft()
                     with memoryview(buffer) as view:
                         length = slot.write(view[:used])
-                    with worker_environment():  # workers start on the first submissions
+                    # workers start on the first submissions
+                    with worker_environment(polars_threads(workers)):
                         task = pool.submit(_build_chunk, slot.path, length, source, options, out.gpu)
                     pending.append((task, slot))
                     rest = used
