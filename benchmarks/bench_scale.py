@@ -37,6 +37,7 @@ import gc
 import hashlib
 import importlib
 import json
+import multiprocessing
 import os
 import platform
 import resource
@@ -151,6 +152,10 @@ def child_analyze(paths: list[str], executor: str) -> int:
             events=int(analysis.files.get_column("events").sum()),
         )
         ratios = overlap.ranks.select("rank", "hidden_comm_ratio").rows()
+    # helper processes exit in the background once their results are in: reap them (after the
+    # timed part) so that their CPU time and peak memory are counted
+    for child in multiprocessing.active_children():
+        child.join()
     result.update(
         ranks=overlap.ranks.height,
         digest=_digest([overlap.ranks, overlap.iterations, overlap.collectives, overlap.windows]),

@@ -77,41 +77,70 @@ class LocalExecutor:
             return
         helpers = min(self.workers - 1, total - 1)
         outcomes: dict[int, Future[R]] = {}
-        finished = 0
-        lock = threading.Lock()  # helpers' tasks are reported from the pool's thread
+        # Items are taken in order, one at a time, by whichever process is free: this one, or a
+        # helper whose task just finished (its next item is handed over from the pool's thread).
+        # Nothing waits in a helper's queue while this process could take it.
+        lock = threading.Lock()
+        taken = finished = 0
+        stop = False  # an item failed, or the map is closing: take no more
 
-        def report(_: object = None) -> None:
-            nonlocal finished
+        def take() -> int | None:
+            nonlocal taken
+            if stop or taken == total:
+                return None
+            taken += 1
+            return taken - 1
+
+        def report(ok: bool) -> None:
+            nonlocal finished, stop
             with lock:
                 finished += 1
+                stop = stop or not ok  # every item before a failing one is taken: it raises in order
                 if progress:
                     progress(finished, total)
 
-        with ProcessPoolExecutor(max_workers=helpers, mp_context=spawn_context()) as pool:
-            taken = 0
-            try:
-                while taken < total:
-                    # keep every helper busy with one task and one queued; take the next one here
-                    running = sum(1 for f in outcomes.values() if not f.done())
-                    while taken < total and running < 2 * helpers:
-                        # the helpers start on the first submissions
-                        with worker_environment(polars_threads(self.workers)):
-                            future = pool.submit(fn, items[taken])
-                        future.add_done_callback(report)
-                        outcomes[taken] = future
-                        taken += 1
-                        running += 1
-                    if taken < total:
-                        outcome = outcomes[taken] = _run_here(fn, items[taken])
-                        report()
-                        taken += 1
-                        if outcome.exception() is not None:
-                            break  # every item before it is taken: it raises in order below
-                for index in range(total):
-                    yield outcomes[index].result()
-            finally:
-                for future in outcomes.values():
-                    future.cancel()
+        def hand_over(pool: ProcessPoolExecutor) -> None:
+            with lock:
+                index = take()
+                if index is None:
+                    return
+                try:
+                    future = pool.submit(fn, items[index])
+                except Exception as exc:  # a broken pool: raised in order, as the task's own error
+                    future = Future()
+                    future.set_exception(exc)
+                outcomes[index] = future
+            future.add_done_callback(lambda done: finished_remotely(pool, done))
+
+        def finished_remotely(pool: ProcessPoolExecutor, future: Future[R]) -> None:
+            if future.cancelled():
+                return
+            report(future.exception() is None)
+            hand_over(pool)
+
+        pool = ProcessPoolExecutor(max_workers=helpers, mp_context=spawn_context())
+        try:
+            # the helpers start on these first submissions
+            with worker_environment(polars_threads(self.workers)):
+                for _ in range(helpers):
+                    hand_over(pool)
+            while True:
+                with lock:
+                    index = take()
+                if index is None:
+                    break
+                outcome = outcomes[index] = _run_here(fn, items[index])
+                report(outcome.exception() is None)
+            for index in range(total):
+                yield outcomes[index].result()
+        finally:
+            with lock:
+                stop = True
+            for future in list(outcomes.values()):
+                future.cancel()
+            # The results are in: the helpers exit in the background (a Python process takes tens
+            # of milliseconds to tear down its heap) rather than before the caller goes on.
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _run_here(fn: Callable[[T], R], item: T) -> Future[R]:
