@@ -664,21 +664,29 @@ def finish_columns(
     start = _ns_from_us(pl.col("ts"))
     dur_ns = (pl.col("dur") * 1000).round(0).cast(pl.Int64)
     is_gpu = pl.col("cat").is_in(_GPU_CATS)
+    frame = frame.with_columns(pl.col("name", "cat").cast(pl.Categorical()))
+    # The kind depends on the category and the name alone: decided once per distinct pair (a few
+    # thousand of a trace's events, the regexes being the costly part), then joined back.
+    pairs = frame.select("cat", "name").unique()
+    as_text = pairs.select(pl.col("cat", "name").cast(pl.String))
+    classified = pairs.with_columns(
+        as_text.select(
+            kind=_kind_expr(options).cast(KIND),
+            # CPU-side collective ops, the candidates kernels are linked to (_attach_collectives)
+            _comm_op=pl.col("name").str.contains(_COMM_OP_REGEX).fill_null(False),
+        )
+    )
     frame = (
-        frame.with_columns(start_ns=start, dur_ns=dur_ns)
+        frame.join(classified, on=["cat", "name"], how="left", nulls_equal=True, maintain_order="left")
+        .with_columns(start_ns=start, dur_ns=dur_ns)
         .with_columns(
             end_ns=pl.col("start_ns") + pl.col("dur_ns"),
             device=pl.when(is_gpu).then(pl.coalesce("a_device", "pid")).cast(pl.Int32),
             stream=pl.when(is_gpu).then(pl.coalesce("a_stream", "tid")),
-            kind=_kind_expr(options).cast(KIND),
             source=pl.lit("kineto", dtype=SOURCE),
             rank=pl.lit(None, dtype=pl.Int32),
             tensor=pl.lit(None, dtype=pl.Categorical()),
-            # CPU-side collective ops, the candidates kernels are linked to (_attach_collectives)
-            _comm_op=pl.col("name").str.contains(_COMM_OP_REGEX).fill_null(False),
         )
-        # the strings only matter for the classification above: categorical from here on
-        .with_columns(pl.col("name", "cat").cast(pl.Categorical()))
         .drop("ts", "dur", "a_device", "a_stream")
     )
     return frame, dropped, meta
