@@ -6,7 +6,8 @@ nothing big is committed), then measures, each run in a fresh process:
 - ``single``: the 54 MB trace itself, load + overlap, timeline and HTA;
 - ``r8``: 8 ranks of it (rank-rewritten copies, 8 × 54 MB of JSON), load + overlap: timeline rank by
   rank (what ``timeline analyze`` does with several large files), timeline in memory, HTA
-  (``TraceAnalysis`` + ``get_comm_comp_overlap``);
+  (``TraceAnalysis`` + ``get_comm_comp_overlap``); the three run in turn, round after round, so
+  that a machine slowing down for a while slows all alike;
 - ``big``: a generated 1 GB trace, load + overlap: timeline (in memory, chunks decoded in parallel)
   and HTA (with a time limit);
 - ``r256``: 256 ranks of 10 MB: timeline's local executor, the Ray executor on a Ray instance it
@@ -211,10 +212,11 @@ def child_stages(path: str) -> int:
         sets = it.activity_sets(events, modes)
     with stage("iteration assignment"):
         windows = it._assign_iterations(events, modes, sets)
-    with stage("overlap (rank, iteration, collective views)"):
-        ov._rank_overlap(modes, sets)
-        ov._iteration_overlap(modes, sets, windows)
-        ov._collective_exposure(events, modes, sets, windows)
+    with stage("overlap (one sweep; rank, iteration, collective views)"):
+        bounds = ov._sweep(sets, windows)
+        ov._rank_overlap(modes, sets, bounds)
+        ov._iteration_overlap(modes, windows, bounds)
+        ov._collective_exposure(events, modes, sets, windows, bounds)
     return _emit({"tool": "stages", "stages": stages, "events": events.height, "raw_events": raw_events})
 
 
@@ -373,9 +375,8 @@ class Bench:
     # runners --------------------------------------------------------------------------------------
     def timeline(self, label: str, paths: Sequence[Path], executor: str, runs: int) -> Series:
         series = Series(label)
-        command = [sys.executable, __file__, "--child", "analyze", executor, *map(str, paths)]
         for i in range(runs):
-            run = _measure(command, timeout=self.args.timeout)
+            run = self.timeline_run(paths, executor)
             series.runs.append(run)
             self.log(f"{label}: run {i + 1}/{runs}: {_describe(run)}")
         return series
@@ -384,20 +385,38 @@ class Bench:
         series = Series(label)
         if not self.hta:
             return series
-        command = [str(HTA_PYTHON), str(HTA_SCRIPT), str(path), "--overlap"]
         for i in range(runs):
-            run = _measure(
-                command, timeout=timeout or self.args.hta_timeout, memory_gib=self.args.hta_memory_gb
-            )
-            if run.result is not None:
-                run.result["total_s"] = run.result["load_s"] + run.result.get("overlap_s", 0.0)
-                run.result["rss_peak_kib"] = run.result.get("rss_overlap_kib", run.result["rss_load_kib"])
-                run.result["rss_workers_kib"] = run.result.get("rss_children_kib", 0)
+            run = self.hta_run(path, timeout)
             series.runs.append(run)
             self.log(f"{label}: run {i + 1}/{runs}: {_describe(run)}")
             if run.result is None:
                 break  # a timeout or an OOM does not get better by trying again
         return series
+
+    def hta_run(self, path: Path, timeout: float | None = None) -> Run:
+        command = [str(HTA_PYTHON), str(HTA_SCRIPT), str(path), "--overlap"]
+        run = _measure(command, timeout=timeout or self.args.hta_timeout, memory_gib=self.args.hta_memory_gb)
+        if run.result is not None:
+            run.result["total_s"] = run.result["load_s"] + run.result.get("overlap_s", 0.0)
+            run.result["rss_peak_kib"] = run.result.get("rss_overlap_kib", run.result["rss_load_kib"])
+            run.result["rss_workers_kib"] = run.result.get("rss_children_kib", 0)
+        return run
+
+    def alternate(self, jobs: Sequence[tuple[str, Callable[[], Run]]], runs: int) -> list[Series]:
+        """Run the jobs in turn, ``runs`` rounds: a machine that slows down for a while slows all alike."""
+        out = [Series(label) for label, _ in jobs]
+        for i in range(runs):
+            for series, (label, job) in zip(out, jobs, strict=True):
+                if series.runs and series.runs[-1].result is None:
+                    continue  # a timeout or an OOM does not get better by trying again
+                run = job()
+                series.runs.append(run)
+                self.log(f"{label}: run {i + 1}/{runs}: {_describe(run)}")
+        return out
+
+    def timeline_run(self, paths: Sequence[Path], executor: str) -> Run:
+        command = [sys.executable, __file__, "--child", "analyze", executor, *map(str, paths)]
+        return _measure(command, timeout=self.args.timeout)
 
     def log(self, text: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
@@ -416,11 +435,14 @@ class Bench:
             ]
         if "r8" in cases:
             folder = made["r8"]
-            out["r8"] = [
-                self.timeline("timeline (rank by rank, local processes)", [folder], "local", runs),
-                self.timeline("timeline (in memory)", [folder], "memory", runs),
-                self.hta_series("HTA", folder, runs),
+            # in turn, round after round: the ratio to HTA is the target
+            jobs: list[tuple[str, Callable[[], Run]]] = [
+                ("timeline (rank by rank, local processes)", lambda: self.timeline_run([folder], "local")),
+                ("timeline (in memory)", lambda: self.timeline_run([folder], "memory")),
             ]
+            if self.hta:
+                jobs.append(("HTA", lambda: self.hta_run(folder)))
+            out["r8"] = self.alternate(jobs, runs)
         if "big" in cases:
             out["big"] = [
                 # what `timeline analyze BIG` does: one unit, chunks decoded in parallel, overlap events kept
