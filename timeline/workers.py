@@ -9,8 +9,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from importlib.machinery import ModuleSpec
 from multiprocessing.context import SpawnContext
 from pathlib import Path
 
@@ -52,12 +53,42 @@ def spawn_context() -> SpawnContext:
 
 
 @contextmanager
-def worker_environment(polars_threads: int | None = None) -> Iterator[None]:
+def worker_environment(
+    polars_threads: int | None = None, *, task: Callable[..., object] | None = None
+) -> Iterator[None]:
     """Set :data:`WORKER_MALLOC_ENV` while worker processes start (they copy the environment).
 
     ``polars_threads``: the size of the workers' polars thread pools (``POLARS_MAX_THREADS``), see
     :func:`polars_threads`. Settings already in the environment win.
+
+    ``task``: the function the workers run. A spawned process runs the caller's main script again
+    before its first task (for functions defined there); for the ``timeline`` command that is the
+    whole command line (typer, rich: about 0.15 s more before a worker starts working). When
+    ``task`` lives in an importable module, the workers skip it.
     """
+    with _main_script_skipped(task), _environment(polars_threads):
+        yield
+
+
+@contextmanager
+def _main_script_skipped(task: Callable[..., object] | None) -> Iterator[None]:
+    main = sys.modules.get("__main__")
+    if task is None or getattr(task, "__module__", "__main__") == "__main__" or main is None:
+        yield
+        return
+    if getattr(main, "__spec__", None) is not None or getattr(main, "__file__", None) is None:
+        yield  # run with -m (its workers import nothing of it) or interactively: nothing to skip
+        return
+    # multiprocessing.spawn: a main module named "__main__" is not imported again in the worker
+    main.__spec__ = ModuleSpec("__main__", None)
+    try:
+        yield
+    finally:
+        main.__spec__ = None
+
+
+@contextmanager
+def _environment(polars_threads: int | None) -> Iterator[None]:
     wanted = dict(WORKER_MALLOC_ENV)
     if polars_threads is not None:
         wanted["POLARS_MAX_THREADS"] = str(polars_threads)

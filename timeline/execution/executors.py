@@ -121,7 +121,7 @@ class LocalExecutor:
         pool = ProcessPoolExecutor(max_workers=helpers, mp_context=spawn_context())
         try:
             # the helpers start on these first submissions
-            with worker_environment(polars_threads(self.workers)):
+            with worker_environment(polars_threads(self.workers), task=fn):
                 for _ in range(helpers):
                     hand_over(pool)
             while True:

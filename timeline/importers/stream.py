@@ -467,7 +467,7 @@ def _parse_parallel(
                     with memoryview(buffer) as view:
                         length = slot.write(view[:used])
                     # workers start on the first submissions
-                    with worker_environment(polars_threads(workers)):
+                    with worker_environment(polars_threads(workers), task=_build_chunk):
                         task = pool.submit(_build_chunk, slot.path, length, source, options, out.gpu)
                     pending.append((task, slot))
                     rest = used
