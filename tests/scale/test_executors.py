@@ -6,6 +6,8 @@ import gzip
 import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -326,3 +328,32 @@ def test_overlap_only_loading_counts_what_it_skips(tmp_path: Path) -> None:
     assert_overlap_equal(compute_overlap(full.events), compute_overlap(small.events))
     comm = small.events.filter(pl.col("kind") == "communication")
     assert comm.get_column("in_bytes").to_list() == [16]
+
+
+_SCRIPT = """
+import sys
+from pathlib import Path
+from timeline.execution import LocalExecutor
+
+if __name__ == "__mp_main__":  # this script run again in a spawned worker
+    Path(sys.argv[1]).touch()
+
+
+def here(item):
+    return item
+
+
+if __name__ == "__main__":
+    task = str if sys.argv[2] == "importable" else here
+    assert list(LocalExecutor(2).map(task, [1, 2, 3])) == [task(1), task(2), task(3)]
+"""
+
+
+@pytest.mark.parametrize("task", ["importable", "in the script"])
+def test_workers_run_the_main_script_again_only_for_its_own_functions(tmp_path: Path, task: str) -> None:
+    """The timeline command's workers skip the command line (typer, rich) before their first task."""
+    script = tmp_path / "main.py"
+    script.write_text(_SCRIPT)
+    marker = tmp_path / "rerun"
+    subprocess.run([sys.executable, str(script), str(marker), task], check=True, timeout=120)
+    assert marker.exists() == (task == "in the script")
