@@ -717,7 +717,7 @@ def verdict_lines(out: dict[str, Any]) -> list[str]:
             + (
                 "HTA not run"
                 if h is None or t is None
-                else f"{h / t:.1f}× ({_fmt(h)} s): {_verdict(h / t >= TARGET_R8_SPEEDUP)}"
+                else f"{h / t:.2f}× ({_fmt(h)} s): {_verdict(h / t >= TARGET_R8_SPEEDUP)}"
             )
         )
     if "big" in out:
