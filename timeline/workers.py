@@ -15,7 +15,14 @@ from importlib.machinery import ModuleSpec
 from multiprocessing.context import SpawnContext
 from pathlib import Path
 
-__all__ = ["WORKER_MALLOC_ENV", "can_spawn", "polars_threads", "spawn_context", "worker_environment"]
+__all__ = [
+    "WORKER_MALLOC_ENV",
+    "can_spawn",
+    "polars_threads",
+    "spawn_context",
+    "worker_environment",
+    "worker_settings",
+]
 
 # glibc malloc settings of worker processes. A task allocates and frees a few hundred MB (decompressed
 # JSON, decoded events); by default glibc maps large blocks afresh and returns freed memory to the
@@ -87,12 +94,20 @@ def _main_script_skipped(task: Callable[..., object] | None) -> Iterator[None]:
         main.__spec__ = None
 
 
-@contextmanager
-def _environment(polars_threads: int | None) -> Iterator[None]:
+def worker_settings(polars_threads: int | None = None) -> dict[str, str]:
+    """Return the environment a worker gets on top of this one's (what this one sets already wins).
+
+    :data:`WORKER_MALLOC_ENV`, and ``POLARS_MAX_THREADS`` when ``polars_threads`` is given.
+    """
     wanted = dict(WORKER_MALLOC_ENV)
     if polars_threads is not None:
         wanted["POLARS_MAX_THREADS"] = str(polars_threads)
-    added = {k: v for k, v in wanted.items() if k not in os.environ}
+    return {k: v for k, v in wanted.items() if k not in os.environ}
+
+
+@contextmanager
+def _environment(polars_threads: int | None) -> Iterator[None]:
+    added = worker_settings(polars_threads)
     os.environ.update(added)
     try:
         yield

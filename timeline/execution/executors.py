@@ -20,7 +20,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Literal, Protocol, TypeVar
 
 from timeline.errors import UsageError
-from timeline.workers import WORKER_MALLOC_ENV, can_spawn, polars_threads, spawn_context, worker_environment
+from timeline.workers import can_spawn, polars_threads, spawn_context, worker_environment, worker_settings
 
 __all__ = ["Executor", "ExecutorName", "LocalExecutor", "RayExecutor", "make_executor"]
 
@@ -231,10 +231,8 @@ class RayExecutor:
         ray = self._ray()
         from ray.exceptions import RayTaskError
 
-        # the workers' malloc settings, as for local worker processes (timeline.workers); one polars
-        # thread per task of one CPU
-        wanted = {**WORKER_MALLOC_ENV, "POLARS_MAX_THREADS": "1"}
-        env = {k: v for k, v in wanted.items() if k not in os.environ}
+        # the settings of local worker processes (timeline.workers); one polars thread per task of one CPU
+        env = worker_settings(polars_threads=1)
         remote = ray.remote(num_cpus=1, max_retries=0, runtime_env={"env_vars": env})(fn)
         refs = [remote.remote(item) for item in items]
         total = len(refs)
