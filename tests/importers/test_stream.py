@@ -22,10 +22,11 @@ from timeline.trace import load
 REAL = sorted((TRACES / "kineto").glob("*/*.json.gz"))
 
 
+@pytest.mark.parametrize("spare_core", [True, False], ids=["finish-thread", "inline"])
 @pytest.mark.parametrize("path", REAL[:6] + REAL[-3:], ids=lambda p: p.name[:30])
-def test_stream_equals_whole_file_on_real_traces(path: Path) -> None:
+def test_stream_equals_whole_file_on_real_traces(path: Path, spare_core: bool) -> None:
     whole = parse_kineto(read_trace_bytes(path, []), source=str(path))
-    streamed = parse_kineto_stream(path, source=str(path), chunk_bytes=1 << 16)
+    streamed = parse_kineto_stream(path, source=str(path), chunk_bytes=1 << 16, spare_core=spare_core)
     assert_frame_equal(whole.events, streamed.events)
     assert (whole.rank, whole.world_size, whole.clock, whole.warnings) == (
         streamed.rank,
@@ -124,6 +125,24 @@ def test_no_trace_events(tmp_path: Path) -> None:
     path.write_text('{"schemaVersion": 1}')
     with pytest.raises(TraceContentError):
         parse_kineto_stream(path, source="x.json")
+
+
+def test_a_rank_task_finishes_its_columns_without_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every core runs a rank's task: no finishing thread; loading a file alone on a machine: one."""
+    path = REAL[0]
+    monkeypatch.setattr(timeline.trace, "_STREAM_SERIAL_MIN_BYTES", 0)
+    seen: list[bool] = []
+    original = timeline.importers.stream._Frames.__init__
+
+    def record(self: object, options: ImportOptions, pool: object = None) -> None:
+        seen.append(pool is not None)
+        original(self, options, pool)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(timeline.importers.stream._Frames, "__init__", record)
+    alone = load(path, workers=2, rank=0)
+    in_task = load(path, workers=1, rank=0)
+    assert seen == [True, False]
+    assert_frame_equal(alone.events, in_task.events)
 
 
 def test_load_streams_large_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

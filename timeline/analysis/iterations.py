@@ -58,7 +58,8 @@ def activity_sets(events: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
     ranks) and ``other`` (GPU memcpy/memset). Columns: ``rank``, ``set``, ``start_ns``, ``end_ns``,
     plus ``event`` (the row index in ``events``) for per-event analyses.
     """
-    frame = events.with_row_index("event").join(modes, on="rank", how="inner")
+    columns = ("rank", "kind", "device", "source", "pid", "tid", "start_ns", "end_ns")
+    frame = events.select(columns).with_row_index("event").join(modes, on="rank", how="inner")
     kind = pl.col("kind")
     on_gpu = pl.col("device").is_not_null()
     gpu = pl.col("mode") == "gpu"
@@ -71,9 +72,12 @@ def activity_sets(events: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
         .unique()
         .with_columns(_comm_thread=pl.lit(True))
     )
-    frame = frame.join(comm_threads, on=["rank", "pid", "tid"], how="left").with_columns(
-        pl.col("_comm_thread").fill_null(False)
-    )
+    if comm_threads.is_empty():  # no CPU-only rank runs collectives: GPU ranks
+        frame = frame.with_columns(_comm_thread=pl.lit(False))
+    else:
+        frame = frame.join(comm_threads, on=["rank", "pid", "tid"], how="left").with_columns(
+            pl.col("_comm_thread").fill_null(False)
+        )
     on_compute_thread = ~pl.col("_comm_thread")
     set_expr = (
         pl.when(gpu & on_gpu & (kind == "communication"))
@@ -120,11 +124,9 @@ def assign_iterations(events: pl.DataFrame) -> pl.DataFrame:
 def _assign_iterations(events: pl.DataFrame, modes: pl.DataFrame, sets: pl.DataFrame) -> pl.DataFrame:
     """:func:`assign_iterations` with the rank modes and activity sets already computed."""
     steps = (
-        events.filter(
-            (pl.col("kind") == "annotation")
-            & pl.col("device").is_null()
-            & pl.col("name").cast(pl.String).str.contains(_STEP_PATTERN)
-        )
+        # the names of the few CPU annotations only are read as text, not those of every event
+        events.filter((pl.col("kind") == "annotation") & pl.col("device").is_null())
+        .filter(pl.col("name").cast(pl.String).str.contains(_STEP_PATTERN))
         .select(
             "rank",
             "pid",
