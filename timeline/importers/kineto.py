@@ -14,6 +14,7 @@ paused, and columns are built in bulk. Malformed files fall back to :mod:`timeli
 
 from __future__ import annotations
 
+import functools
 import gc
 import re
 from collections.abc import Callable, Iterator
@@ -694,6 +695,17 @@ def finish_columns(
 
 def _metadata_frame(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
     """Return the sparse collective metadata as typed columns keyed by row index."""
+    if not rows:  # most chunks: eleven empty series built once (a chunk's build is ~0.2 ms)
+        return _empty_metadata().clone()
+    return _metadata_columns(rows)
+
+
+@functools.cache
+def _empty_metadata() -> pl.DataFrame:
+    return _metadata_columns([])
+
+
+def _metadata_columns(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
     columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [() for _ in range(11)]
     pg_ranks = [r if r is None or isinstance(r, str) else msgspec.json.encode(r).decode() for r in columns[7]]
     return pl.DataFrame(
