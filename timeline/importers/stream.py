@@ -56,8 +56,9 @@ DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
 """Chunk size of the parallel reader: a task per chunk, about 32 MiB of JSON each."""
 SERIAL_CHUNK_BYTES = 2 * 1024 * 1024
 """Chunk size of the serial reader: smaller chunks keep memory near the size of the frame, and a
-chunk's text and events stay in cache while its columns are read. 2 MiB: 4-5 % less CPU per 54 MB
-rank than 4 MiB, and a third fewer page faults; 1 MiB and less pay more per chunk than they save."""
+chunk's text and events stay in cache while its columns are read. 2 MiB: a third fewer page faults
+per 54 MB rank than 4 MiB and a few per cent less CPU in paired runs; 1 MiB and less pay more per
+chunk (about 20 polars calls each) than they save."""
 FINISH_BATCH_ROWS = 32 * 1024
 """The serial reader finishes the columns of several chunks at once, about this many events: a
 polars pass has a fixed cost (its regexes are compiled per call) that small chunks would pay often."""
@@ -524,9 +525,10 @@ def parse_kineto_stream(
         Processes decoding chunks in parallel while this one decompresses and cuts the text (1: all
         here). Memory then holds about ``workers + 1`` chunks in flight, and each worker one chunk.
     spare_core
-        Read serially, whether a core is free for a thread to finish the columns of a batch in
-        polars while the next chunks are decoded. Not when every core runs a process of the same
-        job (a rank's task): the thread would only add hand-overs between threads (and GIL waits).
+        Whether a core is free for a thread that finishes the columns of a batch in polars while
+        the next chunks are decoded (serial reading). False when every core runs a process of the
+        same job (a rank's task): the thread would only add hand-overs between threads and GIL
+        waits.
 
     Returns
     -------
