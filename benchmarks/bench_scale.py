@@ -382,16 +382,9 @@ class Bench:
         return series
 
     def hta_series(self, label: str, path: Path, runs: int, timeout: float | None = None) -> Series:
-        series = Series(label)
         if not self.hta:
-            return series
-        for i in range(runs):
-            run = self.hta_run(path, timeout)
-            series.runs.append(run)
-            self.log(f"{label}: run {i + 1}/{runs}: {_describe(run)}")
-            if run.result is None:
-                break  # a timeout or an OOM does not get better by trying again
-        return series
+            return Series(label)
+        return self.alternate([(label, lambda: self.hta_run(path, timeout))], runs)[0]
 
     def hta_run(self, path: Path, timeout: float | None = None) -> Run:
         command = [str(HTA_PYTHON), str(HTA_SCRIPT), str(path), "--overlap"]

@@ -65,7 +65,7 @@ print(result.events.height, int(peak) * 1024)
 @pytest.mark.skipif(not DEFAULT_SOURCE.exists(), reason="the shared traces are absent")
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak RSS is read from /proc")
 def test_streaming_memory_is_bounded_by_the_chunk_not_the_file(tmp_path: Path) -> None:
-    """A 300 MB trace in 2 MiB chunks: about 250 MB at peak; decoding it whole needs about 1.1 GB.
+    """A 300 MB trace in 4 MiB chunks: about 260 MB at peak; decoding it whole needs about 1.1 GB.
 
     About 20 s on 2 cores (most of it generating the trace).
     """

@@ -562,7 +562,7 @@ def _parse_chunks(
     workers: int,
     *,
     gpu_header: bool,
-    spare_core: bool = True,
+    spare_core: bool,
 ) -> FileResult:
     """Read in parallel where workers can start and the cuts decode, else serially."""
     if workers > 1:
