@@ -36,6 +36,23 @@ def test_stream_equals_whole_file_on_real_traces(path: Path, spare_core: bool) -
     )
 
 
+@pytest.mark.parametrize("spare_core", [True, False], ids=["finish-thread", "inline"])
+@pytest.mark.parametrize("path", REAL[:2] + REAL[-2:], ids=lambda p: p.name[:30])
+def test_stream_finished_in_many_small_batches_equals_whole_file(
+    path: Path, spare_core: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of a few hundred events: every batch boundary is crossed (re-keyed metadata, counts)."""
+    monkeypatch.setattr(timeline.importers.stream, "FINISH_BATCH_ROWS", 300)
+    monkeypatch.setattr(timeline.importers.stream, "SERIAL_FINISH_BATCH_ROWS", 300)
+    for options in (ImportOptions(), ImportOptions(overlap_only=True)):
+        whole = parse_kineto(read_trace_bytes(path, []), source=str(path), options=options)
+        streamed = parse_kineto_stream(
+            path, source=str(path), chunk_bytes=1 << 15, spare_core=spare_core, options=options
+        )
+        assert_frame_equal(whole.events, streamed.events)
+        assert (whole.skipped, whole.warnings) == (streamed.skipped, streamed.warnings)
+
+
 GPU_TRACES = [p for p in REAL if "negative_queue" in str(p) or "df_index" in str(p)]
 
 

@@ -60,8 +60,12 @@ chunk's text and events stay in cache while its columns are read. 2 MiB: a third
 per 54 MB rank than 4 MiB and a few per cent less CPU in paired runs; 1 MiB and less pay more per
 chunk (about 20 polars calls each) than they save."""
 FINISH_BATCH_ROWS = 32 * 1024
-"""The serial reader finishes the columns of several chunks at once, about this many events: a
-polars pass has a fixed cost (its regexes are compiled per call) that small chunks would pay often."""
+"""The serial reader with a finishing thread finishes the columns of several chunks at once, about
+this many events: a polars pass has a fixed cost (its regexes are compiled per call) that small
+chunks would pay often, and the batch is what the thread works on while the next chunks are read."""
+SERIAL_FINISH_BATCH_ROWS = 256 * 1024
+"""Without a thread nothing overlaps the finishing: batches as large as memory allows cheaply (their
+columns are a few tens of MB), so that a rank of up to ~250k kept events is finished in one pass."""
 _HEAD_BLOCK = 1024 * 1024
 _KEY = b'"traceEvents"'
 _GENERIC = msgspec.json.Decoder()
@@ -237,8 +241,8 @@ def lists_gpus(metadata: dict[str, Any]) -> bool:
 class _Frames:
     """The reduced frames of the chunks read so far, with their sparse metadata and drop counts.
 
-    The columns of consecutive chunks are gathered until they hold :data:`FINISH_BATCH_ROWS` events,
-    then finished at once. With a thread ``pool``, that polars work (:func:`finish_columns`, which
+    The columns of consecutive chunks are gathered until they hold :data:`FINISH_BATCH_ROWS` events
+    (:data:`SERIAL_FINISH_BATCH_ROWS` without a thread), then finished at once. With a thread ``pool``, that polars work (:func:`finish_columns`, which
     releases the GIL) runs in the pool while the reader decodes the next chunks; at most two batches
     are in flight.
     ``gpu`` (set by the reader from the header): the trace is taken to hold GPU kernels from its
@@ -258,6 +262,7 @@ class _Frames:
         self.rows = 0
         self.batch: list[Columns] = []
         self.batch_rows = 0
+        self.batch_limit = SERIAL_FINISH_BATCH_ROWS if pool is None else FINISH_BATCH_ROWS
 
     def add(self, built: tuple[pl.DataFrame, dict[str, int], pl.DataFrame], *, kernels: bool = False) -> None:
         self.kernels |= kernels
@@ -277,7 +282,7 @@ class _Frames:
         self.kernels |= columns.kernels
         self.batch.append(columns)
         self.batch_rows += columns.frame.height
-        if self.batch_rows >= FINISH_BATCH_ROWS:
+        if self.batch_rows >= self.batch_limit:
             self._flush()
 
     def _flush(self) -> None:
