@@ -21,7 +21,8 @@ from tests.cli import PARAM, run_timeline
 from tests.scale import HOROVOD, SAMPLES, assert_overlap_equal
 from timeline.analysis.alignment import apply_clock_offsets, estimate_clock_offsets
 from timeline.analysis.collectives import match_collectives
-from timeline.analysis.overlap import compute_overlap
+from timeline.analysis.iterations import rank_modes
+from timeline.analysis.overlap import compute_overlap, overlap_with_modes
 from timeline.errors import RankError, TraceFormatError, UsageError
 from timeline.execution import (
     LocalExecutor,
@@ -99,6 +100,9 @@ def test_overlap_events_are_enough_for_the_overlap(case: str) -> None:
     reduced = overlap_events(events)
     assert reduced.height <= events.height
     assert_overlap_equal(compute_overlap(events), compute_overlap(reduced))
+    # a rank task computes the modes once, on all the events, and measures the reduced events with them
+    assert_frame_equal(rank_modes(events), rank_modes(reduced))
+    assert_overlap_equal(compute_overlap(events), overlap_with_modes(reduced, rank_modes(events)))
 
 
 def test_overlap_events_leave_out_runtime_calls_that_launch_nothing() -> None:

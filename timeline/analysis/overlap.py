@@ -47,6 +47,7 @@ __all__ = [
     "compute_iteration_overlap",
     "compute_overlap",
     "compute_rank_overlap",
+    "overlap_with_modes",
 ]
 
 _SETS = ("comm", "compute", "wait", "other")
@@ -294,8 +295,12 @@ def compute_overlap(events: pl.DataFrame) -> Overlap:
     >>> overlap = compute_overlap(load("sample_traces/ddp_gloo").events)  # doctest: +SKIP
     >>> overlap.ranks.select("rank", "exposed_comm_ns")  # doctest: +SKIP
     """
+    return overlap_with_modes(events, rank_modes(events))
+
+
+def overlap_with_modes(events: pl.DataFrame, modes: pl.DataFrame) -> Overlap:
+    """:func:`compute_overlap` with ``modes = rank_modes(events)`` already computed by the caller."""
     # The rank modes, activity sets and one sweep of them are computed once and shared by the views.
-    modes = rank_modes(events)
     sets = activity_sets(events, modes)
     windows = _assign_iterations(events, modes, sets)
     bounds = _sweep(sets, windows)

@@ -26,7 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from timeline.analysis.iterations import rank_modes
-from timeline.analysis.overlap import Overlap, compute_overlap
+from timeline.analysis.overlap import Overlap, overlap_with_modes
 from timeline.errors import RankError
 from timeline.execution.executors import Executor, LocalExecutor
 from timeline.importers.files import expand_paths, manifest_windows
@@ -149,7 +149,11 @@ def communication_events(events: pl.DataFrame) -> pl.DataFrame:
     pl.DataFrame
         A subset of ``events`` (same schema, same order).
     """
-    modes = rank_modes(events)
+    return _communication_events(events, rank_modes(events))
+
+
+def _communication_events(events: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
+    """:func:`communication_events` with ``rank_modes(events)`` already computed."""
     kind, source = pl.col("kind"), pl.col("source")
     mode = pl.col("mode")
     gpu_marker = pl.col("device").is_not_null() & kind.is_in(["compute", "communication"])
@@ -174,7 +178,11 @@ def overlap_events(events: pl.DataFrame) -> pl.DataFrame:
     (queries, event waits: half of the rest) are left out. CPU-only and Horovod ranks keep
     everything.
     """
-    modes = rank_modes(events)
+    return _overlap_events(events, rank_modes(events))
+
+
+def _overlap_events(events: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
+    """:func:`overlap_events` with ``rank_modes(events)`` already computed (the result's modes too)."""
     gpu_ranks = modes.filter(pl.col("mode") == "gpu").get_column("rank")
     if gpu_ranks.len() == 0:
         return events
@@ -311,6 +319,8 @@ def unit_claims(
 def _reduction(paths: tuple[Path, ...], trace: Trace) -> RankReduction:
     events = trace.events
     claims, horovod = unit_claims(paths, trace.files)
+    # the modes of the overlap events are those of all the events: each rank keeps what decides its mode
+    modes = rank_modes(events)
     return RankReduction(
         paths=paths,
         files=trace.files,
@@ -318,8 +328,8 @@ def _reduction(paths: tuple[Path, ...], trace: Trace) -> RankReduction:
         claims=claims,
         horovod=horovod,
         event_ranks=tuple(events.get_column("rank").unique().drop_nulls().sort().to_list()),
-        overlap=compute_overlap(overlap_events(events)),
-        communication=communication_events(events),
+        overlap=overlap_with_modes(_overlap_events(events, modes), modes),
+        communication=_communication_events(events, modes),
     )
 
 

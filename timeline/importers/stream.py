@@ -242,9 +242,9 @@ class _Frames:
     """The reduced frames of the chunks read so far, with their sparse metadata and drop counts.
 
     The columns of consecutive chunks are gathered until they hold :data:`FINISH_BATCH_ROWS` events
-    (:data:`SERIAL_FINISH_BATCH_ROWS` without a thread), then finished at once. With a thread ``pool``, that polars work (:func:`finish_columns`, which
-    releases the GIL) runs in the pool while the reader decodes the next chunks; at most two batches
-    are in flight.
+    (:data:`SERIAL_FINISH_BATCH_ROWS` without a thread), then finished at once. With a thread
+    ``pool``, that polars work (:func:`finish_columns`, which releases the GIL) runs in the pool
+    while the reader decodes the next chunks; at most two batches are in flight.
     ``gpu`` (set by the reader from the header): the trace is taken to hold GPU kernels from its
     first chunk on, as its header lists GPUs (only read with :attr:`ImportOptions.overlap_only`).
     """
