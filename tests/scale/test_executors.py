@@ -273,6 +273,8 @@ def test_overlap_only_loading_counts_what_it_skips(tmp_path: Path) -> None:
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 5},
         {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 7, "dur": -2},
         {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "dur": 3},
+        # out of range and negative at once: dropped once, counted under both reasons
+        {"ph": "X", "cat": "cpu_op", "name": "aten::gelu", "pid": 1, "tid": 1, "ts": 1e20, "dur": -1},
         {
             "ph": "X",
             "cat": "cpu_op",

@@ -460,19 +460,37 @@ def finish_kineto(
     )
 
 
-def _measured(cat: pl.Series, name: pl.Series, options: ImportOptions) -> pl.Series:
+def _measured(
+    cat: pl.Series, name: pl.Series, ts: pl.Series, dur: pl.Series, options: ImportOptions
+) -> tuple[pl.Series, dict[str, int]]:
     """Return the mask of the events the overlap analysis reads on a trace with GPU kernels.
 
     Its overlap is measured on the GPU: CPU operators and Python frames are skipped unless they are
     collective ops (the candidates kernels are linked to), CPU-side collectives, or
     ``ProfilerStep#N`` (torch 1.9). A CPU-only trace keeps everything (not decided here).
+
+    Also returns the counts of the skipped events as a full load counts them (one polars pass for
+    both): invalid ones under their :func:`_invalid` reason, the valid ones under :data:`SKIPPED`.
     """
     needed = f"{_COMM_OP_REGEX}|{options.rules.cpu_comm_regex()}|^ProfilerStep#"
-    frame = pl.DataFrame({"cat": cat, "name": name})
-    return frame.select(
-        (~pl.col("cat").is_in(_UNMEASURED_CATS)).fill_null(True)
-        | pl.col("name").str.contains(needed).fill_null(False)
-    ).to_series()
+    missing, out_of_range, negative = _invalid(pl.col("ts"), pl.col("dur"))
+    columns = pl.DataFrame({"cat": cat, "name": name, "ts": ts, "dur": dur}).select(
+        keep=(~pl.col("cat").is_in(_UNMEASURED_CATS)).fill_null(True)
+        | pl.col("name").str.contains(needed).fill_null(False),
+        m=missing,
+        o=out_of_range,
+        n=negative,
+        a=missing | out_of_range | negative,
+    )
+    keep = columns.get_column("keep")
+    skipped = ~keep
+    m, o, n, a = (int((skipped & columns.get_column(c)).sum()) for c in ("m", "o", "n", "a"))
+    return keep, {
+        "events without ts or dur": m,
+        "events with times out of range": o,
+        "events with end < start": n,
+        SKIPPED: int(skipped.sum()) - a,
+    }
 
 
 def _metadata_candidates(kept: list[Any], args: list[_Args]) -> list[int]:
@@ -516,8 +534,9 @@ class Columns:
     """name, cat (strings), ts, dur (µs), pid, tid, device, stream, correlation, external_id."""
     meta: pl.DataFrame
     """The sparse collective metadata, keyed by ``_row``."""
-    skipped: pl.DataFrame | None
-    """ts and dur of the events skipped on purpose (:attr:`ImportOptions.overlap_only`)."""
+    skipped: dict[str, int]
+    """The events skipped on purpose (:attr:`ImportOptions.overlap_only`), counted as a full load
+    counts them: the invalid ones under their reason, the valid ones under :data:`SKIPPED`."""
     kernels: bool
     """Whether the events held a GPU kernel (looked for only with :attr:`ImportOptions.overlap_only`)."""
 
@@ -531,11 +550,14 @@ class Columns:
         for part in parts:
             metas.append(part.meta.with_columns(pl.col("_row") + rows))
             rows += part.frame.height
-        skipped = [part.skipped for part in parts if part.skipped is not None]
+        skipped: dict[str, int] = {}
+        for part in parts:
+            for key, count in part.skipped.items():
+                skipped[key] = skipped.get(key, 0) + count
         return Columns(
             frame=pl.concat([part.frame for part in parts], how="vertical"),
             meta=pl.concat(metas, how="vertical"),
-            skipped=pl.concat(skipped, how="vertical") if skipped else None,
+            skipped=skipped,
             kernels=any(part.kernels for part in parts),
         )
 
@@ -560,15 +582,14 @@ def extract_columns(events: list[Any], options: ImportOptions, *, gpu: bool | No
     name = pl.Series([e.name for e in kept], dtype=pl.String(), strict=False)
     ts = _float_column([e.ts for e in kept])
     dur = _float_column([e.dur for e in kept])
-    times = None
+    skipped: dict[str, int] = {}
     kernels = False
     if options.overlap_only:
         kernels = any(c in cats for c in _KERNEL_CATS)
         if kernels or gpu:
-            keep = _measured(cat, name, options)
+            # of the skipped events, only the times are read (to count them as a full load would)
+            keep, skipped = _measured(cat, name, ts, dur, options)
             if not keep.all():
-                # of the skipped events, only the times are read (to count them as a full load would)
-                times = pl.DataFrame({"ts": ts, "dur": dur}).filter(~keep)
                 kept = list(compress(kept, keep.to_list()))
                 cat, name, ts, dur = cat.filter(keep), name.filter(keep), ts.filter(keep), dur.filter(keep)
     del cats
@@ -620,14 +641,14 @@ def extract_columns(events: list[Any], options: ImportOptions, *, gpu: bool | No
             nbytes, dtype = _parse_dims_bytes(a.input_dims, a.input_type)
             meta_rows.append((i, None, None, None, dtype, None, None, None, None, nbytes, None))
     # Kept sparse: a few thousand rows, not eleven mostly-null columns over every event.
-    return Columns(frame=frame, meta=_metadata_frame(meta_rows), skipped=times, kernels=kernels)
+    return Columns(frame=frame, meta=_metadata_frame(meta_rows), skipped=skipped, kernels=kernels)
 
 
 def finish_columns(
     columns: Columns, options: ImportOptions
 ) -> tuple[pl.DataFrame, dict[str, int], pl.DataFrame]:
     """Finish :func:`extract_columns` in polars: drop invalid times, convert to ns, classify."""
-    frame, meta, times = columns.frame, columns.meta, columns.skipped
+    frame, meta = columns.frame, columns.meta
     dropped: dict[str, int] = {}
     missing, out_of_range, negative = _invalid(pl.col("ts"), pl.col("dur"))
     counts = frame.select(
@@ -636,20 +657,10 @@ def finish_columns(
     dropped["events without ts or dur"] = int(counts[0])
     dropped["events with times out of range"] = int(counts[1])
     dropped["events with end < start"] = int(counts[2])
-    if times is not None:
-        # skipped events are counted as a full load counts them: invalid ones as dropped, the others
-        # in the file's events
-        s_missing, s_out, s_negative = _invalid(pl.col("ts"), pl.col("dur"))
-        extra = times.select(
-            s_missing.sum().alias("m"),
-            s_out.sum().alias("o"),
-            s_negative.sum().alias("n"),
-            (s_missing | s_out | s_negative).sum().alias("any"),
-        ).row(0)
-        dropped["events without ts or dur"] += int(extra[0])
-        dropped["events with times out of range"] += int(extra[1])
-        dropped["events with end < start"] += int(extra[2])
-        dropped[SKIPPED] = times.height - int(extra[3])
+    # skipped events are counted as a full load counts them: invalid ones as dropped, the others in
+    # the file's events
+    for key, count in columns.skipped.items():
+        dropped[key] = dropped.get(key, 0) + count
     if any(counts):
         frame = frame.with_row_index("_row").filter(~missing & ~out_of_range & ~negative)
         # re-key the metadata to the positions of its rows in the filtered frame
