@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -231,14 +232,40 @@ def test_an_address_nobody_listens_on_fails_fast() -> None:
     assert result.stderr.startswith("error: --ray-address 127.0.0.1:9: cannot connect")
 
 
+BEFORE_RAY: dict[str, str | None] = {}
+
+
 @pytest.fixture(scope="module")
 def ray_executor() -> Iterator[RayExecutor]:
     """A Ray instance started here for the module (about 10 s on 2 cores)."""
     import ray
 
+    from timeline.workers import WORKER_MALLOC_ENV
+
+    BEFORE_RAY.update({k: os.environ.get(k) for k in ("POLARS_MAX_THREADS", *WORKER_MALLOC_ENV)})
     executor = RayExecutor(num_cpus=2)
+    executor._ray()  # started now, with the environment recorded just above
     yield executor
     ray.shutdown()
+
+
+@needs_ray
+def test_a_ray_instance_started_here_gives_its_workers_the_worker_settings(
+    ray_executor: RayExecutor,
+) -> None:
+    """Set while the instance starts (no runtime_env per task: Ray would start other workers)."""
+    from timeline.workers import WORKER_MALLOC_ENV
+
+    def settings(_: int) -> tuple[str | None, ...]:
+        import os
+
+        return (os.environ.get("POLARS_MAX_THREADS"), *(os.environ.get(k) for k in WORKER_MALLOC_ENV))
+
+    got = set(ray_executor.map(settings, [0, 1, 2, 3]))
+    wanted = {k: os.environ.get(k, v) for k, v in {"POLARS_MAX_THREADS": "1", **WORKER_MALLOC_ENV}.items()}
+    assert got == {tuple(wanted.values())}
+    # the calling process's environment is left as it was
+    assert {k: os.environ.get(k) for k in wanted} == BEFORE_RAY
 
 
 @needs_ray

@@ -17,6 +17,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import nullcontext
 from typing import Any, Literal, Protocol, TypeVar
 
 from timeline.errors import UsageError
@@ -200,6 +201,8 @@ class RayExecutor:
             raise UsageError(RAY_MISSING)
         self.address = address
         self.num_cpus = num_cpus
+        self._local_instance = False
+        """Whether this executor started the Ray instance it uses (its workers have our settings)."""
 
     def _ray(self) -> Any:
         import ray
@@ -216,12 +219,18 @@ class RayExecutor:
                 kwargs["address"] = self.address
             elif os.environ.get("RAY_ADDRESS") is None:
                 kwargs["num_cpus"] = self.num_cpus or os.cpu_count() or 1
+            # A local instance started here inherits this environment, and its workers with it: the
+            # worker settings are set while it starts, so that tasks need no runtime_env of their
+            # own (which would make Ray start other workers than the ones it starts with itself).
+            local = "num_cpus" in kwargs
             try:
-                ray.init(**kwargs)
+                with worker_environment(polars_threads=1) if local else nullcontext():
+                    ray.init(**kwargs)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = self.address or os.environ.get("RAY_ADDRESS") or "a local Ray instance"
                 msg = f"--ray-address {where}: cannot start or join Ray ({exc})"
                 raise UsageError(msg) from exc
+            self._local_instance = local
         return ray
 
     def map(
@@ -231,9 +240,12 @@ class RayExecutor:
         ray = self._ray()
         from ray.exceptions import RayTaskError
 
-        # the settings of local worker processes (timeline.workers); one polars thread per task of one CPU
-        env = worker_settings(polars_threads=1)
-        remote = ray.remote(num_cpus=1, max_retries=0, runtime_env={"env_vars": env})(fn)
+        # the settings of local worker processes (timeline.workers); one polars thread per task of one
+        # CPU. A Ray instance started by this executor has them already (see _ray).
+        options: dict[str, Any] = {"num_cpus": 1, "max_retries": 0}
+        if not self._local_instance:
+            options["runtime_env"] = {"env_vars": worker_settings(polars_threads=1)}
+        remote = ray.remote(**options)(fn)
         refs = [remote.remote(item) for item in items]
         total = len(refs)
         pending = list(refs)
