@@ -35,6 +35,7 @@ from timeline.schema import EVENTS_SCHEMA, KIND, SOURCE, validate
 __all__ = [
     "SKIPPED",
     "Columns",
+    "add_counts",
     "build_frame",
     "decode_events",
     "extract_columns",
@@ -505,6 +506,12 @@ def _metadata_candidates(kept: list[Any], args: list[_Args]) -> list[int]:
     ]
 
 
+def add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
+    """Add drop counts (:func:`build_frame`'s) to ``into``, key by key."""
+    for key, count in counts.items():
+        into[key] = into.get(key, 0) + count
+
+
 def _invalid(ts: pl.Expr, dur: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     """Return the masks of events without times, with times out of range, with end < start."""
     missing = ts.is_null() | dur.is_null() | ts.is_nan() | dur.is_nan()
@@ -552,8 +559,7 @@ class Columns:
             rows += part.frame.height
         skipped: dict[str, int] = {}
         for part in parts:
-            for key, count in part.skipped.items():
-                skipped[key] = skipped.get(key, 0) + count
+            add_counts(skipped, part.skipped)
         return Columns(
             frame=pl.concat([part.frame for part in parts], how="vertical"),
             meta=pl.concat(metas, how="vertical"),
@@ -659,8 +665,7 @@ def finish_columns(
     dropped["events with end < start"] = int(counts[2])
     # skipped events are counted as a full load counts them: invalid ones as dropped, the others in
     # the file's events
-    for key, count in columns.skipped.items():
-        dropped[key] = dropped.get(key, 0) + count
+    add_counts(dropped, columns.skipped)
     if any(counts):
         frame = frame.with_row_index("_row").filter(~missing & ~out_of_range & ~negative)
         # re-key the metadata to the positions of its rows in the filtered frame

@@ -42,6 +42,7 @@ import polars as pl
 from timeline.errors import TraceContentError, TraceFormatError
 from timeline.importers.kineto import (
     Columns,
+    add_counts,
     build_frame,
     decode_events,
     extract_columns,
@@ -271,8 +272,7 @@ class _Frames:
         # the chunk's metadata, keyed by row position in the whole frame
         self.metas.append(meta.with_columns(pl.col("_row") + self.rows))
         self.rows += frame.height
-        for key, count in counts.items():
-            self.dropped[key] = self.dropped.get(key, 0) + count
+        add_counts(self.dropped, counts)
 
     def add_events(self, events: list[Any]) -> None:
         if not events:
