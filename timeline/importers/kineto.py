@@ -485,13 +485,12 @@ def _measured(
     )
     keep = columns.get_column("keep")
     skipped = ~keep
-    m, o, n, a = (int((skipped & columns.get_column(c)).sum()) for c in ("m", "o", "n", "a"))
-    return keep, {
-        "events without ts or dur": m,
-        "events with times out of range": o,
-        "events with end < start": n,
-        SKIPPED: int(skipped.sum()) - a,
+    counts = {
+        reason: int((skipped & columns.get_column(c)).sum())
+        for reason, c in zip(_INVALID_REASONS, ("m", "o", "n"), strict=True)
     }
+    counts[SKIPPED] = int(skipped.sum()) - int((skipped & columns.get_column("a")).sum())
+    return keep, counts
 
 
 def _metadata_candidates(kept: list[Any], args: list[_Args]) -> list[int]:
@@ -510,6 +509,10 @@ def add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
     """Add drop counts (:func:`build_frame`'s) to ``into``, key by key."""
     for key, count in counts.items():
         into[key] = into.get(key, 0) + count
+
+
+_INVALID_REASONS = ("events without ts or dur", "events with times out of range", "events with end < start")
+"""The drop counts' keys for the three masks of :func:`_invalid`, in their order."""
 
 
 def _invalid(ts: pl.Expr, dur: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
@@ -655,14 +658,11 @@ def finish_columns(
 ) -> tuple[pl.DataFrame, dict[str, int], pl.DataFrame]:
     """Finish :func:`extract_columns` in polars: drop invalid times, convert to ns, classify."""
     frame, meta = columns.frame, columns.meta
-    dropped: dict[str, int] = {}
     missing, out_of_range, negative = _invalid(pl.col("ts"), pl.col("dur"))
     counts = frame.select(
         missing.sum().alias("m"), out_of_range.sum().alias("o"), negative.sum().alias("n")
     ).row(0)
-    dropped["events without ts or dur"] = int(counts[0])
-    dropped["events with times out of range"] = int(counts[1])
-    dropped["events with end < start"] = int(counts[2])
+    dropped: dict[str, int] = {reason: int(c) for reason, c in zip(_INVALID_REASONS, counts, strict=True)}
     # skipped events are counted as a full load counts them: invalid ones as dropped, the others in
     # the file's events
     add_counts(dropped, columns.skipped)
