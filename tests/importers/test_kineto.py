@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from collections import Counter
 from collections.abc import Iterator
 from decimal import Decimal
@@ -18,10 +19,12 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from timeline.errors import TraceContentError
 from timeline.importers.files import read_trace_bytes, sniff_format
-from timeline.importers.kineto import parse_kineto
+from timeline.importers.kineto import _MAX_US, _all_valid, _invalid, parse_kineto
 from timeline.importers.result import FileResult, ImportOptions
 from timeline.importers.rules import ClassificationRules
 from timeline.schema import EVENTS_SCHEMA
@@ -747,6 +750,78 @@ def test_events_without_timestamps_are_dropped_with_one_warning() -> None:
     result = _parse(_trace(events))
     assert result.events.height == 1
     assert result.warnings == ["synthetic.json: dropped 1 events without ts or dur"]
+
+
+_EDGE_TIMES = [
+    0.0,
+    1.0,
+    -1.0,
+    _MAX_US,
+    -_MAX_US,
+    _MAX_US * 1.5,
+    -_MAX_US * 1.5,
+    math.inf,
+    -math.inf,
+    math.nan,
+]
+
+
+def _validity(times: list[tuple[float | None, float | None]]) -> tuple[bool, bool]:
+    """``_all_valid`` of the times, and whether none of the three masks of ``_invalid`` is set."""
+    frame = pl.DataFrame(
+        {"ts": [t for t, _ in times], "dur": [d for _, d in times]},
+        schema={"ts": pl.Float64, "dur": pl.Float64},
+    )
+    any_invalid = frame.select(pl.any_horizontal(*_invalid(pl.col("ts"), pl.col("dur"))).any()).item()
+    return _all_valid(frame.get_column("ts"), frame.get_column("dur")), not any_invalid
+
+
+@pytest.mark.parametrize("position", [0, 1, 2])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        (None, 1.0),
+        (1.0, None),
+        (math.nan, 1.0),
+        (1.0, math.nan),
+        (_MAX_US * 1.5, 1.0),
+        (-_MAX_US * 1.5, 1.0),
+        (1.0, _MAX_US * 1.5),
+        (1.0, -1.0),
+        (math.inf, 1.0),
+        (1.0, math.inf),
+        (-math.inf, 1.0),
+    ],
+)
+def test_one_invalid_time_among_valid_ones_fails_the_quick_check(
+    bad: tuple[float | None, float | None], position: int
+) -> None:
+    # _all_valid is the fast path of the drop counts: one bad value anywhere must send it to the masks
+    times: list[tuple[float | None, float | None]] = [(1.0, 2.0), (-_MAX_US, 0.0), (_MAX_US, _MAX_US)]
+    assert _validity(times) == (True, True)
+    times[position] = bad
+    assert _validity(times) == (False, False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(
+                st.floats(min_value=-10, max_value=10), st.none(), st.sampled_from(_EDGE_TIMES), st.floats()
+            ),
+            st.one_of(
+                st.floats(min_value=-10, max_value=10), st.none(), st.sampled_from(_EDGE_TIMES), st.floats()
+            ),
+        ),
+        max_size=6,
+    )
+)
+def test_the_quick_validity_check_agrees_with_the_three_masks(
+    times: list[tuple[float | None, float | None]],
+) -> None:
+    quick, by_masks = _validity(times)
+    assert quick is by_masks
 
 
 def test_gloo_cpu_collectives_are_communication_with_bytes() -> None:
