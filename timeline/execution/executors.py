@@ -4,7 +4,8 @@ An :class:`Executor` maps a picklable, module-level function over items and yiel
 the order of the items (the first failing item, in that order, raises its own exception).
 :class:`LocalExecutor` uses a pool of spawned processes on this machine (in-process for one item or
 one worker); :class:`RayExecutor` submits one Ray task per item to an existing Ray cluster
-(``address``) or to a Ray instance it starts on this machine. ``ray`` is an optional dependency
+(``address``) or to a Ray instance it starts on this machine (taking the first items itself while
+that instance starts). ``ray`` is an optional dependency
 (``pip install 'timeline[ray]'``), imported only when a :class:`RayExecutor` is created.
 """
 
@@ -144,9 +145,12 @@ class LocalExecutor:
             pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _run_here(fn: Callable[[T], R], item: T) -> Future[R]:
-    """Run ``fn(item)`` in this process; return its result or exception as a finished future."""
-    future: Future[R] = Future()
+def _run_here(fn: Callable[[T], R], item: T, future: Future[R] | None = None) -> Future[R]:
+    """Run ``fn(item)`` in this process; return its result or exception as a finished future.
+
+    ``future``: the (pending) future to finish, else a new one.
+    """
+    future = future if future is not None else Future()
     try:
         future.set_result(fn(item))
     except Exception as exc:  # raised in order by the caller, as a worker's would be
@@ -173,6 +177,8 @@ def _check_reachable(address: str, timeout_s: float = 10.0) -> None:
 
 class RayExecutor:
     """Runs tasks as Ray tasks, one per item, on a Ray cluster or a local Ray instance.
+
+    While a local instance starts, the first items run in this process (see :meth:`map`).
 
     Parameters
     ----------
@@ -203,6 +209,12 @@ class RayExecutor:
         self.num_cpus = num_cpus
         self._local_instance = False
         """Whether this executor started the Ray instance it uses (its workers have our settings)."""
+
+    def _starts_local_instance(self) -> bool:
+        """Whether the first map starts a Ray instance on this machine (no cluster to join)."""
+        import ray
+
+        return not ray.is_initialized() and self.address is None and os.environ.get("RAY_ADDRESS") is None
 
     def _ray(self) -> Any:
         import ray
@@ -236,27 +248,71 @@ class RayExecutor:
     def map(
         self, fn: Callable[[T], R], items: Sequence[T], *, progress: TaskProgress | None = None
     ) -> Iterator[R]:
-        """Yield ``fn(item)`` for every item, in order (as Ray tasks of one CPU each)."""
-        ray = self._ray()
-        from ray.exceptions import RayTaskError
+        """Yield ``fn(item)`` for every item, in order (as Ray tasks of one CPU each).
 
-        # the settings of local worker processes (timeline.workers); one polars thread per task of one
-        # CPU. A Ray instance started by this executor has them already (see _ray).
-        options: dict[str, Any] = {"num_cpus": 1, "max_retries": 0}
-        if not self._local_instance:
-            options["runtime_env"] = {"env_vars": worker_settings(polars_threads=1)}
-        remote = ray.remote(**options)(fn)
-        refs = [remote.remote(item) for item in items]
-        total = len(refs)
-        pending = list(refs)
+        While a local Ray instance starts (2-3 s on two cores, mostly waiting for its processes),
+        this process takes items itself, in order from the first, on a thread; Ray gets the items
+        after the last one taken here. Joining a running cluster, every item is a Ray task.
+        """
+        total = len(items)
+        lock = threading.Lock()
         done = 0
+        stop = failed = False  # stop: Ray is up, an item failed, or the map is closing
+        here: list[Future[R]] = []  # the outcomes of the items taken here: items 0, 1, ...
+
+        def report() -> None:
+            nonlocal done
+            with lock:
+                done += 1
+                if progress:
+                    progress(done, total)
+
+        def take_here() -> None:
+            nonlocal stop, failed
+            while True:
+                with lock:
+                    if stop or len(here) == total:
+                        return
+                    future: Future[R] = Future()
+                    here.append(future)
+                    item = items[len(here) - 1]
+                _run_here(fn, item, future)
+                report()
+                if future.exception() is not None:
+                    with lock:
+                        stop = failed = True
+
+        taker: threading.Thread | None = None
+        if total > 1 and self._starts_local_instance():
+            taker = threading.Thread(target=take_here, name="timeline-items-while-ray-starts", daemon=True)
+            taker.start()
+        pending: list[Any] = []
         try:
-            for ref in refs:
+            try:
+                ray = self._ray()
+            finally:
+                with lock:
+                    stop = True
+                    first_remote = total if failed else len(here)  # a failure raises, in order
+            from ray.exceptions import RayTaskError
+
+            # the settings of local worker processes (timeline.workers); one polars thread per task
+            # of one CPU. A Ray instance started by this executor has them already (see _ray).
+            options: dict[str, Any] = {"num_cpus": 1, "max_retries": 0}
+            if not self._local_instance:
+                options["runtime_env"] = {"env_vars": worker_settings(polars_threads=1)}
+            remote = ray.remote(**options)(fn)
+            refs = [remote.remote(item) for item in items[first_remote:]]
+            pending = list(refs)
+            for index in range(total):
+                if index < len(here):
+                    yield here[index].result()  # waits for the item this process still runs
+                    continue
+                ref = refs[index - first_remote]
                 while ref in pending:
                     ready, pending = ray.wait(pending, num_returns=1)
-                    done += len(ready)
-                    if progress:
-                        progress(done, total)
+                    for _ in ready:
+                        report()
                 try:
                     yield ray.get(ref)
                 except RayTaskError as exc:
@@ -266,8 +322,15 @@ class RayExecutor:
                         raise cause from None
                     raise
         finally:
-            for ref in pending:
-                ray.cancel(ref)
+            with lock:
+                stop = True
+            if pending:
+                import ray as ray_module
+
+                for ref in pending:
+                    ray_module.cancel(ref)
+            if taker is not None:
+                taker.join()  # the item it runs, at most
 
 
 def make_executor(
