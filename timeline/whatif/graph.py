@@ -35,6 +35,14 @@ the input of the replay (:mod:`timeline.whatif.replay`). Per rank, as measured:
 
 Every collective and gap keeps its measured numbers, so replaying the graph under the measured
 conditions reproduces the trace (``docs/whatif.md``).
+
+The graph can be built **rank by rank**, so that a run of a thousand ranks never has every rank's
+events in memory: :func:`graph_parts` reduces the events of one rank (or a few) to small frames
+(:class:`GraphParts`: windows, compute, waits, collectives with their ready times, gradient
+signals), which depend on those ranks only; :func:`combine_graph_parts` (or
+:func:`graph_from_parts`, given the file table) takes the parts of every rank and does the steps
+across ranks: window ids, world size, gradient source, matching, gradients and waits. The result
+equals :func:`build_graph` (:func:`trace_graph`) of all the events, which is just that with one part.
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -54,7 +62,8 @@ from timeline.analysis.intervals import formula_intervals, union_intervals
 from timeline.analysis.iterations import activity_sets, assign_iterations, rank_modes
 from timeline.capture.manifest import MANIFEST_NAME, read_manifest
 from timeline.capture.markers import GRAD_READY_PREFIX, parse_grad_ready_name
-from timeline.errors import TraceContentError
+from timeline.errors import RankError, TraceContentError
+from timeline.schema import ITERATIONS_SCHEMA
 from timeline.trace import Trace
 
 __all__ = [
@@ -63,11 +72,15 @@ __all__ = [
     "CommOp",
     "Gradient",
     "GradientSource",
+    "GraphParts",
     "Instance",
     "TraceGraph",
     "WaitPoint",
     "build_graph",
+    "combine_graph_parts",
     "exclusive_work",
+    "graph_from_parts",
+    "graph_parts",
     "trace_graph",
 ]
 
@@ -211,6 +224,75 @@ class TraceGraph:
         return bool((self.windows.get_column("window") == "profiler_step").any())
 
 
+@dataclass(frozen=True, eq=False)
+class GraphParts:
+    """What :func:`build_graph` computes within ranks: the input of :func:`combine_graph_parts`.
+
+    Made by :func:`graph_parts` from the events of some ranks (one rank, or a unit of a few), it
+    depends on nothing outside them, and is much smaller than the events: a driver can keep the
+    parts of a thousand ranks. Every frame is sorted by ``rank`` first; rows of one rank are in the
+    order :func:`build_graph` gives them.
+
+    Attributes
+    ----------
+    modes
+        ``rank``, ``mode`` (:func:`~timeline.analysis.iterations.rank_modes`, Horovod ranks included).
+    windows
+        The iteration windows (:data:`timeline.schema.ITERATIONS_SCHEMA`), without ``window_id``.
+    compute
+        The compute timeline (``compute & ~wait``): ``rank``, ``start_ns``, ``end_ns``.
+    waits
+        The union of the explicit waits (CPU-only ranks): ``rank``, ``start_ns``, ``end_ns``.
+    comm
+        The collectives with their channel, bytes and ready time, before the world size fills
+        ``group_size`` and before windows and gradient flags: ``rank``, ``channel``,
+        ``collective``, ``group``, ``nbytes``, ``group_size``, ``start_ns``, ``end_ns``,
+        ``ready_ns``.
+    markers
+        The gradient signals of the ``timeline.grad_ready`` markers: ``rank``, ``param``,
+        ``nbytes``, ``ready_ns``.
+    accumulate_grad
+        The gradient signals of the ``AccumulateGrad`` ops (same columns; ``param`` and ``nbytes``
+        null). Which of the two the graph uses is decided over all ranks.
+    unmatched_calls
+        The CPU-only ranks whose ``c10d::`` calls do not match their collectives one to one.
+    """
+
+    modes: pl.DataFrame
+    windows: pl.DataFrame
+    compute: pl.DataFrame
+    waits: pl.DataFrame
+    comm: pl.DataFrame
+    markers: pl.DataFrame
+    accumulate_grad: pl.DataFrame
+    unmatched_calls: tuple[int, ...] = ()
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """The ranks the parts were made from (those with events other than instants), sorted."""
+        return tuple(int(r) for r in self.modes.get_column("rank").to_list())
+
+
+_MODES_SCHEMA = pl.Schema({"rank": pl.Int32(), "mode": pl.String()})
+_INTERVALS_SCHEMA = pl.Schema({"rank": pl.Int32(), "start_ns": pl.Int64(), "end_ns": pl.Int64()})
+_COMM_SCHEMA = pl.Schema(
+    {
+        "rank": pl.Int32(),
+        "channel": pl.String(),
+        "collective": pl.String(),
+        "group": pl.String(),
+        "nbytes": pl.Int64(),
+        "group_size": pl.Int32(),
+        "start_ns": pl.Int64(),
+        "end_ns": pl.Int64(),
+        "ready_ns": pl.Int64(),
+    }
+)
+_SIGNALS_SCHEMA = pl.Schema(
+    {"rank": pl.Int32(), "param": pl.String(), "nbytes": pl.Int64(), "ready_ns": pl.Int64()}
+)
+
+
 def trace_graph(
     trace: Trace, *, link_gbps: float | None = None, resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS
 ) -> TraceGraph:
@@ -225,18 +307,63 @@ def trace_graph(
     TraceContentError
         No rank with compute events (a Horovod timeline alone).
     """
-    sizes = trace.files.get_column("world_size").drop_nulls()
-    world = int(sizes.max()) if sizes.len() else None  # type: ignore[arg-type]
-    link = link_gbps if link_gbps is not None else _manifest_link(trace)
-    return build_graph(
-        trace.events, world_size=world, link_gbps=link, resume_tolerance_ns=resume_tolerance_ns
+    return graph_from_parts(
+        [graph_parts(trace.events)],
+        files=trace.files,
+        link_gbps=link_gbps,
+        resume_tolerance_ns=resume_tolerance_ns,
     )
 
 
-def _manifest_link(trace: Trace) -> float | None:
+def graph_from_parts(
+    parts: Sequence[GraphParts],
+    *,
+    files: pl.DataFrame,
+    link_gbps: float | None = None,
+    resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS,
+) -> TraceGraph:
+    """Build the graph of a loaded run from its per-rank parts and its file table.
+
+    :func:`trace_graph` without the events: the parts come from :func:`graph_parts` (one per rank,
+    or per unit of a few ranks), the world size from ``distributedInfo`` (largest over files) when
+    the collectives carry no ``Group size``, the link from ``link_gbps`` or the ``manifest.json``
+    that ``timeline.capture`` wrote beside the files (when every manifest found agrees).
+
+    Parameters
+    ----------
+    parts
+        The :func:`graph_parts` of the run's ranks, each rank in one part.
+    files
+        The run's file table (:data:`timeline.schema.FILES_SCHEMA`, ``Trace.files``).
+    link_gbps
+        The measured link's one-direction bandwidth; default: the capture manifests'.
+    resume_tolerance_ns
+        As for :func:`build_graph`.
+
+    Returns
+    -------
+    TraceGraph
+        Equal to ``trace_graph`` of the trace the parts and files were taken from.
+
+    Raises
+    ------
+    TraceContentError
+        No rank with compute events (a Horovod timeline alone).
+    RankError
+        A rank is in several parts.
+    """
+    sizes = files.get_column("world_size").drop_nulls()
+    world = int(sizes.max()) if sizes.len() else None  # type: ignore[arg-type]
+    link = link_gbps if link_gbps is not None else _manifest_link(files)
+    return combine_graph_parts(
+        parts, world_size=world, link_gbps=link, resume_tolerance_ns=resume_tolerance_ns
+    )
+
+
+def _manifest_link(files: pl.DataFrame) -> float | None:
     """Return the ``link_gbps`` of the capture manifests beside the trace files, when they agree."""
     links: set[float | None] = set()
-    folders = {Path(p).parent for p in trace.files.get_column("path").drop_nulls().to_list()}
+    folders = {Path(p).parent for p in files.get_column("path").drop_nulls().to_list()}
     for folder in folders:
         path = folder / MANIFEST_NAME
         if not path.is_file():
@@ -258,6 +385,9 @@ def build_graph(
     resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS,
 ) -> TraceGraph:
     """Build the dependency graph of a run from its events frame.
+
+    The same as ``combine_graph_parts([graph_parts(events)], ...)``: to build it rank by rank, call
+    :func:`graph_parts` on each rank's events and :func:`combine_graph_parts` on the parts.
 
     Parameters
     ----------
@@ -281,8 +411,116 @@ def build_graph(
     TraceContentError
         No rank with compute events.
     """
+    return combine_graph_parts(
+        [graph_parts(events)],
+        world_size=world_size,
+        link_gbps=link_gbps,
+        resume_tolerance_ns=resume_tolerance_ns,
+    )
+
+
+def graph_parts(events: pl.DataFrame) -> GraphParts:
+    """Reduce the events of some ranks to what the graph needs of them, rank by rank.
+
+    Every rank's share of the result depends on that rank's events only (in their order), so the
+    parts of disjoint sets of ranks combine (:func:`combine_graph_parts`) into the graph of all
+    their events: ``combine_graph_parts([graph_parts(e1), graph_parts(e2)])`` equals
+    ``build_graph(pl.concat([e1, e2]))``. A run of a thousand ranks thus never needs every rank's
+    events in memory at once.
+
+    Parameters
+    ----------
+    events
+        The canonical events frame of one rank or more (``Trace.events``, or its rows of some ranks).
+
+    Returns
+    -------
+    GraphParts
+        A row per window, compute interval, wait, collective and gradient signal of each rank:
+        a few percent of the events' size.
+    """
+    modes_frame = _conform(rank_modes(events), _MODES_SCHEMA)
+    kept_modes = modes_frame.filter(pl.col("mode") != "horovod")
+    if kept_modes.height == 0:  # Horovod timelines only (or nothing): no compute to build from
+        return GraphParts(
+            modes=modes_frame,
+            windows=ITERATIONS_SCHEMA.to_frame(),
+            compute=_INTERVALS_SCHEMA.to_frame(),
+            waits=_INTERVALS_SCHEMA.to_frame(),
+            comm=_COMM_SCHEMA.to_frame(),
+            markers=_SIGNALS_SCHEMA.to_frame(),
+            accumulate_grad=_SIGNALS_SCHEMA.to_frame(),
+        )
+    events = events.filter(pl.col("rank").is_in(kept_modes.get_column("rank").implode()))
+    modes = dict(
+        zip(kept_modes.get_column("rank").to_list(), kept_modes.get_column("mode").to_list(), strict=True)
+    )
+    # assign_iterations sorts by rank and start only: a total order makes tied windows rank-local.
+    windows = assign_iterations(events).sort("rank", "start_ns", "end_ns", "iteration", maintain_order=True)
+    sets = activity_sets(events, kept_modes)
+    compute = formula_intervals(
+        sets, by=["rank"], sets=_SETS, formula=lambda s: s["compute"] & ~s["wait"]
+    ).sort("rank", "start_ns")
+    waits_union = union_intervals(sets.filter(pl.col("set") == "wait"), by=["rank"]).sort("rank", "start_ns")
+    progress = _progress_table(events, sets)
+    comm, unmatched = _comm_frame(events, sets, kept_modes, progress)
+    markers, accumulate_grad = _gradient_signals(events, modes, progress)
+    return GraphParts(
+        modes=modes_frame,
+        windows=_conform(windows, ITERATIONS_SCHEMA),
+        compute=_conform(compute, _INTERVALS_SCHEMA),
+        waits=_conform(waits_union, _INTERVALS_SCHEMA),
+        comm=_conform(comm, _COMM_SCHEMA),
+        markers=_conform(markers, _SIGNALS_SCHEMA),
+        accumulate_grad=_conform(accumulate_grad, _SIGNALS_SCHEMA),
+        unmatched_calls=unmatched,
+    )
+
+
+def _conform(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
+    """Select the columns of ``schema``, in its order and with its dtypes (no-op when they match)."""
+    return frame.select(pl.col(name).cast(dtype) for name, dtype in schema.items())
+
+
+def combine_graph_parts(
+    parts: Sequence[GraphParts],
+    *,
+    world_size: int | None = None,
+    link_gbps: float | None = None,
+    resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS,
+) -> TraceGraph:
+    """Build the dependency graph of a run from the :func:`graph_parts` of its ranks.
+
+    The steps across ranks: the windows' global ids, the world size, the iteration of each
+    collective and gradient signal, the gradient source (markers when any rank has them, else
+    ``AccumulateGrad`` ops when any rank has them), the matching of collectives across ranks, the
+    gradients and the waits. The parts may come in any order and hold any split of the ranks.
+
+    Parameters
+    ----------
+    parts
+        One :class:`GraphParts` per rank or unit of ranks; each rank in one part only.
+    world_size, link_gbps, resume_tolerance_ns
+        As for :func:`build_graph`.
+
+    Returns
+    -------
+    TraceGraph
+        Equal to ``build_graph`` of the concatenated events of the parts.
+
+    Raises
+    ------
+    TraceContentError
+        No rank with compute events.
+    RankError
+        A rank is in several parts.
+    """
     warnings: list[str] = []
-    modes_frame = rank_modes(events)
+    modes_frame = _concat_by_rank([p.modes for p in parts], _MODES_SCHEMA)
+    repeated = modes_frame.filter(pl.col("rank").is_duplicated()).get_column("rank").unique().sort().to_list()
+    if repeated:
+        msg = f"rank(s) {repeated}: in several graph parts; build each rank's part once (graph_parts)"
+        raise RankError(msg)
     horovod = modes_frame.filter(pl.col("mode") == "horovod").get_column("rank").to_list()
     if horovod:
         warnings.append(
@@ -295,22 +533,24 @@ def build_graph(
             "has none; capture the framework's trace too (timeline.capture)"
         )
         raise TraceContentError(msg)
-    kept = modes_frame.get_column("rank")
-    events = events.filter(pl.col("rank").is_in(kept.implode()))
     modes = dict(
         zip(modes_frame.get_column("rank").to_list(), modes_frame.get_column("mode").to_list(), strict=True)
     )
     windows = (
-        assign_iterations(events).with_row_index("window_id").with_columns(pl.col("window_id").cast(pl.Int64))
+        _concat_by_rank([p.windows for p in parts], ITERATIONS_SCHEMA)
+        .with_row_index("window_id")
+        .with_columns(pl.col("window_id").cast(pl.Int64))
     )
-    sets = activity_sets(events, modes_frame)
-    compute = formula_intervals(
-        sets, by=["rank"], sets=_SETS, formula=lambda s: s["compute"] & ~s["wait"]
-    ).sort("rank", "start_ns")
-    waits_union = union_intervals(sets.filter(pl.col("set") == "wait"), by=["rank"]).sort("rank", "start_ns")
+    compute = _concat_by_rank([p.compute for p in parts], _INTERVALS_SCHEMA)
+    waits_union = _concat_by_rank([p.waits for p in parts], _INTERVALS_SCHEMA)
 
-    progress = _progress_table(events, sets)
-    comm = _comm_frame(events, sets, modes_frame, progress, warnings)
+    comm = _concat_by_rank([p.comm for p in parts], _COMM_SCHEMA)
+    unmatched = sorted({r for p in parts for r in p.unmatched_calls})
+    if unmatched:
+        warnings.append(
+            f"rank(s) {unmatched}: as many c10d:: calls as collectives "
+            "expected on CPU-only ranks, found otherwise; their collectives count as ready when they started"
+        )
     sizes = comm.get_column("group_size").drop_nulls()
     world = int(sizes.max()) if sizes.len() else (world_size or len(modes))  # type: ignore[arg-type]
     if world_size is not None:
@@ -318,7 +558,12 @@ def build_graph(
     comm = comm.with_columns(pl.col("group_size").fill_null(world))
     comm = _locate(comm, windows, at="start_ns")
 
-    signals, source = _gradient_signals(events, modes, progress)
+    # The markers when any rank has some, else the AccumulateGrad ops, else the collectives.
+    signals = _concat_by_rank([p.markers for p in parts], _SIGNALS_SCHEMA)
+    source: GradientSource = "markers"
+    if signals.height == 0:
+        signals = _concat_by_rank([p.accumulate_grad for p in parts], _SIGNALS_SCHEMA)
+        source = "accumulate_grad" if signals.height else "collectives"
     signals = _locate(signals, windows, at="ready_ns")
     comm = _flag_gradients(comm, signals)
     ops, instances = _ops_and_instances(comm, warnings)
@@ -328,7 +573,7 @@ def build_graph(
         ranks=tuple(sorted(modes)),
         modes=modes,
         windows=windows,
-        compute=compute.select("rank", "start_ns", "end_ns"),
+        compute=compute,
         ops=ops,
         instances=instances,
         waits=waits,
@@ -338,6 +583,19 @@ def build_graph(
         link_gbps=link_gbps,
         warnings=tuple(warnings),
     )
+
+
+def _concat_by_rank(frames: Sequence[pl.DataFrame], schema: pl.Schema) -> pl.DataFrame:
+    """Concatenate per-part frames into one sorted by rank, each rank's rows in its part's order.
+
+    The parts' frames are sorted by rank, so one part alone comes back as it is: what
+    :func:`build_graph` computes on all ranks at once.
+    """
+    if len(frames) == 1:
+        return frames[0]
+    if not frames:
+        return schema.to_frame()
+    return pl.concat(frames, how="vertical").sort("rank", maintain_order=True)
 
 
 def _progress_table(events: pl.DataFrame, sets: pl.DataFrame) -> pl.DataFrame:
@@ -358,11 +616,12 @@ def _progress_table(events: pl.DataFrame, sets: pl.DataFrame) -> pl.DataFrame:
     issued = kernels.join(launches, on=["rank", "correlation"], how="left").with_columns(
         issued_ns=pl.coalesce("launch_ns", "start_ns")
     )
+    # Stable sorts: of kernels issued at one time, the last (the one join_asof finds) has seen them all.
     return (
-        issued.sort("rank", "issued_ns")
+        issued.sort("rank", "issued_ns", maintain_order=True)
         .with_columns(progress_ns=pl.col("end_ns").cum_max().over("rank"))
         .select("rank", "issued_ns", "progress_ns")
-        .sort("issued_ns")
+        .sort("issued_ns", maintain_order=True)
     )
 
 
@@ -387,9 +646,12 @@ def _at_progress(points: pl.DataFrame, progress: pl.DataFrame, *, at: str) -> pl
 
 
 def _comm_frame(
-    events: pl.DataFrame, sets: pl.DataFrame, modes: pl.DataFrame, progress: pl.DataFrame, warnings: list[str]
-) -> pl.DataFrame:
-    """Return the communication events with their channel, bytes and ready time."""
+    events: pl.DataFrame, sets: pl.DataFrame, modes: pl.DataFrame, progress: pl.DataFrame
+) -> tuple[pl.DataFrame, tuple[int, ...]]:
+    """Return the communication events with their channel, bytes and ready time.
+
+    And the CPU-only ranks whose ``c10d::`` calls and collectives do not match one to one.
+    """
     details = events.with_row_index("event").select(
         "event",
         "correlation",
@@ -406,7 +668,7 @@ def _comm_frame(
         .join(details, on="event", how="left")
         .join(modes, on="rank", how="left")
         .filter(pl.col("collective").is_null() | (pl.col("collective") != "wait"))
-        .sort("rank", "start_ns", "end_ns")
+        .sort("rank", "start_ns", "end_ns", maintain_order=True)  # ties in the rank's event order
     )
     gpu = pl.col("mode") == "gpu"
     comm = comm.with_columns(
@@ -444,11 +706,6 @@ def _comm_frame(
         .join(calls.group_by("rank").agg(_calls=pl.len()), on="rank", how="left")
     )
     unmatched = counts.filter(pl.col("_calls").is_null() | (pl.col("_calls") != pl.col("_ops")))
-    if unmatched.height:
-        warnings.append(
-            f"rank(s) {sorted(unmatched.get_column('rank').to_list())}: as many c10d:: calls as collectives "
-            "expected on CPU-only ranks, found otherwise; their collectives count as ready when they started"
-        )
     matched = calls.filter(~pl.col("rank").is_in(unmatched.get_column("rank").implode()))
     comm = (
         comm.with_columns(_k=pl.int_range(pl.len()).over("rank"))
@@ -462,9 +719,10 @@ def _comm_frame(
         .then(pl.coalesce(pl.col("out_bytes"), pl.col("in_bytes") * n))
         .otherwise(pl.col("in_bytes"))
     )
-    return comm.with_columns(ready_ns=ready, nbytes=nbytes).select(
+    frame = comm.with_columns(ready_ns=ready, nbytes=nbytes).select(
         "rank", "channel", "collective", "group", "nbytes", "group_size", "start_ns", "end_ns", "ready_ns"
     )
+    return frame, tuple(sorted(int(r) for r in unmatched.get_column("rank").to_list()))
 
 
 def _locate(frame: pl.DataFrame, windows: pl.DataFrame, *, at: str) -> pl.DataFrame:
@@ -485,38 +743,49 @@ def _locate(frame: pl.DataFrame, windows: pl.DataFrame, *, at: str) -> pl.DataFr
 
 def _gradient_signals(
     events: pl.DataFrame, modes: Mapping[int, str], progress: pl.DataFrame
-) -> tuple[pl.DataFrame, GradientSource]:
-    """Gradient-ready signals: ``rank``, ``ready_ns``, ``nbytes`` (null without markers), ``name``."""
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Gradient-ready signals of the markers, and of the ``AccumulateGrad`` ops.
+
+    Each: ``rank``, ``param``, ``nbytes`` (both null without markers), ``ready_ns``, sorted by rank
+    and ready time (ties in the rank's event order). The graph uses the markers when any rank has
+    some, else the ops (:func:`combine_graph_parts`).
+    """
     names = pl.col("name").cast(pl.String)
-    markers = events.filter(names.str.starts_with(GRAD_READY_PREFIX)).select(
-        "rank", "start_ns", "end_ns", name=names
-    )
+    marker = pl.col("name").str.starts_with(GRAD_READY_PREFIX)
+    accumulate = (pl.col("kind") == "cpu_op") & (pl.col("name") == _ACCUMULATE_GRAD)
+    # one pass over the events for both (the names are read as text once)
+    found = events.select("rank", "kind", "start_ns", "end_ns", name=names).filter(marker | accumulate)
+    markers = found.filter(marker)
     parsed = [parse_grad_ready_name(name) for name in markers.get_column("name").to_list()]
-    markers = markers.with_columns(
+    markers = markers.select(
+        "rank",
         param=pl.Series([p[0] if p else None for p in parsed], dtype=pl.String),
         nbytes=pl.Series([p[1] if p else None for p in parsed], dtype=pl.Int64),
         cpu_ns=pl.col("start_ns"),
+        _marker=pl.lit(True),
     ).filter(pl.col("param").is_not_null())
-    source: GradientSource = "markers"
-    if markers.height == 0:
-        source = "accumulate_grad"
-        markers = events.filter((pl.col("kind") == "cpu_op") & (names == _ACCUMULATE_GRAD)).select(
-            "rank",
-            param=pl.lit(None, dtype=pl.String),
-            nbytes=pl.lit(None, dtype=pl.Int64),
-            cpu_ns=pl.col("end_ns"),
-        )
-        if markers.height == 0:
-            source = "collectives"
+    ops = found.filter(accumulate).select(
+        "rank",
+        param=pl.lit(None, dtype=pl.String),
+        nbytes=pl.lit(None, dtype=pl.Int64),
+        cpu_ns=pl.col("end_ns"),
+        _marker=pl.lit(False),
+    )
     gpu_ranks = [r for r, m in modes.items() if m == "gpu"]
-    mapped = _at_progress(markers.select("rank", "param", "nbytes", "cpu_ns"), progress, at="cpu_ns")
     ready = (
         pl.when(pl.col("rank").is_in(gpu_ranks))
         .then(pl.coalesce("progress_ns", "cpu_ns"))
         .otherwise("cpu_ns")
     )
-    signals = mapped.select("rank", "param", "nbytes", ready_ns=ready).sort("rank", "ready_ns")
-    return signals, source
+    mapped = _at_progress(pl.concat([markers, ops]), progress, at="cpu_ns").select(
+        "rank", "param", "nbytes", "_marker", ready_ns=ready
+    )
+
+    def signals(of_markers: bool) -> pl.DataFrame:
+        chosen = mapped.filter(pl.col("_marker") == of_markers).drop("_marker")
+        return chosen.sort("rank", "ready_ns", maintain_order=True)
+
+    return signals(True), signals(False)
 
 
 def _flag_gradients(comm: pl.DataFrame, signals: pl.DataFrame) -> pl.DataFrame:
@@ -544,7 +813,7 @@ def _ops_and_instances(
 ) -> tuple[tuple[CommOp, ...], tuple[Instance, ...]]:
     """Return the collectives (pooled, matched across ranks, with their link time) and instances."""
     comm = (
-        comm.sort("rank", "start_ns", "end_ns")
+        comm.sort("rank", "start_ns", "end_ns", maintain_order=True)
         .with_row_index("op_id")
         .with_columns(pl.col("op_id").cast(pl.Int64))
     )
