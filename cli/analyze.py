@@ -13,7 +13,6 @@ from rich.table import Table
 from cli.collectives import (
     AlignOption,
     LinkOption,
-    align_events,
     render_clock_offsets,
     render_utilisation,
     utilisation_summary,
@@ -26,12 +25,10 @@ from cli.common import (
     RankRegexOption,
     format_ns,
     format_ratio,
-    load_trace,
     user_errors,
 )
-from cli.execution import ExecutorOption, RayAddressOption, analyze_by_rank, wants_rank_by_rank
+from cli.execution import ExecutorOption, RayAddressOption, analyze_inputs
 from timeline.analysis.links import parse_link_gbps
-from timeline.analysis.overlap import compute_overlap
 from timeline.summary import build_summary
 
 __all__ = ["analyze_command", "render_summary"]
@@ -60,30 +57,18 @@ def analyze_command(
     """
     with user_errors():
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
-        if wants_rank_by_rank(paths, executor=executor, ray_address=ray_address):
-            # rank by rank in parallel tasks: the same results; trace.events holds the communication only
-            trace, overlap, offsets = analyze_by_rank(
-                paths,
-                executor=executor,
-                ray_address=ray_address,
-                rank=rank,
-                rank_regex=rank_regex,
-                comm_kernels=comm_kernel,
-                include_python=include_python,
-                align=align,
-            )
-        else:
-            trace = load_trace(
-                paths,
-                rank=rank,
-                rank_regex=rank_regex,
-                comm_kernels=comm_kernel,
-                include_python=include_python,
-            )
-            offsets = None
-            if align:
-                trace, offsets = align_events(trace)
-            overlap = compute_overlap(trace.events)
+        analysed = analyze_inputs(
+            paths,
+            executor=executor,
+            ray_address=ray_address,
+            rank=rank,
+            rank_regex=rank_regex,
+            comm_kernels=comm_kernel,
+            include_python=include_python,
+            align=align,
+            communication=link is not None,  # rank by rank: the utilisation matches collectives
+        )
+        trace, overlap, offsets = analysed.trace, analysed.overlap, analysed.offsets
         summary = build_summary(trace, overlap, top=top)
         if offsets is not None:
             summary["clock_offsets"] = offsets.to_dicts()

@@ -21,11 +21,10 @@ from cli.common import (
     RankRegexOption,
     echo_warnings,
     fail,
-    load_trace,
     user_errors,
 )
+from cli.execution import ExecutorOption, RayAddressOption, analyze_inputs
 from timeline.analysis.links import parse_link_gbps
-from timeline.analysis.overlap import compute_overlap
 from timeline.budgets import (
     MetricFrames,
     check_links,
@@ -90,6 +89,8 @@ def check_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Check a run against communication budgets (and a baseline run); fail the build when one is exceeded.
 
@@ -113,6 +114,8 @@ def check_command(
             rank_regex=rank_regex,
             comm_kernels=comm_kernel,
             include_python=include_python,
+            executor=executor,
+            ray_address=ray_address,
         )
         old = None
         if baseline and not budgets.regressions:
@@ -127,6 +130,8 @@ def check_command(
                 rank_regex=rank_regex,
                 comm_kernels=comm_kernel,
                 include_python=include_python,
+                executor=executor,
+                ray_address=ray_address,
             )
         report = evaluate_budgets(budgets, run, baseline=old, link_gbps=link)
         if junit is not None:
@@ -152,20 +157,31 @@ def _load_frames(
     rank_regex: str | None,
     comm_kernels: list[str] | None,
     include_python: bool,
+    executor: str | None,
+    ray_address: str | None,
 ) -> MetricFrames:
-    """Read a summary JSON, or load traces (or Parquet) and analyse them.
+    """Read a summary JSON, or load traces (or Parquet) and analyse them, rank by rank when large.
 
     ``match``: also match the collectives across ranks (only when a budget reads them: it is one more
-    pass over every rank's communication events).
+    pass over every rank's communication events, which rank by rank are then kept).
     """
     label = " ".join(paths)
     if len(paths) == 1 and Path(paths[0]).is_file() and is_summary_file(paths[0]):
+        if executor is not None or ray_address is not None:
+            typer.echo(f"warning: {paths[0]} is a summary JSON; --executor is not used for it", err=True)
         return read_summary(paths[0])
-    trace = load_trace(
-        paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernels, include_python=include_python
+    analysed = analyze_inputs(
+        paths,
+        executor=executor,
+        ray_address=ray_address,
+        rank=rank,
+        rank_regex=rank_regex,
+        comm_kernels=comm_kernels,
+        include_python=include_python,
+        communication=match,
     )
     frames = frames_from_overlap(
-        compute_overlap(trace.events), label=label, events=trace.events if match else None
+        analysed.overlap, label=label, events=analysed.trace.events if match else None
     )
     echo_warnings(frames.warnings)
     return frames

@@ -4,13 +4,12 @@ Wires the library together: :mod:`timeline.analysis.collectives` (matching, skew
 bandwidth), :mod:`timeline.analysis.stragglers`, :mod:`timeline.analysis.alignment` (``--align``)
 and :mod:`timeline.analysis.horovod_phases` (Horovod timelines, alone or beside the profiler
 traces). Also gives ``timeline analyze`` its ``--link-gbps`` and ``--align`` pieces
-(:func:`align_events`, :func:`utilisation_summary`, :func:`render_utilisation`,
-:func:`render_clock_offsets`).
+(:func:`utilisation_summary`, :func:`render_utilisation`, :func:`render_clock_offsets`).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import msgspec
@@ -28,10 +27,9 @@ from cli.common import (
     echo_warnings,
     format_ns,
     format_ratio,
-    load_trace,
     user_errors,
 )
-from timeline.analysis.alignment import apply_clock_offsets, estimate_clock_offsets
+from cli.execution import ExecutorOption, RayAddressOption, analyze_inputs
 from timeline.analysis.collectives import (
     ALL_COMMUNICATION_GROUP,
     compute_iteration_utilisation,
@@ -48,7 +46,6 @@ __all__ = [
     "REPORT_VERSION",
     "AlignOption",
     "LinkOption",
-    "align_events",
     "build_collectives_report",
     "collectives_command",
     "render_clock_offsets",
@@ -83,24 +80,6 @@ def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     return frame.with_columns(pl.col(pl.Enum).cast(pl.String)).to_dicts()
 
 
-def align_events(trace: Trace) -> tuple[Trace, pl.DataFrame]:
-    """Return the trace with every rank's events on the reference clock, and the estimated offsets.
-
-    Raises
-    ------
-    UsageError
-        If the trace holds no profiler traces (a Horovod timeline alone has one clock).
-    """
-    if trace.events.filter(pl.col("source") == "kineto").height == 0:
-        msg = (
-            "--align needs the PyTorch profiler traces of several ranks; "
-            "a Horovod timeline alone has one clock"
-        )
-        raise UsageError(msg)
-    offsets = estimate_clock_offsets(trace.events)
-    return replace(trace, events=apply_clock_offsets(trace.events, offsets)), offsets
-
-
 def utilisation_summary(trace: Trace, overlap: Overlap, link_gbps: float) -> dict[str, Any]:
     """Return the ``"utilisation"`` object of ``timeline analyze --json``.
 
@@ -130,9 +109,19 @@ def _horovod_clock(trace: Trace) -> str | None:
 
 
 def build_collectives_report(
-    trace: Trace, *, link_gbps: float | None = None, offsets: pl.DataFrame | None = None
+    trace: Trace,
+    *,
+    link_gbps: float | None = None,
+    offsets: pl.DataFrame | None = None,
+    overlap: Overlap | None = None,
+    writer_trace: Callable[[int], Trace] | None = None,
 ) -> dict[str, Any]:
-    """Return everything ``timeline collectives`` prints, as plain data (the ``--json`` layout)."""
+    """Return everything ``timeline collectives`` prints, as plain data (the ``--json`` layout).
+
+    ``overlap``: the overlap analysis of the events (default: computed from ``trace.events``, which
+    must then hold every event). ``writer_trace(rank)``: every event of the rank that wrote a Horovod
+    timeline, with the timeline (default: ``trace`` itself), for the phases set against its compute.
+    """
     events = trace.events
     kineto_comm = events.filter((pl.col("source") == "kineto") & (pl.col("kind") == "communication")).height
     has_horovod = events.filter(pl.col("source") == "horovod").height > 0
@@ -156,7 +145,7 @@ def build_collectives_report(
         "horovod": None,
     }
     if kineto_comm:
-        overlap = compute_overlap(events)
+        overlap = overlap if overlap is not None else compute_overlap(events)
         match = match_collectives(events, windows=overlap.windows, link_gbps=link_gbps)
         stragglers = find_stragglers(match, iteration_overlap=overlap.iterations)
         utilisation = compute_iteration_utilisation(
@@ -179,7 +168,7 @@ def build_collectives_report(
         attribution = None
         limitations = analysis.limitations
         if events.filter((pl.col("source") == "kineto") & (pl.col("rank") == 0)).height and clock == "epoch":
-            attributed = attribute_horovod_phases(trace)
+            attributed = attribute_horovod_phases(writer_trace(0) if writer_trace is not None else trace)
             report["warnings"].extend(attributed.warnings)
             limitations = horovod_limitations(clock=clock, with_framework_trace=True)
             attribution = {"writer_rank": attributed.writer_rank, "iterations": _rows(attributed.iterations)}
@@ -211,6 +200,8 @@ def collectives_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Match every collective across ranks: skew, wait vs transfer, bandwidth, link utilisation, stragglers.
 
@@ -220,13 +211,24 @@ def collectives_command(
     """
     with user_errors():
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
-        trace = load_trace(
-            paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
+        analysed = analyze_inputs(
+            paths,
+            executor=executor,
+            ray_address=ray_address,
+            rank=rank,
+            rank_regex=rank_regex,
+            comm_kernels=comm_kernel,
+            include_python=include_python,
+            align=align,
         )
-        offsets = None
-        if align:
-            trace, offsets = align_events(trace)
-        report = build_collectives_report(trace, link_gbps=link, offsets=offsets)
+        trace = analysed.trace
+        report = build_collectives_report(
+            trace,
+            link_gbps=link,
+            offsets=analysed.offsets,
+            overlap=analysed.overlap,
+            writer_trace=lambda writer: analysed.full_ranks([writer]),
+        )
     echo_warnings(report["warnings"][len(trace.warnings) :])
     if json_output:
         typer.echo(msgspec.json.encode(report).decode())

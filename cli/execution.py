@@ -1,22 +1,38 @@
-"""``--executor`` and ``--ray-address``: the rank-by-rank analysis path of ``timeline analyze``."""
+"""How the analysing commands load their inputs: in memory, or rank by rank (``--executor``).
+
+``timeline analyze``, ``check``, ``collectives`` and ``whatif`` read their inputs through
+:func:`analyze_inputs`: in memory for small inputs, rank by rank (:func:`timeline.execution.analyze_files`)
+for a Parquet dataset, several large files, one very large trace, or when ``--executor`` /
+``--ray-address`` ask for it; the results are the same either way.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Annotated
 
 import polars as pl
 import typer
 
-from cli.collectives import align_events
-from cli.common import echo_warnings, import_options, input_paths, is_pattern, progress_bar
-from timeline.analysis.overlap import Overlap
+from cli.common import echo_warnings, import_options, input_paths, is_pattern, load_trace, progress_bar
+from timeline.analysis.alignment import apply_clock_offsets, estimate_clock_offsets
+from timeline.analysis.overlap import Overlap, compute_overlap
 from timeline.errors import UsageError
-from timeline.execution import analyze_files, is_dataset, make_executor, shift_overlap
-from timeline.execution.executors import ExecutorName
+from timeline.execution import Analysis, analyze_files, is_dataset, make_executor, shift_overlap
+from timeline.execution.executors import Executor, ExecutorName
 from timeline.importers.files import expand_paths
 from timeline.trace import STREAM_MIN_BYTES, Trace, text_size
 
-__all__ = ["ExecutorOption", "RayAddressOption", "analyze_by_rank", "wants_rank_by_rank"]
+__all__ = [
+    "Analysed",
+    "ExecutorOption",
+    "RayAddressOption",
+    "align_events",
+    "analyze_by_rank",
+    "analyze_inputs",
+    "make_runner",
+    "wants_rank_by_rank",
+]
 
 ExecutorOption = Annotated[
     str | None,
@@ -64,6 +80,82 @@ def wants_rank_by_rank(paths: list[str], *, executor: str | None, ray_address: s
     return sum(f.stat().st_size for f in files) >= _PARALLEL_MIN_BYTES
 
 
+@dataclass(frozen=True)
+class Analysed:
+    """Inputs analysed in memory or rank by rank: what the commands read.
+
+    Attributes
+    ----------
+    trace
+        In memory: every event. Rank by rank: the communication events only (or none, when they
+        were not asked for), with the full file table and warnings.
+    overlap
+        The overlap analysis (after alignment with ``--align``).
+    offsets
+        The clock offsets (``--align``), else None.
+    rank_by_rank
+        Whether the inputs were reduced rank by rank.
+    """
+
+    trace: Trace
+    overlap: Overlap
+    offsets: pl.DataFrame | None
+    rank_by_rank: bool
+    analysis: Analysis | None = None
+
+    def full_ranks(self, ranks: list[int]) -> Trace:
+        """Return every event of these ranks (aligned as the rest): the trace itself in memory."""
+        if self.analysis is None:
+            return self.trace
+        loaded = self.analysis.load_ranks(ranks)
+        if self.offsets is None:
+            return loaded
+        return replace(loaded, events=apply_clock_offsets(loaded.events, self.offsets))
+
+
+def analyze_inputs(
+    paths: list[str],
+    *,
+    executor: str | None,
+    ray_address: str | None,
+    rank: int | None,
+    rank_regex: str | None,
+    comm_kernels: list[str] | None,
+    include_python: bool,
+    align: bool = False,
+    communication: bool = True,
+) -> Analysed:
+    """Load and analyse the inputs of a command: rank by rank when that is asked for or pays, else in memory.
+
+    ``communication``: the rank-by-rank path keeps every rank's communication events (the cross-rank
+    analyses read them; ``--align`` needs them whatever this says).
+
+    Raises
+    ------
+    TimelineError
+        Bad input, an unknown executor, ``ray`` missing.
+    """
+    if wants_rank_by_rank(paths, executor=executor, ray_address=ray_address):
+        return analyze_by_rank(
+            paths,
+            executor=executor,
+            ray_address=ray_address,
+            rank=rank,
+            rank_regex=rank_regex,
+            comm_kernels=comm_kernels,
+            include_python=include_python,
+            align=align,
+            communication=communication or align,
+        )
+    trace = load_trace(
+        paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernels, include_python=include_python
+    )
+    offsets = None
+    if align:
+        trace, offsets = align_events(trace)
+    return Analysed(trace=trace, overlap=compute_overlap(trace.events), offsets=offsets, rank_by_rank=False)
+
+
 def analyze_by_rank(
     paths: list[str],
     *,
@@ -74,18 +166,16 @@ def analyze_by_rank(
     comm_kernels: list[str] | None,
     include_python: bool,
     align: bool,
-) -> tuple[Trace, Overlap, pl.DataFrame | None]:
-    """Analyse rank by rank; return the trace to summarise (its events: the communication events only).
+    communication: bool = True,
+) -> Analysed:
+    """Analyse rank by rank; the trace to summarise holds the communication events only.
 
     Raises
     ------
     TimelineError
         Bad input, an unknown executor, ``ray`` missing.
     """
-    name = executor or ("ray" if ray_address is not None else "local")
-    if name not in ("local", "ray"):
-        raise UsageError(f"--executor {name!r}: unknown executor; use local or ray")
-    runner = make_executor(_executor_name(name), ray_address=ray_address)
+    runner = make_runner(executor, ray_address)
     with progress_bar() as report:
         analysis = analyze_files(
             input_paths(paths),
@@ -93,6 +183,7 @@ def analyze_by_rank(
             options=import_options(comm_kernels, include_python),
             rank=rank,
             rank_regex=rank_regex,
+            communication=communication or align,
             progress=report,
         )
     echo_warnings(analysis.warnings)
@@ -102,8 +193,37 @@ def analyze_by_rank(
     if align:
         trace, offsets = align_events(trace)
         overlap = shift_overlap(overlap, offsets)
-    return trace, overlap, offsets
+    return Analysed(trace=trace, overlap=overlap, offsets=offsets, rank_by_rank=True, analysis=analysis)
 
 
-def _executor_name(name: str) -> ExecutorName:
-    return "ray" if name == "ray" else "local"
+def align_events(trace: Trace) -> tuple[Trace, pl.DataFrame]:
+    """Return the trace with every rank's events on the reference clock, and the estimated offsets.
+
+    Raises
+    ------
+    UsageError
+        If the trace holds no profiler traces (a Horovod timeline alone has one clock).
+    """
+    if trace.events.filter(pl.col("source") == "kineto").height == 0:
+        msg = (
+            "--align needs the PyTorch profiler traces of several ranks; "
+            "a Horovod timeline alone has one clock"
+        )
+        raise UsageError(msg)
+    offsets = estimate_clock_offsets(trace.events)
+    return replace(trace, events=apply_clock_offsets(trace.events, offsets)), offsets
+
+
+def make_runner(executor: str | None, ray_address: str | None) -> Executor:
+    """Return the executor ``--executor`` and ``--ray-address`` ask for (default: local processes).
+
+    Raises
+    ------
+    UsageError
+        An unknown executor, ``--ray-address`` with the local executor, ``ray`` missing.
+    """
+    name = executor or ("ray" if ray_address is not None else "local")
+    if name not in ("local", "ray"):
+        raise UsageError(f"--executor {name!r}: unknown executor; use local or ray")
+    chosen: ExecutorName = "ray" if name == "ray" else "local"
+    return make_executor(chosen, ray_address=ray_address)

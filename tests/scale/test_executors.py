@@ -162,6 +162,32 @@ def test_analyze_with_the_local_executor_prints_the_same_tables() -> None:
     assert by_rank.stdout == plain.stdout
 
 
+def _slow_square(x: int) -> int:
+    import time
+
+    time.sleep(0.02)
+    return x * x
+
+
+def test_the_local_executor_hands_results_over_as_they_come() -> None:
+    """Not all at the end: the caller combines (and frees) each result while the others run."""
+    finished = 0
+    finished_at_first = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal finished
+        finished = done
+
+    results = []
+    for result in LocalExecutor(2).map(_slow_square, list(range(60)), progress=progress):
+        if finished_at_first is None:
+            finished_at_first = finished
+        results.append(result)
+    assert results == [x * x for x in range(60)]
+    assert finished_at_first is not None
+    assert finished_at_first < 30
+
+
 def test_plan_groups_the_capture_windows_of_a_rank() -> None:
     folder = SAMPLES / "ddp_gloo_markers"
     units = plan_units(sorted(p.resolve() for p in folder.glob("*.json.gz")))

@@ -126,6 +126,7 @@ class LocalExecutor:
             with worker_environment(polars_threads(self.workers), task=fn):
                 for _ in range(helpers):
                     hand_over(pool)
+            given = 0  # results handed to the caller, in order: released here as they go
             while True:
                 with lock:
                     index = take()
@@ -133,8 +134,19 @@ class LocalExecutor:
                     break
                 outcome = outcomes[index] = _run_here(fn, items[index])
                 report(outcome.exception() is None)
-            for index in range(total):
-                yield outcomes[index].result()
+                # the caller gets each result once those before it are in, not after the last task
+                while True:
+                    with lock:
+                        ready = given in outcomes and outcomes[given].done()
+                        future = outcomes.pop(given) if ready else None
+                    if future is None:
+                        break
+                    given += 1
+                    yield future.result()
+            for index in range(given, total):
+                with lock:
+                    future = outcomes.pop(index)
+                yield future.result()
         finally:
             with lock:
                 stop = True
@@ -302,13 +314,14 @@ class RayExecutor:
             if not self._local_instance:
                 options["runtime_env"] = {"env_vars": worker_settings(polars_threads=1)}
             remote = ray.remote(**options)(fn)
-            refs = [remote.remote(item) for item in items[first_remote:]]
+            refs: list[Any] = [remote.remote(item) for item in items[first_remote:]]
             pending = list(refs)
             for index in range(total):
                 if index < len(here):
                     yield here[index].result()  # waits for the item this process still runs
                     continue
                 ref = refs[index - first_remote]
+                refs[index - first_remote] = None  # the result leaves the object store once taken
                 while ref in pending:
                     ready, pending = ray.wait(pending, num_returns=1)
                     for _ in ready:

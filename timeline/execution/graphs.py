@@ -1,0 +1,180 @@
+"""The what-if dependency graph of traces, built rank by rank.
+
+Takes trace files (one per rank, or a Parquet dataset partitioned by rank) and gives the
+:class:`~timeline.whatif.graph.TraceGraph` that :func:`~timeline.whatif.graph.trace_graph` builds
+from ``load(paths)``, while no process holds more than one unit's events: each task loads one unit
+and reduces it at once to its :class:`~timeline.whatif.graph.GraphParts` (windows, compute
+intervals, collectives with their ready times, gradient signals: a few percent of the events), and
+the driver combines the parts (:func:`~timeline.whatif.graph.graph_from_parts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import polars as pl
+
+from timeline.execution.executors import Executor
+from timeline.execution.reduce import Unit, default_executor, local_unit, plan_inputs, run_units, unit_claims
+from timeline.importers.result import ImportOptions
+from timeline.trace import load
+from timeline.whatif.graph import (
+    DEFAULT_RESUME_TOLERANCE_NS,
+    GraphParts,
+    TraceGraph,
+    graph_from_parts,
+    graph_parts,
+)
+
+__all__ = ["GraphAnalysis", "GraphReduction", "graph_files", "graph_unit"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphReduction:
+    """What a what-if task returns for one unit: its graph parts, never its events.
+
+    Attributes
+    ----------
+    paths
+        The unit's files.
+    files
+        Its rows of the file table (:data:`timeline.schema.FILES_SCHEMA`).
+    warnings
+        Its load warnings, in order.
+    claims
+        ``(rank, file)`` for each rank the unit's files claim (for the duplicate-rank check).
+    horovod
+        The Horovod timelines among the unit's files.
+    event_ranks
+        The ranks its events belong to.
+    parts
+        :func:`~timeline.whatif.graph.graph_parts` of its events.
+    """
+
+    paths: tuple[Path, ...]
+    files: pl.DataFrame
+    warnings: tuple[str, ...]
+    claims: tuple[tuple[int, str], ...]
+    horovod: tuple[str, ...]
+    event_ranks: tuple[int, ...]
+    parts: GraphParts
+
+
+@dataclass(frozen=True)
+class GraphAnalysis:
+    """The graph parts of every rank of a run, with its file table and load warnings.
+
+    Attributes
+    ----------
+    parts
+        One :class:`~timeline.whatif.graph.GraphParts` per unit, in the order of the inputs.
+    files
+        Equal to ``load(paths).files``.
+    warnings
+        Equal to ``load(paths).warnings``.
+    """
+
+    parts: tuple[GraphParts, ...]
+    files: pl.DataFrame
+    warnings: tuple[str, ...]
+
+    def graph(
+        self, *, link_gbps: float | None = None, resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS
+    ) -> TraceGraph:
+        """Return the run's graph: equal to ``trace_graph(load(paths), ...)``.
+
+        Raises
+        ------
+        TraceContentError
+            No rank with compute events (a Horovod timeline alone).
+        """
+        return graph_from_parts(
+            self.parts, files=self.files, link_gbps=link_gbps, resume_tolerance_ns=resume_tolerance_ns
+        )
+
+
+def graph_unit(unit: Unit) -> GraphReduction:
+    """Load one unit (every event, as ``load`` keeps them) and reduce it to its graph parts (a task).
+
+    Raises
+    ------
+    TimelineError
+        Bad input, as :func:`timeline.trace.load` raises it.
+    """
+    trace = load(
+        list(unit.paths),
+        rank=unit.rank,
+        rank_regex=unit.rank_regex,
+        rules=unit.options.rules,
+        include_python=unit.options.include_python,
+        workers=unit.workers,
+    )
+    claims, horovod = unit_claims(unit.paths, trace.files)
+    events = trace.events
+    return GraphReduction(
+        paths=unit.paths,
+        files=trace.files,
+        warnings=trace.warnings,
+        claims=claims,
+        horovod=horovod,
+        event_ranks=tuple(events.get_column("rank").unique().drop_nulls().sort().to_list()),
+        parts=graph_parts(events),
+    )
+
+
+def _parts(reduction: GraphReduction) -> GraphParts:
+    return reduction.parts
+
+
+def graph_files(
+    paths: Sequence[str | Path] | str | Path,
+    *,
+    executor: Executor | None = None,
+    options: ImportOptions | None = None,
+    rank: int | None = None,
+    rank_regex: str | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> GraphAnalysis:
+    """Reduce traces rank by rank to the parts of their what-if graph, on an executor.
+
+    Parameters
+    ----------
+    paths
+        Files, directories, glob patterns, or Parquet datasets written by ``timeline convert``.
+    executor
+        Where the per-unit tasks run; default: a :class:`~timeline.execution.LocalExecutor` over
+        all cores (in-process for less than 24 MiB of input).
+    options
+        Classification rules and whether to keep ``python_function`` events.
+    rank, rank_regex
+        As for :func:`timeline.trace.load`.
+    progress
+        Called as ``progress(label, done, total)`` after each task.
+
+    Returns
+    -------
+    GraphAnalysis
+        ``.graph(...)`` equals ``trace_graph(load(paths), ...)``; ``files`` and ``warnings`` equal
+        the loaded trace's.
+
+    Raises
+    ------
+    TimelineError
+        Bad input, as :func:`timeline.trace.load` raises it.
+
+    Examples
+    --------
+    >>> from timeline.execution import graph_files  # doctest: +SKIP
+    >>> graph = graph_files("run.d").graph(link_gbps=100)  # doctest: +SKIP
+    """
+    units = plan_inputs(paths, options=options, rank=rank, rank_regex=rank_regex)
+    executor = executor if executor is not None else default_executor(units)
+    units = [replace(u, communication=False) for u in local_unit(units, executor)]
+    collected = run_units(units, graph_unit, _parts, executor, progress)
+    return GraphAnalysis(
+        parts=tuple(p for p in collected.payloads if p is not None),
+        files=collected.files_frame(),
+        warnings=collected.all_warnings(),
+    )
