@@ -64,7 +64,9 @@ def top_collectives(collectives: pl.DataFrame, *, limit: int = 10) -> pl.DataFra
             }
         )
     grouped = (
-        collectives.with_columns(pl.col("collective").fill_null("unknown"))
+        collectives.lazy()
+        .select("collective", "pg_name", "in_bytes", "rank", "dur_ns", "exposed_ns")
+        .with_columns(pl.col("collective").fill_null("unknown"))
         .group_by("collective", "pg_name", "in_bytes")
         .agg(
             calls=pl.len(),
@@ -72,6 +74,8 @@ def top_collectives(collectives: pl.DataFrame, *, limit: int = 10) -> pl.DataFra
             dur_ns=pl.col("dur_ns").sum(),
             exposed_ns=pl.col("exposed_ns").sum(),
         )
+        # streaming: a row per collective event of every rank is aggregated a morsel at a time
+        .collect(engine="streaming")
         .with_columns(
             exposed_ratio=pl.when(pl.col("dur_ns") > 0).then(pl.col("exposed_ns") / pl.col("dur_ns")),
         )

@@ -31,6 +31,7 @@ def test_param_json_matches_every_collective() -> None:
         "warnings",
         "link_gbps",
         "clock_offsets",
+        "ranks",
         "collectives",
         "collective_ranks",
         "mismatches",
@@ -47,6 +48,7 @@ def test_param_json_matches_every_collective() -> None:
     assert max(c["end_skew_ns"] for c in collectives) <= 10_000
     assert [c["last_rank"] for c in collectives] == [7, 7, 7, 7, 7, 5, 5, 4]
     assert len(data["collective_ranks"]) == 64
+    assert data["ranks"] == list(range(8))
     assert data["mismatches"] == []
     assert data["stragglers"]["iterations"][0]["straggler_rank"] == 7
     assert data["stragglers"]["iterations"][0]["verdict"] == "slow_rank"

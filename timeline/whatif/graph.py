@@ -98,7 +98,7 @@ _ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 _GATHERING = ("all_gather", "gather")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CommOp:
     """One collective on one rank, as measured."""
 
@@ -129,7 +129,7 @@ class CommOp:
     """It synchronises gradients (all-reduce or reduce-scatter, launched once backward began)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Instance:
     """One logical collective: the same collective on every rank that ran it."""
 
@@ -147,7 +147,7 @@ class Instance:
     share its link equally)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WaitPoint:
     """Compute on a rank that cannot resume before some collectives end."""
 
@@ -164,7 +164,7 @@ class WaitPoint:
     """The update after an iteration's last gradient collective (it waits for all of them)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gradient:
     """One gradient of one rank's backward pass."""
 

@@ -219,7 +219,7 @@ class Prediction:
 # The scenario's collectives
 
 
-@dataclass
+@dataclass(slots=True)
 class _Op:
     """A collective of the scenario: a measured one (``source``) or a rebuilt bucket."""
 
