@@ -160,7 +160,22 @@ def collective_instances(events: pl.DataFrame) -> pl.DataFrame:
     mode = pl.col("mode")
     on_device = pl.col("device").is_not_null()
     comm = (
-        events.filter((pl.col("kind") == "communication") & (pl.col("source") == "kineto"))
+        # the columns read below, selected before the filter: the others are never copied
+        events.select(
+            "rank",
+            "kind",
+            "source",
+            "device",
+            "collective",
+            "pg_name",
+            "seq",
+            "start_ns",
+            "end_ns",
+            "in_bytes",
+            "out_bytes",
+            "group_size",
+        )
+        .filter((pl.col("kind") == "communication") & (pl.col("source") == "kineto"))
         .join(modes, on="rank", how="inner")
         .filter(((mode == "gpu") & on_device) | ((mode == "cpu") & ~on_device))
         .with_columns(
