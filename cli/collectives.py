@@ -115,12 +115,15 @@ def build_collectives_report(
     offsets: pl.DataFrame | None = None,
     overlap: Overlap | None = None,
     writer_trace: Callable[[int], Trace] | None = None,
+    rank_rows: bool = True,
 ) -> dict[str, Any]:
     """Return everything ``timeline collectives`` prints, as plain data (the ``--json`` layout).
 
     ``overlap``: the overlap analysis of the events (default: computed from ``trace.events``, which
     must then hold every event). ``writer_trace(rank)``: every event of the rank that wrote a Horovod
     timeline, with the timeline (default: ``trace`` itself), for the phases set against its compute.
+    ``rank_rows=False`` leaves ``collective_ranks`` (a row per collective per rank: the largest part
+    on many ranks) empty, for the tables, which do not print it.
     """
     events = trace.events
     kineto_comm = events.filter((pl.col("source") == "kineto") & (pl.col("kind") == "communication")).height
@@ -137,6 +140,7 @@ def build_collectives_report(
         "warnings": list(trace.warnings),
         "link_gbps": link_gbps,
         "clock_offsets": None if offsets is None else _rows(offsets),
+        "ranks": [],
         "collectives": [],
         "collective_ranks": [],
         "mismatches": [],
@@ -156,8 +160,9 @@ def build_collectives_report(
         )
         report["warnings"].extend(match.warnings)
         report.update(
+            ranks=match.ranks.get_column("rank").unique().sort().to_list(),
             collectives=_rows(match.collectives),
-            collective_ranks=_rows(match.ranks),
+            collective_ranks=_rows(match.ranks) if rank_rows else [],
             mismatches=_rows(match.mismatches),
             utilisation=_rows(utilisation),
             stragglers={"iterations": _rows(stragglers.iterations), "ranks": _rows(stragglers.ranks)},
@@ -228,6 +233,7 @@ def collectives_command(
             offsets=analysed.offsets,
             overlap=analysed.overlap,
             writer_trace=lambda writer: analysed.full_ranks([writer]),
+            rank_rows=json_output,
         )
     echo_warnings(report["warnings"][len(trace.warnings) :])
     if json_output:
@@ -332,7 +338,7 @@ def render_collectives_report(report: dict[str, Any], console: Console, *, limit
 def _render_collectives(report: dict[str, Any], console: Console, *, limit: int) -> None:
     collectives = report["collectives"]
     link = report["link_gbps"]
-    ranks = {row["rank"] for row in report["collective_ranks"]}
+    ranks = report["ranks"]
     groups = {row["group"] for row in collectives}
     complete = sum(1 for row in collectives if row["complete"])
     console.print(

@@ -11,9 +11,10 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from tests.cli import PARAM, run_timeline
-from tests.scale import HOROVOD, SAMPLES
+from tests.scale import HOROVOD, SAMPLES, assert_overlap_equal
 from tests.scale.test_executors import CASES
-from timeline.execution import LocalExecutor, analyze_files, graph_files, write_dataset
+from timeline.analysis.overlap import compute_overlap
+from timeline.execution import LocalExecutor, analyze_files, communication_events, graph_files, write_dataset
 from timeline.trace import load
 from timeline.whatif.graph import trace_graph
 
@@ -224,3 +225,20 @@ def test_a_dataset_is_read_rank_by_rank_by_every_command(
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert calls == ["graph_files" if command == "whatif" else "analyze_files"]
+
+
+def test_ranks_listed_out_of_order_come_out_in_rank_order(tmp_path: Path) -> None:
+    """rank10.json sorts before rank2.json: the combined rows are those of the in-memory analysis."""
+    from benchmarks.generate import make_rank_set
+
+    make_rank_set(sorted(PARAM.iterdir())[0], tmp_path, ranks=12, gzip=False)
+    assert [p.name for p in sorted(tmp_path.iterdir())][:3] == ["rank0.json", "rank1.json", "rank10.json"]
+    trace = load(tmp_path)
+    expected = compute_overlap(trace.events)
+    for executor in (LocalExecutor(1), LocalExecutor(2)):
+        for communication in (True, False):
+            analysis = analyze_files(tmp_path, executor=executor, communication=communication)
+            assert_overlap_equal(expected, analysis.overlap)
+            assert_frame_equal(trace.files, analysis.files)
+            if communication:
+                assert_frame_equal(communication_events(trace.events), analysis.communication)

@@ -30,6 +30,7 @@ from timeline.execution import (
     RayExecutor,
     analyze_files,
     communication_events,
+    graph_files,
     make_executor,
     plan_units,
     shift_overlap,
@@ -303,6 +304,11 @@ def test_ray_executor_equals_the_local_executor(ray_executor: RayExecutor, tmp_p
         assert_frame_equal(local.files, on_ray.files)
         assert_frame_equal(local.communication, on_ray.communication)
         assert local.warnings == on_ray.warnings
+        # the what-if graph's parts, reduced by Ray tasks
+        graph_local = graph_files(CASES[case], executor=LocalExecutor(1)).graph()
+        graph_ray = graph_files(CASES[case], executor=ray_executor).graph()
+        assert (graph_local.ops, graph_local.instances) == (graph_ray.ops, graph_ray.instances)
+        assert (graph_local.waits, graph_local.warnings) == (graph_ray.waits, graph_ray.warnings)
     # a task's own error, not Ray's wrapper around it
     (tmp_path / "rank0.json").write_text('{"traceEvents": [')
     with pytest.raises(TraceFormatError) as expected:

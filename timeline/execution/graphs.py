@@ -124,8 +124,20 @@ def graph_unit(unit: Unit) -> GraphReduction:
     )
 
 
-def _parts(reduction: GraphReduction) -> GraphParts:
-    return reduction.parts
+class _Parts:
+    """The graph parts of every unit, in unit order (a merged unit's in place of its first)."""
+
+    def __init__(self) -> None:
+        self.parts: list[GraphParts | None] = []
+
+    def add(self, result: GraphReduction) -> None:
+        self.parts.append(result.parts)
+
+    def regroup(self, group: Sequence[int], ranks: frozenset[int], result: GraphReduction) -> None:
+        first, *rest = group
+        self.parts[first] = result.parts
+        for i in rest:
+            self.parts[i] = None
 
 
 def graph_files(
@@ -172,9 +184,10 @@ def graph_files(
     units = plan_inputs(paths, options=options, rank=rank, rank_regex=rank_regex)
     executor = executor if executor is not None else default_executor(units)
     units = [replace(u, communication=False) for u in local_unit(units, executor)]
-    collected = run_units(units, graph_unit, _parts, executor, progress)
+    parts = _Parts()
+    collected = run_units(units, graph_unit, parts, executor, progress)
     return GraphAnalysis(
-        parts=tuple(p for p in collected.payloads if p is not None),
+        parts=tuple(p for p in parts.parts if p is not None),
         files=collected.files_frame(),
         warnings=collected.all_warnings(),
     )
