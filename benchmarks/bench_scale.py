@@ -16,7 +16,11 @@ nothing big is committed), then measures, each run in a fresh process:
   build, collective linking, iteration assignment, overlap): time, peak RSS, events per second;
 - ``decode``: the JSON stage alone vs the JSON library's raw decode speed, same text, same run;
 - ``curves``: time and peak memory vs trace size (54 MB, 250 MB, 500 MB, 1 GB) and vs rank count
-  (8, 32, 128, 256 ranks of 10 MB), plotted to ``docs/img/scaling.png``.
+  (1, 8, 32, 128, 256, 1,024 ranks of 10 MB), plotted to ``docs/img/scaling.png``;
+- ``commands``: every analysing command as a user runs it (``timeline convert``, ``analyze``,
+  ``check``, ``collectives``, ``whatif``), on one rank and on 1,024 ranks of 10 MB (JSON files and
+  the Parquet dataset ``timeline convert`` makes of them): time and peak memory, one rank against
+  1,024. Written to its own section of the Markdown file (``bench_ranks``), so it can run alone.
 
 Peak memory is ``VmHWM`` of the measured process and ``ru_maxrss`` of its largest worker (Ray's
 workers are not children of the driver: not measured). Every run also records the CPU time the
@@ -64,10 +68,30 @@ MARK_END = "<!-- bench_scale:end -->"
 RESULT_PREFIX = "BENCH_RESULT "
 HTA_PYTHON = REPO / "benchmarks" / ".venv-hta" / "bin" / "python"
 HTA_SCRIPT = REPO / "benchmarks" / "hta_load.py"
-ALL_CASES = ("single", "r8", "big", "r256", "stages", "decode", "curves")
+RANKS_START = "<!-- bench_ranks:start -->"
+RANKS_END = "<!-- bench_ranks:end -->"
+ALL_CASES = ("single", "r8", "big", "r256", "stages", "decode", "curves", "commands")
 SIZES_MB = (250, 500, 1000)  # plus the 54 MB source itself
-RANK_COUNTS = (8, 32, 128, 256)
+RANK_COUNTS = (1, 8, 32, 128, 256, 1024)
+COMMAND_RANKS = (1, 1024)
 RANK_MB = 10
+# check's budgets in the commands case: the overlap and the collectives matched across ranks
+CHECK_BUDGETS = """\
+[[budgets]]
+metric = "exposed_comm_ratio"
+aggregate = "p90"
+max = 0.99
+
+[[budgets]]
+metric = "collective_wait_ns"
+aggregate = "max"
+max = 100_000_000_000
+
+[[budgets]]
+metric = "iteration_busbw_gbps"
+aggregate = "min"
+min = 0.000001
+"""
 
 # Targets of the scale issue (this 2-core machine, medians).
 TARGET_R8_S = 4.0
@@ -250,10 +274,43 @@ def child_decode(path: str) -> int:
     )
 
 
+def child_command(args: list[str]) -> int:
+    """One ``timeline`` command, in this process, its output thrown away: time, peak RSS, exit code."""
+    t0 = time.perf_counter()
+    from cli.main import app
+
+    import_s = time.perf_counter() - t0
+    rss_import = _status_kib("VmRSS")
+    t1 = time.perf_counter()
+    with Path(os.devnull).open("w") as sink, contextlib.redirect_stdout(sink):
+        try:
+            code = app(args, standalone_mode=False)
+        except SystemExit as exc:  # pragma: no cover - typer's own exits
+            code = exc.code
+    total = time.perf_counter() - t1
+    for child in multiprocessing.active_children():
+        child.join()
+    return _emit(
+        {
+            "tool": "timeline",
+            "command": args[0],
+            "exit_code": int(code or 0),
+            "import_s": import_s,
+            "total_s": total,
+            "rss_import_kib": rss_import,
+            "rss_peak_kib": _status_kib("VmHWM"),
+            "rss_workers_kib": int(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss),
+            "cpu_s": _cpu_s(),
+        }
+    )
+
+
 def run_child(argv: list[str]) -> int:
     kind = argv[0]
     if kind == "analyze":
         return child_analyze(argv[2:], executor=argv[1])
+    if kind == "command":
+        return child_command(argv[1:])
     if kind == "stages":
         return child_stages(argv[1])
     if kind == "decode":
@@ -363,7 +420,13 @@ class Bench:
             if not path.exists():
                 grow_trace(DEFAULT_SOURCE, path, target_bytes=mb * 10**6, seed=mb)
             made[f"size{mb}"] = path
-        counts = [n for n in RANK_COUNTS if "curves" in cases or (n == 256 and "r256" in cases)]
+        counts = [
+            n
+            for n in RANK_COUNTS
+            if "curves" in cases
+            or (n == 256 and "r256" in cases)
+            or (n in COMMAND_RANKS and "commands" in cases)
+        ]
         for n in counts:
             folder = self.work / f"r{n}x{RANK_MB}MB"
             if not folder.exists():
@@ -469,7 +532,43 @@ class Bench:
             out["curve_ranks"] = [
                 (n, self.timeline(f"{n} ranks", [made[f"ranks{n}"]], "local", runs)) for n in RANK_COUNTS
             ]
+        if "commands" in cases:
+            out["commands"] = self.commands(made, runs)
         out["load_after"] = os.getloadavg()[0]
+
+    def commands(self, made: dict[str, Any], runs: int) -> list[tuple[str, str, int, Series]]:
+        """Every analysing command as a user runs it, on one rank and on 1,024 (files, then dataset)."""
+        budget = self.work / "timeline.toml"
+        budget.write_text(CHECK_BUDGETS)
+        rows: list[tuple[str, str, int, Series]] = []
+        for n in COMMAND_RANKS:
+            files = made[f"ranks{n}"]
+            dataset = self.work / f"d{n}x{RANK_MB}MB"
+            jobs: list[tuple[str, str, list[str]]] = [
+                (
+                    "timeline convert --partition-by-rank",
+                    "JSON files",
+                    ["convert", str(files), "-o", str(dataset), "--force"],
+                ),
+                ("timeline analyze", "JSON files", ["analyze", str(files), "--json"]),
+                ("timeline analyze", "dataset", ["analyze", str(dataset), "--json"]),
+                (
+                    "timeline check (overlap and matched-collective budgets)",
+                    "dataset",
+                    ["check", str(dataset), "--budget", str(budget)],
+                ),
+                ("timeline collectives", "dataset", ["collectives", str(dataset)]),
+                ("timeline whatif", "dataset", ["whatif", str(dataset)]),
+            ]
+            for label, kind, args in jobs:
+                series = Series(f"{label} ({n} ranks, {kind})")
+                command = [sys.executable, __file__, "--child", "command", *args]
+                for i in range(runs):
+                    run = _measure(command, timeout=self.args.timeout)
+                    series.runs.append(run)
+                    self.log(f"{series.label}: run {i + 1}/{runs}: {_describe(run)}")
+                rows.append((label, kind, n, series))
+        return rows
 
     def ray_running(self, folder: Path, runs: int) -> Series:
         """The Ray executor joining a Ray instance that is already running (started here, stopped after)."""
@@ -633,6 +732,44 @@ def render(bench: Bench) -> str:
     lines += verdict_lines(out)
     lines += ["", MARK_END]
     return "\n".join(lines)
+
+
+def render_commands(bench: Bench) -> str:
+    """The ``bench_ranks`` section: every command on one rank and on 1,024."""
+    out = bench.results
+    rows: list[tuple[str, str, int, Series]] = out["commands"]
+    lines = [
+        RANKS_START,
+        "",
+        f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}; machine and versions as above",
+        f"- command: `python benchmarks/bench_scale.py {' '.join(bench.args.argv)}` ({bench.args.runs} runs "
+        "each, fresh processes; each command runs the CLI in the measured process, output discarded)",
+        "",
+        f"Ranks of {RANK_MB} MB of JSON (the 54 MB trace cut to {RANK_MB} MB: 26,643 events, 404 all-reduce "
+        "kernels per rank), as JSON files and as the dataset `timeline convert` makes of them. Peak RSS: "
+        "the process you run (it takes tasks too); largest worker: its largest worker process.",
+        "",
+        "| command | input | 1 rank: median (s) | peak RSS (MB) | 1,024 ranks: median (s) | peak RSS (MB) "
+        "| largest worker (MB) | peak, 1,024 ranks / 1 rank | others' CPU (cores) |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    by_key = {(label, kind, n): series for label, kind, n, series in rows}
+    for label, kind, n, _ in rows:
+        if n != COMMAND_RANKS[0]:
+            continue
+        one, many = by_key[(label, kind, COMMAND_RANKS[0])], by_key.get((label, kind, COMMAND_RANKS[-1]))
+        if many is None:
+            continue
+        p1, pn = one.median("rss_peak_kib"), many.median("rss_peak_kib")
+        ratio = f"{pn / p1:.2f}×" if p1 and pn else "-"
+        if many.median("total_s") is None:
+            cells = f"{many.error() or 'failed'} | - | - | -"
+        else:
+            worker = _mb(many.median("rss_workers_kib"))
+            cells = f"{_fmt(many.median('total_s'))} | {_mb(pn)} | {worker} | {ratio}"
+        first = f"| {label} | {kind} | {_fmt(one.median('total_s'))} | {_mb(p1)}"
+        lines.append(f"{first} | {cells} | {many.others():.2f} |")
+    return "\n".join([*lines, "", RANKS_END])
 
 
 def stage_lines(results: list[dict[str, Any]]) -> list[str]:
@@ -804,14 +941,22 @@ def plot(bench: Bench, target: Path) -> None:
     bench.log(f"wrote {target}")
 
 
-def write_section(path: Path, section: str) -> None:
+def write_section(
+    path: Path,
+    section: str,
+    *,
+    start: str = MARK_START,
+    end: str = MARK_END,
+    heading: str = "## Scale: large traces, many ranks, Ray",
+) -> None:
+    """Replace the text between ``start`` and ``end`` in ``path`` (append it under ``heading`` if absent)."""
     text = path.read_text() if path.exists() else ""
-    if MARK_START in text and MARK_END in text:
-        head, rest = text.split(MARK_START, 1)
-        tail = rest.split(MARK_END, 1)[1]
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        tail = rest.split(end, 1)[1]
         text = head + section + tail
     else:
-        text = text.rstrip("\n") + "\n\n## Scale: large traces, many ranks, Ray\n\n" + section + "\n"
+        text = text.rstrip("\n") + f"\n\n{heading}\n\n" + section + "\n"
     path.write_text(text)
 
 
@@ -884,15 +1029,28 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep_inputs:
             shutil.rmtree(bench.work, ignore_errors=True)
-    section = render(bench)
-    print(section)
+    scale_cases = set(args.cases) - {"commands"}
+    section = render(bench) if scale_cases else None
+    ranks_section = render_commands(bench) if "commands" in bench.results else None
+    for text in (section, ranks_section):
+        if text is not None:
+            print(text)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(_jsonable(bench.results), indent=1))
     if "curve_size" in bench.results:
         plot(bench, args.plot)
     if args.out:
-        write_section(args.out, section)
+        if section is not None:
+            write_section(args.out, section)
+        if ranks_section is not None:
+            write_section(
+                args.out,
+                ranks_section,
+                start=RANKS_START,
+                end=RANKS_END,
+                heading="## Many ranks: every command on 1 rank and on 1,024",
+            )
     return 0
 
 
