@@ -27,7 +27,7 @@ from cli.common import (
     format_ratio,
     user_errors,
 )
-from cli.execution import ExecutorOption, RayAddressOption, analyze_inputs
+from cli.execution import ExecutorOption, RayAddressOption, analyze_inputs, inputs_of
 from timeline.analysis.links import parse_link_gbps
 from timeline.summary import build_summary
 
@@ -57,17 +57,9 @@ def analyze_command(
     """
     with user_errors():
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
-        analysed = analyze_inputs(
-            paths,
-            executor=executor,
-            ray_address=ray_address,
-            rank=rank,
-            rank_regex=rank_regex,
-            comm_kernels=comm_kernel,
-            include_python=include_python,
-            align=align,
-            communication=link is not None,  # rank by rank: the utilisation matches collectives
-        )
+        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+        # rank by rank, the communication events are kept only for the utilisation (and --align)
+        analysed = analyze_inputs(inputs, align=align, communication=link is not None)
         trace, overlap, offsets = analysed.trace, analysed.overlap, analysed.offsets
         summary = build_summary(trace, overlap, top=top)
         if offsets is not None:

@@ -7,6 +7,7 @@ collectives across ranks only when a budget reads them.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -23,7 +24,7 @@ from cli.common import (
     fail,
     user_errors,
 )
-from cli.execution import ExecutorOption, RayAddressOption, analyze_inputs
+from cli.execution import ExecutorOption, Inputs, RayAddressOption, analyze_inputs, inputs_of
 from timeline.analysis.links import parse_link_gbps
 from timeline.budgets import (
     MetricFrames,
@@ -107,16 +108,8 @@ def check_command(
             typer.echo(
                 f"warning: {budgets.path} has no link utilisation budget; --link-gbps is not used", err=True
             )
-        run = _load_frames(
-            paths,
-            match=budgets.needs_matching(),
-            rank=rank,
-            rank_regex=rank_regex,
-            comm_kernels=comm_kernel,
-            include_python=include_python,
-            executor=executor,
-            ray_address=ray_address,
-        )
+        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+        run = _load_frames(inputs, match=budgets.needs_matching())
         old = None
         if baseline and not budgets.regressions:
             typer.echo(
@@ -124,14 +117,7 @@ def check_command(
             )
         elif baseline:
             old = _load_frames(
-                baseline,
-                match=budgets.needs_matching(regressions_only=True),
-                rank=rank,
-                rank_regex=rank_regex,
-                comm_kernels=comm_kernel,
-                include_python=include_python,
-                executor=executor,
-                ray_address=ray_address,
+                replace(inputs, paths=baseline), match=budgets.needs_matching(regressions_only=True)
             )
         report = evaluate_budgets(budgets, run, baseline=old, link_gbps=link)
         if junit is not None:
@@ -149,40 +135,20 @@ def check_command(
     raise typer.Exit(report.exit_code)
 
 
-def _load_frames(
-    paths: list[str],
-    *,
-    match: bool,
-    rank: int | None,
-    rank_regex: str | None,
-    comm_kernels: list[str] | None,
-    include_python: bool,
-    executor: str | None,
-    ray_address: str | None,
-) -> MetricFrames:
+def _load_frames(inputs: Inputs, *, match: bool) -> MetricFrames:
     """Read a summary JSON, or load traces (or Parquet) and analyse them, rank by rank when large.
 
     ``match``: also match the collectives across ranks (only when a budget reads them: it is one more
     pass over every rank's communication events, which rank by rank are then kept).
     """
-    label = " ".join(paths)
+    paths = inputs.paths
     if len(paths) == 1 and Path(paths[0]).is_file() and is_summary_file(paths[0]):
-        if executor is not None or ray_address is not None:
+        if inputs.executor is not None or inputs.ray_address is not None:
             typer.echo(f"warning: {paths[0]} is a summary JSON; --executor is not used for it", err=True)
         return read_summary(paths[0])
-    analysed = analyze_inputs(
-        paths,
-        executor=executor,
-        ray_address=ray_address,
-        rank=rank,
-        rank_regex=rank_regex,
-        comm_kernels=comm_kernels,
-        include_python=include_python,
-        communication=match,
-    )
-    frames = frames_from_overlap(
-        analysed.overlap, label=label, events=analysed.trace.events if match else None
-    )
+    analysed = analyze_inputs(inputs, communication=match)
+    events = analysed.trace.events if match else None
+    frames = frames_from_overlap(analysed.overlap, label=" ".join(paths), events=events)
     echo_warnings(frames.warnings)
     return frames
 

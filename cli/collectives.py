@@ -29,7 +29,7 @@ from cli.common import (
     format_ratio,
     user_errors,
 )
-from cli.execution import ExecutorOption, RayAddressOption, analyze_inputs
+from cli.execution import ExecutorOption, RayAddressOption, analyze_inputs, inputs_of
 from timeline.analysis.collectives import (
     ALL_COMMUNICATION_GROUP,
     compute_iteration_utilisation,
@@ -216,16 +216,8 @@ def collectives_command(
     """
     with user_errors():
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
-        analysed = analyze_inputs(
-            paths,
-            executor=executor,
-            ray_address=ray_address,
-            rank=rank,
-            rank_regex=rank_regex,
-            comm_kernels=comm_kernel,
-            include_python=include_python,
-            align=align,
-        )
+        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+        analysed = analyze_inputs(inputs, align=align)
         trace = analysed.trace
         report = build_collectives_report(
             trace,

@@ -8,8 +8,10 @@ for a Parquet dataset, several large files, one very large trace, or when ``--ex
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Annotated
+from functools import partial
+from typing import Annotated, Protocol, TypeVar
 
 import polars as pl
 import typer
@@ -18,18 +20,34 @@ from cli.common import echo_warnings, import_options, input_paths, is_pattern, l
 from timeline.analysis.alignment import apply_clock_offsets, estimate_clock_offsets
 from timeline.analysis.overlap import Overlap, compute_overlap
 from timeline.errors import UsageError
-from timeline.execution import Analysis, analyze_files, is_dataset, make_executor, shift_overlap
+from timeline.execution import Analysis, analyze_files, graph_files, is_dataset, make_executor, shift_overlap
 from timeline.execution.executors import Executor, ExecutorName
 from timeline.importers.files import expand_paths
 from timeline.trace import STREAM_MIN_BYTES, Trace, text_size
+from timeline.whatif.graph import TraceGraph, trace_graph
+
+
+class _Loaded(Protocol):
+    """What a rank-by-rank function returns: at least the load warnings."""
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The load warnings."""
+        ...
+
+
+T = TypeVar("T", bound=_Loaded)
 
 __all__ = [
     "Analysed",
     "ExecutorOption",
+    "Inputs",
     "RayAddressOption",
     "align_events",
     "analyze_by_rank",
     "analyze_inputs",
+    "graph_inputs",
+    "inputs_of",
     "make_runner",
     "wants_rank_by_rank",
 ]
@@ -113,18 +131,74 @@ class Analysed:
         return replace(loaded, events=apply_clock_offsets(loaded.events, self.offsets))
 
 
-def analyze_inputs(
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """What a command reads, and how: its ``PATH...`` and the options shared by the loading commands."""
+
+    paths: list[str]
+    rank: int | None = None
+    rank_regex: str | None = None
+    comm_kernels: list[str] | None = None
+    include_python: bool = False
+    executor: str | None = None
+    ray_address: str | None = None
+
+    @property
+    def rank_by_rank(self) -> bool:
+        """Whether they are read rank by rank (:func:`wants_rank_by_rank`)."""
+        return wants_rank_by_rank(self.paths, executor=self.executor, ray_address=self.ray_address)
+
+    def load(self) -> Trace:
+        """Load every event, in memory, with a progress bar; print the load warnings."""
+        return load_trace(
+            self.paths,
+            rank=self.rank,
+            rank_regex=self.rank_regex,
+            comm_kernels=self.comm_kernels,
+            include_python=self.include_python,
+        )
+
+    def run(self, run: Callable[..., T]) -> T:
+        """Call a rank-by-rank function (``analyze_files``, ``graph_files``) on the inputs.
+
+        With a progress bar, on the executor asked for; prints the load warnings it returns.
+        """
+        with progress_bar() as report:
+            result = run(
+                input_paths(self.paths),
+                executor=make_runner(self.executor, self.ray_address),
+                options=import_options(self.comm_kernels, self.include_python),
+                rank=self.rank,
+                rank_regex=self.rank_regex,
+                progress=report,
+            )
+        echo_warnings(result.warnings)
+        return result
+
+
+def inputs_of(
     paths: list[str],
-    *,
-    executor: str | None,
-    ray_address: str | None,
     rank: int | None,
     rank_regex: str | None,
     comm_kernels: list[str] | None,
     include_python: bool,
-    align: bool = False,
-    communication: bool = True,
-) -> Analysed:
+    executor: str | None,
+    ray_address: str | None,
+    /,
+) -> Inputs:
+    """Return the :class:`Inputs` of a command's ``PATH...`` and shared options, in that order."""
+    return Inputs(
+        paths=paths,
+        rank=rank,
+        rank_regex=rank_regex,
+        comm_kernels=comm_kernels,
+        include_python=include_python,
+        executor=executor,
+        ray_address=ray_address,
+    )
+
+
+def analyze_inputs(inputs: Inputs, *, align: bool = False, communication: bool = True) -> Analysed:
     """Load and analyse the inputs of a command: rank by rank when that is asked for or pays, else in memory.
 
     ``communication``: the rank-by-rank path keeps every rank's communication events (the cross-rank
@@ -135,39 +209,16 @@ def analyze_inputs(
     TimelineError
         Bad input, an unknown executor, ``ray`` missing.
     """
-    if wants_rank_by_rank(paths, executor=executor, ray_address=ray_address):
-        return analyze_by_rank(
-            paths,
-            executor=executor,
-            ray_address=ray_address,
-            rank=rank,
-            rank_regex=rank_regex,
-            comm_kernels=comm_kernels,
-            include_python=include_python,
-            align=align,
-            communication=communication or align,
-        )
-    trace = load_trace(
-        paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernels, include_python=include_python
-    )
+    if inputs.rank_by_rank:
+        return analyze_by_rank(inputs, align=align, communication=communication)
+    trace = inputs.load()
     offsets = None
     if align:
         trace, offsets = align_events(trace)
     return Analysed(trace=trace, overlap=compute_overlap(trace.events), offsets=offsets, rank_by_rank=False)
 
 
-def analyze_by_rank(
-    paths: list[str],
-    *,
-    executor: str | None,
-    ray_address: str | None,
-    rank: int | None,
-    rank_regex: str | None,
-    comm_kernels: list[str] | None,
-    include_python: bool,
-    align: bool,
-    communication: bool = True,
-) -> Analysed:
+def analyze_by_rank(inputs: Inputs, *, align: bool, communication: bool = True) -> Analysed:
     """Analyse rank by rank; the trace to summarise holds the communication events only.
 
     Raises
@@ -175,18 +226,7 @@ def analyze_by_rank(
     TimelineError
         Bad input, an unknown executor, ``ray`` missing.
     """
-    runner = make_runner(executor, ray_address)
-    with progress_bar() as report:
-        analysis = analyze_files(
-            input_paths(paths),
-            executor=runner,
-            options=import_options(comm_kernels, include_python),
-            rank=rank,
-            rank_regex=rank_regex,
-            communication=communication or align,
-            progress=report,
-        )
-    echo_warnings(analysis.warnings)
+    analysis = inputs.run(partial(analyze_files, communication=communication or align))
     trace = analysis.as_trace()
     overlap = analysis.overlap
     offsets = None
@@ -194,6 +234,20 @@ def analyze_by_rank(
         trace, offsets = align_events(trace)
         overlap = shift_overlap(overlap, offsets)
     return Analysed(trace=trace, overlap=overlap, offsets=offsets, rank_by_rank=True, analysis=analysis)
+
+
+def graph_inputs(inputs: Inputs, *, link_gbps: float | None) -> TraceGraph:
+    """Return the what-if graph of the inputs: built from per-rank parts when read rank by rank.
+
+    Raises
+    ------
+    TimelineError
+        Bad input, an unknown executor, ``ray`` missing, no rank with compute events.
+    """
+    if inputs.rank_by_rank:
+        # each task reduces a rank to its graph parts: no process holds every rank's events
+        return inputs.run(graph_files).graph(link_gbps=link_gbps)
+    return trace_graph(inputs.load(), link_gbps=link_gbps)
 
 
 def align_events(trace: Trace) -> tuple[Trace, pl.DataFrame]:

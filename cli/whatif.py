@@ -24,20 +24,15 @@ from cli.common import (
     echo_warnings,
     format_ns,
     format_ratio,
-    import_options,
-    input_paths,
-    load_trace,
-    progress_bar,
     user_errors,
 )
-from cli.execution import ExecutorOption, RayAddressOption, make_runner, wants_rank_by_rank
+from cli.execution import ExecutorOption, RayAddressOption, graph_inputs, inputs_of
 from timeline.analysis.links import parse_link_gbps
 from timeline.errors import UsageError
-from timeline.execution import graph_files
 from timeline.whatif.bucketing import BucketPolicy, parse_bucket_policy
 from timeline.whatif.compression import Compression
 from timeline.whatif.costs import ALGORITHMS, Algorithm, parse_duration_s
-from timeline.whatif.graph import TraceGraph, trace_graph
+from timeline.whatif.graph import TraceGraph
 from timeline.whatif.replay import Efficiency, Prediction, Scenario, self_replay
 from timeline.whatif.sweep import solve_bandwidth, solve_compression, sweep
 
@@ -438,28 +433,8 @@ def whatif_command(
             raise UsageError(f"--algorithm {algorithm!r}: use ring or tree")
         latency_s = parse_duration_s(latency)
         measured_link = parse_link_gbps(link_gbps) if link_gbps is not None else None
-        if wants_rank_by_rank(paths, executor=executor, ray_address=ray_address):
-            # each task reduces a rank to its graph parts: no process holds every rank's events
-            with progress_bar() as progress:
-                parts = graph_files(
-                    input_paths(paths),
-                    executor=make_runner(executor, ray_address),
-                    options=import_options(comm_kernel, include_python),
-                    rank=rank,
-                    rank_regex=rank_regex,
-                    progress=progress,
-                )
-            echo_warnings(parts.warnings)
-            graph = parts.graph(link_gbps=measured_link)
-        else:
-            trace = load_trace(
-                paths,
-                rank=rank,
-                rank_regex=rank_regex,
-                comm_kernels=comm_kernel,
-                include_python=include_python,
-            )
-            graph = trace_graph(trace, link_gbps=measured_link)
+        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+        graph = graph_inputs(inputs, link_gbps=measured_link)
         link_source = (
             "--link-gbps"
             if measured_link is not None

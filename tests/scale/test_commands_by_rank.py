@@ -216,7 +216,7 @@ def test_a_dataset_is_read_rank_by_rank_by_every_command(
         return real_load(paths, **kwargs)
 
     monkeypatch.setattr("cli.execution.analyze_files", analyze)
-    monkeypatch.setattr("cli.whatif.graph_files", graph)
+    monkeypatch.setattr("cli.execution.graph_files", graph)
     monkeypatch.setattr("cli.execution.load_trace", lambda paths, **kw: load_all(paths, **kw))
     (tmp_path / "timeline.toml").write_text(MATCHING_BUDGETS)
     args = [command, str(param_dataset), "--json"]

@@ -253,8 +253,10 @@ needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="
 
 
 @needs_ray
-def test_an_address_nobody_listens_on_fails_fast() -> None:
-    result = run_timeline("analyze", PARAM, "--ray-address", "127.0.0.1:9")
+@pytest.mark.parametrize("command", ["analyze", "check", "collectives", "whatif"])
+def test_an_address_nobody_listens_on_fails_fast(command: str, tmp_path: Path) -> None:
+    (tmp_path / "timeline.toml").write_text('[[budgets]]\nmetric = "step_ns"\nmax = 1e12\n')
+    result = run_timeline(command, PARAM, "--ray-address", "127.0.0.1:9", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.startswith("error: --ray-address 127.0.0.1:9: cannot connect")
 

@@ -17,7 +17,15 @@ from pathlib import Path
 import polars as pl
 
 from timeline.execution.executors import Executor
-from timeline.execution.reduce import Unit, default_executor, local_unit, plan_inputs, run_units, unit_claims
+from timeline.execution.reduce import (
+    Unit,
+    UnitReduction,
+    default_executor,
+    local_unit,
+    plan_inputs,
+    run_units,
+    unit_claims,
+)
 from timeline.importers.result import ImportOptions
 from timeline.trace import load
 from timeline.whatif.graph import (
@@ -32,33 +40,15 @@ __all__ = ["GraphAnalysis", "GraphReduction", "graph_files", "graph_unit"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class GraphReduction:
+class GraphReduction(UnitReduction):
     """What a what-if task returns for one unit: its graph parts, never its events.
 
     Attributes
     ----------
-    paths
-        The unit's files.
-    files
-        Its rows of the file table (:data:`timeline.schema.FILES_SCHEMA`).
-    warnings
-        Its load warnings, in order.
-    claims
-        ``(rank, file)`` for each rank the unit's files claim (for the duplicate-rank check).
-    horovod
-        The Horovod timelines among the unit's files.
-    event_ranks
-        The ranks its events belong to.
     parts
         :func:`~timeline.whatif.graph.graph_parts` of its events.
     """
 
-    paths: tuple[Path, ...]
-    files: pl.DataFrame
-    warnings: tuple[str, ...]
-    claims: tuple[tuple[int, str], ...]
-    horovod: tuple[str, ...]
-    event_ranks: tuple[int, ...]
     parts: GraphParts
 
 

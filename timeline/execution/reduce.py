@@ -71,8 +71,8 @@ class Unit:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RankReduction:
-    """What a task returns for one unit: small frames, never the unit's events.
+class UnitReduction:
+    """What every task returns for its unit, whatever else it reduces the unit to.
 
     Attributes
     ----------
@@ -88,10 +88,6 @@ class RankReduction:
         The Horovod timelines among the unit's files.
     event_ranks
         The ranks its events belong to.
-    overlap
-        The overlap analysis of its events.
-    communication
-        :func:`communication_events` of its events.
     """
 
     paths: tuple[Path, ...]
@@ -100,6 +96,20 @@ class RankReduction:
     claims: tuple[tuple[int, str], ...]
     horovod: tuple[str, ...]
     event_ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankReduction(UnitReduction):
+    """What an overlap task returns for one unit: small frames, never the unit's events.
+
+    Attributes
+    ----------
+    overlap
+        The overlap analysis of its events.
+    communication
+        :func:`communication_events` of its events (none when the unit was asked for none).
+    """
+
     overlap: Overlap
     communication: pl.DataFrame
 
@@ -418,37 +428,8 @@ _BLOCK_UNITS = 64
 """Units unpacked into one contiguous block at a time when the results are combined."""
 
 
-class UnitResult(Protocol):
-    """What every task returns for its unit, besides what its caller keeps of it."""
-
-    @property
-    def files(self) -> pl.DataFrame:
-        """The unit's rows of the file table."""
-        ...
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """Its load warnings."""
-        ...
-
-    @property
-    def claims(self) -> tuple[tuple[int, str], ...]:
-        """``(rank, file)`` for each rank its files claim."""
-        ...
-
-    @property
-    def horovod(self) -> tuple[str, ...]:
-        """The Horovod timelines among its files."""
-        ...
-
-    @property
-    def event_ranks(self) -> tuple[int, ...]:
-        """The ranks its events belong to."""
-        ...
-
-
-R = TypeVar("R", bound=UnitResult)
-R_contra = TypeVar("R_contra", bound=UnitResult, contravariant=True)
+R = TypeVar("R", bound=UnitReduction)
+R_contra = TypeVar("R_contra", bound=UnitReduction, contravariant=True)
 
 
 class Sink(Protocol[R_contra]):
@@ -482,7 +463,7 @@ class Collected:
         self.event_ranks: list[tuple[int, ...]] = []
         self.units: list[tuple[Unit, tuple[int, ...]]] = []
 
-    def add(self, unit: Unit, result: UnitResult) -> None:
+    def add(self, unit: Unit, result: UnitReduction) -> None:
         """Keep a unit's file rows, warnings, claims and ranks."""
         self.files.append(result.files.rows())
         self.warnings.append(result.warnings)
@@ -491,7 +472,7 @@ class Collected:
         self.event_ranks.append(result.event_ranks)
         self.units.append((unit, result.event_ranks))
 
-    def regroup(self, group: Sequence[int], merged: Unit, result: UnitResult) -> None:
+    def regroup(self, group: Sequence[int], merged: Unit, result: UnitReduction) -> None:
         """Put the merged unit's result in place of the first of ``group``; empty the others."""
         first, *rest = group
         self.files[first], self.warnings[first] = result.files.rows(), result.warnings
