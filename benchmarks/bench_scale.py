@@ -177,6 +177,8 @@ def child_analyze(paths: list[str], executor: str) -> int:
             events=int(analysis.files.get_column("events").sum()),
         )
         ratios = overlap.ranks.select("rank", "hidden_comm_ratio").rows()
+    # the peak of the analysis, before the digest below (a CSV of every frame) adds its own
+    rss_peak = _status_kib("VmHWM")
     # helper processes exit in the background once their results are in: reap them (after the
     # timed part) so that their CPU time and peak memory are counted
     for child in multiprocessing.active_children():
@@ -186,7 +188,7 @@ def child_analyze(paths: list[str], executor: str) -> int:
         digest=_digest([overlap.ranks, overlap.iterations, overlap.collectives, overlap.windows]),
         hidden_ratio={str(r): v for r, v in ratios},
         rss_import_kib=rss_import,
-        rss_peak_kib=_status_kib("VmHWM"),
+        rss_peak_kib=rss_peak,
         rss_workers_kib=int(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss),
         cpu_s=_cpu_s(),
     )
