@@ -910,6 +910,7 @@ def plot(bench: Bench, target: Path) -> None:
         twin = ax.twinx()
         twin.plot(xs, peaks, "s--", color="tab:orange", label="timeline: peak RSS (MB)")
         twin.set_ylabel("peak RSS of the main process (MB)", color="tab:orange")
+        twin.set_ylim(bottom=0)  # from zero: how much more memory many ranks take, to scale
         hta_points: list[tuple[float, float]] = []
         if key == "curve_size":
             sources = [(54.0, out.get("single", [])), (1000.0, out.get("big", []))]
