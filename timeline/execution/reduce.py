@@ -10,11 +10,15 @@ a capture manifest; a converted Parquet file) and reduces it at once to
   figure is computed within a rank, so analysing rank by rank and concatenating is exact;
 - its *communication events* (:func:`communication_events`): what the analyses that compare ranks
   (collectives matched across ranks, clock alignment, link utilisation) read, plus one event per rank
-  that keeps the rank's measurement mode; a few thousand rows per rank.
+  that keeps the rank's measurement mode; a few thousand rows per rank (left out when no analysis
+  compares ranks).
 
 The tasks run on an :class:`~timeline.execution.executors.Executor`: local processes or Ray tasks.
-Ranks spread over several units (a Horovod timeline, written by rank 0 for every worker, beside
-per-rank profiler traces) are detected after the first pass and reduced again together.
+Each task packs its results (pickled frames, ISA-L deflate), the caller keeps them packed as they
+come and unpacks them once, in rank order (:func:`run_units`, with a :class:`Sink` per kind of
+result: the what-if graph's parts go the same way, :mod:`timeline.execution.graphs`). Ranks spread
+over several units (a Horovod timeline, written by rank 0 for every worker, beside per-rank profiler
+traces) are detected after the first pass and reduced again together.
 """
 
 from __future__ import annotations
