@@ -2,45 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-import msgspec
-import polars as pl
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from cli.collectives import (
+from cli.common import analyze, console, inputs_of, user_errors
+from cli.options import (
     AlignOption,
-    LinkOption,
-    render_clock_offsets,
-    render_utilisation,
-    utilisation_summary,
-)
-from cli.common import (
     CommKernelOption,
+    ExecutorOption,
     IncludePythonOption,
+    JsonOption,
+    LinkOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
-    format_ns,
-    format_ratio,
-    user_errors,
+    RayAddressOption,
 )
-from cli.execution import ExecutorOption, RayAddressOption, analyze_inputs, inputs_of
-from timeline.analysis.links import parse_link_gbps
-from timeline.summary import build_summary
 
-__all__ = ["analyze_command", "render_summary"]
-
-_MAX_ITERATION_ROWS = 40
+__all__ = ["analyze_command"]
 
 
 def analyze_command(
     paths: PathsArgument,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object instead of tables.")
-    ] = False,
+    json_output: JsonOption = False,
     top: Annotated[int, typer.Option("--top", min=1, help="How many top exposed collectives to list.")] = 10,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
@@ -56,153 +41,21 @@ def analyze_command(
     Exit codes: 0 success, 2 bad input (one 'error:' line on stderr).
     """
     with user_errors():
+        from timeline.analysis.links import parse_link_gbps
+        from timeline.results.summary import build_summary
+
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
         # rank by rank, the communication events are kept only for the utilisation (and --align)
-        analysed = analyze_inputs(inputs, align=align, communication=link is not None)
-        trace, overlap, offsets = analysed.trace, analysed.overlap, analysed.offsets
-        summary = build_summary(trace, overlap, top=top)
-        if offsets is not None:
-            summary["clock_offsets"] = offsets.to_dicts()
-        if link is not None:
-            summary["utilisation"] = utilisation_summary(trace, overlap, link)
+        analysed = analyze(inputs, align=align, communication=link is not None)
+        summary = build_summary(
+            analysed.trace, analysed.overlap, top=top, offsets=analysed.offsets, link_gbps=link
+        )
     if json_output:
-        typer.echo(msgspec.json.encode(summary).decode())
+        from timeline.render.json import render_json
+
+        typer.echo(render_json(summary))
         return
-    console = Console(highlight=False, soft_wrap=False, width=max(Console().width, 120))
-    render_summary(summary, console)
-    if offsets is not None:
-        render_clock_offsets(summary["clock_offsets"], console)
-    if link is not None:
-        render_utilisation(summary["utilisation"], console)
+    from timeline.render.terminal.summary import render_summary
 
-
-def _table(title: str, columns: list[str]) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
-    for i, name in enumerate(columns):
-        table.add_column(name, justify="left" if i == 0 and not name.startswith("rank") else "right")
-    return table
-
-
-def _overlap_cells(row: dict[str, Any]) -> list[str]:
-    return [
-        format_ns(row["step_ns"]),
-        format_ns(row["compute_ns"]),
-        format_ns(row["comm_ns"]),
-        format_ns(row["hidden_comm_ns"]),
-        format_ns(row["exposed_comm_ns"]),
-        format_ratio(row["exposed_comm_ratio"]),
-        format_ratio(row["hidden_comm_ratio"]),
-        format_ratio(row["idle_ratio"]),
-    ]
-
-
-_OVERLAP_HEADERS = [
-    "step",
-    "compute",
-    "comm",
-    "hidden",
-    "exposed",
-    "exposed/step",
-    "hidden/comm",
-    "idle/step",
-]
-
-
-def render_summary(summary: dict[str, Any], console: Console) -> None:
-    """Print the summary as tables, with the worst iteration and rank called out."""
-    files = summary["files"]
-    modes = sorted({r["mode"] for r in summary["ranks"]})
-    console.print(
-        f"[bold]timeline[/bold]: {len(files)} file(s), {len(summary['ranks'])} rank(s), "
-        f"measured on {', '.join(modes) or 'nothing'}"
-    )
-    whole = [rank for rank, window in summary["windows"].items() if window == "whole_trace"]
-    if whole:
-        console.print(
-            f"no ProfilerStep#N in rank(s) {', '.join(whole)}: one whole-trace window each "
-            "(capture with a torch.profiler schedule to get iterations)"
-        )
-    if "horovod" in modes:
-        console.print(
-            "horovod timeline: communication phases only, no compute events; exposed vs hidden needs the "
-            "framework trace of the same run"
-        )
-
-    ranks = _table("Per rank (whole trace)", ["rank", "mode", *_OVERLAP_HEADERS])
-    for row in summary["ranks"]:
-        ranks.add_row(str(row["rank"]), row["mode"], *_overlap_cells(row))
-    console.print(ranks)
-
-    iterations = summary["iterations"]
-    if iterations and any(r["iteration"] is not None for r in iterations):
-        table = _iteration_table(iterations)
-        console.print(table)
-
-    worst = summary["worst"]
-    if worst is not None and worst["exposed_comm_ns"]:
-        where = f"rank {worst['rank']}" + (
-            f", iteration {worst['iteration']}" if worst["iteration"] is not None else " (whole trace)"
-        )
-        console.print(
-            f"[bold]worst[/bold]: {where}: {format_ns(worst['exposed_comm_ns'])} of exposed communication, "
-            f"{format_ratio(worst['exposed_comm_ratio'])} of its {format_ns(worst['step_ns'])} step"
-        )
-    elif worst is not None:
-        console.print("[bold]worst[/bold]: no exposed communication: every collective ran under compute")
-
-    top = summary["top_collectives"]
-    if top:
-        table = _table(
-            "Top exposed collectives (all ranks)",
-            ["collective", "group", "bytes", "calls", "ranks", "time", "exposed", "exposed/time"],
-        )
-        for row in top:
-            table.add_row(
-                row["collective"],
-                row["pg_name"] or "-",
-                "-" if row["in_bytes"] is None else f"{row['in_bytes']:,}",
-                str(row["calls"]),
-                str(row["ranks"]),
-                format_ns(row["dur_ns"]),
-                format_ns(row["exposed_ns"]),
-                format_ratio(row["exposed_ratio"]),
-            )
-        console.print(table)
-
-
-def _iteration_table(iterations: list[dict[str, Any]]) -> Table:
-    """Every rank × iteration when that is short; else per iteration across ranks."""
-    if len(iterations) <= _MAX_ITERATION_ROWS:
-        table = _table("Per iteration", ["rank", "iteration", *_OVERLAP_HEADERS])
-        for row in iterations:
-            table.add_row(str(row["rank"]), str(row["iteration"]), *_overlap_cells(row))
-        return table
-    frame = pl.DataFrame(iterations)
-    per_iteration = (
-        frame.group_by("iteration")
-        .agg(
-            ranks=pl.len(),
-            step_mean=pl.col("step_ns").mean(),
-            step_max=pl.col("step_ns").max(),
-            exposed_mean=pl.col("exposed_comm_ns").mean(),
-            exposed_max=pl.col("exposed_comm_ns").max(),
-            worst_rank=pl.col("rank").sort_by("exposed_comm_ns", descending=True, nulls_last=True).first(),
-        )
-        .sort("iteration")
-    )
-    table = _table(
-        "Per iteration (across ranks)",
-        ["iteration", "ranks", "step mean", "step max", "exposed mean", "exposed max", "worst rank"],
-    )
-    for row in per_iteration.iter_rows(named=True):
-        table.add_row(
-            str(row["iteration"]),
-            str(row["ranks"]),
-            format_ns(None if row["step_mean"] is None else int(row["step_mean"])),
-            format_ns(row["step_max"]),
-            format_ns(None if row["exposed_mean"] is None else int(row["exposed_mean"])),
-            format_ns(row["exposed_max"]),
-            str(row["worst_rank"]),
-        )
-    return table
+    render_summary(summary, console(120))

@@ -13,33 +13,16 @@ from typing import Annotated
 
 import typer
 
-from cli.collectives import LinkOption
-from cli.common import (
+from cli.common import fail, inputs_of, loading, user_errors
+from cli.options import (
     CommKernelOption,
+    ExecutorOption,
     IncludePythonOption,
+    LinkOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
-    echo_warnings,
-    fail,
-    user_errors,
-)
-from cli.execution import ExecutorOption, Inputs, RayAddressOption, analyze_inputs, inputs_of
-from timeline.analysis.links import parse_link_gbps
-from timeline.budgets import (
-    MetricFrames,
-    check_links,
-    evaluate_budgets,
-    find_budget_file,
-    frames_from_overlap,
-    is_summary_file,
-    read_budget_file,
-    read_summary,
-    render_github,
-    render_json,
-    render_junit,
-    render_markdown,
-    render_table,
+    RayAddressOption,
 )
 from timeline.errors import UsageError
 
@@ -52,7 +35,7 @@ def check_command(
         Path | None,
         typer.Option(
             "--budget",
-            help="Budget file (TOML). Default: ./timeline.toml, else \\[tool.timeline] in ./pyproject.toml.",
+            help="Budget file (TOML). Default: ./timeline.toml, else [tool.timeline] in ./pyproject.toml.",
             show_default=False,
         ),
     ] = None,
@@ -60,7 +43,7 @@ def check_command(
         list[str] | None,
         typer.Option(
             "--baseline",
-            help="The run to compare with for the \\[regression] checks: traces, a Parquet file, or a "
+            help="The run to compare with for the [regression] checks: traces, a Parquet file, or a "
             "summary JSON from 'timeline analyze --json'; repeatable.",
             show_default=False,
         ),
@@ -101,6 +84,12 @@ def check_command(
     if json_output and (github or markdown == "-"):
         fail("--json prints JSON on stdout; it cannot be combined with --github or --markdown -")
     with user_errors():
+        from timeline.analysis.links import parse_link_gbps
+        from timeline.budgets import check_links, evaluate_budgets, find_budget_file, read_budget_file
+        from timeline.budgets.frames import read_run
+        from timeline.render.junit import render_junit
+        from timeline.render.markdown import render_markdown
+
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         budgets = read_budget_file(budget if budget is not None else find_budget_file())
         check_links(budgets, link_gbps=link)  # a missing link stops before the traces are read
@@ -109,48 +98,42 @@ def check_command(
                 f"warning: {budgets.path} has no link utilisation budget; --link-gbps is not used", err=True
             )
         inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
-        run = _load_frames(inputs, match=budgets.needs_matching())
+        with loading() as (progress, warn):
+            run = read_run(inputs, match=budgets.needs_matching(), progress=progress, warn=warn)
         old = None
         if baseline and not budgets.regressions:
             typer.echo(
                 f"warning: {budgets.path} has no [regression] entries; --baseline is not used", err=True
             )
         elif baseline:
-            old = _load_frames(
-                replace(inputs, paths=baseline), match=budgets.needs_matching(regressions_only=True)
-            )
+            with loading() as (progress, warn):
+                old = read_run(
+                    replace(inputs, paths=baseline),
+                    match=budgets.needs_matching(regressions_only=True),
+                    progress=progress,
+                    warn=warn,
+                )
         report = evaluate_budgets(budgets, run, baseline=old, link_gbps=link)
         if junit is not None:
             _write(junit, render_junit(report))
         if markdown is not None and markdown != "-":
             _write(Path(markdown), render_markdown(report))
     if json_output:
-        typer.echo(render_json(report))
+        from timeline.render.json import render_json
+        from timeline.results.verdicts import report_to_dict
+
+        typer.echo(render_json(report_to_dict(report)))
     elif markdown == "-":
         typer.echo(render_markdown(report), nl=False)
     else:
+        from timeline.render.terminal.verdicts import render_table
+
         typer.echo(render_table(report), nl=False)
     if github:
+        from timeline.render.github import render_github
+
         typer.echo(render_github(report), nl=False)
     raise typer.Exit(report.exit_code)
-
-
-def _load_frames(inputs: Inputs, *, match: bool) -> MetricFrames:
-    """Read a summary JSON, or load traces (or Parquet) and analyse them, rank by rank when large.
-
-    ``match``: also match the collectives across ranks (only when a budget reads them: it is one more
-    pass over every rank's communication events, which rank by rank are then kept).
-    """
-    paths = inputs.paths
-    if len(paths) == 1 and Path(paths[0]).is_file() and is_summary_file(paths[0]):
-        if inputs.executor is not None or inputs.ray_address is not None:
-            typer.echo(f"warning: {paths[0]} is a summary JSON; --executor is not used for it", err=True)
-        return read_summary(paths[0])
-    analysed = analyze_inputs(inputs, communication=match)
-    events = analysed.trace.events if match else None
-    frames = frames_from_overlap(analysed.overlap, label=" ".join(paths), events=events)
-    echo_warnings(frames.warnings)
-    return frames
 
 
 def _write(path: Path, text: str) -> None:

@@ -1,64 +1,40 @@
-"""What every command shares: the error boundary, trace-loading options, and duration formatting."""
+"""What every command shares: the error boundary, the progress bar, warnings, and the road to the library.
+
+A command parses its options, builds the library's :class:`~timeline.execution.session.Inputs` with
+:func:`inputs_of`, calls the library through :func:`analyze` / :func:`load` / :func:`graph` (which
+draw a progress bar and print the load warnings), picks a renderer, and exits. Heavy modules
+(polars, the analyses) are imported inside these functions, so ``timeline --help`` starts fast.
+"""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
 from timeline.errors import TimelineError
-from timeline.importers.result import ImportOptions
-from timeline.importers.rules import ClassificationRules
-from timeline.trace import Trace, load
-from timeline.units import format_ns, format_ratio
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from timeline.execution.session import Analysed, Inputs
+    from timeline.trace import Trace
+    from timeline.whatif.graph import TraceGraph
 
 __all__ = [
-    "CommKernelOption",
-    "IncludePythonOption",
-    "PathsArgument",
-    "RankOption",
-    "RankRegexOption",
+    "analyze",
+    "console",
+    "echo_warnings",
     "fail",
-    "format_ns",
-    "format_ratio",
-    "load_trace",
+    "graph",
+    "inputs_of",
+    "load",
+    "loading",
+    "progress_bar",
     "user_errors",
-]
-
-PathsArgument = Annotated[
-    list[str],
-    typer.Argument(
-        help="Trace files, directories or glob patterns: PyTorch profiler JSON (.json/.json.gz), a Horovod "
-        "timeline, or Parquet from 'timeline convert'.",
-        show_default=False,
-    ),
-]
-RankOption = Annotated[
-    int | None,
-    typer.Option(
-        "--rank", help="Rank of a single file that names none (no distributedInfo, no rank in its name)."
-    ),
-]
-RankRegexOption = Annotated[
-    str | None,
-    typer.Option(
-        "--rank-regex",
-        help=r"Regex with one group of digits that finds the rank in file names, e.g. 'node\d+_gpu(\d+)'.",
-    ),
-]
-CommKernelOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--comm-kernel",
-        help="Extra regex for communication kernels (custom all-reduce kernels); repeatable.",
-    ),
-]
-IncludePythonOption = Annotated[
-    bool, typer.Option("--include-python", help="Keep python_function events (dropped by default).")
 ]
 
 
@@ -121,41 +97,70 @@ def echo_warnings(warnings: Iterable[str]) -> None:
         typer.echo(f"warning: {warning}", err=True)
 
 
-def import_options(comm_kernels: list[str] | None, include_python: bool) -> ImportOptions:
-    """Return the import options of the load options shared by the commands."""
-    return ImportOptions(
-        rules=ClassificationRules(extra_comm_kernels=tuple(comm_kernels or ())), include_python=include_python
+def console(min_width: int) -> Console:
+    """Return the console the terminal renderers draw on: at least ``min_width`` columns."""
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False, width=max(Console().width, min_width))
+
+
+def inputs_of(
+    paths: Sequence[str],
+    rank: int | None = None,
+    rank_regex: str | None = None,
+    comm_kernels: Sequence[str] | None = None,
+    include_python: bool = False,
+    executor: str | None = None,
+    ray_address: str | None = None,
+    /,
+) -> Inputs:
+    """Return the library's :class:`Inputs` of a command's ``PATH...`` and shared options, in that order."""
+    from timeline.execution.session import Inputs
+
+    return Inputs(
+        paths=list(paths),
+        rank=rank,
+        rank_regex=rank_regex,
+        comm_kernels=tuple(comm_kernels or ()),
+        include_python=include_python,
+        executor=executor,
+        ray_address=ray_address,
     )
 
 
-def input_paths(paths: list[str]) -> list[str | Path]:
-    """Return the command line's inputs: glob patterns as given, everything else as a path."""
-    return [p if is_pattern(p) else Path(p) for p in paths]
+@contextmanager
+def loading() -> Iterator[tuple[Callable[[str, int, int], None] | None, Callable[[Sequence[str]], None]]]:
+    """Yield the ``progress`` and ``warn`` callbacks of a library call that reads inputs.
+
+    The warnings are printed once the progress bar is gone, also when the call fails after loading.
+    """
+    warnings: list[str] = []
+    try:
+        with progress_bar() as report:
+            yield report, warnings.extend
+    finally:
+        echo_warnings(warnings)
 
 
-def is_pattern(path: str) -> bool:
-    """Whether an input is a glob pattern (``*``, ``?``, ``[``)."""
-    return any(c in path for c in "*?[")
-
-
-def load_trace(
-    paths: list[str],
-    *,
-    rank: int | None = None,
-    rank_regex: str | None = None,
-    comm_kernels: list[str] | None = None,
-    include_python: bool = False,
-) -> Trace:
-    """Load traces with a progress bar on stderr; print the load warnings there."""
-    options = import_options(comm_kernels, include_python)
-    with progress_bar() as report:
-        trace = load(
-            input_paths(paths),
-            rank=rank,
-            rank_regex=rank_regex,
-            rules=options.rules,
-            include_python=options.include_python,
-            progress=report,
-        )
-    echo_warnings(trace.warnings)
+def load(inputs: Inputs) -> Trace:
+    """Load every event of the inputs in memory, with a progress bar; print the load warnings."""
+    with loading() as (progress, warn):
+        trace = inputs.load(progress=progress)
+        warn(trace.warnings)
     return trace
+
+
+def analyze(inputs: Inputs, *, align: bool = False, communication: bool = True) -> Analysed:
+    """Analyse the inputs as the library's policy decides, with a progress bar; print the load warnings."""
+    from timeline.execution.session import analyze_inputs
+
+    with loading() as (progress, warn):
+        return analyze_inputs(inputs, align=align, communication=communication, progress=progress, warn=warn)
+
+
+def graph(inputs: Inputs, *, link_gbps: float | None) -> TraceGraph:
+    """Return the what-if graph of the inputs, with a progress bar; print the load warnings."""
+    from timeline.execution.session import graph_inputs
+
+    with loading() as (progress, warn):
+        return graph_inputs(inputs, link_gbps=link_gbps, progress=progress, warn=warn)

@@ -7,18 +7,8 @@ from typing import Annotated
 
 import typer
 
-from cli.common import (
-    CommKernelOption,
-    IncludePythonOption,
-    PathsArgument,
-    RankOption,
-    RankRegexOption,
-    fail,
-    load_trace,
-    user_errors,
-)
-from timeline.execution.dataset import expand_datasets
-from timeline.importers.files import expand_paths
+from cli.common import fail, inputs_of, load, loading, user_errors
+from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
 
 __all__ = ["convert_command"]
 
@@ -48,6 +38,8 @@ def convert_command(
     Exit codes: 0 success, 2 bad input.
     """
     with user_errors():
+        from timeline.inputs import expand_datasets, expand_paths
+
         inputs = expand_paths(expand_datasets(paths))
         target = output.resolve()
         if target in inputs:
@@ -59,9 +51,7 @@ def convert_command(
         if partition_by_rank or output.suffix == "" or output.is_dir():
             _write_dataset(paths, output, force, rank, rank_regex, comm_kernel, include_python)
             return
-        trace = load_trace(
-            paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
-        )
+        trace = load(inputs_of(paths, rank, rank_regex, comm_kernel, include_python))
         partial = output.with_name(f".{output.name}.partial")
         try:
             trace.write_parquet(partial)
@@ -81,20 +71,21 @@ def _write_dataset(
     include_python: bool,
 ) -> None:
     """Write a Parquet dataset partitioned by rank (``--partition-by-rank``)."""
-    from cli.common import echo_warnings, import_options, input_paths, progress_bar
     from timeline.execution.dataset import write_dataset
+    from timeline.inputs import input_paths
 
-    with progress_bar() as report:
+    inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
+    with loading() as (progress, warn):
         written = write_dataset(
             input_paths(paths),
             output,
-            options=import_options(comm_kernel, include_python),
+            options=inputs.options,
             rank=rank,
             rank_regex=rank_regex,
             force=force,
-            progress=report,
+            progress=progress,
         )
-    echo_warnings(written.warnings)
+        warn(written.warnings)
     typer.echo(
         f"wrote {written.events:,} events of {len(written.ranks)} rank(s) to {output} "
         f"(a Parquet dataset partitioned by rank)",

@@ -11,17 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.common import (
-    CommKernelOption,
-    IncludePythonOption,
-    PathsArgument,
-    RankOption,
-    RankRegexOption,
-    fail,
-    load_trace,
-    user_errors,
-)
-from timeline.importers.files import expand_paths
+from cli.common import fail, inputs_of, load, user_errors
+from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
 
 if TYPE_CHECKING:
     from timeline.report.data import ReportData
@@ -62,9 +53,7 @@ def serve_command(
     Exit codes: 0 success (stopped with Ctrl-C), 2 bad input (one 'error:' line on stderr).
     """
     with user_errors():
-        trace = load_trace(
-            paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
-        )
+        trace = load(inputs_of(paths, rank, rank_regex, comm_kernel, include_python))
         data = _prepare(trace)
         from timeline.report.server import serve_report
 
@@ -93,11 +82,11 @@ def report_command(
     Exit codes: 0 success, 2 bad input (one 'error:' line on stderr).
     """
     with user_errors():
+        from timeline.inputs import expand_paths
+
         if output.resolve() in {p.resolve() for p in expand_paths(paths)}:
             fail(f"{output}: is one of the inputs; choose another output file (inputs are never modified)")
-        trace = load_trace(
-            paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
-        )
+        trace = load(inputs_of(paths, rank, rank_regex, comm_kernel, include_python))
         data = _prepare(trace)
         from timeline.report.export import write_report
 

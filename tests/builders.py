@@ -1,17 +1,31 @@
-"""Small builders of valid canonical frames for unit tests."""
+"""Builders shared by the test packages (one module: no test module imports from another).
+
+Canonical event frames, small trace files, the malformed inputs every command must refuse with one
+error line, and the installed ``timeline`` console script run in a subprocess.
+"""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import json
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+from polars.testing import assert_frame_equal
 
+from timeline.analysis.overlap import Overlap
 from timeline.schema import EVENTS_SCHEMA, validate
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 TRACES = SHARED / "traces"
 REPO = Path(__file__).resolve().parents[1]
+PARAM = TRACES / "kineto" / "param_dlrm_8rank"
+EPOCH_US = 1_700_000_000_000_000
 
 
 def gpu(kind: str, start: int, end: int, *, rank: int = 0, stream: int = 7, **extra: Any) -> dict[str, Any]:
@@ -74,3 +88,276 @@ def make_events(rows: list[dict[str, Any]]) -> pl.DataFrame:
         if name not in frame.columns:
             frame = frame.with_columns(pl.lit(None).alias(name))
     return validate(frame, EVENTS_SCHEMA, what="test events")
+
+
+# --- the console script -------------------------------------------------------------------------------
+
+
+def timeline_command() -> list[str]:
+    """The console script installed beside this interpreter, else its entry point through ``-c``."""
+    script = Path(sys.executable).with_name("timeline")
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "from cli.main import main; main()"]
+
+
+def run_timeline(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``timeline ARGS`` and return its exit code, stdout and stderr (never raises on failure)."""
+    return subprocess.run(
+        [*timeline_command(), *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+# --- small trace files --------------------------------------------------------------------------------
+
+
+def tiny_kineto(rank: int | None = None) -> bytes:
+    """A Kineto trace of one kernel, with ``distributedInfo`` of a 2-rank job when ``rank`` is given."""
+    doc: dict[str, Any] = {
+        "schemaVersion": 1,
+        "traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": EPOCH_US, "dur": 5,
+             "args": {"device": 0, "stream": 7}},
+        ],
+    }  # fmt: skip
+    if rank is not None:
+        doc["distributedInfo"] = {"rank": rank, "world_size": 2}
+    return json.dumps(doc).encode()
+
+
+def write_horovod_run_kineto(path: Path, *, rank: int = 0) -> None:
+    """Rank 0's profiler trace: step 1 over [0, 400) µs, compute [100, 220), an NCCL kernel [150, 300).
+
+    The profile of the run :func:`write_horovod_run_timeline` writes the Horovod timeline of.
+    """
+
+    def kernel(name: str, ts: int, dur: int) -> dict[str, Any]:
+        return {
+            "ph": "X",
+            "cat": "kernel",
+            "name": name,
+            "pid": 0,
+            "tid": 7,
+            "ts": EPOCH_US + ts,
+            "dur": dur,
+            "args": {"device": 0, "stream": 7},
+        }
+
+    doc = {
+        "schemaVersion": 1,
+        "distributedInfo": {"rank": rank, "world_size": 2, "backend": "nccl"},
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": "ProfilerStep#1",
+                "pid": 100,
+                "tid": 1,
+                "ts": EPOCH_US,
+                "dur": 400,
+            },
+            kernel("volta_sgemm_128x64_nn", 100, 120),
+            kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 150, 150),
+        ],
+    }
+    path.write_text(json.dumps(doc))
+
+
+def write_horovod_run_timeline(path: Path, *, header: bool = True) -> None:
+    """One tensor: negotiation [0, 100), QUEUE [110, 120), wire [120, 320) µs since the header."""
+    records: list[dict[str, Any]] = []
+    if header:
+        records.append(
+            {
+                "name": "process_name",
+                "ph": "M",
+                "pid": 0,
+                "args": {"start_time_since_epoch_in_micros": EPOCH_US},
+            }
+        )
+    records += [
+        {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "allreduce.w"}},
+        {"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 0, "pid": 1},
+        {"ph": "X", "name": "0", "ts": 0, "pid": 1, "dur": 0},
+        {"ph": "X", "name": "1", "ts": 100, "pid": 1, "dur": 0},
+        {"ph": "E", "ts": 100, "pid": 1},
+        {"ph": "B", "name": "ALLREDUCE", "ts": 110, "pid": 1},
+        {"ph": "B", "name": "QUEUE", "ts": 110, "pid": 1},
+        {"ph": "E", "ts": 120, "pid": 1},
+        {"ph": "B", "name": "NCCL_ALLREDUCE", "ts": 120, "pid": 1},
+        {"ph": "E", "ts": 320, "pid": 1},
+        {"ph": "E", "ts": 330, "pid": 1, "args": {"dtype": "float32", "shape": "[1000]"}},
+    ]
+    path.write_text(json.dumps(records))
+
+
+def stream_kernel_record(i: int) -> str:
+    """A kernel record whose name holds braces and a comma, as a streaming parser must skip them."""
+    return (
+        f'{{"ph": "X", "cat": "kernel", "name": "k{i} }}, {{ in a name", "pid": 0, "tid": 7, '
+        f'"ts": {i * 10}.5, "dur": 2.25, "args": {{"device": 0, "stream": 7, "correlation": {i}}}}}'
+    )
+
+
+def stream_trace_text(n: int, *, metadata_after: bool) -> str:
+    """A Kineto trace of ``n`` kernel records, one a line, its metadata before or after ``traceEvents``."""
+    events = ",\n".join(stream_kernel_record(i) for i in range(n))
+    meta = '"distributedInfo": {"rank": 3, "world_size": 4}, "baseTimeNanoseconds": 1700000000000000000'
+    if metadata_after:
+        return f'{{"schemaVersion": 1, "traceEvents": [\n{events}\n], {meta}, "traceName": "x"}}'
+    return f'{{"schemaVersion": 1, {meta}, "traceEvents": [\n{events}\n]}}'
+
+
+# --- malformed inputs: one error line, exit code 2, from every command that reads traces ---------------
+
+
+def file_digests(root: Path) -> dict[str, tuple[str, int]]:
+    """Content hash and modification time of every file under ``root``."""
+    return {
+        str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+# Each case writes its inputs under a folder and returns (arguments, expected start of the
+# message after "error: ", strings the line must also contain).
+BadInput = Callable[[Path], tuple[list[str], str, list[str]]]
+
+
+def _single(name: str, data: bytes, start: str) -> BadInput:
+    def build(root: Path) -> tuple[list[str], str, list[str]]:
+        path = root / name
+        path.write_bytes(data)
+        return [str(path)], start.format(path=path), [str(path)]
+
+    return build
+
+
+def _missing_rank(root: Path) -> tuple[list[str], str, list[str]]:
+    (root / "a.json").write_bytes(tiny_kineto())
+    (root / "b.json").write_bytes(tiny_kineto())
+    return [str(root)], f"{root / 'a.json'}: no rank:", ["--rank-regex"]
+
+
+def _duplicate_rank(root: Path) -> tuple[list[str], str, list[str]]:
+    (root / "a.json").write_bytes(tiny_kineto(rank=1))
+    (root / "b.json").write_bytes(tiny_kineto(rank=1))
+    return [str(root)], f"{root / 'b.json'}: rank 1 is also claimed by {root / 'a.json'}", []
+
+
+def _empty_directory(root: Path) -> tuple[list[str], str, list[str]]:
+    folder = root / "traces"
+    folder.mkdir()
+    (folder / "notes.txt").write_bytes(b"not a trace")
+    return [str(folder)], f"{folder}: directory holds no trace files", []
+
+
+def _missing_file(root: Path) -> tuple[list[str], str, list[str]]:
+    (root / "rank0.json").write_bytes(tiny_kineto())
+    missing = root / "rank1.json"
+    return [str(root / "rank0.json"), str(missing)], f"{missing}: no such file or directory", []
+
+
+def _pattern_matching_nothing(root: Path) -> tuple[list[str], str, list[str]]:
+    (root / "rank0.json").write_bytes(tiny_kineto())
+    pattern = str(root / "*.json.gz")
+    return [pattern], f"{pattern}: pattern matches no file", []
+
+
+def _bad_rank_regex(root: Path) -> tuple[list[str], str, list[str]]:
+    # The option is what is wrong, so the line names it rather than a file.
+    path = root / "gpu0.json"
+    path.write_bytes(tiny_kineto())
+    return ["--rank-regex", "gpu(", str(path)], "--rank-regex 'gpu(': not a valid regex", []
+
+
+def _rank_regex_without_group(root: Path) -> tuple[list[str], str, list[str]]:
+    path = root / "gpu0.json"
+    path.write_bytes(tiny_kineto())
+    return ["--rank-regex", r"gpu\d", str(path)], r"--rank-regex 'gpu\\d': needs one capturing group", []
+
+
+def _rank_regex_matching_no_file(root: Path) -> tuple[list[str], str, list[str]]:
+    path = root / "gpu0.json"
+    path.write_bytes(tiny_kineto())
+    return ["--rank-regex", r"node(\d+)", str(path)], f"{path}: no rank:", []
+
+
+def _rank_with_several_files(root: Path) -> tuple[list[str], str, list[str]]:
+    (root / "rank0.json").write_bytes(tiny_kineto())
+    (root / "rank1.json").write_bytes(tiny_kineto())
+    return ["--rank", "3", str(root)], "--rank applies to a single file; 2 files given", []
+
+
+BAD_INPUTS: dict[str, BadInput] = {
+    "not JSON": _single("rank0.json", b"hello world\n", "{path}:1:1: not a trace"),
+    "binary": _single("rank0.json", bytes(range(256)), "{path}:1:1: not a trace"),
+    "truncated beyond repair": _single(
+        "rank0.json",
+        b'{"traceEvents": [{"ph": "X", "cat": "kernel", "na',
+        "{path}:1:50: input data was truncated",
+    ),
+    "unrepairable record": _single(
+        "rank0.json",
+        b'{"traceEvents": [\n  {"ph": "X", "dur": 1, "ts": }\n]}',
+        "{path}:2:31: invalid character",
+    ),
+    "empty file": _single("rank0.json", b"", "{path}:1:1: empty file"),
+    "whitespace only": _single("rank0.json", b"  \n\n", "{path}:1:1: empty file"),
+    "empty traceEvents": _single("rank0.json", b'{"traceEvents": []}', "{path}: traceEvents holds no events"),
+    "object without traceEvents": _single(
+        "rank0.json", b'{"schemaVersion": 1, "deviceProperties": []}', "{path}:1:1: no traceEvents array"
+    ),
+    "JSON number": _single("rank0.json", b"42\n", "{path}:1:1: not a trace"),
+    "JSON string": _single("rank0.json", b'"trace"', "{path}:1:1: not a trace"),
+    "damaged gzip": _single("rank0.json.gz", b"\x1f\x8b" + b"\x00" * 40, "{path}:1:1: damaged gzip file"),
+    "empty gzip": _single("rank0.json.gz", gzip.compress(b""), "{path}:1:1: empty file"),
+    "foreign parquet": _single("run.parquet", b"PAR1" + b"\x00" * 16 + b"PAR1", "{path}:"),
+    "missing rank": _missing_rank,
+    "duplicate rank": _duplicate_rank,
+    "directory without traces": _empty_directory,
+    "missing file": _missing_file,
+    "pattern matching nothing": _pattern_matching_nothing,
+    "bad --rank-regex": _bad_rank_regex,
+    "--rank-regex without a group": _rank_regex_without_group,
+    "--rank-regex matching no file": _rank_regex_matching_no_file,
+    "--rank with several files": _rank_with_several_files,
+}
+"""Malformed inputs by name: each writes its files under a folder (left untouched by the command)."""
+
+
+# --- the runs every rank-by-rank path is compared on with the in-memory analysis -----------------
+# (tests/execution, tests/cli/test_commands_by_rank.py)
+
+SAMPLES = REPO / "sample_traces"
+SAMPLE_HOROVOD = SAMPLES / "horovod" / "horovod_v021.json"
+KINETO = TRACES / "kineto"
+
+CASES: dict[str, list[Path]] = {
+    "param_dlrm_8rank": [PARAM],
+    "ddp_gloo_4rank": [SAMPLES / "ddp_gloo_4rank"],
+    "ddp_gloo_windows": [SAMPLES / "ddp_gloo_markers"],
+    "trace_filter_2rank": [KINETO / "hta_trace_filter_2rank"],
+    "trace_diff": [KINETO / "hta_trace_diff"],
+    "nccl_parser_config": [KINETO / "hta_nccl_parser_config"],
+    "negative_queue_length": [KINETO / "hta_negative_queue_length"],
+    "horovod": [SAMPLE_HOROVOD],
+    "horovod_beside_kineto": [SAMPLE_HOROVOD, SAMPLES / "ddp_gloo"],
+}
+
+
+def assert_overlap_equal(expected: Overlap, got: Overlap) -> None:
+    """Every view of two overlap analyses is equal, row for row."""
+    for view in ("ranks", "iterations", "collectives", "windows"):
+        left: pl.DataFrame = getattr(expected, view)
+        right: pl.DataFrame = getattr(got, view)
+        try:
+            assert_frame_equal(left, right)
+        except AssertionError as exc:
+            raise AssertionError(f"{view}: {exc}") from None

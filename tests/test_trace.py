@@ -13,7 +13,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-import timeline.trace
+import timeline.policy
+import timeline.workers
 from timeline.errors import RankError, TraceContentError, TraceFormatError, UsageError
 from timeline.schema import EVENTS_SCHEMA, FILES_SCHEMA
 from timeline.trace import Trace, load
@@ -328,11 +329,12 @@ def test_parallel_parse_gives_the_same_trace(tmp_path: Path, monkeypatch: pytest
     _write(inputs / "rank9.json", _kineto(events=5))
     serial = load(inputs, workers=1)
 
-    monkeypatch.setattr(timeline.trace, "_PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(timeline.trace, "ProcessPoolExecutor", _CountingPool)
+    monkeypatch.setattr(timeline.policy, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(timeline.workers, "ProcessPoolExecutor", _CountingPool)
     _CountingPool.started.clear()
     parallel = load(inputs, workers=2)
-    assert _CountingPool.started == [2]  # the parallel path really ran
+    # the parallel path really ran: one spawned helper, this process being the other worker
+    assert _CountingPool.started == [1]
 
     assert parallel.ranks == serial.ranks == [0, 1, 2, 9]
     assert_frame_equal(parallel.events, serial.events, categorical_as_str=False)

@@ -4,17 +4,98 @@ Load PyTorch profiler (Kineto) traces and Horovod timelines into one polars fram
 communication hidden under compute and the communication exposed (stretching the iteration), per
 rank, per iteration and per collective.
 
+The documented surface (``docs/architecture.md``):
+
+- reading: :func:`load` (every event in memory, a :class:`Trace`), :func:`analyze` (in memory or
+  rank by rank, as :mod:`timeline.policy` decides: an :class:`Analysed`), :class:`Inputs`;
+- analyses: :func:`compute_overlap` (:class:`Overlap`), :func:`match_collectives`;
+- results, plain versioned data: :func:`build_summary`, :func:`build_collectives_report`,
+  :func:`build_whatif_report`;
+- classification: :class:`ClassificationRules`;
+- errors: :class:`TimelineError` and its subclasses.
+
+Names are imported when first used, so ``import timeline`` costs nothing until then.
+
 >>> import timeline  # doctest: +SKIP
 >>> trace = timeline.load("sample_traces/ddp_gloo")  # doctest: +SKIP
 >>> overlap = timeline.compute_overlap(trace.events)  # doctest: +SKIP
+>>> analysed = timeline.analyze(["sample_traces/ddp_gloo"])  # doctest: +SKIP
+>>> summary = timeline.build_summary(analysed.trace, analysed.overlap)  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-from timeline.analysis.overlap import Overlap, compute_overlap
-from timeline.errors import TimelineError
-from timeline.importers.rules import ClassificationRules
-from timeline.trace import Trace, load
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["ClassificationRules", "Overlap", "TimelineError", "Trace", "compute_overlap", "load"]
+from timeline.errors import (
+    BudgetError,
+    ManifestError,
+    RankError,
+    TimelineError,
+    TraceContentError,
+    TraceFormatError,
+    UsageError,
+)
+
+if TYPE_CHECKING:
+    from timeline.analysis.collectives import match_collectives
+    from timeline.analysis.overlap import Overlap, compute_overlap
+    from timeline.execution.session import Analysed, Inputs, analyze
+    from timeline.importers.rules import ClassificationRules
+    from timeline.results.collectives import build_collectives_report
+    from timeline.results.summary import build_summary
+    from timeline.results.whatif import build_whatif_report
+    from timeline.trace import Trace, load
+
+__all__ = [
+    "Analysed",
+    "BudgetError",
+    "ClassificationRules",
+    "Inputs",
+    "ManifestError",
+    "Overlap",
+    "RankError",
+    "TimelineError",
+    "Trace",
+    "TraceContentError",
+    "TraceFormatError",
+    "UsageError",
+    "analyze",
+    "build_collectives_report",
+    "build_summary",
+    "build_whatif_report",
+    "compute_overlap",
+    "load",
+    "match_collectives",
+]
 __version__ = "0.1.0"
+
+_LAZY = {
+    "Analysed": "timeline.execution.session",
+    "ClassificationRules": "timeline.importers.rules",
+    "Inputs": "timeline.execution.session",
+    "Overlap": "timeline.analysis.overlap",
+    "Trace": "timeline.trace",
+    "analyze": "timeline.execution.session",
+    "build_collectives_report": "timeline.results.collectives",
+    "build_summary": "timeline.results.summary",
+    "build_whatif_report": "timeline.results.whatif",
+    "compute_overlap": "timeline.analysis.overlap",
+    "load": "timeline.trace",
+    "match_collectives": "timeline.analysis.collectives",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use (PEP 562): ``import timeline`` stays cheap."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'timeline' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

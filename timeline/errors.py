@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetError",
+    "ManifestError",
     "RankError",
     "TimelineError",
     "TraceContentError",
@@ -40,6 +41,10 @@ class UsageError(TimelineError):
 
 class BudgetError(TimelineError):
     """A budget file cannot be used: unknown metric, wrong type, missing limit."""
+
+
+class ManifestError(TimelineError):
+    """A capture run's ``manifest.json`` cannot be used: unreadable, not JSON, another format, bad fields."""
 
 
 def position_of(data: bytes, offset: int) -> tuple[int, int]:

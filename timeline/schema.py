@@ -19,7 +19,6 @@ __all__ = [
     "RANK_OVERLAP_SCHEMA",
     "SOURCE",
     "WINDOW",
-    "empty_events",
     "validate",
 ]
 
@@ -157,11 +156,6 @@ COLLECTIVE_EXPOSURE_SCHEMA = pl.Schema(
 """One row per communication event: how much of it ran under compute (``compute_collective_exposure``)."""
 
 __all__ += ["ITERATION_OVERLAP_SCHEMA"]
-
-
-def empty_events() -> pl.DataFrame:
-    """Return an events frame with no rows and the canonical schema."""
-    return pl.DataFrame(schema=EVENTS_SCHEMA)
 
 
 def validate(frame: pl.DataFrame, schema: pl.Schema, *, what: str) -> pl.DataFrame:

@@ -1,48 +1,40 @@
 """A loaded trace: the canonical events frame of every rank, and where each rank came from.
 
 :func:`load` takes files, directories or glob patterns (Kineto JSON, Horovod JSON, gzipped or not,
-or Parquet from ``timeline convert``), parses them in parallel over all cores, resolves each file's
-rank (``distributedInfo.rank``, else the file name, else an error: never a silent rank 0), and gives
-a :class:`Trace`.
+or Parquet from ``timeline convert``), parses them (in parallel over all cores when that pays, as
+:mod:`timeline.policy` decides), resolves each file's rank (:mod:`timeline.inputs`:
+``distributedInfo.rank``, else the file name, else an error: never a silent rank 0), and gives a
+:class:`Trace`. Parsing is the importers' (:func:`timeline.importers.parse.parse_file`); worker
+processes are :class:`timeline.executors.LocalExecutor`'s.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
 import polars as pl
 
-from timeline.errors import RankError, TraceContentError, TraceFormatError
-from timeline.importers.files import (
-    expand_paths,
-    manifest_windows,
-    rank_from_name,
-    read_trace_bytes,
-    sniff_format,
-)
+from timeline import policy
+from timeline.errors import TraceContentError
 from timeline.importers.result import FileResult, ImportOptions
 from timeline.importers.rules import ClassificationRules
-from timeline.schema import EVENTS_SCHEMA, FILES_SCHEMA, validate
+from timeline.inputs import (
+    PathsLike,
+    capture_windows,
+    claim_rank,
+    expand_inputs,
+    resolve_rank,
+    several_timelines_error,
+)
+from timeline.schema import FILES_SCHEMA
 
-__all__ = ["STREAM_MIN_BYTES", "Progress", "Trace", "claim_rank", "load", "parse_file", "text_size"]
+__all__ = ["Progress", "Trace", "load"]
 
 Progress = Callable[[str, int, int], None]
 """Called as ``progress(label, done, total)`` after each file is parsed."""
-
-_PARQUET_KEY = "timeline.files"
-_PARALLEL_MIN_BYTES = 24 * 1024 * 1024
-STREAM_MIN_BYTES = 128 * 1024 * 1024
-"""Text size from which a Kineto trace is decoded in parallel worker processes."""
-_STREAM_SERIAL_MIN_BYTES = 16 * 1024 * 1024  # decoded in chunks in this process
-_STREAM_MIN_GZIP_BYTES = 16 * 1024 * 1024  # gzip packs traces 10-30x
-_PARQUET_WARNINGS = "timeline.warnings"
 
 
 @dataclass(frozen=True)
@@ -73,143 +65,37 @@ class Trace:
 
         Every command reads such a file back as a trace (``timeline convert``).
         """
-        files_json = msgspec.json.encode(self.files.to_dicts()).decode()
-        warnings_json = msgspec.json.encode(list(self.warnings)).decode()
-        self.events.write_parquet(
-            path, compression="zstd", metadata={_PARQUET_KEY: files_json, _PARQUET_WARNINGS: warnings_json}
-        )
+        from timeline.importers.parquet import write_parquet
 
-
-def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> tuple[FileResult, Path]:
-    """Read and parse one file of any supported format (runs in a worker process).
-
-    ``workers``: processes that may decode a large trace's chunks in parallel.
-
-    Raises
-    ------
-    TimelineError
-        Bad input, with the file and position in the message.
-    """
-    warnings: list[str] = []
-    source = str(path)
-    size = text_size(path)
-    if size >= _STREAM_SERIAL_MIN_BYTES:
-        # Large traces: decompress and decode in chunks, never holding the whole text in memory
-        # (faster too: the polars work of a chunk overlaps the decoding of the next one).
-        from timeline.importers.stream import parse_kineto_stream, read_head
-
-        if read_head(path).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":  # Kineto: a JSON object
-            parallel = workers if size >= STREAM_MIN_BYTES else 1
-            try:
-                # workers == 1: every core runs a file's parse (or a rank's task); no spare core
-                result = parse_kineto_stream(
-                    path, source=source, options=options, workers=parallel, spare_core=workers > 1
-                )
-                return result, path
-            except TraceFormatError:
-                if size >= STREAM_MIN_BYTES:
-                    raise
-                # damaged JSON small enough to hold: the whole-file reader repairs what is safe
-    data = read_trace_bytes(path, warnings)
-    fmt = sniff_format(data, source)
-    if fmt == "parquet":
-        result = _read_parquet(path)
-    elif fmt == "kineto":
-        from timeline.importers.kineto import parse_kineto
-
-        result = parse_kineto(data, source=source, options=options)
-    else:
-        from timeline.importers.horovod import parse_horovod
-
-        result = parse_horovod(data, source=source, options=options)
-    result.warnings[:0] = warnings
-    return result, path
-
-
-def text_size(path: Path) -> int:
-    """Return about how many bytes of text a file holds once decompressed.
-
-    For gzip, the size its trailer records (modulo 4 GiB), at least 16 times the compressed size
-    once that is 16 MiB or more (traces pack 10-30 times; the trailer wraps beyond 4 GiB).
-    """
-    size = path.stat().st_size
-    with path.open("rb") as probe:
-        if probe.read(2) != b"\x1f\x8b":
-            return size
-        if size < 18:
-            return size
-        probe.seek(-4, os.SEEK_END)
-        recorded = int.from_bytes(probe.read(4), "little")
-    return max(recorded, 16 * size if size >= _STREAM_MIN_GZIP_BYTES else 0)
-
-
-def _read_parquet(path: Path) -> FileResult:
-    """Read a Parquet file written by :meth:`Trace.write_parquet`."""
-    source = str(path)
-    try:
-        metadata = pl.read_parquet_metadata(path)
-        events = pl.read_parquet(path)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise TraceFormatError(f"{source}: unreadable Parquet file ({exc})") from exc
-    if _PARQUET_KEY not in metadata:
-        msg = f"{source}: a Parquet file not written by timeline convert; convert the original traces with it"
-        raise TraceFormatError(msg)
-    missing = [c for c in EVENTS_SCHEMA.names() if c not in events.columns]
-    if missing:
-        msg = f"{source}: Parquet file lacks columns {missing}; re-run timeline convert with this version"
-        raise TraceFormatError(msg)
-    files = msgspec.json.decode(metadata[_PARQUET_KEY])
-    warnings = msgspec.json.decode(metadata.get(_PARQUET_WARNINGS, "[]"))
-    return FileResult(
-        events=validate(events, EVENTS_SCHEMA, what=source),
-        format="parquet",
-        claims_rank=False,
-        warnings=[str(w) for w in warnings],
-        stored_files=[dict(row) for row in files],
-    )
-
-
-def _can_spawn() -> bool:
-    """Whether worker processes can be spawned: not when ``__main__`` is a file that does not exist.
-
-    A script piped to ``python -`` has ``__main__.__file__ == "<stdin>"``, which spawned workers
-    would try to re-import: parse serially there instead.
-    """
-    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-    return main_file is None or Path(main_file).exists()
+        write_parquet(path, events=self.events, files=self.files, warnings=self.warnings)
 
 
 def _parse_all(
     paths: list[Path], options: ImportOptions, workers: int, progress: Progress | None
-) -> list[tuple[FileResult, Path]]:
-    """Parse files, in parallel worker processes when there are several."""
+) -> list[FileResult]:
+    """Parse files, in parallel worker processes when :func:`timeline.policy.parses_in_parallel`."""
+    from timeline.importers.parse import parse_file, parse_one
+
     total = len(paths)
-    size = sum(p.stat().st_size for p in paths)
-    # Starting a worker costs ~0.3 s (it imports polars): not worth it for small inputs.
-    if workers <= 1 or total == 1 or size < _PARALLEL_MIN_BYTES or not _can_spawn():
+    if not policy.parses_in_parallel(paths, workers=workers):
         out = []
         for i, p in enumerate(paths, 1):
             out.append(parse_file(p, options, workers=workers if total == 1 else 1))
             if progress:
                 progress(p.name, i, total)
         return out
-    # spawn, not fork: forking a process whose polars thread pool is running can deadlock.
-    context = multiprocessing.get_context("spawn")
-    results: dict[Path, tuple[FileResult, Path]] = {}
-    with ProcessPoolExecutor(max_workers=min(workers, total), mp_context=context) as pool:
-        futures: dict[Future[tuple[FileResult, Path]], Path] = {
-            pool.submit(parse_file, p, options): p for p in paths
-        }
-        for done, future in enumerate(as_completed(futures), 1):
-            result = future.result()
-            results[futures[future]] = result
-            if progress:
-                progress(futures[future].name, done, total)
-    return [results[p] for p in paths]
+    from timeline.executors import LocalExecutor
+
+    def report(done: int, total: int) -> None:
+        if progress:
+            progress(paths[min(done, total) - 1].name, done, total)
+
+    executor = LocalExecutor(min(workers, total))
+    return list(executor.map(parse_one, [(p, options) for p in paths], progress=report))
 
 
 def load(
-    paths: Sequence[str | Path] | str | Path,
+    paths: PathsLike,
     *,
     rank: int | None = None,
     rank_regex: str | None = None,
@@ -219,7 +105,9 @@ def load(
     progress: Progress | None = None,
     overlap_only: bool = False,
 ) -> Trace:
-    """Load traces of one run into a :class:`Trace`.
+    """Load traces of one run into a :class:`Trace`, every event in memory.
+
+    For a run too large to hold, :func:`timeline.analyze` reads rank by rank when that pays.
 
     Parameters
     ----------
@@ -254,33 +142,28 @@ def load(
         Bad input: a missing file, unreadable or unknown content, a file with no rank, two files
         claiming one rank, a trace with no events.
     """
-    from timeline.execution.dataset import expand_datasets  # a dataset directory: its part files
-
-    path_list = expand_paths(expand_datasets([paths] if isinstance(paths, (str, Path)) else list(paths)))
-    if rank is not None and len(path_list) != 1:
-        raise RankError(f"--rank applies to a single file; {len(path_list)} files given (use --rank-regex)")
+    path_list = expand_inputs(paths, rank=rank)
     options = ImportOptions(
         rules=rules or ClassificationRules(), include_python=include_python, overlap_only=overlap_only
     )
     parsed = _parse_all(path_list, options, workers or os.cpu_count() or 1, progress)
+    return _combine(parsed, path_list, rank=rank, rank_regex=rank_regex)
 
+
+def _combine(
+    parsed: Sequence[FileResult], path_list: list[Path], *, rank: int | None, rank_regex: str | None
+) -> Trace:
+    """Combine the parsed files into one trace: ranks resolved and claimed, events sorted."""
+    horovod_files = [p for r, p in zip(parsed, path_list, strict=True) if r.format == "horovod"]
+    if len(horovod_files) > 1:
+        raise several_timelines_error(horovod_files)
     frames: list[pl.DataFrame] = []
     file_rows: list[dict[str, object]] = []
     warnings: list[str] = []
     owner: dict[int, Path] = {}
     # Files a capture manifest lists as successive windows of one rank may share that rank.
-    windows: dict[Path, int] = {}
-    for directory in {p.parent for p in path_list}:
-        windows.update(manifest_windows(directory))
-    horovod_files = [p for r, p in parsed if r.format == "horovod"]
-    if len(horovod_files) > 1:
-        names = ", ".join(str(p) for p in horovod_files[:3])
-        msg = (
-            f"{names}: several Horovod timelines given; a run has one (written by rank 0): "
-            "analyse one run at a time"
-        )
-        raise RankError(msg)
-    for result, path in parsed:
+    windows = capture_windows(path_list)
+    for result, path in zip(parsed, path_list, strict=True):
         warnings.extend(result.warnings)
         if result.format == "parquet":
             stored = result.stored_files or []
@@ -291,34 +174,11 @@ def load(
             file_rows.extend(stored)
             frames.append(result.events)
             continue
-        if result.events.height == 0:
-            what = (
-                "traceEvents holds no events"
-                if result.format == "kineto"
-                else "the timeline holds no records"
-            )
-            msg = f"{path}: {what}; nothing to analyse (was the profiler's active window reached?)"
-            raise TraceContentError(msg)
-        file_rank, rank_from = _resolve_rank(
-            result, path, rank=rank, rank_regex=rank_regex, warnings=warnings
-        )
+        file_rank, events, row = _rank_file(result, path, rank=rank, rank_regex=rank_regex, warnings=warnings)
         if result.claims_rank:
             claim_rank(owner, file_rank, path, windows)
-        events = result.events.with_columns(pl.col("rank").fill_null(file_rank))
         frames.append(events)
-        file_rows.append(
-            {
-                "rank": file_rank,
-                "path": str(path),
-                "format": result.format,
-                "rank_from": rank_from,
-                "world_size": result.world_size,
-                "backend": result.backend,
-                "host": result.host,
-                "clock": result.clock,
-                "events": events.height + result.skipped,
-            }
-        )
+        file_rows.append(row)
     events = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
     # one rank (a rank's task): ordered by time alone, which is cheaper than by two keys
     keys = ["start_ns"] if events.get_column("rank").n_unique() == 1 else ["rank", "start_ns"]
@@ -327,44 +187,33 @@ def load(
     return Trace(events=events, files=files, warnings=tuple(warnings))
 
 
-def claim_rank(owner: dict[int, Path], rank: int, path: Path, windows: dict[Path, int]) -> None:
-    """Record that ``path`` holds ``rank``; two files claiming one rank is an error.
-
-    Unless a capture manifest lists both as windows of that rank (``repeat > 1``).
-    """
-    other = owner.get(rank)
-    if other is not None and windows.get(other) == rank and windows.get(path) == rank:
-        return
-    if rank in owner and owner[rank] != path:
-        msg = (
-            f"{path}: rank {rank} is also claimed by {owner[rank]}; "
-            "pass the traces of one run only, or fix the ranks with --rank-regex"
-        )
-        raise RankError(msg)
-    owner[rank] = path
-
-
-def _resolve_rank(
+def _rank_file(
     result: FileResult, path: Path, *, rank: int | None, rank_regex: str | None, warnings: list[str]
-) -> tuple[int, str]:
-    """Return the rank of a file and where it came from."""
-    if not result.claims_rank:
-        # A Horovod timeline is written by rank 0 and covers every worker.
-        return 0, "horovod writer (rank 0)"
-    if rank is not None:
-        return rank, "--rank"
-    named = rank_from_name(path, rank_regex)
-    if result.rank is not None:
-        if named is not None and named != result.rank:
-            warnings.append(
-                f"{path}: file name says rank {named} but distributedInfo.rank is {result.rank}; "
-                f"used {result.rank}"
-            )
-        return result.rank, "distributedInfo"
-    if named is not None:
-        return named, "--rank-regex" if rank_regex else "file name"
-    msg = (
-        f"{path}: no rank: the trace has no distributedInfo.rank and the file name has none; "
-        "name files rank<N>.json, pass --rank-regex, or --rank N for a single file"
-    )
-    raise RankError(msg)
+) -> tuple[int, pl.DataFrame, dict[str, object]]:
+    """Return one parsed trace file's rank, its events with the rank filled in, and its file-table row.
+
+    Raises
+    ------
+    TraceContentError
+        A file with no events.
+    RankError
+        A file whose rank nothing states.
+    """
+    if result.events.height == 0:
+        what = "traceEvents holds no events" if result.format == "kineto" else "the timeline holds no records"
+        msg = f"{path}: {what}; nothing to analyse (was the profiler's active window reached?)"
+        raise TraceContentError(msg)
+    file_rank, rank_from = resolve_rank(result, path, rank=rank, rank_regex=rank_regex, warnings=warnings)
+    events = result.events.with_columns(pl.col("rank").fill_null(file_rank))
+    row: dict[str, object] = {
+        "rank": file_rank,
+        "path": str(path),
+        "format": result.format,
+        "rank_from": rank_from,
+        "world_size": result.world_size,
+        "backend": result.backend,
+        "host": result.host,
+        "clock": result.clock,
+        "events": events.height + result.skipped,
+    }
+    return file_rank, events, row

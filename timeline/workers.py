@@ -1,7 +1,7 @@
 """How timeline starts worker processes: spawned, with malloc settings suited to large transient data.
 
-Shared by the per-rank executors (:mod:`timeline.execution.executors`) and the parallel decoding of
-one large trace (:mod:`timeline.importers.stream`).
+Shared by the per-rank executors (:mod:`timeline.executors`) and the parallel decoding of
+one large trace (:mod:`timeline.importers.stream`): :func:`process_pool` is the one way a pool starts.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from importlib.machinery import ModuleSpec
 from multiprocessing.context import SpawnContext
@@ -19,6 +20,7 @@ __all__ = [
     "WORKER_MALLOC_ENV",
     "can_spawn",
     "polars_threads",
+    "process_pool",
     "spawn_context",
     "worker_environment",
     "worker_settings",
@@ -57,6 +59,15 @@ def can_spawn() -> bool:
 def spawn_context() -> SpawnContext:
     """Return the spawn context: forking a process whose polars thread pool is running can deadlock."""
     return multiprocessing.get_context("spawn")
+
+
+def process_pool(processes: int) -> ProcessPoolExecutor:
+    """Return a pool of ``processes`` spawned worker processes: the one way timeline starts workers.
+
+    Start them inside :func:`worker_environment` (they copy the environment when they start, on the
+    first submissions).
+    """
+    return ProcessPoolExecutor(max_workers=processes, mp_context=spawn_context())
 
 
 @contextmanager

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
 
-from tests.builders import REPO, TRACES, make_events
+from tests.builders import (
+    REPO,
+    TRACES,
+    make_events,
+    write_horovod_run_kineto,
+    write_horovod_run_timeline,
+)
 from timeline import load
 from timeline.analysis.horovod_phases import (
     analyze_horovod,
@@ -32,7 +37,6 @@ from timeline.errors import TraceContentError
 SAMPLES = REPO / "sample_traces" / "horovod"
 DEXHUNTER = TRACES / "horovod" / "dexhunter_allreduce-experiments"
 ANDREWOR14 = TRACES / "horovod" / "andrewor14_tf-logs__horovod_timeline__e2205b98.json"
-EPOCH_US = 1_700_000_000_000_000
 
 
 def horovod(
@@ -205,72 +209,9 @@ def test_no_horovod_timeline_is_an_error() -> None:
 # --- Horovod + Kineto: the same run on the wall clock ----------------------------------------------------
 
 
-def _write_kineto(path: Path, *, rank: int = 0) -> None:
-    """Rank 0's profiler trace: step 1 over [0, 400) µs, compute [100, 220), an NCCL kernel [150, 300)."""
-
-    def kernel(name: str, ts: int, dur: int) -> dict[str, Any]:
-        return {
-            "ph": "X",
-            "cat": "kernel",
-            "name": name,
-            "pid": 0,
-            "tid": 7,
-            "ts": EPOCH_US + ts,
-            "dur": dur,
-            "args": {"device": 0, "stream": 7},
-        }
-
-    doc = {
-        "schemaVersion": 1,
-        "distributedInfo": {"rank": rank, "world_size": 2, "backend": "nccl"},
-        "traceEvents": [
-            {
-                "ph": "X",
-                "cat": "user_annotation",
-                "name": "ProfilerStep#1",
-                "pid": 100,
-                "tid": 1,
-                "ts": EPOCH_US,
-                "dur": 400,
-            },
-            kernel("volta_sgemm_128x64_nn", 100, 120),
-            kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 150, 150),
-        ],
-    }
-    path.write_text(json.dumps(doc))
-
-
-def _write_horovod(path: Path, *, header: bool = True) -> None:
-    """One tensor: negotiation [0, 100), QUEUE [110, 120), wire [120, 320) µs since the header."""
-    records: list[dict[str, Any]] = []
-    if header:
-        records.append(
-            {
-                "name": "process_name",
-                "ph": "M",
-                "pid": 0,
-                "args": {"start_time_since_epoch_in_micros": EPOCH_US},
-            }
-        )
-    records += [
-        {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "allreduce.w"}},
-        {"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 0, "pid": 1},
-        {"ph": "X", "name": "0", "ts": 0, "pid": 1, "dur": 0},
-        {"ph": "X", "name": "1", "ts": 100, "pid": 1, "dur": 0},
-        {"ph": "E", "ts": 100, "pid": 1},
-        {"ph": "B", "name": "ALLREDUCE", "ts": 110, "pid": 1},
-        {"ph": "B", "name": "QUEUE", "ts": 110, "pid": 1},
-        {"ph": "E", "ts": 120, "pid": 1},
-        {"ph": "B", "name": "NCCL_ALLREDUCE", "ts": 120, "pid": 1},
-        {"ph": "E", "ts": 320, "pid": 1},
-        {"ph": "E", "ts": 330, "pid": 1, "args": {"dtype": "float32", "shape": "[1000]"}},
-    ]
-    path.write_text(json.dumps(records))
-
-
 def test_horovod_phases_against_kineto_compute(tmp_path: Path) -> None:
-    _write_kineto(tmp_path / "rank0.json")
-    _write_horovod(tmp_path / "timeline.json")
+    write_horovod_run_kineto(tmp_path / "rank0.json")
+    write_horovod_run_timeline(tmp_path / "timeline.json")
     trace = load([tmp_path / "rank0.json", tmp_path / "timeline.json"], workers=1)
     attribution = attribute_horovod_phases(trace)
     assert attribution.warnings == ()
@@ -296,8 +237,8 @@ def test_horovod_phases_against_kineto_compute(tmp_path: Path) -> None:
 
 
 def test_offset_shifts_the_timeline(tmp_path: Path) -> None:
-    _write_kineto(tmp_path / "rank0.json")
-    _write_horovod(tmp_path / "timeline.json")
+    write_horovod_run_kineto(tmp_path / "rank0.json")
+    write_horovod_run_timeline(tmp_path / "timeline.json")
     trace = load([tmp_path / "rank0.json", tmp_path / "timeline.json"], workers=1)
     # Moving the timeline 100 µs earlier puts the wire at [20, 220): all of [100, 220) hidden.
     wire = attribute_horovod_phases(trace, offset_ns=100_000).phases.filter(pl.col("kind") == "communication")
@@ -305,24 +246,24 @@ def test_offset_shifts_the_timeline(tmp_path: Path) -> None:
 
 
 def test_timeline_without_wall_clock_cannot_be_merged(tmp_path: Path) -> None:
-    _write_kineto(tmp_path / "rank0.json")
-    _write_horovod(tmp_path / "timeline.json", header=False)
+    write_horovod_run_kineto(tmp_path / "rank0.json")
+    write_horovod_run_timeline(tmp_path / "timeline.json", header=False)
     trace = load([tmp_path / "rank0.json", tmp_path / "timeline.json"], workers=1)
     with pytest.raises(TraceContentError, match="clock is 'relative'"):
         attribute_horovod_phases(trace)
 
 
 def test_merge_needs_the_writer_ranks_profile(tmp_path: Path) -> None:
-    _write_kineto(tmp_path / "rank1.json", rank=1)
-    _write_horovod(tmp_path / "timeline.json")
+    write_horovod_run_kineto(tmp_path / "rank1.json", rank=1)
+    write_horovod_run_timeline(tmp_path / "timeline.json")
     trace = load([tmp_path / "rank1.json", tmp_path / "timeline.json"], workers=1)
     with pytest.raises(TraceContentError, match="no PyTorch profiler trace of rank 0"):
         attribute_horovod_phases(trace)
 
 
 def test_traces_of_different_runs_are_flagged(tmp_path: Path) -> None:
-    _write_kineto(tmp_path / "rank0.json")
-    _write_horovod(tmp_path / "timeline.json")
+    write_horovod_run_kineto(tmp_path / "rank0.json")
+    write_horovod_run_timeline(tmp_path / "timeline.json")
     trace = load([tmp_path / "rank0.json", tmp_path / "timeline.json"], workers=1)
     attribution = attribute_horovod_phases(trace, offset_ns=-3_600_000_000_000)
     assert any("do not overlap" in w for w in attribution.warnings)

@@ -26,8 +26,8 @@ from timeline.budgets import (
     parse_budgets,
 )
 from timeline.errors import BudgetError
+from timeline.results.summary import build_summary
 from timeline.schema import COLLECTIVE_EXPOSURE_SCHEMA
-from timeline.summary import build_summary
 
 
 def check(

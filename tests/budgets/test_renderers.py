@@ -10,16 +10,19 @@ import pytest
 import xmlschema
 
 from tests.budgets.runs import run_frames
-from timeline.budgets import (
-    CheckReport,
-    evaluate_budgets,
-    parse_budgets,
-    render_github,
-    render_json,
-    render_junit,
-    render_markdown,
-    render_table,
-)
+from timeline.budgets import CheckReport, evaluate_budgets, parse_budgets
+from timeline.render.github import render_github
+from timeline.render.json import render_json as render_data
+from timeline.render.junit import render_junit
+from timeline.render.markdown import render_markdown
+from timeline.render.terminal.verdicts import render_table
+from timeline.results.verdicts import report_to_dict
+
+
+def render_json(report: CheckReport) -> str:
+    """``timeline check --json``: the verdicts' plain data, as JSON."""
+    return render_data(report_to_dict(report))
+
 
 JUNIT_XSD = Path(__file__).parent / "data" / "junit-10.xsd"
 

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.analysis.test_horovod_phases import _write_horovod, _write_kineto
-from tests.cli import PARAM, TRACES, run_timeline
+from tests.builders import PARAM, TRACES, run_timeline, write_horovod_run_kineto, write_horovod_run_timeline
 
 HOROVOD_10G = (
     TRACES / "horovod" / "dexhunter_allreduce-experiments" / "horovod-results__32gpu__10g-32-nccl.json"
@@ -133,8 +132,8 @@ def test_analyze_tables_with_link() -> None:
 
 
 def test_horovod_timeline_with_rank_0_profile(tmp_path: Path) -> None:
-    _write_kineto(tmp_path / "rank0.json")
-    _write_horovod(tmp_path / "timeline.json")
+    write_horovod_run_kineto(tmp_path / "rank0.json")
+    write_horovod_run_timeline(tmp_path / "timeline.json")
     data = run_json("collectives", tmp_path / "rank0.json", tmp_path / "timeline.json")
     attribution = data["horovod"]["attribution"]
     assert attribution["writer_rank"] == 0

@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.cli import PARAM, TRACES, run_timeline
+from tests.builders import PARAM, TRACES, run_timeline
 
 
 def _sha(path: Path) -> str:

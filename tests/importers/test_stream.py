@@ -10,8 +10,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import timeline.importers.stream
-import timeline.trace
-from tests.builders import TRACES
+import timeline.policy
+from tests.builders import TRACES, stream_trace_text
 from timeline.errors import TraceContentError, TraceFormatError
 from timeline.importers.files import read_trace_bytes
 from timeline.importers.kineto import parse_kineto
@@ -85,28 +85,13 @@ def test_a_cpu_only_trace_whose_header_lists_a_gpu_keeps_its_cpu_operators(tmp_p
     assert streamed.events.filter(pl.col("kind") == "cpu_op").height > 100
 
 
-def event(i: int) -> str:
-    return (
-        f'{{"ph": "X", "cat": "kernel", "name": "k{i} }}, {{ in a name", "pid": 0, "tid": 7, '
-        f'"ts": {i * 10}.5, "dur": 2.25, "args": {{"device": 0, "stream": 7, "correlation": {i}}}}}'
-    )
-
-
-def trace_text(n: int, *, metadata_after: bool) -> str:
-    events = ",\n".join(event(i) for i in range(n))
-    meta = '"distributedInfo": {"rank": 3, "world_size": 4}, "baseTimeNanoseconds": 1700000000000000000'
-    if metadata_after:
-        return f'{{"schemaVersion": 1, "traceEvents": [\n{events}\n], {meta}, "traceName": "x"}}'
-    return f'{{"schemaVersion": 1, {meta}, "traceEvents": [\n{events}\n]}}'
-
-
 @pytest.mark.parametrize("metadata_after", [False, True])
 @pytest.mark.parametrize("chunk", [64, 200, 1 << 20])
 def test_metadata_before_or_after_and_braces_in_strings(
     tmp_path: Path, metadata_after: bool, chunk: int
 ) -> None:
     path = tmp_path / "t.json.gz"
-    text = trace_text(500, metadata_after=metadata_after)
+    text = stream_trace_text(500, metadata_after=metadata_after)
     path.write_bytes(gzip.compress(text.encode()))
     streamed = parse_kineto_stream(path, source="t", chunk_bytes=chunk)
     whole = parse_kineto(text.encode(), source="t")
@@ -117,7 +102,7 @@ def test_metadata_before_or_after_and_braces_in_strings(
 
 
 def test_truncated_stream_keeps_complete_events(tmp_path: Path) -> None:
-    text = trace_text(100, metadata_after=False)
+    text = stream_trace_text(100, metadata_after=False)
     cut = text[: text.index('"name": "k57')]
     path = tmp_path / "cut.json"
     path.write_text(cut)
@@ -128,7 +113,7 @@ def test_truncated_stream_keeps_complete_events(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("chunk", [300, 1 << 20])
 def test_damage_inside_the_array_is_located(tmp_path: Path, chunk: int) -> None:
-    lines = trace_text(50, metadata_after=False).split("\n")
+    lines = stream_trace_text(50, metadata_after=False).split("\n")
     lines[31] = lines[31].replace('"pid": 0', '"pid": 0 0')
     path = tmp_path / "bad.json"
     path.write_text("\n".join(lines))
@@ -147,7 +132,7 @@ def test_no_trace_events(tmp_path: Path) -> None:
 def test_a_rank_task_finishes_its_columns_without_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every core runs a rank's task: no finishing thread; loading a file alone on a machine: one."""
     path = REAL[0]
-    monkeypatch.setattr(timeline.trace, "_STREAM_SERIAL_MIN_BYTES", 0)
+    monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", 0)
     seen: list[bool] = []
     original = timeline.importers.stream._Frames.__init__
 
@@ -164,7 +149,7 @@ def test_a_rank_task_finishes_its_columns_without_a_thread(monkeypatch: pytest.M
 
 def test_load_streams_large_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "rank3.json.gz"
-    path.write_bytes(gzip.compress(trace_text(300, metadata_after=True).encode()))
+    path.write_bytes(gzip.compress(stream_trace_text(300, metadata_after=True).encode()))
     whole = load(path)
     calls: list[Path] = []
     original = timeline.importers.stream.parse_kineto_stream
@@ -173,7 +158,7 @@ def test_load_streams_large_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         calls.append(p)
         return original(p, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(timeline.trace, "_STREAM_SERIAL_MIN_BYTES", 0)
+    monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", 0)
     monkeypatch.setattr(timeline.importers.stream, "parse_kineto_stream", spy)
     streamed = load(path)
     assert calls == [path]
@@ -182,7 +167,7 @@ def test_load_streams_large_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_load_streams_by_decompressed_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A gzipped trace is streamed by the size its text will have, not by its compressed size."""
-    text = trace_text(2000, metadata_after=False).encode()
+    text = stream_trace_text(2000, metadata_after=False).encode()
     path = tmp_path / "rank3.json.gz"
     path.write_bytes(gzip.compress(text))
     calls: list[Path] = []
@@ -193,10 +178,10 @@ def test_load_streams_by_decompressed_size(tmp_path: Path, monkeypatch: pytest.M
         return original(p, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(timeline.importers.stream, "parse_kineto_stream", spy)
-    monkeypatch.setattr(timeline.trace, "_STREAM_SERIAL_MIN_BYTES", len(text) + 1)
+    monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", len(text) + 1)
     load(path)
     assert calls == []
-    monkeypatch.setattr(timeline.trace, "_STREAM_SERIAL_MIN_BYTES", len(text))
+    monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", len(text))
     assert path.stat().st_size < len(text) // 10
     load(path)
     assert calls == [path]
@@ -206,11 +191,11 @@ def test_damaged_mid_size_trace_is_repaired_as_a_small_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Damage the whole-file reader repairs is repaired when the file is read in chunks too."""
-    text = trace_text(300, metadata_after=False).replace('"name": "k42 ', '"name": "k42 \x01', 1)
+    text = stream_trace_text(300, metadata_after=False).replace('"name": "k42 ', '"name": "k42 \x01', 1)
     path = tmp_path / "rank3.json"
     path.write_text(text)
     whole = load(path)
-    monkeypatch.setattr(timeline.trace, "_STREAM_SERIAL_MIN_BYTES", 0)
+    monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", 0)
     streamed = load(path)
     assert any("repaired malformed JSON" in w for w in whole.warnings)
     assert streamed.warnings == whole.warnings

@@ -18,15 +18,13 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.builders import REPO
-from tests.cli import _timeline_command
+from tests.builders import REPO, timeline_command
 from tests.report.builders import synthetic_events
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
@@ -46,6 +44,26 @@ PAINTED = "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(()
 CHANGED = """([left]) => {
   const d = Bokeh.documents[0].get_model_by_name("gantt_bars").data;
   return d.left.length > 0 && JSON.stringify(Array.from(d.left.slice(0, 20))) !== JSON.stringify(left);
+}"""
+WIDTH = """() => {
+  const r = Bokeh.documents[0].get_model_by_name("gantt").x_range;
+  return r.end - r.start;
+}"""
+NARROWER = """([width]) => {
+  const r = Bokeh.documents[0].get_model_by_name("gantt").x_range;
+  return r.end - r.start < width;
+}"""
+# True once the bars are those of the visible range: each reaches into it widened by half its width
+# on either side (the refinement on RangesUpdate draws just these, in the app and in the HTML), and
+# not those drawn for a wider range before the zoom.
+REFINED = """() => {
+  const doc = Bokeh.documents[0];
+  const r = doc.get_model_by_name("gantt").x_range;
+  const d = doc.get_model_by_name("gantt_bars").data;
+  const half = (r.end - r.start) / 2, lo = r.start - half - 1e-3, hi = r.end + half + 1e-3;
+  if (d.left.length === 0) return false;
+  for (let i = 0; i < d.left.length; i++) { if (d.right[i] < lo || d.left[i] > hi) return false; }
+  return true;
 }"""
 STATE = """() => {
   const doc = Bokeh.documents[0];
@@ -149,15 +167,15 @@ class _Page:
         gantt = self.page.evaluate("Bokeh.documents[0].get_model_by_name('gantt').height")
         assert box
         self.page.mouse.move(box["x"] + box["width"] * 0.45, box["y"] + min(gantt, box["height"]) * 0.4)
+        width = before["x1"] - before["x0"]
         for _ in range(12):
             self.page.mouse.wheel(0, -240)
-            time.sleep(0.05)
-        self.page.wait_for_function(
-            f"() => {{ const g = Bokeh.documents[0].get_model_by_name('gantt');"
-            f" return g.x_range.end - g.x_range.start < {(before['x1'] - before['x0']) / 4}; }}",
-            timeout=30_000,
-        )
-        time.sleep(1.0)  # the refinement runs once the wheel stops (RangesUpdate)
+            # each notch zooms in: the next one is sent once this one has narrowed the range
+            self.page.wait_for_function(NARROWER, arg=[width], timeout=30_000)
+            width = self.page.evaluate(WIDTH)
+        assert width < (before["x1"] - before["x0"]) / 4
+        # the refinement runs once the wheel stops (RangesUpdate): bars for the visible range only
+        self.page.wait_for_function(REFINED, timeout=30_000)
         self.page.evaluate(PAINTED)
         return self.state()
 
@@ -176,7 +194,7 @@ def _read_lines(stream: Any, into: queue.Queue[str]) -> None:
 def test_served_app_renders_switches_zooms_and_stops_on_ctrl_c(browser: Any, tmp_path: Path) -> None:
     port = _free_port()
     server = subprocess.Popen(
-        [*_timeline_command(), "serve", str(GLOO), "--port", str(port)],
+        [*timeline_command(), "serve", str(GLOO), "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -224,7 +242,7 @@ def test_served_app_renders_switches_zooms_and_stops_on_ctrl_c(browser: Any, tmp
 def test_exported_html_renders_switches_and_zooms_offline(browser: Any, tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     done = subprocess.run(
-        [*_timeline_command(), "report", str(GLOO), "-o", str(out)],
+        [*timeline_command(), "report", str(GLOO), "-o", str(out)],
         capture_output=True,
         text=True,
         timeout=300,

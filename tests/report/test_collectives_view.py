@@ -86,7 +86,7 @@ def test_wait_heatmap_has_a_cell_per_rank_and_iteration(param: ReportData, gloo:
     for data, ranks, iterations in ((param, 8, [10]), (gloo, 4, None)):
         match = data.collectives
         assert match is not None
-        cells = wait_heatmap(match, data.overlap.windows)
+        cells = wait_heatmap(match, windows=data.overlap.windows)
         assert cells.schema == HEATMAP_SCHEMA
         columns = cells.get_column("iteration").unique().to_list()
         if iterations is not None:
@@ -133,7 +133,7 @@ def test_bokeh_builders_structure(param: ReportData) -> None:
     source = bars.select_one({"name": "wait_transfer_bars"})
     assert source.data["rank"] == [str(r) for r in range(8)]
     assert sum(source.data["wait_ms"]) == pytest.approx(int(match.ranks.get_column("wait_ns").sum()) / 1e6)
-    heatmap = build_wait_heatmap(match, param.overlap.windows)
+    heatmap = build_wait_heatmap(match, windows=param.overlap.windows)
     cells = heatmap.select_one({"name": "wait_heatmap_cells"})
     assert len(cells.data["wait_ms"]) == 8 * 1
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import PARAM, run_timeline
-from tests.cli.test_errors import CASES, _digests
+from tests.builders import BAD_INPUTS, PARAM, file_digests, run_timeline
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
 
@@ -27,12 +26,12 @@ def test_report_writes_a_standalone_html_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["serve", "report"])
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
 def test_bad_input_gives_the_same_one_line_error_as_analyze(tmp_path: Path, case: str, command: str) -> None:
     inputs = tmp_path / "in"
     inputs.mkdir()
-    args, start, contains = CASES[case](inputs)
-    before = _digests(inputs)
+    args, start, contains = BAD_INPUTS[case](inputs)
+    before = file_digests(inputs)
     extra = ["-o", str(tmp_path / "out.html")] if command == "report" else ["--port", "0"]
     result = run_timeline(command, *args, *extra, cwd=tmp_path)
 
@@ -44,7 +43,7 @@ def test_bad_input_gives_the_same_one_line_error_as_analyze(tmp_path: Path, case
     assert lines[0].startswith(f"error: {start}"), lines[0]
     for text in contains:
         assert text in lines[0]
-    assert _digests(inputs) == before
+    assert file_digests(inputs) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
 
 

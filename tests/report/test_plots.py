@@ -90,7 +90,7 @@ def test_rank_filter_keeps_only_those_lanes(param: ReportData) -> None:
     plot = build_gantt(param, 0, ranks=[2, 5])
     assert {f[0] for f in plot.y_range.factors} == {"rank 2", "rank 5"}
     assert {int(r) for r in plot.source.data["rank"]} == {2, 5}
-    assert len(lane_factors(param, [2])) == 5
+    assert len(lane_factors(param, ranks=[2])) == 5
 
 
 def test_breakdown_bars_stack_to_the_step_and_name_their_view(gloo: ReportData) -> None:

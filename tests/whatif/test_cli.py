@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-from cli.whatif import parse_bandwidths
-from tests.builders import REPO, TRACES
-from tests.cli import run_timeline
+from tests.builders import REPO, TRACES, run_timeline
 from timeline.errors import UsageError
+from timeline.whatif.settings import parse_bandwidths
 
 MARKERS = REPO / "sample_traces" / "ddp_gloo_markers"
 

@@ -56,20 +56,22 @@ def test_self_replay_reproduces_measured_iterations(path: Path, options: dict[st
     rows = prediction.iterations
     assert (rows.get_column("single_ns") <= rows.get_column("predicted_ns")).all()
     assert (rows.get_column("perfect_overlap_ns") <= rows.get_column("predicted_ns")).all()
-    no_overlap = replay(graph, Scenario(overlap="none"), iterations=None)
+    no_overlap = replay(graph, scenario=Scenario(overlap="none"), iterations=None)
     assert no_overlap.iteration_ns >= prediction.iteration_ns * 0.999
 
 
 def test_scaling_factor_grows_with_bandwidth_and_shrinks_with_world_size() -> None:
     graph = trace_graph(load(REPO / "sample_traces" / "ddp_gloo_markers"), link_gbps=1.0)
-    factors = [replay(graph, Scenario(bandwidth_gbps=b)).scaling_factor for b in (0.1, 0.5, 1, 5, 50)]
+    factors = [
+        replay(graph, scenario=Scenario(bandwidth_gbps=b)).scaling_factor for b in (0.1, 0.5, 1, 5, 50)
+    ]
     assert factors == sorted(factors)
-    worlds = [replay(graph, Scenario(world_size=n)).scaling_factor for n in (2, 8, 64)]
+    worlds = [replay(graph, scenario=Scenario(world_size=n)).scaling_factor for n in (2, 8, 64)]
     assert worlds == sorted(worlds, reverse=True)
     # Re-bucketing the markers as the demo job's DDP did (1 MiB caps) stays close to the measurement.
-    ddp = replay(graph, Scenario(buckets=DDPBuckets(cap_bytes=1 << 20)))
+    ddp = replay(graph, scenario=Scenario(buckets=DDPBuckets(cap_bytes=1 << 20)))
     assert ddp.iteration_ns == pytest.approx(self_replay(graph).iteration_ns, rel=0.05)
-    assert replay(graph, Scenario(buckets=MEASURED)).error_ratio == 0
+    assert replay(graph, scenario=Scenario(buckets=MEASURED)).error_ratio == 0
 
 
 def test_a_horovod_timeline_alone_cannot_be_replayed() -> None:

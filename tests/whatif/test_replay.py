@@ -23,7 +23,7 @@ def gpu_graph() -> TraceGraph:
 
 
 def predicted_us(graph: TraceGraph, scenario: Scenario) -> float:
-    return replay(graph, scenario).iteration_ns / US
+    return replay(graph, scenario=scenario).iteration_ns / US
 
 
 def test_self_replay_reproduces_the_trace() -> None:
@@ -69,9 +69,9 @@ def test_gpu_what_ifs(scenario: Scenario, expected_us: float) -> None:
 def test_observed_efficiency_needs_the_measured_link_to_move_bandwidth() -> None:
     graph = build_graph(gpu_run(gpu_rank()))
     with pytest.raises(UsageError, match="measured link is unknown"):
-        replay(graph, Scenario(bandwidth_gbps=16))
+        replay(graph, scenario=Scenario(bandwidth_gbps=16))
     with pytest.raises(UsageError, match="needs a bandwidth"):
-        replay(graph, Scenario(efficiency="full"))
+        replay(graph, scenario=Scenario(efficiency="full"))
     assert predicted_us(graph, Scenario(bandwidth_gbps=16, efficiency="full")) == pytest.approx(250)
     assert predicted_us(graph, Scenario(world_size=4)) == pytest.approx(370)  # relative: no link needed
 
@@ -81,7 +81,7 @@ def test_a_late_rank_holds_the_collective() -> None:
     graph = build_graph(gpu_run(gpu_rank(0, comm=(110, 250)), gpu_rank(1, comm=(150, 251))), link_gbps=8.0)
     assert self_replay(graph).iteration_ns == 300 * US
     # Twice the link: the transfer takes 50 µs from 150, both ranks resume at 205 (delays 5 and 4).
-    windows = replay(graph, Scenario(bandwidth_gbps=16)).windows
+    windows = replay(graph, scenario=Scenario(bandwidth_gbps=16)).windows
     assert windows.get_column("predicted_ns").to_list() == [250 * US, 250 * US]
 
 
@@ -131,7 +131,7 @@ def test_gloo_what_ifs(scenario: Scenario, expected_us: float) -> None:
 
 def test_uniform_efficiency_and_single_replay_frame() -> None:
     graph = gloo_graph()
-    assert replay(graph, Scenario(efficiency="uniform")).iteration_ns == 200 * US
+    assert replay(graph, scenario=Scenario(efficiency="uniform")).iteration_ns == 200 * US
     single = single_replay(graph)
     assert single.columns == ["window_id", "single_ns"]
     assert single.get_column("single_ns").to_list() == [130 * US]

@@ -57,8 +57,8 @@ def test_solve_bandwidth_and_compression() -> None:
     assert bandwidth is not None
     assert bandwidth == pytest.approx(1120 / (245 / 0.9 - 50 - 110), rel=0.01)
     single = single_replay(g)
-    assert replay(g, Scenario(bandwidth_gbps=bandwidth), single=single).scaling_factor >= 0.9
-    assert replay(g, Scenario(bandwidth_gbps=bandwidth * 0.98), single=single).scaling_factor < 0.9
+    assert replay(g, scenario=Scenario(bandwidth_gbps=bandwidth), single=single).scaling_factor >= 0.9
+    assert replay(g, scenario=Scenario(bandwidth_gbps=bandwidth * 0.98), single=single).scaling_factor < 0.9
     assert solve_bandwidth(g, 0.99) is None  # 245 / 250 = 0.98 at most: the update's resume delay stays
     assert solve_bandwidth(g, 0.5) == pytest.approx(1120 / (490 - 160), rel=0.01)
     assert solve_bandwidth(g, 0.5, low_gbps=5.0) == 5.0  # already enough at the low end

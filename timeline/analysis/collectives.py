@@ -289,20 +289,42 @@ def match_collectives(
     if windows is None:
         windows = assign_iterations(events)
     instances = _with_iterations(instances, windows)
-
-    # The ranks expected in each group: those with any of its collectives; for events without a
-    # process group, every rank whose communication is measured.
     measured_ranks = (
         rank_modes(events).filter(pl.col("mode").is_in(["gpu", "cpu"])).get_column("rank").to_list()
     )
-    measured = len(measured_ranks)
+    logical = _logical_collectives(instances, _expected_ranks(instances, len(measured_ranks)))
+    per_rank = _per_rank_collectives(instances, logical)
+    totals = per_rank.group_by("collective_id").agg(
+        bytes=pl.col("bytes").max(),
+        max_wait_ns=pl.col("wait_ns").max(),
+        total_wait_ns=pl.col("wait_ns").sum(),
+    )
+    logical = logical.join(totals, on="collective_id", how="left").with_columns(bandwidth_columns(link_gbps))
+    collectives = validate(logical.sort("collective_id"), COLLECTIVES_SCHEMA, what="collectives")
+    ranks = validate(per_rank, COLLECTIVE_RANKS_SCHEMA, what="collective ranks")
+    mismatches, warnings = _mismatches(instances, logical, measured_ranks)
+    return CollectiveMatch(collectives=collectives, ranks=ranks, mismatches=mismatches, warnings=warnings)
+
+
+def _expected_ranks(instances: pl.DataFrame, measured: int) -> pl.DataFrame:
+    """Count the ranks expected in each group: those with any of its collectives.
+
+    For events without a process group, every rank whose communication is measured (``measured``).
+    """
     expected = instances.group_by("group").agg(expected_ranks=pl.col("rank").n_unique().cast(pl.Int32))
-    expected = expected.with_columns(
+    return expected.with_columns(
         expected_ranks=pl.when(pl.col("group") == ALL_COMMUNICATION_GROUP)
         .then(pl.max_horizontal(pl.col("expected_ranks"), pl.lit(measured, dtype=pl.Int32)))
         .otherwise(pl.col("expected_ranks"))
     )
 
+
+def _logical_collectives(instances: pl.DataFrame, expected: pl.DataFrame) -> pl.DataFrame:
+    """Group the instances into logical collectives, numbered by first start, with skews and checks.
+
+    One row per (group, index): its kind, iteration, ranks, first and last starts and ends, transfer,
+    first and last rank, whether it is synchronising, complete and consistent, and its bus factor.
+    """
     kind_class = (
         pl.when(pl.col("collective").is_in(_POINT_TO_POINT))
         .then(pl.lit("p2p"))
@@ -324,7 +346,7 @@ def match_collectives(
         first_rank=pl.col("rank").sort_by(["start_ns", "rank"]).first(),
         last_rank=pl.col("rank").sort_by(["start_ns", "rank"], descending=[True, False]).first(),
     )
-    logical = (
+    return (
         logical.join(expected, on="group", how="left")
         .sort("first_start_ns", "group", "index")
         .with_row_index("collective_id")
@@ -341,8 +363,13 @@ def match_collectives(
         .with_columns(bus_factor=bus_factor_expr(pl.col("collective"), pl.col("_n")))
     )
 
-    # Bytes by nccl-tests' convention, per rank: the total output for gathers (else input × n),
-    # nothing for barriers, else the input.
+
+def _per_rank_collectives(instances: pl.DataFrame, logical: pl.DataFrame) -> pl.DataFrame:
+    """Measure each rank's part in its logical collective: bytes, arrival and end lags, wait.
+
+    Bytes by nccl-tests' convention, per rank: the total output for gathers (else input × n),
+    nothing for barriers, else the input. Sorted by collective and rank.
+    """
     logical_cols = logical.select(
         "group",
         "index",
@@ -355,7 +382,7 @@ def match_collectives(
         _logical_collective="collective",
     )
     collective = pl.col("_logical_collective")
-    per_rank = (
+    return (
         instances.join(logical_cols, on=["group", "index"], how="inner")
         .with_columns(
             bytes=pl.when(collective.is_in(_GATHERING))
@@ -370,16 +397,6 @@ def match_collectives(
         )
         .sort("collective_id", "rank")
     )
-    totals = per_rank.group_by("collective_id").agg(
-        bytes=pl.col("bytes").max(),
-        max_wait_ns=pl.col("wait_ns").max(),
-        total_wait_ns=pl.col("wait_ns").sum(),
-    )
-    logical = logical.join(totals, on="collective_id", how="left").with_columns(bandwidth_columns(link_gbps))
-    collectives = validate(logical.sort("collective_id"), COLLECTIVES_SCHEMA, what="collectives")
-    ranks = validate(per_rank, COLLECTIVE_RANKS_SCHEMA, what="collective ranks")
-    mismatches, warnings = _mismatches(instances, logical, measured_ranks)
-    return CollectiveMatch(collectives=collectives, ranks=ranks, mismatches=mismatches, warnings=warnings)
 
 
 def _mismatches(

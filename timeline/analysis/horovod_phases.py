@@ -611,14 +611,7 @@ def attribute_horovod_phases(trace: Trace, *, writer_rank: int = 0, offset_ns: i
     """
     events = trace.events
     horovod = _require_horovod(events)
-    horovod_files = trace.files.filter(pl.col("format") == "horovod")
-    for row in horovod_files.iter_rows(named=True):
-        if row["clock"] != "epoch":
-            msg = (
-                f"{row['path']}: the Horovod timeline's clock is {row['clock']!r} (Horovod < 0.20.1): it "
-                "cannot be aligned with the profiler's wall clock; record the timeline with Horovod ≥ 0.20.1"
-            )
-            raise TraceContentError(msg)
+    _require_wall_clock(trace.files)
     kineto = events.filter(pl.col("source") == "kineto")
     if kineto.filter(pl.col("rank") == writer_rank).height == 0:
         msg = (
@@ -632,6 +625,44 @@ def attribute_horovod_phases(trace: Trace, *, writer_rank: int = 0, offset_ns: i
 
     modes = rank_modes(kineto)
     sets = activity_sets(kineto, modes).filter(pl.col("rank") == writer_rank)
+    windows = assign_iterations(kineto).filter(pl.col("rank") == writer_rank)
+    phases = _span_phases(horovod, sets, windows, writer_rank)
+    iterations = _attribution_iterations(horovod, sets, windows, writer_rank)
+    return HorovodAttribution(
+        phases=validate(phases, HOROVOD_PHASES_SCHEMA, what="horovod phases"),
+        iterations=iterations,
+        writer_rank=writer_rank,
+        offset_ns=offset_ns,
+        warnings=_overlap_warnings(horovod, kineto, writer_rank),
+    )
+
+
+def _require_wall_clock(files: pl.DataFrame) -> None:
+    """Refuse Horovod timelines not on the wall clock (``epoch``, Horovod ≥ 0.20.1).
+
+    Raises
+    ------
+    TraceContentError
+        A Horovod timeline of ``files`` has another clock.
+    """
+    horovod_files = files.filter(pl.col("format") == "horovod")
+    for row in horovod_files.iter_rows(named=True):
+        if row["clock"] != "epoch":
+            msg = (
+                f"{row['path']}: the Horovod timeline's clock is {row['clock']!r} (Horovod < 0.20.1): it "
+                "cannot be aligned with the profiler's wall clock; record the timeline with Horovod ≥ 0.20.1"
+            )
+            raise TraceContentError(msg)
+
+
+def _span_phases(
+    horovod: pl.DataFrame, sets: pl.DataFrame, windows: pl.DataFrame, writer_rank: int
+) -> pl.DataFrame:
+    """Measure each Horovod span against the writer rank's compute and communication kernels.
+
+    ``hidden_ns`` (under compute), ``exposed_ns`` and ``kernel_ns`` (under the profiler's
+    communication) of every span, and the writer's iteration it started in; sorted by start.
+    """
     working = formula_intervals(
         sets, by=["rank"], sets=("comm", "compute", "wait", "other"), formula=_WORKING
     )
@@ -643,11 +674,10 @@ def attribute_horovod_phases(trace: Trace, *, writer_rank: int = 0, offset_ns: i
         _covered(kernel_comm, points, "kernel_ns"), on="_span"
     )
 
-    windows = assign_iterations(kineto).filter(pl.col("rank") == writer_rank)
     steps = windows.filter(pl.col("window") == "profiler_step").select(
         "iteration", _w_start="start_ns", _w_end="end_ns"
     )
-    phases = (
+    return (
         spans.join(covered, on="_span")
         .sort("start_ns")
         .join_asof(
@@ -667,7 +697,9 @@ def attribute_horovod_phases(trace: Trace, *, writer_rank: int = 0, offset_ns: i
         .sort("start_ns", "pid")
     )
 
-    iterations = _attribution_iterations(horovod, sets, windows, writer_rank)
+
+def _overlap_warnings(horovod: pl.DataFrame, kineto: pl.DataFrame, writer_rank: int) -> tuple[str, ...]:
+    """Warn when the Horovod timeline and the writer rank's profiler trace do not overlap in time."""
     warnings: list[str] = []
     k_span = kineto.filter(pl.col("rank") == writer_rank).select(
         lo=pl.col("start_ns").min(), hi=pl.col("end_ns").max()
@@ -679,13 +711,7 @@ def attribute_horovod_phases(trace: Trace, *, writer_rank: int = 0, offset_ns: i
             f"the Horovod timeline and rank {writer_rank}'s profiler trace do not overlap in wall-clock "
             "time: are they from the same run?"
         )
-    return HorovodAttribution(
-        phases=validate(phases, HOROVOD_PHASES_SCHEMA, what="horovod phases"),
-        iterations=iterations,
-        writer_rank=writer_rank,
-        offset_ns=offset_ns,
-        warnings=tuple(warnings),
-    )
+    return tuple(warnings)
 
 
 def _covered(union: pl.DataFrame, points: pl.DataFrame, out: str) -> pl.DataFrame:

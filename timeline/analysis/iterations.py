@@ -22,7 +22,6 @@ from timeline.schema import ITERATIONS_SCHEMA, validate
 
 __all__ = ["assign_iterations", "rank_modes"]
 
-_ACTIVITY_KINDS = ("compute", "communication", "memcpy", "memset")
 _STEP_PATTERN = r"^ProfilerStep#(\d+)$"
 
 

@@ -24,7 +24,7 @@ from types import MappingProxyType
 
 from timeline.errors import UsageError
 
-__all__ = ["LINK_PRESETS", "bytes_per_s", "describe_presets", "parse_link_gbps"]
+__all__ = ["LINK_PRESETS", "describe_presets", "parse_link_gbps"]
 
 _PRESETS: dict[str, float] = {
     # Ethernet port speeds.
@@ -152,11 +152,6 @@ def parse_link_gbps(text: str) -> float:
         msg = f"--link-gbps {text!r}: the bandwidth must be positive"
         raise UsageError(msg)
     return value
-
-
-def bytes_per_s(gbps: float) -> float:
-    """Return the bytes per second a link of ``gbps`` Gbit/s carries."""
-    return gbps * 1e9 / 8
 
 
 def describe_presets() -> str:

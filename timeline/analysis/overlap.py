@@ -157,7 +157,7 @@ def _rank_overlap(modes: pl.DataFrame, sets: pl.DataFrame, bounds: pl.DataFrame)
     return validate(_finish(frame, modes).sort("rank"), RANK_OVERLAP_SCHEMA, what="rank overlap")
 
 
-def compute_iteration_overlap(events: pl.DataFrame, windows: pl.DataFrame | None = None) -> pl.DataFrame:
+def compute_iteration_overlap(events: pl.DataFrame, *, windows: pl.DataFrame | None = None) -> pl.DataFrame:
     """Return exposed vs hidden communication of each rank in each iteration.
 
     Every interval is clipped to the iteration windows, so the iterations of a rank partition its
@@ -198,7 +198,7 @@ def _iteration_overlap(modes: pl.DataFrame, windows: pl.DataFrame, bounds: pl.Da
     return validate(result, ITERATION_OVERLAP_SCHEMA, what="iteration overlap")
 
 
-def compute_collective_exposure(events: pl.DataFrame, windows: pl.DataFrame | None = None) -> pl.DataFrame:
+def compute_collective_exposure(events: pl.DataFrame, *, windows: pl.DataFrame | None = None) -> pl.DataFrame:
     """Return how much of each communication event ran under compute.
 
     ``hidden_ns = |event ∩ compute|`` (compute as in :func:`compute_rank_overlap`),

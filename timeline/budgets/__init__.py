@@ -3,8 +3,9 @@
 The pipeline reads in the module names: :mod:`~timeline.budgets.metrics` (the open registry of
 metrics a budget can name) → :mod:`~timeline.budgets.budget_file` (``timeline.toml`` read and
 checked) → :mod:`~timeline.budgets.frames` (the rows of a run: an overlap analysis or a saved
-summary JSON) → :mod:`~timeline.budgets.evaluation` (verdicts) → :mod:`~timeline.budgets.renderers`
-(a table, JSON, JUnit XML, GitHub annotations, markdown). ``timeline check`` wires them together;
+summary JSON) → :mod:`~timeline.budgets.evaluation` (verdicts, a :class:`CheckReport`), which the renderers of
+:mod:`timeline.render` turn into a table, JSON, JUnit XML, GitHub annotations or markdown
+(:func:`timeline.results.verdicts.report_to_dict` is its plain data). ``timeline check`` wires them together;
 ``docs/ci.md`` documents the file layout, the metrics and the regression rule. Metrics on the
 collectives matched across ranks (skew, bandwidth, link utilisation, wait) need the run's events
 passed to :func:`frames_from_overlap`, and a link for the utilisation metrics.
@@ -16,6 +17,7 @@ passed to :func:`frames_from_overlap`, and a link for the utilisation metrics.
 >>> run = frames_from_overlap(compute_overlap(events), label="runs/pr",  # doctest: +SKIP
 ...                           events=events if budgets.needs_matching() else None)
 >>> report = evaluate_budgets(budgets, run, link_gbps=100)  # doctest: +SKIP
+>>> from timeline.render.terminal.verdicts import render_table  # doctest: +SKIP
 >>> print(render_table(report))  # doctest: +SKIP
 """
 
@@ -48,6 +50,7 @@ from timeline.budgets.frames import (
     frames_from_overlap,
     frames_from_summary,
     is_summary_file,
+    read_run,
     read_summary,
 )
 from timeline.budgets.metrics import (
@@ -60,21 +63,11 @@ from timeline.budgets.metrics import (
     register_metric,
     registered_metrics,
 )
-from timeline.budgets.renderers import (
-    REPORT_VERSION,
-    render_github,
-    render_json,
-    render_junit,
-    render_markdown,
-    render_table,
-    report_to_dict,
-)
 
 __all__ = [
     "AGGREGATES",
     "MATCHED_SOURCES",
     "NOISE_K",
-    "REPORT_VERSION",
     "Better",
     "Budget",
     "BudgetFile",
@@ -99,14 +92,9 @@ __all__ = [
     "noise_of",
     "parse_budgets",
     "read_budget_file",
+    "read_run",
     "read_summary",
     "register_metric",
     "registered_metrics",
-    "render_github",
-    "render_json",
-    "render_junit",
-    "render_markdown",
-    "render_table",
-    "report_to_dict",
     "select_samples",
 ]

@@ -2,7 +2,7 @@
 
 Takes an :class:`~timeline.analysis.overlap.Overlap` (a trace or a Parquet file, analysed), with
 the trace's events when the budgets need the collectives matched across ranks, or the JSON written by
-``timeline analyze --json`` (:func:`timeline.summary.build_summary`), and gives
+``timeline analyze --json`` (:func:`timeline.results.summary.build_summary`), and gives
 :class:`MetricFrames`: the per-iteration, per-rank and (when known) per-collective rows that metrics
 read, and the frames of :func:`~timeline.analysis.collectives.match_collectives`. A summary holds no
 per-collective rows, so collective metrics need the trace itself.
@@ -11,10 +11,10 @@ per-collective rows, so collective metrics need the trace itself.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import polars as pl
@@ -23,10 +23,20 @@ from timeline.analysis.collectives import compute_iteration_utilisation, match_c
 from timeline.analysis.overlap import Overlap
 from timeline.analysis.stragglers import find_stragglers
 from timeline.errors import TraceFormatError
+from timeline.results.summary import SUMMARY_VERSION
 from timeline.schema import ITERATION_OVERLAP_SCHEMA, RANK_OVERLAP_SCHEMA
-from timeline.summary import SUMMARY_VERSION
 
-__all__ = ["MetricFrames", "frames_from_overlap", "frames_from_summary", "is_summary_file", "read_summary"]
+if TYPE_CHECKING:
+    from timeline.execution.session import Inputs
+
+__all__ = [
+    "MetricFrames",
+    "frames_from_overlap",
+    "frames_from_summary",
+    "is_summary_file",
+    "read_run",
+    "read_summary",
+]
 
 # ``timeline analyze --json`` writes "version" first; jq and json.dump(indent=...) keep key order.
 _SUMMARY_START = re.compile(rb'^\s*\{\s*"version"\s*:')
@@ -167,7 +177,7 @@ def read_summary(path: str | Path) -> MetricFrames:
 
 
 def frames_from_summary(summary: Mapping[str, Any], *, label: str) -> MetricFrames:
-    """Return the frames held by a summary (:func:`timeline.summary.build_summary`).
+    """Return the frames held by a summary (:func:`timeline.results.summary.build_summary`).
 
     Raises
     ------
@@ -201,3 +211,36 @@ def _frame(summary: Mapping[str, Any], key: str, schema: pl.Schema, label: str) 
         return pl.DataFrame(rows, schema={name: dtype for name, dtype in dtypes.items()}, strict=False)
     except (pl.exceptions.PolarsError, TypeError, ValueError) as exc:
         raise TraceFormatError(f"{label}: summary {key!r} rows of an unexpected shape ({exc})") from None
+
+
+def read_run(
+    inputs: Inputs,
+    *,
+    match: bool,
+    progress: Callable[[str, int, int], None] | None = None,
+    warn: Callable[[Sequence[str]], None] | None = None,
+) -> MetricFrames:
+    """Return the frames of a run: a saved summary JSON, or its traces analysed (rank by rank when large).
+
+    ``match``: also match the collectives across ranks (only when a budget reads them: it is one more
+    pass over every rank's communication events, which rank by rank are then kept). ``warn``: called
+    with the load warnings, and the frames' own, as soon as they are known.
+
+    Raises
+    ------
+    TimelineError
+        Bad input.
+    """
+    from timeline.execution.session import analyze_inputs
+
+    paths = inputs.paths
+    if len(paths) == 1 and Path(paths[0]).is_file() and is_summary_file(paths[0]):
+        if warn is not None and (inputs.executor is not None or inputs.ray_address is not None):
+            warn([f"{paths[0]} is a summary JSON; --executor is not used for it"])
+        return read_summary(paths[0])
+    analysed = analyze_inputs(inputs, communication=match, progress=progress, warn=warn)
+    events = analysed.trace.events if match else None
+    frames = frames_from_overlap(analysed.overlap, label=" ".join(paths), events=events)
+    if warn is not None:
+        warn(frames.warnings)
+    return frames

@@ -129,17 +129,9 @@ def run_demo(
     RuntimeError
         A rank failed (its traceback is on stderr) or the job timed out.
     """
-    if ranks < 1:
-        raise UsageError(f"ranks={ranks}: need at least 1 rank")
-    if threads < 1:
-        raise UsageError(f"threads={threads}: need at least 1 thread per rank")
-    window = wait + warmup + active
-    if steps < 1 or (profile and steps < window):
-        need = window if profile else 1
-        raise UsageError(
-            f"steps={steps}: need at least {need} steps to record one window "
-            f"(wait {wait} + warmup {warmup} + active {active})"
-        )
+    _check_counts(
+        ranks=ranks, threads=threads, steps=steps, wait=wait, warmup=warmup, active=active, profile=profile
+    )
     require_torch()
     run_dir = Path(out)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -160,28 +152,60 @@ def run_demo(
         threads=threads,
         timeout_s=timeout_s,
     )
-    context = multiprocessing.get_context("spawn")
-    results: SimpleQueue[tuple[list[float], list[float]]] = context.SimpleQueue()
-    processes = [
-        context.Process(target=_worker, args=(rank, spec, results), name=f"timeline-demo-rank{rank}")
-        for rank in range(ranks)
-    ]
-    for process in processes:
-        process.start()
-    try:
-        _wait_for(processes, timeout_s)
-    finally:
-        for process in processes:
-            if process.is_alive():
-                process.terminate()
-            process.join()
-    times, cpu_times = results.get() if not results.empty() else ([], [])
+    times, cpu_times = _run_ranks(spec)
     files: tuple[Path, ...] = ()
     if profile:
         manifest = read_manifest(run_dir / MANIFEST_NAME)
         if manifest is not None:
             files = tuple(run_dir / name for name in manifest.files)
     return DemoResult(run_dir=run_dir, files=files, step_times_s=tuple(times), step_cpu_s=tuple(cpu_times))
+
+
+def _check_counts(
+    *, ranks: int, threads: int, steps: int, wait: int, warmup: int, active: int, profile: bool
+) -> None:
+    """Refuse counts the demo job cannot run with (see :func:`run_demo`).
+
+    Raises
+    ------
+    UsageError
+        Fewer than one rank or thread, or too few steps to record one profiler window.
+    """
+    if ranks < 1:
+        raise UsageError(f"ranks={ranks}: need at least 1 rank")
+    if threads < 1:
+        raise UsageError(f"threads={threads}: need at least 1 thread per rank")
+    window = wait + warmup + active
+    if steps < 1 or (profile and steps < window):
+        need = window if profile else 1
+        raise UsageError(
+            f"steps={steps}: need at least {need} steps to record one window "
+            f"(wait {wait} + warmup {warmup} + active {active})"
+        )
+
+
+def _run_ranks(spec: _Spec) -> tuple[list[float], list[float]]:
+    """Start one spawned process per rank, wait for them all, and return rank 0's step times.
+
+    Wall and CPU step times, in seconds (empty when rank 0 sent none). The processes still alive
+    when waiting stops (failure, timeout) are terminated.
+    """
+    context = multiprocessing.get_context("spawn")
+    results: SimpleQueue[tuple[list[float], list[float]]] = context.SimpleQueue()
+    processes = [
+        context.Process(target=_worker, args=(rank, spec, results), name=f"timeline-demo-rank{rank}")
+        for rank in range(spec.ranks)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        _wait_for(processes, spec.timeout_s)
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+            process.join()
+    return results.get() if not results.empty() else ([], [])
 
 
 def _wait_for(processes: Sequence[multiprocessing.process.BaseProcess], timeout_s: float) -> None:

@@ -1,4 +1,4 @@
-"""The run manifest: ``manifest.json`` next to the traces of one captured run.
+"""Writing the run manifest: ``manifest.json`` next to the traces of one captured run.
 
 Takes what one rank knows about itself (host, files written) and the run's settings; gives a
 small JSON file that lists every rank and every trace file. Ranks do not talk to each other to
@@ -6,25 +6,9 @@ write it: each rank merges its own entry into the file under an exclusive lock o
 folder (``flock``), so a rank that crashes never blocks the others. Entries of ranks outside
 the current world size are dropped on merge.
 
-Layout (``format`` = ``timeline.capture/1``)::
-
-    {
-      "format": "timeline.capture/1",
-      "world_size": 2,
-      "backend": "gloo",
-      "link_gbps": null,
-      "schedule": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1, "skip_first": 0},
-      "record_shapes": true,
-      "with_stack": false,
-      "grad_ready_markers": false,
-      "versions": {"timeline": "0.1.0", "torch": "2.13.0+cpu", "nccl": null, "python": "3.11.9"},
-      "horovod_timeline": null,
-      "ranks": [{"rank": 0, "host": "node1", "pid": 4242, "device": "cpu",
-                 "started_unix_ns": 1760000000000000000, "files": ["rank0.2-4.pt.trace.json.gz"]}, …],
-      "files": ["rank0.2-4.pt.trace.json.gz", "rank1.2-4.pt.trace.json.gz"]
-    }
-
-File names are relative to the run folder.
+The layout, its types (:class:`Manifest`, :class:`RankEntry`, …) and the one reader
+(:func:`read_manifest`) are in :mod:`timeline.importers.manifest`, which the analysis side reads
+without importing capture; they are re-exported here.
 """
 
 from __future__ import annotations
@@ -36,6 +20,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
+
+from timeline.importers.manifest import (
+    MANIFEST_FORMAT,
+    MANIFEST_NAME,
+    Manifest,
+    RankEntry,
+    Schedule,
+    Versions,
+    read_manifest,
+)
 
 __all__ = [
     "MANIFEST_FORMAT",
@@ -49,56 +43,6 @@ __all__ = [
     "trace_file_name",
     "write_rank_entry",
 ]
-
-MANIFEST_NAME = "manifest.json"
-MANIFEST_FORMAT = "timeline.capture/1"
-
-
-class Schedule(msgspec.Struct, forbid_unknown_fields=False):
-    """The profiler schedule (``torch.profiler.schedule`` arguments)."""
-
-    wait: int
-    warmup: int
-    active: int
-    repeat: int
-    skip_first: int = 0
-
-
-class Versions(msgspec.Struct, forbid_unknown_fields=False):
-    """Versions of the software that wrote the traces; None where not applicable."""
-
-    timeline: str
-    torch: str | None
-    nccl: str | None
-    python: str
-
-
-class RankEntry(msgspec.Struct, forbid_unknown_fields=False):
-    """What one rank wrote."""
-
-    rank: int
-    host: str
-    pid: int
-    device: str
-    started_unix_ns: int
-    files: list[str] = msgspec.field(default_factory=list)
-
-
-class Manifest(msgspec.Struct, forbid_unknown_fields=False):
-    """The content of ``manifest.json``."""
-
-    format: str
-    world_size: int
-    backend: str | None
-    link_gbps: float | None
-    schedule: Schedule
-    record_shapes: bool
-    with_stack: bool
-    grad_ready_markers: bool
-    versions: Versions
-    horovod_timeline: str | None = None
-    ranks: list[RankEntry] = msgspec.field(default_factory=list)
-    files: list[str] = msgspec.field(default_factory=list)
 
 
 def trace_file_name(rank: int, first_step: int, last_step: int) -> str:
@@ -122,30 +66,6 @@ def trace_file_name(rank: int, first_step: int, last_step: int) -> str:
     'rank3.2-4.pt.trace.json.gz'
     """
     return f"rank{rank}.{first_step}-{last_step}.pt.trace.json.gz"
-
-
-def read_manifest(path: Path) -> Manifest | None:
-    """Return the manifest at ``path``, or None when it is absent, unreadable or of another format.
-
-    Parameters
-    ----------
-    path
-        The ``manifest.json`` file.
-
-    Returns
-    -------
-    Manifest | None
-        Its content.
-    """
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    try:
-        manifest = msgspec.json.decode(data, type=Manifest)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
-    return manifest if manifest.format == MANIFEST_FORMAT else None
 
 
 def merge_rank_entry(existing: Manifest | None, run: Manifest, entry: RankEntry) -> Manifest:

@@ -20,12 +20,12 @@ Parse it with :func:`parse_grad_ready_name`, which splits on the *last* ``:``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from types import ModuleType
 
 from timeline.errors import UsageError
+from timeline.importers.markers import GRAD_READY_PREFIX, format_grad_ready_name, parse_grad_ready_name
 
 __all__ = [
     "GRAD_READY_PREFIX",
@@ -34,59 +34,6 @@ __all__ = [
     "install_grad_ready_markers",
     "parse_grad_ready_name",
 ]
-
-GRAD_READY_PREFIX = "timeline.grad_ready:"
-
-_NAME = re.compile(r"timeline\.grad_ready:(?P<param>[^:]+):(?P<bytes>\d+)")
-
-
-def format_grad_ready_name(param_name: str, nbytes: int) -> str:
-    """Return the marker name for a parameter: ``timeline.grad_ready:<param name>:<bytes>``.
-
-    Parameters
-    ----------
-    param_name
-        The parameter's name; must not contain ``:``.
-    nbytes
-        Size of its gradient in bytes.
-
-    Returns
-    -------
-    str
-        The event name.
-
-    Examples
-    --------
-    >>> format_grad_ready_name("layers.0.weight", 1048576)
-    'timeline.grad_ready:layers.0.weight:1048576'
-    """
-    return f"{GRAD_READY_PREFIX}{param_name}:{nbytes}"
-
-
-def parse_grad_ready_name(name: str) -> tuple[str, int] | None:
-    """Return ``(param name, bytes)`` from a marker name, or None for any other event name.
-
-    Parameters
-    ----------
-    name
-        An event name from a trace.
-
-    Returns
-    -------
-    tuple[str, int] | None
-        The parameter name and its gradient size in bytes.
-
-    Examples
-    --------
-    >>> parse_grad_ready_name("timeline.grad_ready:layers.0.weight:1048576")
-    ('layers.0.weight', 1048576)
-    >>> parse_grad_ready_name("ProfilerStep#3") is None
-    True
-    """
-    match = _NAME.fullmatch(name)
-    if match is None:
-        return None
-    return match["param"], int(match["bytes"])
 
 
 class MarkerHandles:

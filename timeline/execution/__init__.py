@@ -13,34 +13,63 @@ See ``docs/scaling.md``.
 
 from __future__ import annotations
 
-from timeline.execution.dataset import (
-    Written,
-    dataset_parts,
-    expand_datasets,
-    is_dataset,
-    scan_dataset,
-    write_dataset,
-)
-from timeline.execution.executors import Executor, ExecutorName, LocalExecutor, RayExecutor, make_executor
-from timeline.execution.graphs import GraphAnalysis, GraphReduction, graph_files, graph_unit
-from timeline.execution.reduce import (
-    Analysis,
-    RankReduction,
-    Unit,
-    UnitReduction,
-    analyze_files,
-    communication_events,
-    plan_units,
-    reduce_unit,
-    shift_overlap,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from timeline.execution.dataset import Written, scan_dataset, write_dataset
+    from timeline.execution.graphs import GraphAnalysis, GraphReduction, graph_files, graph_unit
+    from timeline.execution.reduce import (
+        Analysis,
+        RankReduction,
+        UnitReduction,
+        analyze_files,
+        communication_events,
+        reduce_unit,
+        shift_overlap,
+    )
+    from timeline.execution.session import Analysed, Inputs, analyze_inputs, graph_inputs
+    from timeline.executors import Executor, ExecutorName, LocalExecutor, RayExecutor, make_executor
+    from timeline.inputs import Unit, dataset_parts, expand_datasets, is_dataset, plan_units
+
+_LAZY = {
+    "Analysed": "timeline.execution.session",
+    "Analysis": "timeline.execution.reduce",
+    "Executor": "timeline.executors",
+    "ExecutorName": "timeline.executors",
+    "GraphAnalysis": "timeline.execution.graphs",
+    "GraphReduction": "timeline.execution.graphs",
+    "Inputs": "timeline.execution.session",
+    "LocalExecutor": "timeline.executors",
+    "RankReduction": "timeline.execution.reduce",
+    "RayExecutor": "timeline.executors",
+    "Unit": "timeline.inputs",
+    "UnitReduction": "timeline.execution.reduce",
+    "Written": "timeline.execution.dataset",
+    "analyze_files": "timeline.execution.reduce",
+    "analyze_inputs": "timeline.execution.session",
+    "communication_events": "timeline.execution.reduce",
+    "dataset_parts": "timeline.inputs",
+    "expand_datasets": "timeline.inputs",
+    "graph_files": "timeline.execution.graphs",
+    "graph_inputs": "timeline.execution.session",
+    "graph_unit": "timeline.execution.graphs",
+    "is_dataset": "timeline.inputs",
+    "make_executor": "timeline.executors",
+    "plan_units": "timeline.inputs",
+    "reduce_unit": "timeline.execution.reduce",
+    "scan_dataset": "timeline.execution.dataset",
+    "shift_overlap": "timeline.execution.reduce",
+    "write_dataset": "timeline.execution.dataset",
+}
 __all__ = [
+    "Analysed",
     "Analysis",
     "Executor",
     "ExecutorName",
     "GraphAnalysis",
     "GraphReduction",
+    "Inputs",
     "LocalExecutor",
     "RankReduction",
     "RayExecutor",
@@ -48,10 +77,12 @@ __all__ = [
     "UnitReduction",
     "Written",
     "analyze_files",
+    "analyze_inputs",
     "communication_events",
     "dataset_parts",
     "expand_datasets",
     "graph_files",
+    "graph_inputs",
     "graph_unit",
     "is_dataset",
     "make_executor",
@@ -61,3 +92,17 @@ __all__ = [
     "shift_overlap",
     "write_dataset",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use (PEP 562): importing one module of the package stays cheap."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'timeline.execution' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -5,84 +5,38 @@
 rank's rows of the file table and the load warnings in the file's metadata, as
 :meth:`timeline.trace.Trace.write_parquet` writes them. Each file is written by the task that parsed
 it, so no process holds more than one rank. Every command reads such a directory back
-(:func:`expand_datasets` turns it into its part files); ``timeline analyze`` reduces it rank by rank
-(:func:`timeline.execution.analyze_files`); :func:`scan_dataset` gives a polars ``LazyFrame`` over all
+(:func:`timeline.inputs.expand_datasets` turns it into its part files); the analyses reduce it rank
+by rank (:func:`timeline.execution.analyze_files`); :func:`scan_dataset` gives a polars ``LazyFrame`` over all
 ranks for your own queries.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from timeline.errors import UsageError
-from timeline.execution.executors import Executor, LocalExecutor
-from timeline.execution.reduce import Unit, check_claims, load_unit, plan_units, unit_claims
-from timeline.importers.files import expand_paths
+from timeline.execution.reduce import load_unit
+from timeline.executors import Executor, LocalExecutor
 from timeline.importers.result import ImportOptions
+from timeline.inputs import (
+    PathsLike,
+    Unit,
+    check_claims,
+    dataset_parts,
+    expand_inputs,
+    is_dataset,
+    plan_units,
+    unit_claims,
+)
 from timeline.trace import Trace
 
-__all__ = ["Written", "dataset_parts", "expand_datasets", "is_dataset", "scan_dataset", "write_dataset"]
-
-_PARTITION = re.compile(r"^rank=(\d+)$")
-_PART = re.compile(r"^part-(\d+)\.parquet$")
-
-
-def _partitions(directory: Path) -> list[tuple[int, Path]]:
-    """Return the ``rank=N`` subdirectories of ``directory`` with their rank, by rank."""
-    found = []
-    for child in directory.iterdir():
-        match = _PARTITION.match(child.name)
-        if match and child.is_dir():
-            found.append((int(match.group(1)), child))
-    return sorted(found)
-
-
-def is_dataset(path: str | Path) -> bool:
-    """Whether ``path`` is a directory of ``rank=N/*.parquet`` partitions (``timeline convert``)."""
-    directory = Path(path)
-    if not directory.is_dir():
-        return False
-    return any(any(p.suffix == ".parquet" for p in part.iterdir()) for _, part in _partitions(directory))
-
-
-def dataset_parts(path: str | Path) -> list[Path]:
-    """Return the Parquet files of a dataset, by rank, then part number.
-
-    Raises
-    ------
-    UsageError
-        If ``path`` is not such a dataset.
-    """
-    directory = Path(path)
-    if not is_dataset(directory):
-        raise UsageError(f"{path}: not a Parquet dataset partitioned by rank (rank=N/part-0.parquet)")
-    parts: list[Path] = []
-    for _, partition in _partitions(directory):
-
-        def number(p: Path) -> tuple[int, str]:
-            match = _PART.match(p.name)
-            return (int(match.group(1)) if match else 1 << 62, p.name)
-
-        parts.extend(sorted((p for p in partition.iterdir() if p.suffix == ".parquet"), key=number))
-    return parts
-
-
-def expand_datasets(paths: Sequence[str | Path]) -> list[str | Path]:
-    """Return ``paths`` with every dataset directory replaced by its part files."""
-    out: list[str | Path] = []
-    for path in paths:
-        if not any(c in str(path) for c in "*?[") and is_dataset(path):
-            out.extend(dataset_parts(path))
-        else:
-            out.append(path)
-    return out
+__all__ = ["Written", "scan_dataset", "write_dataset"]
 
 
 def scan_dataset(path: str | Path) -> pl.LazyFrame:
@@ -162,7 +116,7 @@ def _write_unit(task: _WriteTask) -> _UnitWritten:
 
 
 def write_dataset(
-    paths: Sequence[str | Path] | str | Path,
+    paths: PathsLike,
     output: str | Path,
     *,
     executor: Executor | None = None,
@@ -196,11 +150,8 @@ def write_dataset(
     TimelineError
         Bad input, as :func:`timeline.trace.load` raises it; an existing output without ``force``.
     """
-    from timeline.errors import RankError
-
     target = Path(output)
-    raw = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    path_list = expand_paths(expand_datasets(raw))
+    path_list = expand_inputs(paths, rank=rank)
     resolved = target.resolve()
     if any(resolved == p or resolved in p.parents for p in path_list):
         msg = (
@@ -215,8 +166,6 @@ def write_dataset(
             raise UsageError(msg)
     if not target.parent.exists():
         raise UsageError(f"{target.parent}: no such directory")
-    if rank is not None and len(path_list) != 1:
-        raise RankError(f"--rank applies to a single file; {len(path_list)} files given (use --rank-regex)")
     units = plan_units(path_list, options=options, rank=rank, rank_regex=rank_regex)
     if executor is None:
         executor = LocalExecutor()

@@ -12,21 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import polars as pl
 
-from timeline.execution.executors import Executor
-from timeline.execution.reduce import (
-    Unit,
-    UnitReduction,
-    default_executor,
-    local_unit,
-    plan_inputs,
-    run_units,
-    unit_claims,
-)
+from timeline.execution.reduce import UnitReduction, default_executor, local_unit, run_units
+from timeline.executors import Executor
 from timeline.importers.result import ImportOptions
+from timeline.inputs import PathsLike, Unit, plan_inputs, unit_claims
 from timeline.trace import load
 from timeline.whatif.graph import (
     DEFAULT_RESUME_TOLERANCE_NS,
@@ -131,7 +123,7 @@ class _Parts:
 
 
 def graph_files(
-    paths: Sequence[str | Path] | str | Path,
+    paths: PathsLike,
     *,
     executor: Executor | None = None,
     options: ImportOptions | None = None,

@@ -13,7 +13,7 @@ a capture manifest; a converted Parquet file) and reduces it at once to
   that keeps the rank's measurement mode; a few thousand rows per rank (left out when no analysis
   compares ranks).
 
-The tasks run on an :class:`~timeline.execution.executors.Executor`: local processes or Ray tasks.
+The tasks run on an :class:`~timeline.executors.Executor`: local processes or Ray tasks.
 Each task packs its results (pickled frames, ISA-L deflate), the caller keeps them packed as they
 come and unpacks them once, in rank order (:func:`run_units`, with a :class:`Sink` per kind of
 result: the what-if graph's parts go the same way, :mod:`timeline.execution.graphs`). Ranks spread
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -34,44 +34,24 @@ from isal import isal_zlib
 
 from timeline.analysis.iterations import rank_modes
 from timeline.analysis.overlap import Overlap, overlap_with_modes
-from timeline.errors import RankError
-from timeline.execution.executors import Executor, LocalExecutor
-from timeline.importers.files import expand_paths, manifest_windows
+from timeline.executors import Executor, LocalExecutor
 from timeline.importers.result import ImportOptions
+from timeline.inputs import PathsLike, Unit, check_claims, plan_inputs, unit_claims
+from timeline.policy import small_input
 from timeline.schema import FILES_SCHEMA
-from timeline.trace import Trace, claim_rank, load
+from timeline.trace import Trace, load
 
 __all__ = [
     "Analysis",
     "RankReduction",
-    "Unit",
+    "UnitReduction",
     "analyze_files",
-    "check_claims",
     "communication_events",
     "load_unit",
     "overlap_events",
-    "plan_units",
     "reduce_unit",
     "shift_overlap",
-    "unit_claims",
 ]
-
-_SMALL_INPUT_BYTES = 24 * 1024 * 1024  # below this, worker processes cost more than they save
-
-
-@dataclass(frozen=True, kw_only=True)
-class Unit:
-    """Files whose events are analysed together: one rank's file (or its capture windows)."""
-
-    paths: tuple[Path, ...]
-    options: ImportOptions = field(default_factory=ImportOptions)
-    rank: int | None = None
-    rank_regex: str | None = None
-    workers: int = 1
-    """Processes that may decode the chunks of one large trace (the only unit of a run: all cores)."""
-    communication: bool = True
-    """Return the unit's communication events (:func:`communication_events`); without them the task
-    returns only its overlap rows, for callers that compare no ranks."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -282,36 +262,6 @@ def shift_overlap(overlap: Overlap, offsets: pl.DataFrame, *, horovod_writer: in
     )
 
 
-def plan_units(
-    paths: Sequence[Path],
-    *,
-    options: ImportOptions | None = None,
-    rank: int | None = None,
-    rank_regex: str | None = None,
-) -> list[Unit]:
-    """Return the units of work for files, in order: one per file, one per rank's capture windows.
-
-    Files a ``timeline.capture`` manifest lists as successive windows of one rank are one unit.
-    """
-    options = options or ImportOptions()
-    windows: dict[Path, int] = {}
-    for directory in {p.parent for p in paths}:
-        windows.update(manifest_windows(directory))
-    groups: dict[tuple[Path, int], list[Path]] = {}
-    ordered: list[list[Path]] = []
-    for path in paths:
-        window_rank = windows.get(path)
-        if window_rank is None:
-            ordered.append([path])
-            continue
-        key = (path.parent, window_rank)
-        if key not in groups:
-            groups[key] = []
-            ordered.append(groups[key])
-        groups[key].append(path)
-    return [Unit(paths=tuple(g), options=options, rank=rank, rank_regex=rank_regex) for g in ordered]
-
-
 def reduce_unit(unit: Unit) -> RankReduction:
     """Load one unit and reduce it to its overlap rows and communication events (a task).
 
@@ -337,27 +287,6 @@ def load_unit(unit: Unit, *, overlap_only: bool = False) -> Trace:
     )
 
 
-def unit_claims(
-    paths: tuple[Path, ...], files: pl.DataFrame
-) -> tuple[tuple[tuple[int, str], ...], tuple[str, ...]]:
-    """Return the ranks a unit's files claim (with the claiming file) and its Horovod timelines.
-
-    As :func:`timeline.trace.load` counts them: a profiler trace claims its rank, a converted Parquet
-    file the ranks of the traces it holds, a Horovod timeline none.
-    """
-    claims: dict[int, str] = {}
-    horovod: list[str] = []
-    own = {str(p) for p in paths}
-    for row in files.iter_rows(named=True):
-        if row["format"] == "horovod":
-            if row["path"] in own:
-                horovod.append(row["path"])
-            continue
-        if row["rank"] is not None:
-            claims.setdefault(int(row["rank"]), str(paths[0]) if len(paths) == 1 else row["path"])
-    return tuple(claims.items()), tuple(horovod)
-
-
 def _reduction(paths: tuple[Path, ...], trace: Trace, *, communication: bool) -> RankReduction:
     events = trace.events
     claims, horovod = unit_claims(paths, trace.files)
@@ -373,35 +302,6 @@ def _reduction(paths: tuple[Path, ...], trace: Trace, *, communication: bool) ->
         overlap=overlap_with_modes(_overlap_events(events, modes), modes),
         communication=_communication_events(events, modes) if communication else events.clear(),
     )
-
-
-def check_claims(horovod: Sequence[Sequence[str]], claims: Sequence[Sequence[tuple[int, str]]]) -> None:
-    """Raise what :func:`timeline.trace.load` raises for several Horovod timelines or a rank claimed twice.
-
-    Parameters
-    ----------
-    horovod
-        Per unit, in order: its Horovod timelines.
-    claims
-        Per unit, in order: ``(rank, file)`` pairs (:func:`unit_claims`).
-
-    Raises
-    ------
-    RankError
-        Several Horovod timelines, or a rank claimed by two files.
-    """
-    timelines = [path for unit in horovod for path in unit]
-    if len(timelines) > 1:
-        names = ", ".join(timelines[:3])
-        msg = (
-            f"{names}: several Horovod timelines given; a run has one (written by rank 0): "
-            "analyse one run at a time"
-        )
-        raise RankError(msg)
-    owner: dict[int, Path] = {}
-    for unit in claims:
-        for rank, path in unit:
-            claim_rank(owner, rank, Path(path), {})
 
 
 def _shared_rank_groups(event_ranks: Sequence[tuple[int, ...]]) -> list[list[int]]:
@@ -626,7 +526,7 @@ def _view(reduction: RankReduction, view: str) -> pl.DataFrame:
 
 
 def analyze_files(
-    paths: Sequence[str | Path] | str | Path,
+    paths: PathsLike,
     *,
     executor: Executor | None = None,
     options: ImportOptions | None = None,
@@ -694,32 +594,9 @@ def analyze_files(
     )
 
 
-def plan_inputs(
-    paths: Sequence[str | Path] | str | Path,
-    *,
-    options: ImportOptions | None,
-    rank: int | None,
-    rank_regex: str | None,
-) -> list[Unit]:
-    """Return the units of the inputs (files, directories, patterns, datasets), in order.
-
-    Raises
-    ------
-    TimelineError
-        Missing inputs; ``rank`` with several files.
-    """
-    from timeline.execution.dataset import expand_datasets
-
-    raw = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    path_list = expand_paths(expand_datasets(raw))
-    if rank is not None and len(path_list) != 1:
-        raise RankError(f"--rank applies to a single file; {len(path_list)} files given (use --rank-regex)")
-    return plan_units(path_list, options=options, rank=rank, rank_regex=rank_regex)
-
-
 def default_executor(units: Sequence[Unit]) -> Executor:
-    """All cores, or this process alone for less than 24 MiB of input."""
-    small = sum(p.stat().st_size for u in units for p in u.paths) < _SMALL_INPUT_BYTES
+    """All cores, or this process alone for input too small for workers to pay (:mod:`timeline.policy`)."""
+    small = small_input([p for u in units for p in u.paths])
     return LocalExecutor(1 if small else None)
 
 

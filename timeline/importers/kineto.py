@@ -794,21 +794,42 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any], meta: pl.Data
     metadata) and scattered into the frame: no join or sort over every event.
     """
     frame = frame.with_row_index("_row")
+    meta = _normalised_metadata(meta)
+    ops = _collective_ops(frame, meta)
+    linked = _link_kernels_to_ops(frame, ops)
+    comm = (
+        frame.filter(pl.col("kind") == "communication")
+        .select("_row", "name")
+        .join(meta, on="_row", how="left", maintain_order="left")
+        .join(linked, on="_row", how="left", maintain_order="left")
+    )
+    values = _collective_values(comm, info)
+    return _scatter_collective_columns(frame, values).drop("_row", "_comm_op")
+
+
+def _normalised_metadata(meta: pl.DataFrame | None) -> pl.DataFrame:
+    """Normalise the collective names of the metadata rows and derive their bytes from element counts."""
     if meta is None:
         meta = _metadata_frame([])
-    meta = meta.with_columns(
+    return meta.with_columns(
         m_collective=_mapped(meta, "m_collective", normalise_collective),
         m_in_bytes=pl.coalesce("m_in_bytes", pl.col("m_in_nelems") * _mapped(meta, "m_dtype", dtype_size)),
         m_out_bytes=pl.coalesce("m_out_bytes", pl.col("m_out_nelems") * _mapped(meta, "m_dtype", dtype_size)),
     )
-    is_comm = pl.col("kind") == "communication"
-    # CPU-side collective ops (record_param_comms, nccl:*), the candidates a kernel is linked to.
+
+
+def _collective_ops(frame: pl.DataFrame, meta: pl.DataFrame) -> pl.DataFrame:
+    """Gather the CPU-side collective ops (record_param_comms, nccl:*), the candidates a kernel is linked to.
+
+    One row per op, its thread and span, and its ``op_*`` collective values (from its metadata,
+    else its name).
+    """
     op_rows = (
         frame.filter(pl.col("_comm_op"))
         .select("_row", "pid", "tid", "start_ns", "end_ns", "name", "external_id")
         .join(meta, on="_row", how="left", maintain_order="left")
     )
-    ops = op_rows.select(
+    return op_rows.select(
         "pid",
         "tid",
         op_start=pl.col("start_ns"),
@@ -824,63 +845,69 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any], meta: pl.Data
         op_pg_ranks=pl.col("m_pg_ranks"),
         op_seq=pl.col("m_seq"),
     )
-    kernels = frame.filter(is_comm & pl.col("device").is_not_null()).select(
+
+
+def _link_kernels_to_ops(frame: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """Link each communication kernel to the collective op that launched it.
+
+    Through its launch (the runtime event of the same ``correlation``, inside the innermost op of
+    its thread) first, else through the op's ``external_id``. One row per linked kernel ``_row``,
+    with the op's ``op_*`` values; empty (with those columns) when no kernel or no op.
+    """
+    kernels = frame.filter((pl.col("kind") == "communication") & pl.col("device").is_not_null()).select(
         "_row", "correlation", "external_id"
     )
-    linked: pl.DataFrame | None = None
-    if kernels.height and ops.height:
-        launches = (
-            frame.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
-            .select("correlation", l_pid="pid", l_tid="tid", launch_ns="start_ns")
-            .unique("correlation", keep="first")
-        )
-        via_launch = (
-            kernels.join(launches, on="correlation", how="inner")
-            .sort("launch_ns")
-            .join_asof(
-                ops.sort("op_start"),
-                left_on="launch_ns",
-                right_on="op_start",
-                by_left=["l_pid", "l_tid"],
-                by_right=["pid", "tid"],
-                strategy="backward",
-                check_sortedness=False,  # sorted just above; polars cannot check it per group
-            )
-            .filter(pl.col("op_end") >= pl.col("launch_ns"))
-        )
-        via_external = kernels.join(
-            ops.filter(pl.col("op_external_id").is_not_null()).unique("op_external_id", keep="last"),
-            left_on="external_id",
-            right_on="op_external_id",
-            how="inner",
-        )
-        op_cols = [
-            c
-            for c in ops.columns
-            if c.startswith("op_") and c not in ("op_start", "op_end", "op_external_id")
-        ]
-        linked = pl.concat(
-            [via_launch.select("_row", *op_cols), via_external.select("_row", *op_cols)],
-            how="vertical_relaxed",
-        ).unique("_row", keep="first", maintain_order=True)
-    if linked is None:
-        linked = pl.DataFrame(
+    if not (kernels.height and ops.height):
+        return pl.DataFrame(
             schema={"_row": pl.UInt32, **{c: ops.schema[c] for c in ops.columns if c.startswith("op_")}}
         ).drop("op_start", "op_end", "op_external_id")
-
-    comm = (
-        frame.filter(is_comm)
-        .select("_row", "name")
-        .join(meta, on="_row", how="left", maintain_order="left")
-        .join(linked, on="_row", how="left", maintain_order="left")
+    launches = (
+        frame.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+        .select("correlation", l_pid="pid", l_tid="tid", launch_ns="start_ns")
+        .unique("correlation", keep="first")
     )
+    via_launch = (
+        kernels.join(launches, on="correlation", how="inner")
+        .sort("launch_ns")
+        .join_asof(
+            ops.sort("op_start"),
+            left_on="launch_ns",
+            right_on="op_start",
+            by_left=["l_pid", "l_tid"],
+            by_right=["pid", "tid"],
+            strategy="backward",
+            check_sortedness=False,  # sorted just above; polars cannot check it per group
+        )
+        .filter(pl.col("op_end") >= pl.col("launch_ns"))
+    )
+    via_external = kernels.join(
+        ops.filter(pl.col("op_external_id").is_not_null()).unique("op_external_id", keep="last"),
+        left_on="external_id",
+        right_on="op_external_id",
+        how="inner",
+    )
+    op_cols = [
+        c for c in ops.columns if c.startswith("op_") and c not in ("op_start", "op_end", "op_external_id")
+    ]
+    return pl.concat(
+        [via_launch.select("_row", *op_cols), via_external.select("_row", *op_cols)],
+        how="vertical_relaxed",
+    ).unique("_row", keep="first", maintain_order=True)
+
+
+def _collective_values(comm: pl.DataFrame, info: dict[str, Any]) -> pl.DataFrame:
+    """Resolve the collective columns of the communication events, first source that has them.
+
+    ``comm`` holds each event's ``_row`` and name, its own metadata (``m_*``) and its linked op's
+    values (``op_*``); ``info`` is the trace's ``distributedInfo``.
+    """
     comm_names = _mapped(comm, "name", _collective_from_name)
     collective = pl.coalesce("m_collective", "op_collective", comm_names)
     carries_data = ~collective.is_in(_NO_DATA)
     # With a single process group in distributedInfo.pg_config, every collective belongs to it.
     pg_name = pl.coalesce("m_pg_name", "op_pg_name", pl.lit(_single_group_name(info), dtype=pl.String))
     group_size = pl.coalesce("m_group_size", "op_group_size", _group_size_from_info(info, pg_name))
-    values = comm.select(
+    return comm.select(
         "_row",
         collective=collective,
         in_bytes=pl.when(carries_data).then(pl.coalesce("m_in_bytes", "op_in_bytes")),
@@ -899,14 +926,17 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any], meta: pl.Data
         pg_ranks=pl.coalesce("m_pg_ranks", "op_pg_ranks"),
         seq=pl.coalesce("m_seq", "op_seq"),
     )
-    # Every other event has none of these: null columns with the communication events' values.
+
+
+def _scatter_collective_columns(frame: pl.DataFrame, values: pl.DataFrame) -> pl.DataFrame:
+    """Add the collective columns to ``frame``: the values at their ``_row``, null everywhere else."""
     rows = values.get_column("_row")
     columns = []
     for name in ("collective", "in_bytes", "out_bytes", "dtype", "group_size", "pg_name", "pg_ranks", "seq"):
         dtype = EVENTS_SCHEMA[name]
         empty = pl.repeat(None, frame.height, dtype=dtype, eager=True).alias(name)
         columns.append(empty.scatter(rows, values.get_column(name).cast(dtype)) if rows.len() else empty)
-    return frame.with_columns(columns).drop("_row", "_comm_op")
+    return frame.with_columns(columns)
 
 
 def _single_group_name(info: dict[str, Any]) -> str | None:

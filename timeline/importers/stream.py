@@ -97,7 +97,7 @@ def _open(path: Path) -> Iterator[io.BufferedIOBase]:
         yield handle
 
 
-def read_head(path: Path, size: int = 4096) -> bytes:
+def read_head(path: Path, *, size: int = 4096) -> bytes:
     """Return the first ``size`` decompressed bytes of a file."""
     with _open(path) as handle:
         return handle.read(size)
@@ -422,9 +422,7 @@ def _parse_parallel(
     decompressed into one reusable buffer and handed over in reusable shared-memory slots, so this
     process allocates no memory per chunk.
     """
-    from concurrent.futures import ProcessPoolExecutor
-
-    from timeline.workers import polars_threads, spawn_context, worker_environment
+    from timeline.workers import polars_threads, process_pool, worker_environment
 
     warnings: list[str] = []
     position = _Position(path)
@@ -445,7 +443,7 @@ def _parse_parallel(
     try:
         with (
             _open(path) as handle,
-            ProcessPoolExecutor(max_workers=workers, mp_context=spawn_context()) as pool,
+            process_pool(workers) as pool,
         ):
             metadata, head_rest = _read_header(handle, source, position)
             out.gpu = gpu_header and lists_gpus(metadata)

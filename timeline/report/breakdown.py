@@ -25,7 +25,7 @@ from bokeh.plotting import figure
 
 from timeline.report.data import BREAKDOWN_PARTS, ReportData, format_ns
 from timeline.report.gantt import PALETTE
-from timeline.summary import top_collectives
+from timeline.results.summary import top_collectives
 
 __all__ = [
     "PART_COLOURS",

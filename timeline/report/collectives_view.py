@@ -145,7 +145,7 @@ def wait_transfer_by_rank(
     return out.select(WAIT_TRANSFER_SCHEMA.names()).cast(WAIT_TRANSFER_SCHEMA).sort("rank")
 
 
-def wait_heatmap(match: CollectiveMatch, windows: pl.DataFrame | None = None) -> pl.DataFrame:
+def wait_heatmap(match: CollectiveMatch, *, windows: pl.DataFrame | None = None) -> pl.DataFrame:
     """Return the wait of each rank in each iteration, every cell present (:data:`HEATMAP_SCHEMA`).
 
     Parameters
@@ -312,7 +312,7 @@ def build_wait_transfer(
 
 
 def build_wait_heatmap(
-    match: CollectiveMatch, windows: pl.DataFrame | None = None, *, width: int = 540, height: int = 330
+    match: CollectiveMatch, *, windows: pl.DataFrame | None = None, width: int = 540, height: int = 330
 ) -> Any:
     """Return the rank × iteration heat map of summed wait (``name="wait_heatmap"``).
 
@@ -323,7 +323,7 @@ def build_wait_heatmap(
     from bokeh.palettes import Reds9
     from bokeh.plotting import figure
 
-    cells = wait_heatmap(match, windows)
+    cells = wait_heatmap(match, windows=windows)
     top = max(cast("int | None", cells.get_column("wait_ns").max()) or 0, 1)
     palette = list(reversed(Reds9))
     colours = [
@@ -440,7 +440,7 @@ def build_collectives_section(
     )
     if select is not None:
         select.js_on_change("value", CustomJS(args={"scope": scope, "select": select}, code=_FOLLOW_JS))
-    heatmap = build_wait_heatmap(match, windows, width=half)
+    heatmap = build_wait_heatmap(match, windows=windows, width=half)
     table = build_collective_table(match, width=width)
     counts = (
         f"{match.collectives.height} logical collectives on {match.ranks.get_column('rank').n_unique()} ranks"

@@ -30,6 +30,7 @@ from bokeh.models import ColumnDataSource, CustomJS
 from bokeh.models.widgets import Div, MultiChoice, Select
 
 from timeline.report.breakdown import (
+    Breakdown,
     build_breakdown,
     build_collectives_table,
     build_heatmap,
@@ -51,7 +52,7 @@ from timeline.report.gantt import (
     lane_factors,
     lane_height,
 )
-from timeline.summary import worst_iteration
+from timeline.results.summary import worst_iteration
 
 __all__ = ["Dashboard", "Mode", "build_dashboard"]
 
@@ -298,7 +299,7 @@ def _wire_live(data: ReportData, gantt: GanttPlot, select: Select, ranks: MultiC
 
     def on_ranks(_attr: str, _old: list[str], new: list[str]) -> None:
         state["ranks"] = [int(r) for r in new]
-        factors = lane_factors(data, state["ranks"])
+        factors = lane_factors(data, ranks=state["ranks"])
         gantt.y_range.factors = factors
         gantt.figure.height = lane_height(len(factors))
         start, end = gantt.x_range.start, gantt.x_range.end
@@ -354,48 +355,12 @@ def build_dashboard(
     shown = all_ranks if ranks is None else [r for r in all_ranks if r in set(ranks)]
     # Standalone: the browser fills the bars from the embedded levels when the document is ready.
     gantt = build_gantt(data, first, ranks=shown, width=_GANTT_WIDTH, pixels=PIXELS, with_bars=mode == "live")
-    options: list[str | tuple[Any, str]] = [
-        (str(v), label) for v, label in data.views.select("view", "label").iter_rows()
-    ]
-    select = Select(
-        title="Iteration",
-        value=str(first),
-        options=options or [("0", "none")],
-        width=420,
-        name="iteration_select",
-    )
-    rank_filter = MultiChoice(
-        title="Ranks",
-        value=[str(r) for r in shown],
-        options=[str(r) for r in all_ranks],
-        width=_GANTT_WIDTH - 440,
-        name="rank_filter",
-    )
+    select, rank_filter = _view_controls(data, first, shown, all_ranks)
     breakdown = build_breakdown(data, width=_SIDE_WIDTH)
     heatmap = build_heatmap(data, width=_SIDE_WIDTH)
     summary = build_summary_table(data, first, width=740)
     collectives = build_collectives_table(data, width=_GANTT_WIDTH + _SIDE_WIDTH - 760)
-
-    follow = CustomJS(
-        args={
-            "select": select,
-            "breakdown": breakdown.source,
-            "summary": summary,
-            "tables": summary_tables(data),
-        },
-        code=_FOLLOW_VIEW_JS,
-    )
-    select.js_on_change("value", follow)
-    breakdown.source.selected.indices = view_rows(data, first)
-    breakdown.source.selected.js_on_change(
-        "indices", CustomJS(args={"select": select, "source": breakdown.source}, code=_TAP_JS)
-    )
-    for renderer in heatmap.renderers:
-        cells = renderer.data_source
-        if "view" in cells.data:
-            cells.selected.js_on_change(
-                "indices", CustomJS(args={"select": select, "source": cells}, code=_TAP_JS)
-            )
+    _follow_selection(data, first, select, breakdown, heatmap, summary)
 
     on_ready = None
     if data.views.height:
@@ -421,3 +386,57 @@ def build_dashboard(
         name="dashboard",
     )
     return Dashboard(layout=layout, gantt=gantt, select=select, ranks=rank_filter, on_ready=on_ready)
+
+
+def _view_controls(
+    data: ReportData, first: int, shown: list[int], all_ranks: list[int]
+) -> tuple[Select, MultiChoice]:
+    """Build the iteration selector (on ``first``) and the rank filter (``shown`` of ``all_ranks``)."""
+    options: list[str | tuple[Any, str]] = [
+        (str(v), label) for v, label in data.views.select("view", "label").iter_rows()
+    ]
+    select = Select(
+        title="Iteration",
+        value=str(first),
+        options=options or [("0", "none")],
+        width=420,
+        name="iteration_select",
+    )
+    rank_filter = MultiChoice(
+        title="Ranks",
+        value=[str(r) for r in shown],
+        options=[str(r) for r in all_ranks],
+        width=_GANTT_WIDTH - 440,
+        name="rank_filter",
+    )
+    return select, rank_filter
+
+
+def _follow_selection(
+    data: ReportData, first: int, select: Select, breakdown: Breakdown, heatmap: Any, summary: Div
+) -> None:
+    """Keep the breakdown, heat map and summary on the selected iteration, and select on a tap.
+
+    The summary table and the breakdown's selection follow ``select``; tapping a breakdown bar or a
+    heat map cell selects its iteration.
+    """
+    follow = CustomJS(
+        args={
+            "select": select,
+            "breakdown": breakdown.source,
+            "summary": summary,
+            "tables": summary_tables(data),
+        },
+        code=_FOLLOW_VIEW_JS,
+    )
+    select.js_on_change("value", follow)
+    breakdown.source.selected.indices = view_rows(data, first)
+    breakdown.source.selected.js_on_change(
+        "indices", CustomJS(args={"select": select, "source": breakdown.source}, code=_TAP_JS)
+    )
+    for renderer in heatmap.renderers:
+        cells = renderer.data_source
+        if "view" in cells.data:
+            cells.selected.js_on_change(
+                "indices", CustomJS(args={"select": select, "source": cells}, code=_TAP_JS)
+            )

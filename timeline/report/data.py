@@ -426,15 +426,40 @@ def prepare_report_data(events: pl.DataFrame, overlap: Overlap) -> ReportData:
     views = _views(overlap)
     drawn = _drawn_events(events, modes)
     windows = _keyed_windows(overlap, views, drawn)
+    views = _views_with_spans(views, windows)
+    exposed, exposed_ranks = _exposed_time(events, modes, windows)
+    lanes, lane_keys = _lanes(drawn, exposed_ranks)
+    base = _clip(_event_rows(drawn, lane_keys, overlap), windows)
+    segments = _assemble_segments(base, _exposed_overlays(base, exposed, lanes))
+    return ReportData(
+        lanes=lanes,
+        views=views,
+        segments=segments,
+        breakdown=_breakdown(overlap, views),
+        overlap=overlap,
+        omitted=_omitted_events(events, drawn, base),
+        collectives=_collective_match(events, overlap, modes),
+    )
+
+
+def _views_with_spans(views: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Give each view the span of its windows on every rank, and validate the views."""
     spans = windows.group_by("window_id").agg(start_ns=pl.col("w_start").min(), end_ns=pl.col("w_end").max())
-    views = validate(
+    return validate(
         views.drop("start_ns", "end_ns").join(spans, left_on="view", right_on="window_id", how="left"),
         VIEWS_SCHEMA,
         what="views",
     )
 
-    # Exposed communication of each rank in each view: the analyzer's sets, clipped to the same
-    # windows, and the analyzer's formula.
+
+def _exposed_time(
+    events: pl.DataFrame, modes: pl.DataFrame, windows: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Compute each rank's exposed communication in each view, and the ranks that communicate.
+
+    The analyzer's sets, clipped to the same windows, and the analyzer's formula. Returns the
+    exposed intervals and the ranks with communication (with their mode), by rank.
+    """
     sets = activity_sets(events, modes).join(modes.filter(pl.col("mode") != "horovod"), on="rank", how="semi")
     exposed = formula_intervals(
         clip_to_windows(sets, windows, by=["rank"]), by=["rank", "window_id"], sets=_SETS, formula=_exposed
@@ -442,13 +467,15 @@ def prepare_report_data(events: pl.DataFrame, overlap: Overlap) -> ReportData:
     exposed_ranks = (
         sets.filter(pl.col("set") == "comm").select("rank").unique().join(modes, on="rank").sort("rank")
     )
-    lanes, lane_keys = _lanes(drawn, exposed_ranks)
+    return exposed, exposed_ranks
 
-    # Per-event exposed time of communication (the analyzer's per-collective exposure).
+
+def _event_rows(drawn: pl.DataFrame, lane_keys: pl.DataFrame, overlap: Overlap) -> pl.DataFrame:
+    """Place the drawn events on their lanes, with the analyzer's exposed time of each collective."""
     exposure = overlap.collectives.select("rank", "name", "start_ns", "end_ns", "exposed_ns").unique(
         ["rank", "name", "start_ns", "end_ns"]
     )
-    events_rows = (
+    return (
         drawn.join(lane_keys, on=["rank", "_base"], how="inner")
         .with_columns(name=pl.col("name").cast(pl.String))
         .join(exposure, on=["rank", "name", "start_ns", "end_ns"], how="left")
@@ -465,13 +492,17 @@ def prepare_report_data(events: pl.DataFrame, overlap: Overlap) -> ReportData:
             exposed_ns=pl.when(pl.col("kind") == "communication").then(pl.col("exposed_ns")),
         )
     )
-    base = _clip(events_rows, windows)
 
+
+def _exposed_overlays(base: pl.DataFrame, exposed: pl.DataFrame, lanes: pl.DataFrame) -> pl.DataFrame:
+    """Build the exposed-time segments: the rank's exposed strip and each communication lane's pieces.
+
+    A communication lane's exposed pieces are its communication ∩ the rank's exposed time.
+    """
     exposed_lane = lanes.filter(pl.col("role") == "exposed").select("rank", "lane_id")
     strip = exposed.join(exposed_lane, on="rank", how="inner").select(
         "rank", "lane_id", "window_id", "start_ns", "end_ns"
     )
-    # The exposed pieces of each communication lane: its communication ∩ the rank's exposed time.
     comm = base.filter(pl.col("style") == "communication (hidden)")
     comm_lanes = comm.select("rank", "lane_id").unique()
     pieces = formula_intervals(
@@ -487,7 +518,7 @@ def prepare_report_data(events: pl.DataFrame, overlap: Overlap) -> ReportData:
         sets=["lane", "exposed"],
         formula=lambda s: s["lane"] & s["exposed"],
     )
-    overlays = pl.concat([strip, pieces.select(strip.columns)]).with_columns(
+    return pl.concat([strip, pieces.select(strip.columns)]).with_columns(
         event=pl.lit(None, dtype=pl.UInt32),
         style=pl.lit(_EXPOSED).cast(STYLE),
         name=pl.lit(_EXPOSED),
@@ -495,14 +526,21 @@ def prepare_report_data(events: pl.DataFrame, overlap: Overlap) -> ReportData:
         in_bytes=pl.lit(None, dtype=pl.Int64),
         exposed_ns=pl.col("end_ns") - pl.col("start_ns"),
     )
+
+
+def _assemble_segments(base: pl.DataFrame, overlays: pl.DataFrame) -> pl.DataFrame:
+    """Stack the event segments and the exposed overlays by view, rank, lane and start; validate them."""
     segments = (
         pl.concat([base, overlays.select(base.columns)], how="vertical_relaxed")
         .rename({"window_id": "view"})
         .with_columns(dur_ns=pl.col("end_ns") - pl.col("start_ns"), count=pl.lit(1, dtype=pl.Int64))
         .sort("view", "rank", "lane_id", "start_ns")
     )
-    segments = validate(segments, SEGMENTS_SCHEMA, what="segments")
+    return validate(segments, SEGMENTS_SCHEMA, what="segments")
 
+
+def _omitted_events(events: pl.DataFrame, drawn: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
+    """Count the events the report leaves out, by kind, and those outside every iteration window."""
     outside = drawn.height - base.get_column("event").n_unique()
     omitted = (
         events.with_row_index("event")
@@ -513,16 +551,7 @@ def prepare_report_data(events: pl.DataFrame, overlap: Overlap) -> ReportData:
     if outside > 0:
         extra = pl.DataFrame({"kind": ["outside every iteration window"], "events": [outside]})
         omitted = pl.concat([omitted, extra], how="vertical_relaxed")
-    omitted = omitted.sort("events", "kind", descending=[True, False])
-    return ReportData(
-        lanes=lanes,
-        views=views,
-        segments=segments,
-        breakdown=_breakdown(overlap, views),
-        overlap=overlap,
-        omitted=omitted,
-        collectives=_collective_match(events, overlap, modes),
-    )
+    return omitted.sort("events", "kind", descending=[True, False])
 
 
 def _collective_match(events: pl.DataFrame, overlap: Overlap, modes: pl.DataFrame) -> CollectiveMatch | None:

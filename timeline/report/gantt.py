@@ -99,7 +99,7 @@ class GanttPlot:
     title: Title
 
 
-def lane_factors(data: ReportData, ranks: Sequence[int] | None = None) -> list[tuple[str, str]]:
+def lane_factors(data: ReportData, *, ranks: Sequence[int] | None = None) -> list[tuple[str, str]]:
     """Return the ``(group, label)`` factors of the lanes of ``ranks``, bottom to top for a FactorRange."""
     lanes = data.lanes if ranks is None else data.lanes.filter(pl.col("rank").is_in(list(ranks)))
     factors = list(zip(lanes.get_column("group").to_list(), lanes.get_column("label").to_list(), strict=True))
@@ -232,7 +232,7 @@ def build_gantt(
     GanttPlot
         The figure and the models a caller swaps data through; nothing is shown.
     """
-    factors = lane_factors(data, ranks)
+    factors = lane_factors(data, ranks=ranks)
     if data.views.height and with_bars:
         origin = data.views.item(view, "start_ns")
         columns = gantt_columns(view_bars(data, view, ranks=ranks, pixels=pixels), data, origin_ns=origin)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 from collections.abc import Callable
 
 from bokeh.application import Application
@@ -154,11 +153,3 @@ def _url_host(host: str) -> str:
     if host in ("0.0.0.0", "::", ""):
         return "127.0.0.1"
     return f"[{host}]" if ":" in host else host
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a port that is free on ``host`` now."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])

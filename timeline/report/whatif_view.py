@@ -88,8 +88,7 @@ def build_whatif_view(
         ``measured``; each curve's data source has columns ``bandwidth_gbps``, ``scaling_factor``,
         ``iteration_ms``, ``exposed_ms``, ``no_overlap_sf``, ``perfect_overlap_sf`` and ``label``.
     """
-    from bokeh.models import ColumnDataSource, HoverTool, Range1d
-    from bokeh.models.annotations import Legend, LegendItem, Span
+    from bokeh.models import Range1d
     from bokeh.plotting import figure
 
     rows = sweep.filter(pl.col("bandwidth_gbps").is_not_null() & pl.col("scaling_factor").is_not_null())
@@ -103,6 +102,20 @@ def build_whatif_view(
         height=height,
         tools="pan,wheel_zoom,box_zoom,reset,save",
     )
+    renderers, items = _draw_curves(plot, rows)
+    _draw_reference_lines(plot, items, target_scaling_factor, measured_scaling_factor)
+    _add_hover_and_legend(plot, renderers, items)
+    return plot
+
+
+def _draw_curves(plot: Any, rows: pl.DataFrame) -> tuple[list[Any], list[Any]]:
+    """Draw one line and its points per setting, labelled by the settings that vary.
+
+    Returns the line renderers (for the hover) and a legend item per curve.
+    """
+    from bokeh.models import ColumnDataSource
+    from bokeh.models.annotations import LegendItem
+
     settings = [c for c in _SETTING_COLUMNS if c in rows.columns]
     varying = tuple(c for c in settings if rows.get_column(c).n_unique() > 1)
     items: list[Any] = []
@@ -132,6 +145,18 @@ def build_whatif_view(
         renderers.append(line)
         glyphs: list[Any] = [line, dots]
         items.append(LegendItem(label=label, renderers=glyphs))
+    return renderers, items
+
+
+def _draw_reference_lines(
+    plot: Any, items: list[Any], target_scaling_factor: float | None, measured_scaling_factor: float | None
+) -> None:
+    """Draw the target (dashed) and measured (dotted) scaling factors as horizontal lines, when given.
+
+    The target also gets a legend item in ``items``.
+    """
+    from bokeh.models.annotations import LegendItem, Span
+
     if target_scaling_factor is not None:
         plot.add_layout(
             Span(
@@ -155,6 +180,13 @@ def build_whatif_view(
                 name="measured",
             )
         )
+
+
+def _add_hover_and_legend(plot: Any, renderers: list[Any], items: list[Any]) -> None:
+    """Add the curves' hover tooltips, and a legend of the items that have renderers."""
+    from bokeh.models import HoverTool
+    from bokeh.models.annotations import Legend
+
     plot.add_tools(
         HoverTool(
             renderers=renderers,
@@ -172,4 +204,3 @@ def build_whatif_view(
     legend_items = [item for item in items if item.renderers]
     if legend_items:
         plot.add_layout(Legend(items=legend_items, location="bottom_right", click_policy="hide"))
-    return plot

@@ -22,10 +22,11 @@ the input of the replay (:mod:`timeline.whatif.replay`). Per rank, as measured:
   last one arrives plus the transfer. Otherwise each rank's collective stands alone
   (transfer = its duration), which is all one rank's trace can say.
 - **gradients** (:class:`Gradient`): when each gradient became ready and its bytes, from the
-  ``timeline.grad_ready:<param>:<bytes>`` markers (:mod:`timeline.capture.markers`), else from
-  ``torch::autograd::AccumulateGrad`` ops (the bytes of the collective that carried them shared
-  equally), else the gradient collectives themselves. Each gradient is carried by the first
-  gradient collective (all-reduce or reduce-scatter launched after backward began) ready after it.
+  ``timeline.grad_ready:<param>:<bytes>`` markers (:mod:`timeline.importers.markers`, written by
+  :mod:`timeline.capture.markers`), else from ``torch::autograd::AccumulateGrad`` ops (the bytes
+  of the collective that carried them shared equally), else the gradient collectives themselves.
+  Each gradient is carried by the first gradient collective (all-reduce or reduce-scatter launched
+  after backward began) ready after it.
 - **waits** (:class:`WaitPoint`): where compute resumed because a collective finished. A gap in the
   compute timeline ``[g0, g1)`` waits for the collectives launched before ``g0`` that ended inside
   the gap when compute resumed within ``resume_tolerance_ns`` of the end, or (CPU-only ranks) when the
@@ -60,9 +61,9 @@ import polars as pl
 from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP, SYNCHRONISING_COLLECTIVES
 from timeline.analysis.intervals import formula_intervals, union_intervals
 from timeline.analysis.iterations import activity_sets, assign_iterations, rank_modes
-from timeline.capture.manifest import MANIFEST_NAME, read_manifest
-from timeline.capture.markers import GRAD_READY_PREFIX, parse_grad_ready_name
 from timeline.errors import RankError, TraceContentError
+from timeline.importers.manifest import MANIFEST_NAME, read_manifest
+from timeline.importers.markers import GRAD_READY_PREFIX, parse_grad_ready_name
 from timeline.schema import ITERATIONS_SCHEMA
 from timeline.trace import Trace
 
@@ -516,26 +517,7 @@ def combine_graph_parts(
         A rank is in several parts.
     """
     warnings: list[str] = []
-    modes_frame = _concat_by_rank([p.modes for p in parts], _MODES_SCHEMA)
-    repeated = modes_frame.filter(pl.col("rank").is_duplicated()).get_column("rank").unique().sort().to_list()
-    if repeated:
-        msg = f"rank(s) {repeated}: in several graph parts; build each rank's part once (graph_parts)"
-        raise RankError(msg)
-    horovod = modes_frame.filter(pl.col("mode") == "horovod").get_column("rank").to_list()
-    if horovod:
-        warnings.append(
-            f"rank(s) {horovod}: a Horovod timeline has no compute events; left out of the what-if replay"
-        )
-    modes_frame = modes_frame.filter(pl.col("mode") != "horovod")
-    if modes_frame.height == 0:
-        msg = (
-            "no PyTorch profiler trace: the what-if replay needs compute events, and a Horovod timeline "
-            "has none; capture the framework's trace too (timeline.capture)"
-        )
-        raise TraceContentError(msg)
-    modes = dict(
-        zip(modes_frame.get_column("rank").to_list(), modes_frame.get_column("mode").to_list(), strict=True)
-    )
+    modes = _replayable_modes(parts, warnings)
     windows = (
         _concat_by_rank([p.windows for p in parts], ITERATIONS_SCHEMA)
         .with_row_index("window_id")
@@ -551,19 +533,11 @@ def combine_graph_parts(
             f"rank(s) {unmatched}: as many c10d:: calls as collectives "
             "expected on CPU-only ranks, found otherwise; their collectives count as ready when they started"
         )
-    sizes = comm.get_column("group_size").drop_nulls()
-    world = int(sizes.max()) if sizes.len() else (world_size or len(modes))  # type: ignore[arg-type]
-    if world_size is not None:
-        world = max(world, world_size) if sizes.len() else world_size
+    world = _infer_world_size(comm, world_size, len(modes))
     comm = comm.with_columns(pl.col("group_size").fill_null(world))
     comm = _locate(comm, windows, at="start_ns")
 
-    # The markers when any rank has some, else the AccumulateGrad ops, else the collectives.
-    signals = _concat_by_rank([p.markers for p in parts], _SIGNALS_SCHEMA)
-    source: GradientSource = "markers"
-    if signals.height == 0:
-        signals = _concat_by_rank([p.accumulate_grad for p in parts], _SIGNALS_SCHEMA)
-        source = "accumulate_grad" if signals.height else "collectives"
+    signals, source = _choose_gradient_signals(parts)
     signals = _locate(signals, windows, at="ready_ns")
     comm = _flag_gradients(comm, signals)
     ops, instances = _ops_and_instances(comm, warnings)
@@ -583,6 +557,65 @@ def combine_graph_parts(
         link_gbps=link_gbps,
         warnings=tuple(warnings),
     )
+
+
+def _replayable_modes(parts: Sequence[GraphParts], warnings: list[str]) -> dict[int, str]:
+    """Check each rank is in one part only, and give the mode of every rank the replay can use.
+
+    Horovod timelines have no compute events: their ranks are left out, with a warning.
+
+    Raises
+    ------
+    RankError
+        A rank is in several parts.
+    TraceContentError
+        No rank with compute events.
+    """
+    modes_frame = _concat_by_rank([p.modes for p in parts], _MODES_SCHEMA)
+    repeated = modes_frame.filter(pl.col("rank").is_duplicated()).get_column("rank").unique().sort().to_list()
+    if repeated:
+        msg = f"rank(s) {repeated}: in several graph parts; build each rank's part once (graph_parts)"
+        raise RankError(msg)
+    horovod = modes_frame.filter(pl.col("mode") == "horovod").get_column("rank").to_list()
+    if horovod:
+        warnings.append(
+            f"rank(s) {horovod}: a Horovod timeline has no compute events; left out of the what-if replay"
+        )
+    modes_frame = modes_frame.filter(pl.col("mode") != "horovod")
+    if modes_frame.height == 0:
+        msg = (
+            "no PyTorch profiler trace: the what-if replay needs compute events, and a Horovod timeline "
+            "has none; capture the framework's trace too (timeline.capture)"
+        )
+        raise TraceContentError(msg)
+    return dict(
+        zip(modes_frame.get_column("rank").to_list(), modes_frame.get_column("mode").to_list(), strict=True)
+    )
+
+
+def _infer_world_size(comm: pl.DataFrame, world_size: int | None, n_ranks: int) -> int:
+    """Take the world size from the largest process group, at least ``world_size`` when given.
+
+    Without group sizes, ``world_size`` when given, else the number of ranks.
+    """
+    sizes = comm.get_column("group_size").drop_nulls()
+    world = int(sizes.max()) if sizes.len() else (world_size or n_ranks)  # type: ignore[arg-type]
+    if world_size is not None:
+        world = max(world, world_size) if sizes.len() else world_size
+    return world
+
+
+def _choose_gradient_signals(parts: Sequence[GraphParts]) -> tuple[pl.DataFrame, GradientSource]:
+    """Pick the gradient signals: the markers when any rank has some, else the AccumulateGrad ops.
+
+    With neither, no signals and the source ``"collectives"`` (the gradient collectives stand in).
+    """
+    signals = _concat_by_rank([p.markers for p in parts], _SIGNALS_SCHEMA)
+    source: GradientSource = "markers"
+    if signals.height == 0:
+        signals = _concat_by_rank([p.accumulate_grad for p in parts], _SIGNALS_SCHEMA)
+        source = "accumulate_grad" if signals.height else "collectives"
+    return signals, source
 
 
 def _concat_by_rank(frames: Sequence[pl.DataFrame], schema: pl.Schema) -> pl.DataFrame:
@@ -1068,15 +1101,45 @@ def _wait_points(
     tolerance_ns: int,
 ) -> tuple[WaitPoint, ...]:
     """Find where compute waited for collectives (gaps), and the update of every iteration."""
-    blocks = compute.with_columns(
-        gap_start=pl.col("end_ns").shift(1).over("rank", order_by="start_ns")
-    ).select("rank", block_start="start_ns", gap_start="gap_start")
-    blocks = blocks.sort("block_start")
+    blocks = _compute_blocks(compute)
     deps: dict[tuple[int, int], set[int]] = defaultdict(set)
     gap_of: dict[tuple[int, int], int] = {}
     update: set[tuple[int, int]] = set()
     if not ops or blocks.height == 0:
         return ()
+    in_gap = _collectives_ending_in_gaps(ops, blocks, waits_union)
+    _record_resumed_waits(in_gap, modes, tolerance_ns, deps, gap_of)
+    # After the backward pass (the last gradient and gradient collective ready), compute only waits
+    # for gradients: a gap there that a gradient collective ends in waits for it, however late it resumed.
+    last_gradient: dict[tuple[int, int | None], int] = defaultdict(int)
+    for g in gradients:
+        last_gradient[(g.rank, g.window_id)] = max(last_gradient[(g.rank, g.window_id)], g.ready_ns)
+    by_window: dict[tuple[int, int], list[CommOp]] = defaultdict(list)
+    for op in ops:
+        if op.gradient and op.window_id is not None:
+            by_window[(op.rank, op.window_id)].append(op)
+    _record_post_backward_waits(in_gap, ops, by_window, last_gradient, deps, gap_of)
+    if by_window:
+        _record_update_waits(blocks, windows, by_window, last_gradient, deps, gap_of, update)
+    return _assemble_wait_points(ops, deps, gap_of, update)
+
+
+def _compute_blocks(compute: pl.DataFrame) -> pl.DataFrame:
+    """List each compute block by its start, with the end of the rank's previous block (the gap start)."""
+    blocks = compute.with_columns(
+        gap_start=pl.col("end_ns").shift(1).over("rank", order_by="start_ns")
+    ).select("rank", block_start="start_ns", gap_start="gap_start")
+    return blocks.sort("block_start")
+
+
+def _collectives_ending_in_gaps(
+    ops: tuple[CommOp, ...], blocks: pl.DataFrame, waits_union: pl.DataFrame
+) -> pl.DataFrame:
+    """Pair every collective with the compute block after its end, keeping those that ended in its gap.
+
+    A row per collective ready before the gap began and ended inside it, with ``_waited`` telling
+    whether the gap holds an explicit wait on a collective (what CPU-only ranks show).
+    """
     ends = pl.DataFrame(
         {
             "op_id": [o.op_id for o in ops],
@@ -1102,7 +1165,7 @@ def _wait_points(
     )
     # CPU-only ranks: does the gap hold an explicit wait on a collective?
     last_wait = waits_union.select("rank", _w_start="start_ns", _w_end="end_ns").sort("_w_start")
-    in_gap = (
+    return (
         in_gap.sort("block_start")
         .join_asof(
             last_wait,
@@ -1115,6 +1178,16 @@ def _wait_points(
         )
         .with_columns(_waited=pl.col("_w_end").is_not_null() & (pl.col("_w_end") > pl.col("gap_start")))
     )
+
+
+def _record_resumed_waits(
+    in_gap: pl.DataFrame,
+    modes: Mapping[int, str],
+    tolerance_ns: int,
+    deps: dict[tuple[int, int], set[int]],
+    gap_of: dict[tuple[int, int], int],
+) -> None:
+    """Record the gaps where compute resumed right after a collective ended (or explicitly waited)."""
     cpu = [r for r, m in modes.items() if m == "cpu"]
     resumed = (pl.col("block_start") - pl.col("end_ns") <= tolerance_ns) | (
         pl.col("rank").is_in(cpu) & pl.col("_waited")
@@ -1123,15 +1196,17 @@ def _wait_points(
         key = (row["rank"], row["block_start"])
         deps[key].add(row["op_id"])
         gap_of[key] = row["gap_start"]
-    # After the backward pass (the last gradient and gradient collective ready), compute only waits
-    # for gradients: a gap there that a gradient collective ends in waits for it, however late it resumed.
-    last_gradient: dict[tuple[int, int | None], int] = defaultdict(int)
-    for g in gradients:
-        last_gradient[(g.rank, g.window_id)] = max(last_gradient[(g.rank, g.window_id)], g.ready_ns)
-    by_window: dict[tuple[int, int], list[CommOp]] = defaultdict(list)
-    for op in ops:
-        if op.gradient and op.window_id is not None:
-            by_window[(op.rank, op.window_id)].append(op)
+
+
+def _record_post_backward_waits(
+    in_gap: pl.DataFrame,
+    ops: tuple[CommOp, ...],
+    by_window: Mapping[tuple[int, int], list[CommOp]],
+    last_gradient: Mapping[tuple[int, int | None], int],
+    deps: dict[tuple[int, int], set[int]],
+    gap_of: dict[tuple[int, int], int],
+) -> None:
+    """Record the gaps after the backward pass that a gradient collective of the iteration ended in."""
     backward_end = {
         key: max(max(o.ready_ns for o in group), last_gradient.get(key, 0))
         for key, group in by_window.items()
@@ -1144,43 +1219,64 @@ def _wait_points(
         key = (row["rank"], row["block_start"])
         deps[key].add(row["op_id"])
         gap_of[key] = row["gap_start"]
-    if by_window:
-        window_end = dict(
-            zip(
-                windows.get_column("window_id").to_list(), windows.get_column("end_ns").to_list(), strict=True
-            )
-        )
-        wanted = pl.DataFrame(
-            {
-                "rank": [k[0] for k in by_window],
-                "window_id": [k[1] for k in by_window],
-                "after_ns": [
-                    max(
-                        max(max(o.end_ns, o.ready_ns) for o in group),
-                        last_gradient.get(key, 0),
-                    )
-                    for key, group in by_window.items()
-                ],
-            },
-            schema={"rank": pl.Int32, "window_id": pl.Int64, "after_ns": pl.Int64},
-        )
-        located = wanted.sort("after_ns").join_asof(
-            blocks,
-            left_on="after_ns",
-            right_on="block_start",
-            by="rank",
-            strategy="forward",
-            check_sortedness=False,
-        )
-        for row in located.iter_rows(named=True):
-            if row["block_start"] is None or row["gap_start"] is None:
-                continue
-            if row["block_start"] >= window_end[row["window_id"]]:
-                continue
-            key = (row["rank"], row["block_start"])
-            deps[key].update(o.op_id for o in by_window[(row["rank"], row["window_id"])])
-            gap_of[key] = row["gap_start"]
-            update.add(key)
+
+
+def _record_update_waits(
+    blocks: pl.DataFrame,
+    windows: pl.DataFrame,
+    by_window: Mapping[tuple[int, int], list[CommOp]],
+    last_gradient: Mapping[tuple[int, int | None], int],
+    deps: dict[tuple[int, int], set[int]],
+    gap_of: dict[tuple[int, int], int],
+    update: set[tuple[int, int]],
+) -> None:
+    """Record each iteration's update: the first compute block after its last gradient collective.
+
+    The update waits for every gradient collective of the iteration, hidden or not.
+    """
+    window_end = dict(
+        zip(windows.get_column("window_id").to_list(), windows.get_column("end_ns").to_list(), strict=True)
+    )
+    wanted = pl.DataFrame(
+        {
+            "rank": [k[0] for k in by_window],
+            "window_id": [k[1] for k in by_window],
+            "after_ns": [
+                max(
+                    max(max(o.end_ns, o.ready_ns) for o in group),
+                    last_gradient.get(key, 0),
+                )
+                for key, group in by_window.items()
+            ],
+        },
+        schema={"rank": pl.Int32, "window_id": pl.Int64, "after_ns": pl.Int64},
+    )
+    located = wanted.sort("after_ns").join_asof(
+        blocks,
+        left_on="after_ns",
+        right_on="block_start",
+        by="rank",
+        strategy="forward",
+        check_sortedness=False,
+    )
+    for row in located.iter_rows(named=True):
+        if row["block_start"] is None or row["gap_start"] is None:
+            continue
+        if row["block_start"] >= window_end[row["window_id"]]:
+            continue
+        key = (row["rank"], row["block_start"])
+        deps[key].update(o.op_id for o in by_window[(row["rank"], row["window_id"])])
+        gap_of[key] = row["gap_start"]
+        update.add(key)
+
+
+def _assemble_wait_points(
+    ops: tuple[CommOp, ...],
+    deps: Mapping[tuple[int, int], set[int]],
+    gap_of: Mapping[tuple[int, int], int],
+    update: set[tuple[int, int]],
+) -> tuple[WaitPoint, ...]:
+    """Turn the recorded gaps into :class:`WaitPoint` s, by rank and resume time."""
     end_of = {o.op_id: o.end_ns for o in ops}
     points: list[WaitPoint] = []
     for key in sorted(deps):

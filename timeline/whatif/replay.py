@@ -886,8 +886,8 @@ def single_replay(graph: TraceGraph) -> pl.DataFrame:
 
 def replay(
     graph: TraceGraph,
-    scenario: Scenario | None = None,
     *,
+    scenario: Scenario | None = None,
     single: pl.DataFrame | None = None,
     iterations: Sequence[int] | None = None,
 ) -> Prediction:
@@ -919,7 +919,7 @@ def replay(
     >>> from timeline.whatif import trace_graph  # doctest: +SKIP
     >>> graph = trace_graph(load("sample_traces/ddp_gloo_markers"))  # doctest: +SKIP
     >>> scenario = Scenario(world_size=64, efficiency="full", bandwidth_gbps=10)  # doctest: +SKIP
-    >>> replay(graph, scenario).scaling_factor  # doctest: +SKIP
+    >>> replay(graph, scenario=scenario).scaling_factor  # doctest: +SKIP
     """
     scenario = scenario or Scenario()
     plan = _plan(graph, scenario)
@@ -1017,4 +1017,4 @@ def self_replay(graph: TraceGraph, *, efficiency: Efficiency = "observed") -> Pr
     ``efficiency="observed"`` gives each collective the time it took; ``"uniform"`` one figure per
     collective kind over the whole trace, a harder test of the cost model.
     """
-    return replay(graph, Scenario(efficiency=efficiency))
+    return replay(graph, scenario=Scenario(efficiency=efficiency))

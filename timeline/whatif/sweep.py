@@ -135,9 +135,9 @@ def sweep(
             buckets=policy,
             compression=Compression(ratio=ratio, codec_bytes_per_s=codec),
         )
-        prediction = replay(graph, scenario, single=single, iterations=iterations)
+        prediction = replay(graph, scenario=scenario, single=single, iterations=iterations)
         no_overlap = (
-            replay(graph, replace(scenario, overlap="none"), single=single, iterations=iterations)
+            replay(graph, scenario=replace(scenario, overlap="none"), single=single, iterations=iterations)
             if bounds
             else None
         )
@@ -201,7 +201,7 @@ def solve_bandwidth(
 
     def scaling(gbps: float) -> float:
         return replay(
-            graph, replace(base, bandwidth_gbps=gbps), single=single, iterations=iterations
+            graph, scenario=replace(base, bandwidth_gbps=gbps), single=single, iterations=iterations
         ).scaling_factor
 
     return _bisect(scaling, low_gbps, high_gbps, target)
@@ -231,7 +231,7 @@ def solve_compression(
     def scaling(ratio: float) -> float:
         compression = Compression(ratio=ratio, codec_bytes_per_s=base.compression.codec_bytes_per_s)
         return replay(
-            graph, replace(base, compression=compression), single=single, iterations=iterations
+            graph, scenario=replace(base, compression=compression), single=single, iterations=iterations
         ).scaling_factor
 
     if scaling(1.0) >= target:

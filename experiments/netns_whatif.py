@@ -1,9 +1,11 @@
 """A real what-if check: DDP over a rate-limited link between two network namespaces.
 
 Takes two link rates (fast and slow) and a model size; gives measured and predicted iteration
-times. Run it as root (it needs ``ip netns`` and ``tc`` from iproute2, and torch):
+times. Run it as root from the repository root (it needs ``ip netns`` and ``tc`` from Debian's
+``iproute2`` package, and torch; it never installs anything: without them it stops and says what to
+install):
 
-    python -m timeline.whatif.experiment --fast 1gbit --slow 200mbit --json out.json
+    python -m experiments.netns_whatif --fast 1gbit --slow 200mbit --json out.json
 
 What it does:
 
@@ -23,8 +25,8 @@ What it does:
    both self-replay errors and the reverse prediction (fast from slow);
 4. always deletes the namespaces (and with them the veth pair), even on failure.
 
-The results are recorded in ``docs/whatif.md``; ``tests/whatif/test_experiment.py`` runs it
-(marked slow, skipped without root or ``ip netns``).
+The results are recorded in ``docs/whatif.md``; ``tests/experiments/test_netns_whatif.py`` runs
+it (marked slow, skipped without root or ``ip netns``).
 """
 
 from __future__ import annotations
@@ -50,12 +52,19 @@ from typing import Any
 __all__ = [
     "ExperimentConfig",
     "ExperimentResult",
-    "ensure_iproute2",
+    "MissingToolError",
     "experiment_unavailable",
     "main",
+    "missing_tools",
+    "rate_bps",
+    "require_tools",
     "run_experiment",
 ]
 
+_REPO = Path(__file__).resolve().parents[1]
+"""The repository root: the workers run ``python -m experiments.netns_whatif`` from a path that has it."""
+_TOOLS = {"ip": "iproute2", "tc": "iproute2"}
+"""The commands the experiment runs, and the Debian package that provides each."""
 _RATE = re.compile(r"(?P<value>[0-9]*\.?[0-9]+)\s*(?P<unit>kbit|mbit|gbit)", re.IGNORECASE)
 _SCALE = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 
@@ -121,14 +130,42 @@ def rate_bps(rate: str) -> float:
     return float(match["value"]) * _SCALE[match["unit"].lower()]
 
 
+class MissingToolError(RuntimeError):
+    """A command the experiment needs is not installed; the message names the Debian package."""
+
+
+def missing_tools() -> dict[str, str]:
+    """Return the commands the experiment needs that are not on ``PATH``, with their Debian package."""
+    return {tool: package for tool, package in _TOOLS.items() if shutil.which(tool) is None}
+
+
+def _missing_message(missing: dict[str, str]) -> str:
+    packages = " ".join(sorted(set(missing.values())))
+    return f"needs {', '.join(sorted(missing))} (not on PATH): install the Debian package {packages}"
+
+
+def require_tools() -> None:
+    """Check that the commands the experiment runs exist; it never installs them.
+
+    Raises
+    ------
+    MissingToolError
+        One is missing; the message says which Debian package to install (``apt-get install iproute2``).
+    """
+    missing = missing_tools()
+    if missing:
+        raise MissingToolError(f"experiment: {_missing_message(missing)}")
+
+
 def experiment_unavailable() -> str | None:
-    """Return why the experiment cannot run here (not root, no ``ip netns``, no torch), or None."""
+    """Return why the experiment cannot run here (not root, no ``ip``/``tc``, no torch), or None."""
     if sys.platform != "linux":
         return "needs Linux network namespaces"
+    missing = missing_tools()
+    if missing:
+        return _missing_message(missing)
     if os.geteuid() != 0:
         return "needs root (ip netns, tc)"
-    if shutil.which("ip") is None or shutil.which("tc") is None:
-        return "needs iproute2 (ip, tc): apt-get install iproute2"
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -139,16 +176,6 @@ def experiment_unavailable() -> str | None:
         return f"ip netns add fails here: {made.stderr.strip()}"
     subprocess.run(["ip", "netns", "del", probe], capture_output=True, check=False)
     return None
-
-
-def ensure_iproute2() -> None:
-    """Install iproute2 with apt-get when ``ip`` is missing and we are root (no-op otherwise)."""
-    if shutil.which("ip") is not None and shutil.which("tc") is not None:
-        return
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return
-    subprocess.run(["apt-get", "update"], capture_output=True, check=False)
-    subprocess.run(["apt-get", "install", "-y", "iproute2"], capture_output=True, check=False)
 
 
 def _run(*args: str) -> None:
@@ -246,11 +273,13 @@ def _train(link: _Link, config: ExperimentConfig, out: Path) -> None:
     processes = []
     for rank, (ns, dev) in enumerate(zip(link.namespaces, link.devices, strict=True)):
         command = [
-            "ip", "netns", "exec", ns, sys.executable, "-m", "timeline.whatif.experiment", "--worker",
+            "ip", "netns", "exec", ns, sys.executable, "-m", "experiments.netns_whatif", "--worker",
             "--rank", str(rank), "--master", link.addresses[0], "--port", str(port), "--iface", dev,
             "--out", str(out), "--config", json.dumps(asdict(config)),
         ]  # fmt: skip
-        processes.append(subprocess.Popen(command, env={**os.environ, "KINETO_LOG_LEVEL": "6"}))
+        path = os.pathsep.join(p for p in (str(_REPO), os.environ.get("PYTHONPATH")) if p)
+        env = {**os.environ, "KINETO_LOG_LEVEL": "6", "PYTHONPATH": path}
+        processes.append(subprocess.Popen(command, env=env))
     deadline = time.monotonic() + config.timeout_s
     try:
         for k, rate in enumerate(rates[1:]):
@@ -345,10 +374,12 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str]) -> Exp
 
     Raises
     ------
+    MissingToolError
+        ``ip`` or ``tc`` is not installed (the message names the Debian package).
     RuntimeError
         The machine cannot run it (see :func:`experiment_unavailable`) or a run failed.
     """
-    ensure_iproute2()
+    require_tools()
     why = experiment_unavailable()
     if why is not None:
         raise RuntimeError(f"experiment: {why}")
@@ -367,8 +398,8 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str]) -> Exp
     windows = _windows_by_phase(run_dir)
     fast = trace_graph(load(windows[0]), link_gbps=fast_gbps)
     slow = trace_graph(load(windows[1]), link_gbps=slow_gbps)
-    predicted = replay(fast, Scenario(bandwidth_gbps=slow_gbps))
-    reverse = replay(slow, Scenario(bandwidth_gbps=fast_gbps))
+    predicted = replay(fast, scenario=Scenario(bandwidth_gbps=slow_gbps))
+    reverse = replay(slow, scenario=Scenario(bandwidth_gbps=fast_gbps))
     fast_self = self_replay(fast)
     slow_self = self_replay(slow)
     slow_measured = _median_iteration_ms(slow_self.iterations, "measured_ns")
@@ -423,7 +454,7 @@ def _windows_by_phase(run_dir: Path) -> tuple[list[Path], list[Path]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: run the experiment and print (and optionally save) its numbers."""
     parser = argparse.ArgumentParser(
-        prog="python -m timeline.whatif.experiment",
+        prog="python -m experiments.netns_whatif",
         description="DDP (gloo) between two network namespaces over a tc-limited veth: predict the slow "
         "run's iteration time from the fast run's trace. Needs root, iproute2 and torch.",
     )

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from timeline.whatif.experiment import ExperimentConfig, experiment_unavailable, rate_bps, run_experiment
+from experiments.netns_whatif import (
+    ExperimentConfig,
+    MissingToolError,
+    experiment_unavailable,
+    rate_bps,
+    require_tools,
+    run_experiment,
+)
 
 
 def test_rates() -> None:
@@ -19,11 +29,25 @@ def test_rates() -> None:
         rate_bps("1 Gbps")
 
 
+def test_missing_tools_are_named_with_their_debian_package_never_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[object] = []
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: ran.append(a))
+    message = "needs ip, tc (not on PATH): install the Debian package iproute2"
+    with pytest.raises(MissingToolError, match=re.escape(message)):
+        require_tools()
+    with pytest.raises(MissingToolError, match="iproute2"):
+        run_experiment(ExperimentConfig(), "unused")
+    if sys.platform == "linux":
+        assert experiment_unavailable() == message
+    assert ran == []  # nothing was run: no apt-get, no ip
+
+
 @pytest.mark.slow
 def test_slow_run_predicted_from_fast_run_within_15_percent(tmp_path: Path) -> None:
-    from timeline.whatif.experiment import ensure_iproute2
-
-    ensure_iproute2()
     why = experiment_unavailable()
     if why is not None:
         pytest.skip(f"the network-namespace experiment {why}")

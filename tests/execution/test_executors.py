@@ -5,21 +5,21 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.builders import TRACES
-from tests.cli import PARAM, run_timeline
-from tests.scale import HOROVOD, SAMPLES, assert_overlap_equal
+from tests.builders import CASES, KINETO, PARAM, SAMPLES, assert_overlap_equal, run_timeline
 from timeline.analysis.alignment import apply_clock_offsets, estimate_clock_offsets
 from timeline.analysis.collectives import match_collectives
 from timeline.analysis.iterations import rank_modes
@@ -37,19 +37,6 @@ from timeline.execution import (
 )
 from timeline.execution.reduce import overlap_events
 from timeline.trace import load
-
-KINETO = TRACES / "kineto"
-CASES: dict[str, list[Path]] = {
-    "param_dlrm_8rank": [PARAM],
-    "ddp_gloo_4rank": [SAMPLES / "ddp_gloo_4rank"],
-    "ddp_gloo_windows": [SAMPLES / "ddp_gloo_markers"],
-    "trace_filter_2rank": [KINETO / "hta_trace_filter_2rank"],
-    "trace_diff": [KINETO / "hta_trace_diff"],
-    "nccl_parser_config": [KINETO / "hta_nccl_parser_config"],
-    "negative_queue_length": [KINETO / "hta_negative_queue_length"],
-    "horovod": [HOROVOD],
-    "horovod_beside_kineto": [HOROVOD, SAMPLES / "ddp_gloo"],
-}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -74,16 +61,15 @@ def test_one_large_trace_is_reduced_with_its_chunks_decoded_in_parallel(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``timeline analyze BIG.json.gz``: one unit, run here, its chunks decoded by the workers."""
-    import cli.execution
     import timeline.importers.stream as stream_module
-    import timeline.trace
+    from timeline import policy
 
     path = KINETO / "hta_df_index_resolver" / "df_index_resolver.json.gz"
     expected = compute_overlap(load(path).events)
-    assert not cli.execution.wants_rank_by_rank([str(path)], executor=None, ray_address=None)
-    monkeypatch.setattr(cli.execution, "STREAM_MIN_BYTES", 1 << 20)
-    assert cli.execution.wants_rank_by_rank([str(path)], executor=None, ray_address=None)
-    monkeypatch.setattr(timeline.trace, "STREAM_MIN_BYTES", 1 << 20)  # parallel chunks from 1 MiB
+    assert not policy.reads_rank_by_rank([str(path)], executor=None, ray_address=None)
+    # one threshold, in one place: rank by rank, and parallel chunks, from 1 MiB
+    monkeypatch.setattr(policy, "STREAM_MIN_BYTES", 1 << 20)
+    assert policy.reads_rank_by_rank([str(path)], executor=None, ray_address=None)
     seen: list[int] = []
     original = stream_module._parse_parallel
 
@@ -163,30 +149,60 @@ def test_analyze_with_the_local_executor_prints_the_same_tables() -> None:
     assert by_rank.stdout == plain.stdout
 
 
-def _slow_square(x: int) -> int:
-    import time
+_BOUND_S = 120  # how long a gate below waits before failing the test; only a broken map waits
 
-    time.sleep(0.02)
-    return x * x
+
+class _Gated(NamedTuple):
+    """An item of the test below: a number, the caller's pid and two events shared by the processes."""
+
+    x: int
+    caller: int
+    one_done: threading.Event  # an item has finished (a helper's: the caller's own wait for it)
+    first_given: threading.Event  # the caller has received its first result
+
+
+_RUN_IN_THIS_HELPER: list[int] = []  # in a helper process: the items it ran
+
+
+def _square_in_turn(item: _Gated) -> int:
+    """``x * x``, the items finishing in an order that needs no sleep to make the test deterministic.
+
+    In the caller's process an item ends only once an item has finished elsewhere, so that a result
+    from a helper is in when the caller next looks. A helper runs its first item at once and every
+    later one only after the caller has received a result: a map that gave nothing back before the
+    end would leave those waiting, and the test fails.
+    """
+    if os.getpid() == item.caller:
+        assert item.one_done.wait(_BOUND_S), "no helper finished an item"
+        return item.x * item.x
+    _RUN_IN_THIS_HELPER.append(item.x)
+    if len(_RUN_IN_THIS_HELPER) > 1:
+        assert item.first_given.wait(_BOUND_S), "the caller got no result while the helpers ran"
+    return item.x * item.x
 
 
 def test_the_local_executor_hands_results_over_as_they_come() -> None:
     """Not all at the end: the caller combines (and frees) each result while the others run."""
     finished = 0
-    finished_at_first = None
-
-    def progress(done: int, total: int) -> None:
-        nonlocal finished
-        finished = done
-
+    finished_at_first: int | None = None
     results = []
-    for result in LocalExecutor(2).map(_slow_square, list(range(60)), progress=progress):
-        if finished_at_first is None:
-            finished_at_first = finished
-        results.append(result)
+    with multiprocessing.get_context("spawn").Manager() as manager:
+        one_done, first_given = manager.Event(), manager.Event()
+
+        def progress(done: int, total: int) -> None:
+            nonlocal finished
+            finished = done
+            one_done.set()
+
+        items = [_Gated(x, os.getpid(), one_done, first_given) for x in range(60)]
+        for result in LocalExecutor(2).map(_square_in_turn, items, progress=progress):
+            if finished_at_first is None:
+                finished_at_first = finished
+                first_given.set()
+            results.append(result)
     assert results == [x * x for x in range(60)]
-    assert finished_at_first is not None
-    assert finished_at_first < 30
+    # the helper's first item and the caller's: every other item waited for the first result
+    assert finished_at_first == 2
 
 
 def test_plan_groups_the_capture_windows_of_a_rank() -> None:

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import TRACES
-from timeline.errors import TraceFormatError
-from timeline.whatif.seed import (
+from experiments.seed_simulator import (
     SEED_BANDWIDTHS_GBPS,
     SEED_EXPECTED_SCALING,
     read_backward_profile,
@@ -16,6 +14,8 @@ from timeline.whatif.seed import (
     reproduce_seed,
     simulate_seed,
 )
+from tests.builders import TRACES
+from timeline.errors import TraceFormatError
 
 SEED = TRACES / "seed"
 
@@ -55,7 +55,7 @@ def test_compression_and_world_size_move_the_scaling_factor_as_expected() -> Non
 
 
 def test_simulator_hand_case() -> None:
-    from timeline.whatif.seed import BackwardProfile, VectorAddCost
+    from experiments.seed_simulator import BackwardProfile, VectorAddCost
 
     # Two 4 MB gradients 1 ms apart; 8 Gbit/s, 2 GPUs, free adds: each bucket 2 · 4 ms (no fusion
     # within 5 ms... both fit one bucket sent at 2 ms: 8 MB → 2 · 4 ms = 8 ms, ends at 10 ms).

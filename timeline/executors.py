@@ -22,7 +22,7 @@ from contextlib import nullcontext
 from typing import Any, Literal, Protocol, TypeVar
 
 from timeline.errors import UsageError
-from timeline.workers import can_spawn, polars_threads, spawn_context, worker_environment, worker_settings
+from timeline.workers import can_spawn, polars_threads, process_pool, worker_environment, worker_settings
 
 __all__ = ["Executor", "ExecutorName", "LocalExecutor", "RayExecutor", "make_executor"]
 
@@ -120,7 +120,7 @@ class LocalExecutor:
             report(future.exception() is None)
             hand_over(pool)
 
-        pool = ProcessPoolExecutor(max_workers=helpers, mp_context=spawn_context())
+        pool = process_pool(helpers)
         try:
             # the helpers start on these first submissions
             with worker_environment(polars_threads(self.workers), task=fn):

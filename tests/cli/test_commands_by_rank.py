@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.cli import PARAM, run_timeline
-from tests.scale import HOROVOD, SAMPLES, assert_overlap_equal
-from tests.scale.test_executors import CASES
+from tests.builders import CASES, PARAM, SAMPLES, assert_overlap_equal, run_timeline
+from tests.builders import SAMPLE_HOROVOD as HOROVOD
 from timeline.analysis.overlap import compute_overlap
 from timeline.execution import LocalExecutor, analyze_files, communication_events, graph_files, write_dataset
 from timeline.trace import load
@@ -215,9 +214,10 @@ def test_a_dataset_is_read_rank_by_rank_by_every_command(
             calls.append("load of the whole dataset")
         return real_load(paths, **kwargs)
 
-    monkeypatch.setattr("cli.execution.analyze_files", analyze)
-    monkeypatch.setattr("cli.execution.graph_files", graph)
-    monkeypatch.setattr("cli.execution.load_trace", lambda paths, **kw: load_all(paths, **kw))
+    # the library's one road (timeline.execution.session) imports these when it runs
+    monkeypatch.setattr("timeline.execution.reduce.analyze_files", analyze)
+    monkeypatch.setattr("timeline.execution.graphs.graph_files", graph)
+    monkeypatch.setattr("timeline.execution.session.load", lambda paths, **kw: load_all(paths, **kw))
     (tmp_path / "timeline.toml").write_text(MATCHING_BUDGETS)
     args = [command, str(param_dataset), "--json"]
     if command == "check":

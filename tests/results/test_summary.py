@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 from polars.testing import assert_frame_equal
 
+from timeline.results.summary import top_collectives
 from timeline.schema import COLLECTIVE_EXPOSURE_SCHEMA
-from timeline.summary import top_collectives
 
 
 def _row(rank: int, collective: str | None, nbytes: int, dur: int, exposed: int) -> dict[str, object]:

@@ -11,8 +11,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from benchmarks.generate import DEFAULT_SOURCE, grow_trace
-from tests.builders import TRACES
-from tests.importers.test_stream import trace_text
+from tests.builders import TRACES, stream_trace_text
 from timeline.errors import TraceFormatError
 from timeline.importers.stream import parse_kineto_stream
 
@@ -29,7 +28,7 @@ def test_parallel_chunks_equal_the_serial_reader() -> None:
 @pytest.mark.parametrize("metadata_after", [False, True])
 def test_a_cut_inside_a_string_falls_back_to_the_serial_reader(tmp_path: Path, metadata_after: bool) -> None:
     # every event's name holds "}, {": some parallel cuts fall inside a string and do not decode
-    text = trace_text(3000, metadata_after=metadata_after).encode()
+    text = stream_trace_text(3000, metadata_after=metadata_after).encode()
     path = tmp_path / "braces.json.gz"
     path.write_bytes(gzip.compress(text))
     serial = parse_kineto_stream(path, source="b", chunk_bytes=4096)
@@ -40,7 +39,7 @@ def test_a_cut_inside_a_string_falls_back_to_the_serial_reader(tmp_path: Path, m
 
 
 def test_damage_is_located_as_the_serial_reader_locates_it(tmp_path: Path) -> None:
-    lines = trace_text(3000, metadata_after=False).split("\n")
+    lines = stream_trace_text(3000, metadata_after=False).split("\n")
     lines[2500] = lines[2500].replace('"pid": 0', '"pid": 0 0')
     path = tmp_path / "bad.json"
     path.write_text("\n".join(lines))

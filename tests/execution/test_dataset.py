@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.cli import PARAM, run_timeline
-from tests.scale import HOROVOD, SAMPLES, assert_overlap_equal
+from tests.builders import PARAM, SAMPLES, assert_overlap_equal, run_timeline
+from tests.builders import SAMPLE_HOROVOD as HOROVOD
 from timeline.analysis.overlap import compute_overlap
 from timeline.errors import UsageError
 from timeline.execution import (

@@ -1,4 +1,4 @@
-"""The summary of an overlap analysis: what ``timeline analyze`` prints and ``--json`` emits.
+"""The analysis summary: what ``timeline analyze`` prints and ``--json`` emits.
 
 Takes a :class:`~timeline.trace.Trace` and its :class:`~timeline.analysis.overlap.Overlap` and
 gives plain data (dicts of ints, floats and strings) in a stable layout, so the JSON output can be
@@ -96,14 +96,34 @@ def _rows(frame: pl.DataFrame, fields: tuple[str, ...]) -> list[dict[str, Any]]:
     return frame.select(fields).with_columns(pl.col(pl.Enum).cast(pl.String)).to_dicts()
 
 
-def build_summary(trace: Trace, overlap: Overlap, *, top: int = 10) -> dict[str, Any]:
-    """Return the summary of an analysis as plain data.
+def build_summary(
+    trace: Trace,
+    overlap: Overlap,
+    *,
+    top: int = 10,
+    offsets: pl.DataFrame | None = None,
+    link_gbps: float | None = None,
+) -> dict[str, Any]:
+    """Return the summary of an analysis as plain data (``timeline analyze --json``).
 
     Keys: ``version``, ``files`` (one entry per input file), ``warnings``, ``windows``
     (``profiler_step`` or ``whole_trace`` per rank), ``ranks`` (whole-trace rows),
     ``iterations`` (rank × iteration rows), ``worst`` (the rank-iteration with the most exposed
-    communication), ``top_collectives``.
+    communication), ``top_collectives``; with ``offsets`` (clocks aligned), ``clock_offsets``; with
+    ``link_gbps``, ``utilisation`` (:func:`timeline.results.collectives.utilisation_summary`).
     """
+    summary = _overlap_summary(trace, overlap, top=top)
+    if offsets is not None:
+        summary["clock_offsets"] = offsets.to_dicts()
+    if link_gbps is not None:
+        from timeline.results.collectives import utilisation_summary
+
+        summary["utilisation"] = utilisation_summary(trace, overlap, link_gbps)
+    return summary
+
+
+def _overlap_summary(trace: Trace, overlap: Overlap, *, top: int) -> dict[str, Any]:
+    """Return the keys of :func:`build_summary` that every analysis has."""
     windows = (
         overlap.windows.group_by("rank").agg(pl.col("window").first().cast(pl.String)).sort("rank").to_dicts()
     )

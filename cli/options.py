@@ -1,0 +1,101 @@
+"""The options the commands share, declared once (typer ``Annotated`` types).
+
+Importing this module imports typer alone: every command's signature is built from it at start-up.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+__all__ = [
+    "AlignOption",
+    "CommKernelOption",
+    "ExecutorOption",
+    "IncludePythonOption",
+    "JsonOption",
+    "LinkOption",
+    "PathsArgument",
+    "RankOption",
+    "RankRegexOption",
+    "RayAddressOption",
+]
+
+PathsArgument = Annotated[
+    list[str],
+    typer.Argument(
+        help="Trace files, directories or glob patterns: PyTorch profiler JSON (.json/.json.gz), a Horovod "
+        "timeline, or Parquet from 'timeline convert'.",
+        show_default=False,
+    ),
+]
+
+RankOption = Annotated[
+    int | None,
+    typer.Option(
+        "--rank", help="Rank of a single file that names none (no distributedInfo, no rank in its name)."
+    ),
+]
+
+RankRegexOption = Annotated[
+    str | None,
+    typer.Option(
+        "--rank-regex",
+        help=r"Regex with one group of digits that finds the rank in file names, e.g. 'node\d+_gpu(\d+)'.",
+    ),
+]
+
+CommKernelOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--comm-kernel",
+        help="Extra regex for communication kernels (custom all-reduce kernels); repeatable.",
+    ),
+]
+
+IncludePythonOption = Annotated[
+    bool, typer.Option("--include-python", help="Keep python_function events (dropped by default).")
+]
+
+ExecutorOption = Annotated[
+    str | None,
+    typer.Option(
+        "--executor",
+        help="Analyse rank by rank in parallel tasks: 'local' (processes on this machine) or 'ray' (Ray "
+        "tasks; needs timeline[ray]). Same results; memory bounded by one rank per worker. Default: local "
+        "for a Parquet dataset, several files of 24 MiB or more, or one trace of 128 MiB of JSON or more; "
+        "else in memory.",
+        show_default=False,
+    ),
+]
+
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="The Ray cluster to run on (ray://HEAD:10001, HEAD:6379, or auto); implies --executor ray. "
+        "Default: RAY_ADDRESS, else a Ray instance started on this machine.",
+        show_default=False,
+    ),
+]
+
+LinkOption = Annotated[
+    str | None,
+    typer.Option(
+        "--link-gbps",
+        help="The link to measure utilisation against, one direction: Gbit/s (100, 25G, 12.5GB/s) or a "
+        "preset (10gbe, 25gbe, 100gbe, 400gbe, ib-edr, ib-hdr, ib-ndr, nvlink3, nvlink4, pcie4 …).",
+        show_default=False,
+    ),
+]
+
+AlignOption = Annotated[
+    bool,
+    typer.Option(
+        "--align",
+        help="Estimate each rank's clock offset from the ends of synchronising collectives and shift its "
+        "events onto rank 0's clock first (ranks on different hosts).",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]

@@ -1,0 +1,1 @@
+"""Tests of the benchmark drivers in benchmarks/ (their input generators)."""

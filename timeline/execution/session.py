@@ -1,0 +1,325 @@
+"""Inputs → analysed: the one road every analysing command and :func:`timeline.analyze` take.
+
+Takes what a user gives (:class:`Inputs`: paths and the loading options) and gives the loaded and
+analysed run (:class:`Analysed`), reading in memory or rank by rank as :mod:`timeline.policy`
+decides (or as asked: an executor, a Ray address); the results are the same either way. The
+what-if graph goes the same way (:func:`graph_inputs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+import polars as pl
+
+from timeline import policy
+from timeline.analysis.alignment import apply_clock_offsets, estimate_clock_offsets
+from timeline.analysis.overlap import Overlap, compute_overlap
+from timeline.errors import UsageError
+from timeline.importers.result import ImportOptions
+from timeline.importers.rules import ClassificationRules
+from timeline.inputs import input_paths
+from timeline.trace import Trace, load
+
+if TYPE_CHECKING:
+    from timeline.execution.reduce import Analysis
+    from timeline.executors import Executor
+    from timeline.whatif.graph import TraceGraph
+
+__all__ = ["Analysed", "Inputs", "align_events", "analyze", "analyze_inputs", "graph_inputs", "make_runner"]
+
+Progress = Callable[[str, int, int], None]
+"""Called as ``progress(label, done, total)`` after each file or rank."""
+Warn = Callable[[Sequence[str]], None]
+"""Called with the load warnings as soon as they are known."""
+
+
+class _Loaded(Protocol):
+    """What a rank-by-rank function returns: at least the load warnings."""
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The load warnings."""
+        ...
+
+
+T = TypeVar("T", bound=_Loaded)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """What an analysis reads, and how: paths and the loading options shared by every command.
+
+    Attributes
+    ----------
+    paths
+        Files, directories, glob patterns, Parquet files and datasets.
+    rank, rank_regex
+        As for :func:`timeline.load`.
+    comm_kernels
+        Extra regexes for communication kernels.
+    include_python
+        Keep ``python_function`` events.
+    executor
+        ``local`` or ``ray``: read rank by rank on it (default: as :mod:`timeline.policy` decides).
+    ray_address
+        The Ray cluster to run on (implies ``executor="ray"``).
+    """
+
+    paths: Sequence[str]
+    rank: int | None = None
+    rank_regex: str | None = None
+    comm_kernels: Sequence[str] = ()
+    include_python: bool = False
+    executor: str | None = None
+    ray_address: str | None = None
+
+    @property
+    def rank_by_rank(self) -> bool:
+        """Whether they are read rank by rank (:func:`timeline.policy.reads_rank_by_rank`)."""
+        return policy.reads_rank_by_rank(
+            input_paths(self.paths), executor=self.executor, ray_address=self.ray_address
+        )
+
+    @property
+    def options(self) -> ImportOptions:
+        """The importers' options."""
+        rules = ClassificationRules(extra_comm_kernels=tuple(self.comm_kernels))
+        return ImportOptions(rules=rules, include_python=self.include_python)
+
+    def load(self, *, progress: Progress | None = None) -> Trace:
+        """Load every event, in memory (:func:`timeline.load`)."""
+        options = self.options
+        return load(
+            input_paths(self.paths),
+            rank=self.rank,
+            rank_regex=self.rank_regex,
+            rules=options.rules,
+            include_python=options.include_python,
+            progress=progress,
+        )
+
+    def run(self, run: Callable[..., T], *, progress: Progress | None = None) -> T:
+        """Call a rank-by-rank function (``analyze_files``, ``graph_files``) on the inputs."""
+        return run(
+            input_paths(self.paths),
+            executor=make_runner(self.executor, self.ray_address),
+            options=self.options,
+            rank=self.rank,
+            rank_regex=self.rank_regex,
+            progress=progress,
+        )
+
+
+@dataclass(frozen=True)
+class Analysed:
+    """Inputs analysed in memory or rank by rank: what the commands read.
+
+    Attributes
+    ----------
+    trace
+        In memory: every event. Rank by rank: the communication events only (or none, when they
+        were not asked for), with the full file table and warnings.
+    overlap
+        The overlap analysis (after alignment with ``align``).
+    offsets
+        The clock offsets (``align``), else None.
+    rank_by_rank
+        Whether the inputs were reduced rank by rank.
+    analysis
+        Rank by rank: the per-rank reduction (to load some ranks in full again).
+    """
+
+    trace: Trace
+    overlap: Overlap
+    offsets: pl.DataFrame | None
+    rank_by_rank: bool
+    analysis: Analysis | None = None
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The load warnings."""
+        return self.trace.warnings
+
+    def full_ranks(self, ranks: list[int]) -> Trace:
+        """Return every event of these ranks (aligned as the rest): the trace itself in memory."""
+        if self.analysis is None:
+            return self.trace
+        loaded = self.analysis.load_ranks(ranks)
+        if self.offsets is None:
+            return loaded
+        return replace(loaded, events=apply_clock_offsets(loaded.events, self.offsets))
+
+
+def analyze_inputs(
+    inputs: Inputs,
+    *,
+    align: bool = False,
+    communication: bool = True,
+    progress: Progress | None = None,
+    warn: Warn | None = None,
+) -> Analysed:
+    """Load and analyse inputs: rank by rank when that is asked for or pays, else in memory.
+
+    ``communication``: the rank-by-rank path keeps every rank's communication events (the cross-rank
+    analyses read them; ``align`` needs them whatever this says). ``warn``: called with the load
+    warnings as soon as the inputs are read (before anything else can fail).
+
+    Raises
+    ------
+    TimelineError
+        Bad input, an unknown executor, ``ray`` missing.
+    """
+    if inputs.rank_by_rank:
+        return _analyze_by_rank(
+            inputs, align=align, communication=communication, progress=progress, warn=warn
+        )
+    trace = inputs.load(progress=progress)
+    if warn is not None:
+        warn(trace.warnings)
+    offsets = None
+    if align:
+        trace, offsets = align_events(trace)
+    return Analysed(trace=trace, overlap=compute_overlap(trace.events), offsets=offsets, rank_by_rank=False)
+
+
+def analyze(
+    paths: Sequence[str | Path] | str | Path,
+    *,
+    rank: int | None = None,
+    rank_regex: str | None = None,
+    comm_kernels: Sequence[str] = (),
+    include_python: bool = False,
+    executor: str | None = None,
+    ray_address: str | None = None,
+    align: bool = False,
+    progress: Progress | None = None,
+) -> Analysed:
+    """Load and analyse traces: in memory, or rank by rank when that pays (:mod:`timeline.policy`).
+
+    What every analysing command does before it builds its result; the figures are the same either
+    way (rank by rank, :attr:`Analysed.trace` holds the communication events only).
+
+    Parameters
+    ----------
+    paths
+        Files, directories, glob patterns, Parquet files and datasets.
+    rank, rank_regex, comm_kernels, include_python
+        As for :func:`timeline.load` (``comm_kernels``: extra communication kernel regexes).
+    executor, ray_address
+        Read rank by rank on ``local`` processes or ``ray`` (a Ray address implies it).
+    align
+        Put every rank's events on rank 0's clock first (ranks on different hosts).
+    progress
+        Called as ``progress(label, done, total)`` after each file or rank.
+
+    Returns
+    -------
+    Analysed
+
+    Raises
+    ------
+    TimelineError
+        Bad input, an unknown executor, ``ray`` missing.
+
+    Examples
+    --------
+    >>> import timeline  # doctest: +SKIP
+    >>> analysed = timeline.analyze("runs/exp1/")  # doctest: +SKIP
+    >>> timeline.build_summary(analysed.trace, analysed.overlap)["worst"]  # doctest: +SKIP
+    """
+    raw = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    inputs = Inputs(
+        paths=[str(p) for p in raw],
+        rank=rank,
+        rank_regex=rank_regex,
+        comm_kernels=tuple(comm_kernels),
+        include_python=include_python,
+        executor=executor,
+        ray_address=ray_address,
+    )
+    return analyze_inputs(inputs, align=align, progress=progress)
+
+
+def _analyze_by_rank(
+    inputs: Inputs, *, align: bool, communication: bool, progress: Progress | None, warn: Warn | None
+) -> Analysed:
+    """Analyse rank by rank; the trace to summarise holds the communication events only."""
+    from timeline.execution.reduce import analyze_files, shift_overlap
+
+    analysis = inputs.run(partial(analyze_files, communication=communication or align), progress=progress)
+    if warn is not None:
+        warn(analysis.warnings)
+    trace = analysis.as_trace()
+    overlap = analysis.overlap
+    offsets = None
+    if align:
+        trace, offsets = align_events(trace)
+        overlap = shift_overlap(overlap, offsets)
+    return Analysed(trace=trace, overlap=overlap, offsets=offsets, rank_by_rank=True, analysis=analysis)
+
+
+def graph_inputs(
+    inputs: Inputs, *, link_gbps: float | None, progress: Progress | None = None, warn: Warn | None = None
+) -> TraceGraph:
+    """Return the what-if graph of the inputs.
+
+    Built from per-rank parts when read rank by rank: no process holds every rank's events.
+    ``warn``: called with the load warnings as soon as the inputs are read.
+
+    Raises
+    ------
+    TimelineError
+        Bad input, an unknown executor, ``ray`` missing, no rank with compute events.
+    """
+    if inputs.rank_by_rank:
+        from timeline.execution.graphs import graph_files
+
+        parts = inputs.run(graph_files, progress=progress)
+        if warn is not None:
+            warn(parts.warnings)
+        return parts.graph(link_gbps=link_gbps)
+    from timeline.whatif.graph import trace_graph
+
+    trace = inputs.load(progress=progress)
+    if warn is not None:
+        warn(trace.warnings)
+    return trace_graph(trace, link_gbps=link_gbps)
+
+
+def align_events(trace: Trace) -> tuple[Trace, pl.DataFrame]:
+    """Return the trace with every rank's events on the reference clock, and the estimated offsets.
+
+    Raises
+    ------
+    UsageError
+        If the trace holds no profiler traces (a Horovod timeline alone has one clock).
+    """
+    if trace.events.filter(pl.col("source") == "kineto").height == 0:
+        msg = (
+            "--align needs the PyTorch profiler traces of several ranks; "
+            "a Horovod timeline alone has one clock"
+        )
+        raise UsageError(msg)
+    offsets = estimate_clock_offsets(trace.events)
+    return replace(trace, events=apply_clock_offsets(trace.events, offsets)), offsets
+
+
+def make_runner(executor: str | None, ray_address: str | None) -> Executor:
+    """Return the executor ``executor`` and ``ray_address`` ask for (default: local processes).
+
+    Raises
+    ------
+    UsageError
+        An unknown executor, a Ray address with the local executor, ``ray`` missing.
+    """
+    from timeline.executors import make_executor
+
+    name = executor or ("ray" if ray_address is not None else "local")
+    if name not in ("local", "ray"):
+        raise UsageError(f"--executor {name!r}: unknown executor; use local or ray")
+    return make_executor("ray" if name == "ray" else "local", ray_address=ray_address)

@@ -1,0 +1,14 @@
+"""Any result as one line of JSON (``--json``): its plain data, encoded by msgspec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = ["render_json"]
+
+
+def render_json(data: Any) -> str:
+    """Return a result's plain data (``build_summary``, ``report_to_dict``…) as one line of JSON."""
+    return msgspec.json.encode(data).decode()

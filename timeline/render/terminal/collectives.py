@@ -1,0 +1,367 @@
+"""The collectives report (:func:`timeline.results.collectives.build_collectives_report`) as terminal tables.
+
+Also the clock offsets and the link utilisation, which ``timeline analyze`` prints too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP
+from timeline.units import format_ns, format_ratio
+
+__all__ = ["format_bytes", "render_clock_offsets", "render_collectives_report", "render_utilisation"]
+
+
+def _table(title: str, columns: list[str]) -> Table:
+    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
+    for i, name in enumerate(columns):
+        left = i == 0 and not name.startswith(("rank", "#", "iteration", "batch"))
+        table.add_column(name, justify="left" if left else "right", no_wrap=True)
+    return table
+
+
+def format_bytes(value: float | None) -> str:
+    """Format a byte count for people: ``1.5 MiB``; ``-`` when unknown."""
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.2f} GiB"  # pragma: no cover
+
+
+def _gbps(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _rank(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def render_clock_offsets(offsets: list[dict[str, Any]], console: Console) -> None:
+    """Print the estimated clock offsets (``--align``)."""
+    table = _table(
+        f"Clock offsets (vs rank {offsets[0]['reference_rank']})" if offsets else "Clock offsets",
+        ["rank", "offset", "collectives", "noise (MAD)"],
+    )
+    for row in offsets:
+        table.add_row(
+            str(row["rank"]), format_ns(row["offset_ns"]), str(row["collectives"]), format_ns(row["mad_ns"])
+        )
+    console.print(table)
+
+
+def render_utilisation(utilisation: dict[str, Any], console: Console) -> None:
+    """Print the per-iteration link utilisation (``--link-gbps``)."""
+    link = utilisation["link_gbps"]
+    rows = utilisation["iterations"]
+    if rows:
+        table = _table(
+            f"Link utilisation against {link:g} Gbit/s (bus bandwidth of the matched collectives)",
+            [
+                "iteration",
+                "collectives",
+                "bytes",
+                "transfer",
+                "busbw Gbit/s",
+                "busbw/link",
+                "bus bytes/step·link",
+                "exposed",
+                "link could carry",
+            ],
+        )
+        for row in rows:
+            table.add_row(
+                _rank(row["iteration"]),
+                str(row["collectives"]),
+                format_bytes(row["bytes"]),
+                format_ns(row["transfer_ns"]),
+                _gbps(row["busbw_gbps"]),
+                format_ratio(row["link_utilisation_ratio"]),
+                format_ratio(row["step_link_utilisation_ratio"]),
+                format_ns(row["exposed_comm_ns"]),
+                format_bytes(row["exposed_link_bytes"]),
+            )
+        console.print(table)
+    horovod = utilisation.get("horovod")
+    if horovod:
+        console.print(
+            f"horovod: {format_bytes(horovod['bytes'])} over {format_ns(horovod['wire_ns'])} "
+            f"of wire (union): busbw {_gbps(horovod['busbw_gbps'])} Gbit/s = "
+            f"{format_ratio(horovod['link_utilisation_ratio'])} of {link:g} Gbit/s"
+        )
+
+
+def render_collectives_report(report: dict[str, Any], console: Console, *, limit: int = 20) -> None:
+    """Print the report of ``timeline collectives`` as tables."""
+    if report["clock_offsets"]:
+        render_clock_offsets(report["clock_offsets"], console)
+    if report["collectives"]:
+        _render_collectives(report, console, limit=limit)
+    if report["horovod"] is not None:
+        _render_horovod(report["horovod"], console, limit=limit, link=report["link_gbps"])
+
+
+def _render_collectives(report: dict[str, Any], console: Console, *, limit: int) -> None:
+    """Print the collectives matched across ranks, then the stragglers and the per-iteration verdicts."""
+    collectives = report["collectives"]
+    link = report["link_gbps"]
+    ranks = report["ranks"]
+    groups = {row["group"] for row in collectives}
+    complete = sum(1 for row in collectives if row["complete"])
+    console.print(
+        f"[bold]timeline collectives[/bold]: {len(collectives)} logical collective(s) in "
+        f"{len(groups)} group(s) across {len(ranks)} rank(s); {complete} matched on every rank of their group"
+    )
+    shown = collectives
+    title = "Collectives across ranks"
+    if len(collectives) > limit:
+        shown = sorted(collectives, key=lambda r: -(r["total_wait_ns"] or 0))[:limit]
+        title += f" (the {limit} with the most wait of {len(collectives)}; --json for all)"
+    show_group = groups != {ALL_COMMUNICATION_GROUP}
+    columns = [
+        "#",
+        *(["group"] if show_group else []),
+        "collective",
+        "iteration",
+        "ranks",
+        "bytes",
+        "start skew",
+        "end skew",
+        "transfer",
+        "max wait",
+        "last rank",
+        "busbw Gbit/s",
+    ]
+    if link is not None:
+        columns.append("busbw/link")
+    table = _table(title, columns)
+    for row in shown:
+        cells = [
+            str(row["collective_id"]),
+            *([row["group"]] if show_group else []),
+            row["collective"] or "-",
+            _rank(row["iteration"]),
+            f"{row['ranks']}/{row['expected_ranks']}",
+            format_bytes(row["bytes"]),
+            format_ns(row["start_skew_ns"]),
+            format_ns(row["end_skew_ns"]),
+            format_ns(row["transfer_ns"]),
+            format_ns(row["max_wait_ns"]),
+            _rank(row["last_rank"]),
+            _gbps(row["busbw_gbps"]),
+        ]
+        if link is not None:
+            cells.append(format_ratio(row["link_utilisation_ratio"]))
+        table.add_row(*cells)
+    console.print(table)
+    _render_stragglers(report, console, limit=limit)
+    _render_iterations(report, console)
+
+
+def _render_stragglers(report: dict[str, Any], console: Console, *, limit: int) -> None:
+    """Print who everyone waits for."""
+    ranking = report["stragglers"]["ranks"]
+    if ranking:
+        table = _table(
+            "Who everyone waits for (synchronising collectives, whole trace)",
+            ["rank", "times last", "wait caused", "share", "own wait", "mean arrival lag"],
+        )
+        for row in ranking[:limit]:
+            table.add_row(
+                str(row["rank"]),
+                str(row["times_last"]),
+                format_ns(row["caused_wait_ns"]),
+                format_ratio(row["caused_wait_ratio"]),
+                format_ns(row["waited_ns"]),
+                format_ns(row["mean_arrival_lag_ns"]),
+            )
+        console.print(table)
+
+
+def _render_iterations(report: dict[str, Any], console: Console) -> None:
+    """Print the stragglers, the verdict and the link utilisation per iteration."""
+    link = report["link_gbps"]
+    per_iteration = report["stragglers"]["iterations"]
+    utilisation = {row["iteration"]: row for row in report["utilisation"]}
+    if per_iteration:
+        columns = [
+            "iteration",
+            "straggler",
+            "wait caused",
+            "share",
+            "mean wait",
+            "transfer",
+            "verdict",
+            "busbw Gbit/s",
+        ]
+        if link is not None:
+            columns += ["busbw/link", "exposed", "link could carry"]
+        table = _table("Per iteration", columns)
+        for row in per_iteration:
+            util = utilisation.get(row["iteration"], {})
+            cells = [
+                _rank(row["iteration"]),
+                _rank(row["straggler_rank"]),
+                format_ns(row["straggler_caused_wait_ns"]),
+                format_ratio(row["straggler_share_ratio"]),
+                format_ns(row["mean_wait_ns"]),
+                format_ns(row["transfer_ns"]),
+                (row["verdict"] or "-").replace("_", " "),
+                _gbps(util.get("busbw_gbps")),
+            ]
+            if link is not None:
+                cells += [
+                    format_ratio(util.get("link_utilisation_ratio")),
+                    format_ns(util.get("exposed_comm_ns")),
+                    format_bytes(util.get("exposed_link_bytes")),
+                ]
+            table.add_row(*cells)
+        console.print(table)
+        console.print(
+            "verdict: [bold]slow rank[/bold] = one rank arrives late and causes most of the wait "
+            "(compare its compute); [bold]imbalance[/bold] = ranks arrive late by turns; "
+            "[bold]slow link[/bold] = the transfer itself dominates (compare busbw with --link-gbps)"
+        )
+
+
+def _render_horovod(horovod: dict[str, Any], console: Console, *, limit: int, link: float | None) -> None:
+    """Print the Horovod timeline's totals, batches, tensors, negotiation and attribution."""
+    totals = horovod["totals"]
+    console.print(
+        f"[bold]horovod timeline[/bold]: {totals['tensors']} tensor(s), {totals['operations']} "
+        f"operation(s) in {totals['batches']} fused batch(es), world size {_rank(totals['world_size'])}"
+    )
+    console.print(
+        f"wire time {format_ns(totals['wire_ns'])} (union over fused tensors; the sum over tensors would say "
+        f"{format_ns(totals['wire_sum_ns'])}) = {format_ratio(totals['wire_ratio'])} of the "
+        f"{format_ns(totals['span_ns'])} timeline; {format_bytes(totals['bytes'])} moved at algbw "
+        f"{_gbps(totals['algbw_gbps'])} / busbw {_gbps(totals['busbw_gbps'])} Gbit/s"
+        + ("" if link is None else f" = {format_ratio(totals['link_utilisation_ratio'])} of {link:g} Gbit/s")
+    )
+    _render_batches(horovod["batches"], console, limit=limit, link=link)
+    _render_tensors(horovod["tensors"], console, limit=limit)
+    _render_negotiation(horovod["negotiation"], console, limit=limit)
+    _render_attribution(horovod["attribution"], console)
+    for line in horovod["limitations"]:
+        console.print(f"needs more than the timeline: {line}")
+
+
+def _render_batches(
+    batches: list[dict[str, Any]], console: Console, *, limit: int, link: float | None
+) -> None:
+    """Print the largest fused batches and their bandwidth."""
+    if batches:
+        shown = sorted(batches, key=lambda r: -(r["bytes"] or 0))[:limit]
+        columns = ["batch", "collective", "tensors", "bytes", "wire", "algbw Gbit/s", "busbw Gbit/s"]
+        if link is not None:
+            columns.append("busbw/link")
+        table = _table(f"Fused batches (the {len(shown)} largest of {len(batches)})", columns)
+        for row in shown:
+            cells = [
+                str(row["batch"]),
+                row["collective"] or "-",
+                str(row["tensors"]),
+                format_bytes(row["bytes"]),
+                format_ns(row["wire_ns"]),
+                _gbps(row["algbw_gbps"]),
+                _gbps(row["busbw_gbps"]),
+            ]
+            if link is not None:
+                cells.append(format_ratio(row["link_utilisation_ratio"]))
+            table.add_row(*cells)
+        console.print(table)
+
+
+def _render_tensors(tensors: list[dict[str, Any]], console: Console, *, limit: int) -> None:
+    """Print each tensor's phases, those with the most wire and negotiation time first."""
+    if tensors:
+        shown = sorted(tensors, key=lambda r: -(r["wire_ns"] + r["negotiation_ns"]))[:limit]
+        table = _table(
+            f"Per-tensor phases (the {len(shown)} with the most wire + negotiation of {len(tensors)})",
+            [
+                "tensor",
+                "ops",
+                "bytes",
+                "negotiation",
+                "wait",
+                "queue",
+                "memcpy in",
+                "wire",
+                "memcpy out",
+                "other",
+            ],
+        )
+        for row in shown:
+            table.add_row(
+                row["tensor"] or f"pid {row['pid']}",
+                str(row["operations"]),
+                format_bytes(row["bytes"]),
+                format_ns(row["negotiation_ns"]),
+                format_ns(row["wait_ns"]),
+                format_ns(row["queue_ns"]),
+                format_ns(row["memcpy_in_ns"]),
+                format_ns(row["wire_ns"]),
+                format_ns(row["memcpy_out_ns"]),
+                format_ns(row["other_ns"]),
+            )
+        console.print(table)
+
+
+def _render_negotiation(negotiation: list[dict[str, Any]], console: Console, *, limit: int) -> None:
+    """Print the negotiation wait per rank."""
+    if negotiation:
+        table = _table(
+            "Negotiation wait per rank (from the readiness ticks)",
+            ["rank", "negotiations", "waited", "mean waited", "times last", "wait caused"],
+        )
+        for row in sorted(negotiation, key=lambda r: -r["caused_wait_ns"])[:limit]:
+            table.add_row(
+                str(row["rank"]),
+                str(row["negotiations"]),
+                format_ns(row["waited_ns"]),
+                format_ns(row["mean_waited_ns"]),
+                str(row["times_last"]),
+                format_ns(row["caused_wait_ns"]),
+            )
+        console.print(table)
+
+
+def _render_attribution(attribution: dict[str, Any] | None, console: Console) -> None:
+    """Print the Horovod phases set against the writer rank's compute, per iteration."""
+    if attribution and attribution["iterations"]:
+        table = _table(
+            f"Horovod against rank {attribution['writer_rank']}'s compute (profiler trace, wall clock)",
+            [
+                "iteration",
+                "step",
+                "wire",
+                "hidden",
+                "exposed",
+                "exposed/step",
+                "negotiation",
+                "queue",
+                "memcpy",
+                "NCCL kernels",
+            ],
+        )
+        for row in attribution["iterations"]:
+            table.add_row(
+                _rank(row["iteration"]),
+                format_ns(row["step_ns"]),
+                format_ns(row["wire_ns"]),
+                format_ns(row["hidden_wire_ns"]),
+                format_ns(row["exposed_wire_ns"]),
+                format_ratio(row["exposed_wire_ratio"]),
+                format_ns(row["negotiation_ns"]),
+                format_ns(row["queue_ns"]),
+                format_ns(row["memcpy_ns"]),
+                format_ns(row["kernel_comm_ns"]),
+            )
+        console.print(table)

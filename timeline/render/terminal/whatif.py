@@ -1,0 +1,98 @@
+"""The what-if report (:func:`timeline.results.whatif.build_whatif_report`) as text and a table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from timeline.units import format_ns, format_ratio
+
+__all__ = ["render_whatif_report"]
+
+
+def _gbps(value: float | None) -> str:
+    return "-" if value is None else f"{value:g} Gbit/s"
+
+
+def _sf(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def render_whatif_report(report: dict[str, Any], console: Console) -> None:
+    """Print the report as text and tables."""
+    check = report["self_replay"]
+    link = _gbps(report["link_gbps"]) if report["link_gbps"] is not None else "unknown"
+    console.print(
+        f"what-if: {len(report['ranks'])} rank(s) ({', '.join(report['modes'])}), "
+        f"{len(report['iterations']) or 'no'} iteration(s), {report['collectives']} collectives; "
+        f"world size {report['world_size']}; measured link {link} ({report['link_source']}); "
+        f"gradient-ready times from {report['gradient_source']}"
+    )
+    max_error = check["max_error_ratio"]
+    console.print(
+        f"measured {format_ns(check['measured_ns'])}/iteration; "
+        f"self-replay {format_ns(check['predicted_ns'])} "
+        f"(error {format_ratio(check['error_ratio'])}, worst iteration "
+        f"{format_ratio(max_error) if max_error is not None else '-'}); "
+        f"T_single {format_ns(check['single_ns'])} (scaling factor {_sf(check['scaling_factor'])}); "
+        f"exposed communication {format_ns(check['exposed_comm_ns'])}"
+    )
+    table = Table(
+        title=f"predictions (efficiency {report['efficiency']}, {report['algorithm']}, "
+        f"latency {report['latency_s'] * 1e6:g} µs/step, codec "
+        f"{_gbps(report['codec_gbps']) if report['codec_gbps'] else 'free'})",
+        title_justify="left",
+        title_style="bold",
+        header_style="bold",
+    )
+    columns = [
+        "link",
+        "world",
+        "compression",
+        "buckets",
+        "iteration",
+        "exposed",
+        "T_single",
+        "scaling factor",
+        "no overlap",
+        "SF",
+        "perfect overlap",
+        "SF",
+    ]
+    for i, name in enumerate(columns):
+        table.add_column(name, justify="left" if i == 3 else "right", no_wrap=True)
+    for row in report["scenarios"]:
+        table.add_row(
+            _gbps(row["bandwidth_gbps"]),
+            str(row["world_size"]),
+            f"{row['compression']:g}×",
+            row["buckets"],
+            format_ns(row["iteration_ns"]),
+            format_ns(row["exposed_comm_ns"]),
+            format_ns(row["single_ns"]),
+            _sf(row["scaling_factor"]),
+            format_ns(row["no_overlap_ns"]),
+            _sf(row["no_overlap_scaling_factor"]),
+            format_ns(row["perfect_overlap_ns"]),
+            _sf(row["perfect_overlap_scaling_factor"]),
+        )
+    console.print(table)
+    for target in report["targets"]:
+        goal = f"scaling factor {target['target_scaling_factor']:g} at world size {target['world_size']}"
+        if target["solve"] == "bandwidth":
+            needed = target["bandwidth_gbps"]
+            answer = (
+                f"bandwidth ≥ {needed:.3g} Gbit/s" if needed is not None else "out of reach at any bandwidth"
+            )
+            console.print(f"{goal}: {answer} (no compression)")
+        else:
+            ratio = target["compression"]
+            if ratio is None:
+                answer = "out of reach by compression"
+            elif ratio <= 1:
+                answer = "reached without compression"
+            else:
+                answer = f"compression ≥ {ratio:.3g}×"
+            console.print(f"{goal} on {_gbps(target['bandwidth_gbps'])}: {answer}")

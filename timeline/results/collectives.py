@@ -1,0 +1,138 @@
+"""The collectives report: collectives matched across ranks, their bandwidth, stragglers, Horovod phases.
+
+Takes a loaded :class:`~timeline.trace.Trace` (and its overlap analysis) and gives plain, versioned
+data: what ``timeline collectives`` prints and ``--json`` emits (:func:`build_collectives_report`),
+and the link utilisation that ``timeline analyze --link-gbps`` adds (:func:`utilisation_summary`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+from timeline.analysis.collectives import compute_iteration_utilisation, match_collectives
+from timeline.analysis.horovod_phases import analyze_horovod, attribute_horovod_phases, horovod_limitations
+from timeline.analysis.overlap import Overlap, compute_overlap
+from timeline.analysis.stragglers import find_stragglers
+from timeline.errors import UsageError
+from timeline.trace import Trace
+
+__all__ = ["REPORT_VERSION", "build_collectives_report", "utilisation_summary"]
+
+REPORT_VERSION = 1
+"""The layout version of :func:`build_collectives_report` (``timeline collectives --json``)."""
+
+
+def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """Plain rows of a frame (enums as strings)."""
+    return frame.with_columns(pl.col(pl.Enum).cast(pl.String)).to_dicts()
+
+
+def utilisation_summary(trace: Trace, overlap: Overlap, link_gbps: float) -> dict[str, Any]:
+    """Return the ``"utilisation"`` object of ``timeline analyze --json``.
+
+    Keys: ``link_gbps``; ``iterations`` (rows of ``ITERATION_UTILISATION_SCHEMA``, from the
+    collectives matched across ranks); ``horovod`` (the timeline's totals row, or null).
+    """
+    events = trace.events
+    iterations: list[dict[str, Any]] = []
+    if events.filter((pl.col("source") == "kineto") & (pl.col("kind") == "communication")).height:
+        match = match_collectives(events, windows=overlap.windows, link_gbps=link_gbps)
+        utilisation = compute_iteration_utilisation(
+            match.collectives,
+            link_gbps=link_gbps,
+            windows=overlap.windows,
+            iteration_overlap=overlap.iterations,
+        )
+        iterations = _rows(utilisation)
+    horovod = None
+    if events.filter(pl.col("source") == "horovod").height:
+        horovod = _rows(analyze_horovod(events, link_gbps=link_gbps).totals)[0]
+    return {"link_gbps": link_gbps, "iterations": iterations, "horovod": horovod}
+
+
+def _horovod_clock(trace: Trace) -> str | None:
+    clocks = trace.files.filter(pl.col("format") == "horovod").get_column("clock").to_list()
+    return clocks[0] if clocks else None
+
+
+def build_collectives_report(
+    trace: Trace,
+    *,
+    link_gbps: float | None = None,
+    offsets: pl.DataFrame | None = None,
+    overlap: Overlap | None = None,
+    writer_trace: Callable[[int], Trace] | None = None,
+    rank_rows: bool = True,
+) -> dict[str, Any]:
+    """Return everything ``timeline collectives`` prints, as plain data (the ``--json`` layout).
+
+    ``overlap``: the overlap analysis of the events (default: computed from ``trace.events``, which
+    must then hold every event). ``writer_trace(rank)``: every event of the rank that wrote a Horovod
+    timeline, with the timeline (default: ``trace`` itself), for the phases set against its compute.
+    ``rank_rows=False`` leaves ``collective_ranks`` (a row per collective per rank: the largest part
+    on many ranks) empty, for the tables, which do not print it.
+    """
+    events = trace.events
+    kineto_comm = events.filter((pl.col("source") == "kineto") & (pl.col("kind") == "communication")).height
+    has_horovod = events.filter(pl.col("source") == "horovod").height > 0
+    if not kineto_comm and not has_horovod:
+        msg = (
+            "no communication events in the traces: nothing to match "
+            "(is --comm-kernel needed for custom kernels?)"
+        )
+        raise UsageError(msg)
+    report: dict[str, Any] = {
+        "version": REPORT_VERSION,
+        "files": trace.files.to_dicts(),
+        "warnings": list(trace.warnings),
+        "link_gbps": link_gbps,
+        "clock_offsets": None if offsets is None else _rows(offsets),
+        "ranks": [],
+        "collectives": [],
+        "collective_ranks": [],
+        "mismatches": [],
+        "utilisation": [],
+        "stragglers": {"iterations": [], "ranks": []},
+        "horovod": None,
+    }
+    if kineto_comm:
+        overlap = overlap if overlap is not None else compute_overlap(events)
+        match = match_collectives(events, windows=overlap.windows, link_gbps=link_gbps)
+        stragglers = find_stragglers(match, iteration_overlap=overlap.iterations)
+        utilisation = compute_iteration_utilisation(
+            match.collectives,
+            link_gbps=link_gbps,
+            windows=overlap.windows,
+            iteration_overlap=overlap.iterations,
+        )
+        report["warnings"].extend(match.warnings)
+        report.update(
+            ranks=match.ranks.get_column("rank").unique().sort().to_list(),
+            collectives=_rows(match.collectives),
+            collective_ranks=_rows(match.ranks) if rank_rows else [],
+            mismatches=_rows(match.mismatches),
+            utilisation=_rows(utilisation),
+            stragglers={"iterations": _rows(stragglers.iterations), "ranks": _rows(stragglers.ranks)},
+        )
+    if has_horovod:
+        clock = _horovod_clock(trace)
+        analysis = analyze_horovod(events, link_gbps=link_gbps, clock=clock)
+        attribution = None
+        limitations = analysis.limitations
+        if events.filter((pl.col("source") == "kineto") & (pl.col("rank") == 0)).height and clock == "epoch":
+            attributed = attribute_horovod_phases(writer_trace(0) if writer_trace is not None else trace)
+            report["warnings"].extend(attributed.warnings)
+            limitations = horovod_limitations(clock=clock, with_framework_trace=True)
+            attribution = {"writer_rank": attributed.writer_rank, "iterations": _rows(attributed.iterations)}
+        report["horovod"] = {
+            "totals": _rows(analysis.totals)[0],
+            "tensors": _rows(analysis.tensors),
+            "batches": _rows(analysis.batches),
+            "negotiation": _rows(analysis.negotiation),
+            "limitations": list(limitations),
+            "attribution": attribution,
+        }
+    return report

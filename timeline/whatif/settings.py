@@ -1,0 +1,157 @@
+"""What-if settings as a user writes them (``10,25,100Gbps``, ``ddp:25``, ``0.8``…), read and checked.
+
+Takes the text of each setting and gives a :class:`Settings` (the values :func:`build_whatif_report`
+sweeps), raising :class:`~timeline.errors.UsageError` with the option and the fix for bad values;
+:func:`choose_efficiency` picks the link efficiency when none is given.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from timeline.analysis.links import parse_link_gbps
+from timeline.errors import UsageError
+from timeline.whatif.bucketing import BucketPolicy, parse_bucket_policy
+from timeline.whatif.compression import Compression
+from timeline.whatif.costs import ALGORITHMS, Algorithm, parse_duration_s
+from timeline.whatif.replay import Efficiency
+
+__all__ = ["Settings", "choose_efficiency", "parse_bandwidths", "parse_efficiency", "parse_settings"]
+
+_UNIT = re.compile(r"^\s*[0-9]*\.?[0-9]+\s*(?P<unit>[A-Za-z/]+)\s*$")
+
+
+def parse_bandwidths(text: str) -> list[float | None]:
+    """Read ``10,25,40,100Gbps`` (a unit on the last item applies to the bare numbers), presets, ``measured``.
+
+    Examples
+    --------
+    >>> parse_bandwidths("10,25,100Gbps"), parse_bandwidths("800Mbps,measured,ib-hdr")
+    ([10.0, 25.0, 100.0], [0.8, None, 200.0])
+    """
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise UsageError(f"--bandwidth {text!r}: give one or more bandwidths, e.g. 10,25,40,100Gbps")
+    unit = ""
+    last = _UNIT.match(items[-1])
+    if last is not None:
+        unit = last["unit"]
+    out: list[float | None] = []
+    for item in items:
+        if item.lower() == "measured":
+            out.append(None)
+            continue
+        bare = re.fullmatch(r"[0-9]*\.?[0-9]+", item) is not None
+        try:
+            out.append(parse_link_gbps(item + unit if bare else item))
+        except UsageError:
+            msg = f"--bandwidth {item!r}: not a bandwidth; give Gbit/s (10, 25G, 12.5GB/s) or a preset"
+            raise UsageError(msg) from None
+    return out
+
+
+def _parse_list(text: str, option: str, kind: type[int] | type[float]) -> list[Any]:
+    values: list[Any] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if item.lower() == "measured" and kind is int:
+            values.append(None)
+            continue
+        try:
+            values.append(kind(item))
+        except ValueError:
+            raise UsageError(f"{option} {text!r}: {item!r} is not a number") from None
+    if not values:
+        raise UsageError(f"{option} {text!r}: give at least one value")
+    return values
+
+
+def parse_efficiency(text: str) -> Efficiency:
+    """Read ``observed``, ``uniform``, ``full`` or a fraction (``0.8``, ``80%``)."""
+    spelled = text.strip().lower()
+    if spelled in ("observed", "uniform", "full"):
+        return spelled  # type: ignore[return-value]
+    try:
+        value = float(spelled.rstrip("%")) / (100 if spelled.endswith("%") else 1)
+    except ValueError:
+        raise UsageError(
+            f"--efficiency {text!r}: use observed, uniform, full, or a fraction such as 0.8"
+        ) from None
+    if not 0 < value <= 1:
+        raise UsageError(f"--efficiency {text!r}: a fraction must be in (0, 1]")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """The settings a what-if sweeps, read from their text (``timeline whatif``'s options)."""
+
+    bandwidths: list[float | None]
+    world_sizes: list[int | None]
+    compressions: list[float]
+    buckets: list[BucketPolicy]
+    algorithm: Algorithm
+    latency_s: float
+
+
+def parse_settings(
+    *,
+    bandwidth: str | None,
+    world_size: str | None,
+    compression: str,
+    buckets: str,
+    algorithm: str,
+    latency: str,
+) -> Settings:
+    """Read the settings to sweep from their text; ``None`` keeps what was measured.
+
+    Raises
+    ------
+    UsageError
+        A value that is not one, naming the option and what it takes.
+    """
+    bandwidths: list[float | None] = parse_bandwidths(bandwidth) if bandwidth is not None else [None]
+    worlds: list[int | None] = _parse_list(world_size, "--world-size", int) if world_size else [None]
+    ratios = [float(r) for r in _parse_list(compression, "--compression", float)]
+    for ratio in ratios:
+        Compression(ratio=ratio)
+    for world in worlds:
+        if world is not None and world < 1:
+            raise UsageError(f"--world-size {world}: must be at least 1")
+    policies = [parse_bucket_policy(item) for item in buckets.split(",") if item.strip()]
+    if not policies:
+        raise UsageError("--buckets: give at least one policy (measured, ddp:25, fusion:64:5)")
+    if algorithm not in ALGORITHMS:
+        raise UsageError(f"--algorithm {algorithm!r}: use ring or tree")
+    latency_s = parse_duration_s(latency)
+    return Settings(
+        bandwidths=bandwidths,
+        world_sizes=worlds,
+        compressions=ratios,
+        buckets=policies,
+        algorithm="tree" if algorithm == "tree" else "ring",
+        latency_s=latency_s,
+    )
+
+
+def choose_efficiency(
+    efficiency: str | None, *, link_known: bool, bandwidths: list[float | None]
+) -> tuple[Efficiency, str | None]:
+    """Return the link efficiency to predict with, and a note to show when it was chosen for the user.
+
+    Given: as given. Else ``observed`` (each collective as in the trace), or ``full`` with a note when
+    the measured link is unknown and other bandwidths are asked for.
+    """
+    if efficiency is not None:
+        return parse_efficiency(efficiency), None
+    if not link_known and any(b is not None for b in bandwidths):
+        note = (
+            "the measured link is unknown (pass --link-gbps); predictions at other bandwidths assume "
+            "the full link (--efficiency full)"
+        )
+        return "full", note
+    return "observed", None
