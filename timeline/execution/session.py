@@ -91,8 +91,12 @@ class Inputs:
         rules = ClassificationRules(extra_comm_kernels=tuple(self.comm_kernels))
         return ImportOptions(rules=rules, include_python=self.include_python)
 
-    def load(self, *, progress: Progress | None = None) -> Trace:
-        """Load every event, in memory (:func:`timeline.load`)."""
+    def load(self, *, progress: Progress | None = None, overlap_only: bool = False) -> Trace:
+        """Load every event, in memory (:func:`timeline.load`).
+
+        ``overlap_only``: only the events the overlap analysis reads (the same overlap, a smaller
+        frame; the file table still counts every event).
+        """
         options = self.options
         return load(
             input_paths(self.paths),
@@ -101,6 +105,7 @@ class Inputs:
             rules=options.rules,
             include_python=options.include_python,
             progress=progress,
+            overlap_only=overlap_only,
         )
 
     def run(self, run: Callable[..., T], *, progress: Progress | None = None) -> T:
@@ -122,8 +127,9 @@ class Analysed:
     Attributes
     ----------
     trace
-        In memory: every event. Rank by rank: the communication events only (or none, when they
-        were not asked for), with the full file table and warnings.
+        In memory: every event (only those the overlap reads, when communication events were not
+        asked for). Rank by rank: the communication events only (or none, when they were not asked
+        for). The file table and warnings are always the full load's.
     overlap
         The overlap analysis (after alignment with ``align``).
     offsets
@@ -165,9 +171,10 @@ def analyze_inputs(
 ) -> Analysed:
     """Load and analyse inputs: rank by rank when that is asked for or pays, else in memory.
 
-    ``communication``: the rank-by-rank path keeps every rank's communication events (the cross-rank
-    analyses read them; ``align`` needs them whatever this says). ``warn``: called with the load
-    warnings as soon as the inputs are read (before anything else can fail).
+    ``communication``: keep the events the cross-rank analyses read (``align`` needs them whatever
+    this says); without them the trace holds only what the overlap reads (in memory: the events the
+    overlap analysis reads; rank by rank: none). ``warn``: called with the load warnings as soon as
+    the inputs are read (before anything else can fail).
 
     Raises
     ------
@@ -178,7 +185,8 @@ def analyze_inputs(
         return _analyze_by_rank(
             inputs, align=align, communication=communication, progress=progress, warn=warn
         )
-    trace = inputs.load(progress=progress)
+    # without the cross-rank analyses, CPU operators of GPU ranks (often half the events) are skipped
+    trace = inputs.load(progress=progress, overlap_only=not (communication or align))
     if warn is not None:
         warn(trace.warnings)
     offsets = None
