@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 import polars as pl
 
 from timeline import policy
-from timeline.analysis.alignment import apply_clock_offsets, estimate_clock_offsets
 from timeline.analysis.overlap import Overlap, compute_overlap
 from timeline.errors import UsageError
 from timeline.importers.result import ImportOptions
@@ -158,6 +157,8 @@ class Analysed:
         loaded = self.analysis.load_ranks(ranks)
         if self.offsets is None:
             return loaded
+        from timeline.analysis.alignment import apply_clock_offsets
+
         return replace(loaded, events=apply_clock_offsets(loaded.events, self.offsets))
 
 
@@ -307,6 +308,8 @@ def align_events(trace: Trace) -> tuple[Trace, pl.DataFrame]:
     UsageError
         If the trace holds no profiler traces (a Horovod timeline alone has one clock).
     """
+    from timeline.analysis.alignment import apply_clock_offsets, estimate_clock_offsets
+
     if trace.events.filter(pl.col("source") == "kineto").height == 0:
         msg = (
             "--align needs the PyTorch profiler traces of several ranks; "

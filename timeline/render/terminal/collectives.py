@@ -10,7 +10,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP
 from timeline.units import format_ns, format_ratio
 
 __all__ = ["format_bytes", "render_clock_offsets", "render_collectives_report", "render_utilisation"]
@@ -124,6 +123,8 @@ def _render_collectives(report: dict[str, Any], console: Console, *, limit: int)
     if len(collectives) > limit:
         shown = sorted(collectives, key=lambda r: -(r["total_wait_ns"] or 0))[:limit]
         title += f" (the {limit} with the most wait of {len(collectives)}; --json for all)"
+    from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP
+
     show_group = groups != {ALL_COMMUNICATION_GROUP}
     columns = [
         "#",
