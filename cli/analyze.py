@@ -42,12 +42,13 @@ def analyze_command(
     """
     with user_errors():
         from timeline.analysis.links import parse_link_gbps
-        from timeline.results.summary import build_summary
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
         # rank by rank, the communication events are kept only for the utilisation (and --align)
         analysed = analyze(inputs, align=align, communication=link is not None)
+        from timeline.results.summary import build_summary
+
         summary = build_summary(
             analysed.trace, analysed.overlap, top=top, offsets=analysed.offsets, link_gbps=link
         )

@@ -49,11 +49,12 @@ def collectives_command(
     """
     with user_errors():
         from timeline.analysis.links import parse_link_gbps
-        from timeline.results.collectives import build_collectives_report
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
         analysed = analyze(inputs, align=align)
+        from timeline.results.collectives import build_collectives_report
+
         trace = analysed.trace
         report = build_collectives_report(
             trace,

@@ -217,7 +217,7 @@ def test_a_dataset_is_read_rank_by_rank_by_every_command(
     # the library's one road (timeline.execution.session) imports these when it runs
     monkeypatch.setattr("timeline.execution.reduce.analyze_files", analyze)
     monkeypatch.setattr("timeline.execution.graphs.graph_files", graph)
-    monkeypatch.setattr("timeline.execution.session.load", lambda paths, **kw: load_all(paths, **kw))
+    monkeypatch.setattr("timeline.trace.load", lambda paths, **kw: load_all(paths, **kw))
     (tmp_path / "timeline.toml").write_text(MATCHING_BUDGETS)
     args = [command, str(param_dataset), "--json"]
     if command == "check":

@@ -32,7 +32,7 @@ def test_main_builds_only_the_command_it_runs(
     monkeypatch.setattr(cli.main, "make_app", spy)
     monkeypatch.setattr(sys, "argv", ["timeline", *args])
     with pytest.raises(SystemExit) as exited:
-        cli.main.main()
+        cli.main.main(fast_exit=False)
     assert exited.value.code == code
     assert built == [[args[0]]]
     expected = CliRunner().invoke(cli.main.app, args, prog_name="timeline")
@@ -48,7 +48,7 @@ def test_help_and_mistakes_get_every_command(
 ) -> None:
     monkeypatch.setattr(sys, "argv", ["timeline", "--help"])
     with pytest.raises(SystemExit) as exited:
-        cli.main.main()
+        cli.main.main(fast_exit=False)
     assert exited.value.code == 0
     listed = capsys.readouterr().out
     for name in cli.main.COMMANDS:

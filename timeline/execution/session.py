@@ -14,19 +14,21 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-import polars as pl
-
 from timeline import policy
-from timeline.analysis.overlap import Overlap, compute_overlap
-from timeline.errors import UsageError
+from timeline.errors import TimelineError, UsageError
 from timeline.importers.result import ImportOptions
 from timeline.importers.rules import ClassificationRules
 from timeline.inputs import input_paths
-from timeline.trace import Trace, load
 
+# Nothing above imports polars: a command decides how to read its inputs (and starts the workers of
+# a rank-by-rank analysis) before this process imports polars and the analyses.
 if TYPE_CHECKING:
+    import polars as pl
+
+    from timeline.analysis.overlap import Overlap
     from timeline.execution.reduce import Analysis
     from timeline.executors import Executor
+    from timeline.trace import Trace
     from timeline.whatif.graph import TraceGraph
 
 __all__ = ["Analysed", "Inputs", "align_events", "analyze", "analyze_inputs", "graph_inputs", "make_runner"]
@@ -96,6 +98,8 @@ class Inputs:
         ``overlap_only``: only the events the overlap analysis reads (the same overlap, a smaller
         frame; the file table still counts every event).
         """
+        from timeline.trace import load
+
         options = self.options
         return load(
             input_paths(self.paths),
@@ -107,11 +111,30 @@ class Inputs:
             overlap_only=overlap_only,
         )
 
-    def run(self, run: Callable[..., T], *, progress: Progress | None = None) -> T:
+    def runner(self, *, preload: str) -> Executor:
+        """Return the executor of a rank-by-rank analysis, its helper processes already starting.
+
+        Local helpers start importing ``preload`` (the module of the tasks) while this process
+        imports polars and the analyses: done first thing, that hides most of a helper's start.
+        """
+        from timeline.executors import LocalExecutor
+        from timeline.inputs import plan_inputs
+
+        executor = make_runner(self.executor, self.ray_address)
+        if isinstance(executor, LocalExecutor):
+            try:
+                several = len(plan_inputs(input_paths(self.paths), rank=self.rank)) > 1
+            except TimelineError:
+                several = False  # the analysis reports it
+            if several:
+                executor.start(preload=preload)
+        return executor
+
+    def run(self, run: Callable[..., T], *, executor: Executor, progress: Progress | None = None) -> T:
         """Call a rank-by-rank function (``analyze_files``, ``graph_files``) on the inputs."""
         return run(
             input_paths(self.paths),
-            executor=make_runner(self.executor, self.ray_address),
+            executor=executor,
             options=self.options,
             rank=self.rank,
             rank_regex=self.rank_regex,
@@ -186,6 +209,8 @@ def analyze_inputs(
         return _analyze_by_rank(
             inputs, align=align, communication=communication, progress=progress, warn=warn
         )
+    from timeline.analysis.overlap import compute_overlap
+
     # without the cross-rank analyses, CPU operators of GPU ranks (often half the events) are skipped
     trace = inputs.load(progress=progress, overlap_only=not (communication or align))
     if warn is not None:
@@ -258,9 +283,12 @@ def _analyze_by_rank(
     inputs: Inputs, *, align: bool, communication: bool, progress: Progress | None, warn: Warn | None
 ) -> Analysed:
     """Analyse rank by rank; the trace to summarise holds the communication events only."""
+    executor = inputs.runner(preload="timeline.execution.reduce")
     from timeline.execution.reduce import analyze_files, shift_overlap
 
-    analysis = inputs.run(partial(analyze_files, communication=communication or align), progress=progress)
+    analysis = inputs.run(
+        partial(analyze_files, communication=communication or align), executor=executor, progress=progress
+    )
     if warn is not None:
         warn(analysis.warnings)
     trace = analysis.as_trace()
@@ -286,9 +314,10 @@ def graph_inputs(
         Bad input, an unknown executor, ``ray`` missing, no rank with compute events.
     """
     if inputs.rank_by_rank:
+        executor = inputs.runner(preload="timeline.execution.graphs")
         from timeline.execution.graphs import graph_files
 
-        parts = inputs.run(graph_files, progress=progress)
+        parts = inputs.run(graph_files, executor=executor, progress=progress)
         if warn is not None:
             warn(parts.warnings)
         return parts.graph(link_gbps=link_gbps)
@@ -308,6 +337,8 @@ def align_events(trace: Trace) -> tuple[Trace, pl.DataFrame]:
     UsageError
         If the trace holds no profiler traces (a Horovod timeline alone has one clock).
     """
+    import polars as pl
+
     from timeline.analysis.alignment import apply_clock_offsets, estimate_clock_offsets
 
     if trace.events.filter(pl.col("source") == "kineto").height == 0:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import polars as pl
+from typing import TYPE_CHECKING, Any, Literal
 
 from timeline.importers.rules import ClassificationRules
+
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = ["Clock", "FileResult", "ImportOptions", "TraceFormat"]
 
