@@ -66,7 +66,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.bench_load import HTA_TRACE, child_env  # noqa: E402
-from benchmarks.bench_scale import HTA_PYTHON, HTA_SCRIPT, write_section  # noqa: E402
+from benchmarks.bench_scale import HTA_PYTHON, HTA_SCRIPT, _limit_memory, write_section  # noqa: E402
 from benchmarks.generate import DEFAULT_SOURCE  # noqa: E402
 from benchmarks.quiet import busy_cpu_s, wait_quiet  # noqa: E402
 
@@ -159,16 +159,6 @@ class CaseResult:
 # --------------------------------------------------------------------------------------------------
 
 QUIET = {"cores": 0.0, "max_wait_s": 120.0}  # --wait-quiet: wait for other work to stop before each run
-
-
-def _limit_memory(gib: float) -> Callable[[], None]:
-    """Return a ``preexec_fn`` capping the child's address space (its forked workers inherit it)."""
-
-    def limit() -> None:
-        cap = int(gib * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-
-    return limit
 
 
 def measure(

@@ -83,9 +83,23 @@ def main(*, fast_exit: bool = True) -> None:
         raise
 
 
-# Modules whose clean-up at exit matters: worker processes and their shared memory, a Ray instance
-# this process started, a report server.
-_NEEDS_TEARDOWN = ("multiprocessing", "concurrent.futures.process", "ray", "bokeh", "tornado")
+# Modules whose clean-up at exit matters: a Ray instance this process started, a report server.
+_NEEDS_TEARDOWN = ("ray", "bokeh", "tornado")
+
+
+def _workers_running() -> bool:
+    """Whether worker processes still run (stopping in the background, or a pool left open)."""
+    import threading
+
+    if "multiprocessing" in sys.modules:
+        import multiprocessing
+
+        if multiprocessing.active_children():
+            return True
+    # a pool's manager thread (concurrent.futures) still joining its workers
+    return any(
+        thread.name.startswith("Thread-") and not thread.daemon for thread in threading.enumerate()[1:]
+    )
 
 
 def exit_now(code: int | str | None) -> None:
@@ -93,10 +107,11 @@ def exit_now(code: int | str | None) -> None:
 
     Python's teardown of polars and the modules a command imported takes 30-50 ms (more after a
     large trace: its frames are freed one by one), after the command's output is complete. It is
-    skipped only when no module that cleans up at exit was imported (:data:`_NEEDS_TEARDOWN`);
-    stdout and stderr are flushed first. Returns (and the caller exits normally) otherwise.
+    skipped only when no module that cleans up at exit was imported (:data:`_NEEDS_TEARDOWN`) and
+    no worker process still runs; stdout and stderr are flushed first. Returns (and the caller exits
+    normally) otherwise.
     """
-    if any(module in sys.modules for module in _NEEDS_TEARDOWN):
+    if any(module in sys.modules for module in _NEEDS_TEARDOWN) or _workers_running():
         return
     try:
         sys.stdout.flush()

@@ -25,8 +25,7 @@ Names are imported when first used, so ``import timeline`` costs nothing until t
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from timeline.errors import (
     BudgetError,
@@ -37,6 +36,7 @@ from timeline.errors import (
     TraceFormatError,
     UsageError,
 )
+from timeline.lazy import lazy_names
 
 if TYPE_CHECKING:
     from timeline.analysis.collectives import match_collectives
@@ -87,15 +87,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name on first use (PEP 562): ``import timeline`` stays cheap."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'timeline' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names("timeline", _LAZY, globals())

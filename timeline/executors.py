@@ -22,7 +22,14 @@ from contextlib import nullcontext
 from typing import Any, Literal, Protocol, TypeVar
 
 from timeline.errors import UsageError
-from timeline.workers import can_spawn, polars_threads, process_pool, worker_environment, worker_settings
+from timeline.workers import (
+    can_spawn,
+    polars_threads,
+    preload_module,
+    process_pool,
+    worker_environment,
+    worker_settings,
+)
 
 __all__ = ["Executor", "ExecutorName", "LocalExecutor", "RayExecutor", "make_executor"]
 
@@ -174,11 +181,6 @@ class LocalExecutor:
             # The results are in: the helpers exit in the background (a Python process takes tens
             # of milliseconds to tear down its heap) rather than before the caller goes on.
             pool.shutdown(wait=False, cancel_futures=True)
-
-
-def preload_module(name: str) -> None:
-    """Import a module (the warm-up task of a helper started early: :meth:`LocalExecutor.start`)."""
-    importlib.import_module(name)
 
 
 def _run_here(fn: Callable[[T], R], item: T, future: Future[R] | None = None) -> Future[R]:

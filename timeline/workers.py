@@ -20,6 +20,7 @@ __all__ = [
     "WORKER_MALLOC_ENV",
     "can_spawn",
     "polars_threads",
+    "preload_module",
     "process_pool",
     "spawn_context",
     "worker_environment",
@@ -68,6 +69,13 @@ def process_pool(processes: int) -> ProcessPoolExecutor:
     first submissions).
     """
     return ProcessPoolExecutor(max_workers=processes, mp_context=spawn_context())
+
+
+def preload_module(name: str) -> None:
+    """Import a module: the first task of a worker started ahead (``LocalExecutor.start``)."""
+    import importlib
+
+    importlib.import_module(name)
 
 
 @contextmanager

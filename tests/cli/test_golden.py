@@ -37,6 +37,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
+from tests.cli.golden import regenerate
 from timeline.analysis.overlap import compute_overlap
 from timeline.errors import TimelineError
 from timeline.report.data import prepare_report_data
@@ -52,26 +53,8 @@ OUT = "{out}"  # placeholder, in a case's arguments, of the folder it writes its
 CHANGED_BY_ISSUE: dict[str, str] = {}
 """Case id → the issue that changed its output on purpose and why; those cases are skipped."""
 
-# The environment the goldens were made with (regenerate.py: ENV and UNSET); None removes a variable.
-ENV: dict[str, str | None] = {
-    "COLUMNS": "120",
-    "LINES": "50",
-    "TERM": "dumb",
-    **dict.fromkeys(
-        (
-            "FORCE_COLOR",
-            "NO_COLOR",
-            "TTY_COMPATIBLE",
-            "TTY_INTERACTIVE",
-            "CLICOLOR",
-            "CLICOLOR_FORCE",
-            "COLORTERM",
-            "JUPYTER_COLUMNS",
-            "JUPYTER_LINES",
-            "RAY_ADDRESS",
-        )
-    ),
-}
+# The environment the goldens were made with (regenerate.py); None removes a variable.
+ENV: dict[str, str | None] = {**regenerate.ENV, **dict.fromkeys(regenerate.UNSET)}
 
 _FULL_CSV_CHARS = 100_000  # a frame's CSV up to this long is written out; a longer one is hashed
 _HEAD_ROWS = 20

@@ -13,8 +13,9 @@ See ``docs/scaling.md``.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from timeline.lazy import lazy_names
 
 if TYPE_CHECKING:
     from timeline.execution.dataset import Written, scan_dataset, write_dataset
@@ -94,15 +95,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name on first use (PEP 562): importing one module of the package stays cheap."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'timeline.execution' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names("timeline.execution", _LAZY, globals())

@@ -209,10 +209,10 @@ def analyze_inputs(
         return _analyze_by_rank(
             inputs, align=align, communication=communication, progress=progress, warn=warn
         )
-    from timeline.analysis.overlap import compute_overlap
-
     # without the cross-rank analyses, CPU operators of GPU ranks (often half the events) are skipped
     trace = inputs.load(progress=progress, overlap_only=not (communication or align))
+    from timeline.analysis.overlap import compute_overlap
+
     if warn is not None:
         warn(trace.warnings)
     offsets = None
