@@ -23,7 +23,7 @@ from cli.convert import convert_command
 from cli.report import report_command, serve_command
 from cli.whatif import whatif_command
 
-__all__ = ["COMMANDS", "app", "main"]
+__all__ = ["COMMANDS", "app", "exit_now", "main", "make_app", "run"]
 
 COMMANDS: Mapping[str, Callable[..., Any]] = {
     "analyze": analyze_command,
@@ -66,20 +66,28 @@ def make_app(names: list[str] | None = None) -> typer.Typer:
 app = make_app()
 
 
-def main(*, fast_exit: bool = True) -> None:
+def main() -> None:
     """Run the command line: only the command named on it is built, or all for ``--help`` and mistakes.
 
-    ``fast_exit``: end the process at once when the command is done (:func:`exit_now`).
+    Ends with :class:`SystemExit`, as a typer application does.
     """
     name = sys.argv[1] if len(sys.argv) > 1 else None
+    if name is not None and name in COMMANDS:
+        make_app([name])()
+    else:
+        app()
+
+
+def run() -> None:
+    """Run the ``timeline`` command: :func:`main`, then end the process at once (:func:`exit_now`).
+
+    The installed command's entry point; code that calls :func:`main` and goes on after it (a
+    ``finally``, a test) keeps the normal exit.
+    """
     try:
-        if name is not None and name in COMMANDS:
-            make_app([name])()
-        else:
-            app()
+        main()
     except SystemExit as done:
-        if fast_exit:
-            exit_now(done.code)
+        exit_now(done.code)
         raise
 
 

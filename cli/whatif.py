@@ -27,93 +27,106 @@ from cli.options import (
 __all__ = ["whatif_command"]
 
 
+BandwidthOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bandwidth",
+        "-b",
+        help="Link bandwidths to predict, one direction, comma-separated: 10,25,40,100Gbps (a unit on "
+        "the "
+        "last applies to all), presets (100gbe, ib-hdr), 'measured'. Default: the measured link.",
+        show_default=False,
+    ),
+]
+WorldSizeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--world-size",
+        "-n",
+        help="World sizes to predict, comma-separated (8,64); collectives over the whole world scale, "
+        "compute per rank stays (same batch per rank). Default: as measured.",
+        show_default=False,
+    ),
+]
+CompressionOption = Annotated[
+    str,
+    typer.Option("--compression", "-c", help="Gradient compression ratios, comma-separated (1,2,5)."),
+]
+BucketsOption = Annotated[
+    str,
+    typer.Option(
+        "--buckets",
+        help="Gradient bucketing, comma-separated: measured, ddp:<cap MiB>[:<first MiB>], "
+        "fusion:<MiB>[:<cycle ms>] (Horovod). Rebuilt from the gradient-ready times.",
+    ),
+]
+EfficiencyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--efficiency",
+        help="Fraction of the link collectives achieve: observed (each as in the trace), uniform (one "
+        "figure per collective kind), full, or a fraction (0.8). Default: observed when the measured "
+        "link is known, else full.",
+        show_default=False,
+    ),
+]
+LinkGbpsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--link-gbps",
+        help="The link the trace ran on (Gbit/s or a preset); default: the capture manifest's link_gbps.",
+        show_default=False,
+    ),
+]
+LatencyOption = Annotated[
+    str,
+    typer.Option("--latency", help="Latency of one step of a collective (α): 5us, 0.2ms."),
+]
+AlgorithmOption = Annotated[
+    str, typer.Option("--algorithm", help="Collective algorithm of the cost model: ring or tree.")
+]
+CodecGbpsOption = Annotated[
+    float | None,
+    typer.Option(
+        "--codec-gbps",
+        min=0.0,
+        help="Compression codec throughput, Gbit/s of gradient for encoding and for decoding; "
+        "default: free (an upper bound on what compression gives).",
+        show_default=False,
+    ),
+]
+TargetSfOption = Annotated[
+    float | None,
+    typer.Option(
+        "--target-sf",
+        min=0.0,
+        max=1.0,
+        help="Also search the bandwidth, and the compression ratio at each bandwidth, that reach this "
+        "scaling factor.",
+        show_default=False,
+    ),
+]
+IterationOption = Annotated[
+    list[int] | None,
+    typer.Option(
+        "--iteration", help="Average over these iterations only (ProfilerStep numbers); repeatable."
+    ),
+]
+
+
 def whatif_command(
     paths: PathsArgument,
-    bandwidth: Annotated[
-        str | None,
-        typer.Option(
-            "--bandwidth",
-            "-b",
-            help="Link bandwidths to predict, one direction, comma-separated: 10,25,40,100Gbps (a unit on "
-            "the "
-            "last applies to all), presets (100gbe, ib-hdr), 'measured'. Default: the measured link.",
-            show_default=False,
-        ),
-    ] = None,
-    world_size: Annotated[
-        str | None,
-        typer.Option(
-            "--world-size",
-            "-n",
-            help="World sizes to predict, comma-separated (8,64); collectives over the whole world scale, "
-            "compute per rank stays (same batch per rank). Default: as measured.",
-            show_default=False,
-        ),
-    ] = None,
-    compression: Annotated[
-        str,
-        typer.Option("--compression", "-c", help="Gradient compression ratios, comma-separated (1,2,5)."),
-    ] = "1",
-    buckets: Annotated[
-        str,
-        typer.Option(
-            "--buckets",
-            help="Gradient bucketing, comma-separated: measured, ddp:<cap MiB>[:<first MiB>], "
-            "fusion:<MiB>[:<cycle ms>] (Horovod). Rebuilt from the gradient-ready times.",
-        ),
-    ] = "measured",
-    efficiency: Annotated[
-        str | None,
-        typer.Option(
-            "--efficiency",
-            help="Fraction of the link collectives achieve: observed (each as in the trace), uniform (one "
-            "figure per collective kind), full, or a fraction (0.8). Default: observed when the measured "
-            "link is known, else full.",
-            show_default=False,
-        ),
-    ] = None,
-    link_gbps: Annotated[
-        str | None,
-        typer.Option(
-            "--link-gbps",
-            help="The link the trace ran on (Gbit/s or a preset); default: the capture manifest's link_gbps.",
-            show_default=False,
-        ),
-    ] = None,
-    latency: Annotated[
-        str,
-        typer.Option("--latency", help="Latency of one step of a collective (α): 5us, 0.2ms."),
-    ] = "0",
-    algorithm: Annotated[
-        str, typer.Option("--algorithm", help="Collective algorithm of the cost model: ring or tree.")
-    ] = "ring",
-    codec_gbps: Annotated[
-        float | None,
-        typer.Option(
-            "--codec-gbps",
-            min=0.0,
-            help="Compression codec throughput, Gbit/s of gradient for encoding and for decoding; "
-            "default: free (an upper bound on what compression gives).",
-            show_default=False,
-        ),
-    ] = None,
-    target_sf: Annotated[
-        float | None,
-        typer.Option(
-            "--target-sf",
-            min=0.0,
-            max=1.0,
-            help="Also search the bandwidth, and the compression ratio at each bandwidth, that reach this "
-            "scaling factor.",
-            show_default=False,
-        ),
-    ] = None,
-    iteration: Annotated[
-        list[int] | None,
-        typer.Option(
-            "--iteration", help="Average over these iterations only (ProfilerStep numbers); repeatable."
-        ),
-    ] = None,
+    bandwidth: BandwidthOption = None,
+    world_size: WorldSizeOption = None,
+    compression: CompressionOption = "1",
+    buckets: BucketsOption = "measured",
+    efficiency: EfficiencyOption = None,
+    link_gbps: LinkGbpsOption = None,
+    latency: LatencyOption = "0",
+    algorithm: AlgorithmOption = "ring",
+    codec_gbps: CodecGbpsOption = None,
+    target_sf: TargetSfOption = None,
+    iteration: IterationOption = None,
     json_output: JsonOption = False,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,

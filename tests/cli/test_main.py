@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -32,7 +34,7 @@ def test_main_builds_only_the_command_it_runs(
     monkeypatch.setattr(cli.main, "make_app", spy)
     monkeypatch.setattr(sys, "argv", ["timeline", *args])
     with pytest.raises(SystemExit) as exited:
-        cli.main.main(fast_exit=False)
+        cli.main.main()
     assert exited.value.code == code
     assert built == [[args[0]]]
     expected = CliRunner().invoke(cli.main.app, args, prog_name="timeline")
@@ -48,8 +50,56 @@ def test_help_and_mistakes_get_every_command(
 ) -> None:
     monkeypatch.setattr(sys, "argv", ["timeline", "--help"])
     with pytest.raises(SystemExit) as exited:
-        cli.main.main(fast_exit=False)
+        cli.main.main()
     assert exited.value.code == 0
     listed = capsys.readouterr().out
     for name in cli.main.COMMANDS:
         assert f"  {name} " in listed
+
+
+def test_the_installed_command_exits_at_once_with_the_exit_code(tmp_path: Path) -> None:
+    """``timeline`` (``cli.main:run``) skips the interpreter's teardown and keeps the exit code."""
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('teardown ran', file=sys.stderr))\n"
+        "sys.argv = ['timeline', *sys.argv[1:]]\n"
+        "from cli.main import run\n"
+        "run()\n"
+    )
+    ok = subprocess.run(
+        [sys.executable, "-c", script, "analyze", str(PARAM), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert ok.returncode == 0
+    assert ok.stdout.startswith("{")
+    assert "teardown ran" not in ok.stderr
+    bad = subprocess.run(
+        [sys.executable, "-c", script, "analyze", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("error: ")
+    assert "teardown ran" not in bad.stderr
+
+
+def test_teardown_is_kept_while_workers_run() -> None:
+    """A worker process still running: the normal exit, which waits for it."""
+    import multiprocessing
+
+    from timeline.workers import spawn_context
+
+    done = spawn_context().Event()
+    worker = spawn_context().Process(target=done.wait, args=(60,))
+    worker.start()
+    try:
+        assert multiprocessing.active_children()
+        cli.main.exit_now(0)  # returns: the caller exits normally
+    finally:
+        done.set()
+        worker.join(60)
