@@ -95,19 +95,10 @@ def run() -> None:
 _NEEDS_TEARDOWN = ("ray", "bokeh", "tornado")
 
 
-def _workers_running() -> bool:
-    """Whether worker processes still run (stopping in the background, or a pool left open)."""
-    import threading
-
-    if "multiprocessing" in sys.modules:
-        import multiprocessing
-
-        if multiprocessing.active_children():
-            return True
-    # a pool's manager thread (concurrent.futures) still joining its workers
-    return any(
-        thread.name.startswith("Thread-") and not thread.daemon for thread in threading.enumerate()[1:]
-    )
+def _workers_started() -> bool:
+    """Whether this process started worker processes: their queues' semaphores are released at exit."""
+    workers = sys.modules.get("timeline.workers")
+    return workers is not None and bool(workers.pools_started())
 
 
 def exit_now(code: int | str | None) -> None:
@@ -116,17 +107,16 @@ def exit_now(code: int | str | None) -> None:
     Python's teardown of polars and the modules a command imported takes 30-50 ms (more after a
     large trace: its frames are freed one by one), after the command's output is complete. It is
     skipped only when no module that cleans up at exit was imported (:data:`_NEEDS_TEARDOWN`) and
-    no worker process still runs; stdout and stderr are flushed first. Returns (and the caller exits
-    normally) otherwise.
+    no worker process was started (multiprocessing releases their queues at exit); stdout and
+    stderr are flushed first. Returns (and the caller exits normally) otherwise.
     """
-    if any(module in sys.modules for module in _NEEDS_TEARDOWN) or _workers_running():
+    if any(module in sys.modules for module in _NEEDS_TEARDOWN) or _workers_started():
         return
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):
         return  # a closed or broken stream: the normal exit reports it
-    status = code if isinstance(code, int) else (0 if code is None else 1)
     if isinstance(code, str):
         return  # a message to print: the normal exit prints it
-    os._exit(status)
+    os._exit(0 if code is None else code)

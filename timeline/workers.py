@@ -20,6 +20,7 @@ __all__ = [
     "WORKER_MALLOC_ENV",
     "can_spawn",
     "polars_threads",
+    "pools_started",
     "preload_module",
     "process_pool",
     "spawn_context",
@@ -62,13 +63,23 @@ def spawn_context() -> SpawnContext:
     return multiprocessing.get_context("spawn")
 
 
+_pools_started = 0
+
+
 def process_pool(processes: int) -> ProcessPoolExecutor:
     """Return a pool of ``processes`` spawned worker processes: the one way timeline starts workers.
 
     Start them inside :func:`worker_environment` (they copy the environment when they start, on the
     first submissions).
     """
+    global _pools_started
+    _pools_started += 1
     return ProcessPoolExecutor(max_workers=processes, mp_context=spawn_context())
+
+
+def pools_started() -> int:
+    """How many process pools this process has started (their clean-up at exit matters)."""
+    return _pools_started
 
 
 def preload_module(name: str) -> None:
