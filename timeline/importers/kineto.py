@@ -28,7 +28,6 @@ import polars as pl
 
 from timeline.errors import TraceContentError, TraceFormatError, position_of
 from timeline.importers.collectives import collective_from_kernel, dtype_size, normalise_collective
-from timeline.importers.repair import repair_json
 from timeline.importers.result import Clock, FileResult, ImportOptions
 from timeline.schema import EVENTS_SCHEMA, KIND, SOURCE, validate
 
@@ -186,6 +185,8 @@ def _decode(data: bytes, source: str, warnings: list[str]) -> _Document:
     except (msgspec.DecodeError, UnicodeDecodeError):
         # msgspec raises UnicodeDecodeError, not DecodeError, for invalid UTF-8 inside a string.
         pass
+    from timeline.importers.repair import repair_json  # damaged input only
+
     repaired = repair_json(data, source=source)
     warnings.extend(repaired.warnings)
     try:

@@ -28,7 +28,6 @@ import io
 import mmap
 import os
 import re
-import tempfile
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -320,6 +319,8 @@ class _Slot:
     """
 
     def __init__(self, directory: str, size: int) -> None:
+        import tempfile  # the parallel reader only
+
         fd, name = tempfile.mkstemp(prefix="timeline-chunk-", dir=directory)
         self.path = name
         self.file = os.fdopen(fd, "r+b")
@@ -355,7 +356,11 @@ class _Slot:
 def _shared_directory() -> str:
     """Return where chunk slots live: shared memory when there is some, else the temp directory."""
     shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else tempfile.gettempdir()
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        return str(shm)
+    import tempfile
+
+    return tempfile.gettempdir()
 
 
 _Built = tuple[tuple[pl.DataFrame, dict[str, int], pl.DataFrame], bool]

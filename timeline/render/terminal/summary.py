@@ -13,7 +13,6 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from timeline.render.terminal.collectives import render_clock_offsets, render_utilisation
 from timeline.units import format_ns, format_ratio
 
 __all__ = ["render_summary"]
@@ -59,10 +58,13 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     Then the clock offsets and the link utilisation, where the summary holds them.
     """
     _render_overlap(summary, console)
-    if "clock_offsets" in summary:
-        render_clock_offsets(summary["clock_offsets"], console)
-    if "utilisation" in summary:
-        render_utilisation(summary["utilisation"], console)
+    if "clock_offsets" in summary or "utilisation" in summary:
+        from timeline.render.terminal.collectives import render_clock_offsets, render_utilisation
+
+        if "clock_offsets" in summary:
+            render_clock_offsets(summary["clock_offsets"], console)
+        if "utilisation" in summary:
+            render_utilisation(summary["utilisation"], console)
 
 
 def _render_overlap(summary: dict[str, Any], console: Console) -> None:
