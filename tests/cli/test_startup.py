@@ -1,0 +1,68 @@
+"""Start-up: each command imports what it uses (the numbers are in docs/performance.md, not here).
+
+Checked in fresh processes, by module name, never by time: ``timeline --help`` imports neither
+polars nor rich nor any library module but the errors; ``timeline analyze`` on a small run imports
+neither the what-if engine, the budgets, the rank-by-rank machinery nor the report's libraries.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.builders import SAMPLES
+
+LIST_MODULES = """
+import sys
+sys.argv = ["timeline", *sys.argv[1:]]
+from cli.main import main
+try:
+    main()
+except SystemExit:
+    pass
+print("\\n".join(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+def _modules(*args: str) -> set[str]:
+    result = subprocess.run(
+        [sys.executable, "-c", LIST_MODULES, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return set(result.stderr.split())
+
+
+def _under(modules: set[str], *packages: str) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))
+
+
+def test_help_imports_no_library() -> None:
+    modules = _modules("--help")
+    assert "cli.main" in modules
+    assert _under(modules, "polars", "rich", "msgspec", "pydantic", "numpy", "pyarrow") == []
+    assert _under(modules, "timeline") == ["timeline", "timeline.errors", "timeline.lazy"]
+
+
+def test_analyze_imports_only_what_it_uses() -> None:
+    modules = _modules("analyze", str(SAMPLES / "ddp_gloo"))
+    assert "timeline.analysis.overlap" in modules  # it did run
+    unused = (
+        "timeline.whatif",
+        "timeline.budgets",
+        "timeline.execution.reduce",
+        "timeline.execution.graphs",
+        "timeline.execution.dataset",
+        "timeline.executors",
+        "timeline.report",
+        "timeline.capture",
+        "bokeh",
+        "holoviews",
+        "ray",
+        "pydantic",
+        "numpy",
+        "pyarrow",
+    )
+    assert _under(modules, *unused) == []
