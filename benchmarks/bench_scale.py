@@ -645,9 +645,8 @@ _HEADER = (
 )
 
 
-def render(bench: Bench) -> str:
-    args, out = bench.args, bench.results
-    lines: list[str] = [MARK_START, ""]
+def machine_facts() -> tuple[str, int]:
+    """Return this machine's CPU model name and its memory in KiB (``/proc``)."""
     cpu = next(
         (
             ln.split(":", 1)[1].strip()
@@ -656,11 +655,18 @@ def render(bench: Bench) -> str:
         ),
         "unknown",
     )
-    mem = next(
+    mem_kib = next(
         int(ln.split()[1])
         for ln in Path("/proc/meminfo").read_text().splitlines()
         if ln.startswith("MemTotal")
     )
+    return cpu, mem_kib
+
+
+def render(bench: Bench) -> str:
+    args, out = bench.args, bench.results
+    lines: list[str] = [MARK_START, ""]
+    cpu, mem = machine_facts()
 
     def version(name: str) -> str:
         try:

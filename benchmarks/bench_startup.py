@@ -66,7 +66,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.bench_load import HTA_TRACE, child_env  # noqa: E402
-from benchmarks.bench_scale import HTA_PYTHON, HTA_SCRIPT, _limit_memory, write_section  # noqa: E402
+from benchmarks.bench_scale import (  # noqa: E402
+    HTA_PYTHON,
+    HTA_SCRIPT,
+    _limit_memory,
+    machine_facts,
+    write_section,
+)
 from benchmarks.generate import DEFAULT_SOURCE  # noqa: E402
 from benchmarks.quiet import busy_cpu_s, wait_quiet  # noqa: E402
 
@@ -597,19 +603,7 @@ def render(
     others: str,
     hta_pandas: str,
 ) -> str:
-    cpu = next(
-        (
-            ln.split(":", 1)[1].strip()
-            for ln in Path("/proc/cpuinfo").read_text().splitlines()
-            if ln.startswith("model name")
-        ),
-        "unknown",
-    )
-    mem_kib = next(
-        int(ln.split()[1])
-        for ln in Path("/proc/meminfo").read_text().splitlines()
-        if ln.startswith("MemTotal")
-    )
+    cpu, mem_kib = machine_facts()
     hta_version = next(
         (r.result.get("version", "?") for c in results for r in c.hta.ok() if r.result is not None), "not run"
     )
