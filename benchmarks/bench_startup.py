@@ -65,7 +65,7 @@ from typing import IO, Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_load import HTA_TRACE, child_env  # noqa: E402
+from benchmarks.bench_load import HTA_TRACE, child_env, hta_pandas_version  # noqa: E402
 from benchmarks.bench_scale import (  # noqa: E402
     HTA_PYTHON,
     HTA_SCRIPT,
@@ -701,18 +701,6 @@ class _Quietness:
             f"{others:.0f} CPU-s used by other processes during the {wall:.0f} s run "
             f"({others / wall:.2f} of the {cores} cores)"
         )
-
-
-def hta_pandas_version(hta_python: Path | None) -> str:
-    if hta_python is None:
-        return "n/a"
-    done = subprocess.run(
-        [str(hta_python), "-c", "from importlib.metadata import version; print(version('pandas'))"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return done.stdout.strip() or "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ from timeline.workers import (
     worker_settings,
 )
 
-__all__ = ["Executor", "ExecutorName", "LocalExecutor", "RayExecutor", "make_executor"]
+__all__ = ["Executor", "ExecutorName", "LocalExecutor", "RayExecutor", "make_executor", "named_progress"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -39,6 +39,20 @@ R = TypeVar("R")
 ExecutorName = Literal["local", "ray"]
 TaskProgress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` each time a task finishes."""
+
+
+def named_progress(
+    progress: Callable[[str, int, int], None] | None, names: Sequence[str]
+) -> TaskProgress | None:
+    """Return a task progress that calls ``progress(name, done, total)``, the name of the last item done."""
+    if progress is None:
+        return None
+
+    def report(done: int, total: int) -> None:
+        progress(names[min(done, total) - 1], done, total)
+
+    return report
+
 
 RAY_MISSING = "--executor ray needs ray: pip install 'timeline[ray]'"
 

@@ -84,13 +84,10 @@ def _parse_all(
             if progress:
                 progress(p.name, i, total)
         return out
-    from timeline.executors import LocalExecutor
-
-    def report(done: int, total: int) -> None:
-        if progress:
-            progress(paths[min(done, total) - 1].name, done, total)
+    from timeline.executors import LocalExecutor, named_progress
 
     executor = LocalExecutor(min(workers, total))
+    report = named_progress(progress, [p.name for p in paths])
     return list(executor.map(parse_one, [(p, options) for p in paths], progress=report))
 
 

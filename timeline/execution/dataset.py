@@ -22,7 +22,7 @@ import polars as pl
 
 from timeline.errors import UsageError
 from timeline.execution.reduce import load_unit
-from timeline.executors import Executor, LocalExecutor
+from timeline.executors import Executor, LocalExecutor, named_progress
 from timeline.importers.result import ImportOptions
 from timeline.inputs import (
     PathsLike,
@@ -174,9 +174,7 @@ def write_dataset(
     scratch.mkdir()
     tasks = [_WriteTask(unit=u, index=i, scratch=scratch) for i, u in enumerate(units)]
 
-    def report(done: int, total: int) -> None:
-        if progress:
-            progress(units[min(done, total) - 1].paths[0].name, done, total)
+    report = named_progress(progress, [unit.paths[0].name for unit in units])
 
     try:
         written = list(executor.map(_write_unit, tasks, progress=report))

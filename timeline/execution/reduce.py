@@ -34,7 +34,7 @@ from isal import isal_zlib
 
 from timeline.analysis.iterations import rank_modes
 from timeline.analysis.overlap import Overlap, overlap_with_modes
-from timeline.executors import Executor, LocalExecutor
+from timeline.executors import Executor, LocalExecutor, named_progress
 from timeline.importers.result import ImportOptions
 from timeline.inputs import PathsLike, Unit, check_claims, plan_inputs, unit_claims
 from timeline.policy import small_input
@@ -413,10 +413,7 @@ def run_units(
     TimelineError
         A unit's bad input (the first in unit order), several Horovod timelines, a rank claimed twice.
     """
-
-    def report(done: int, total: int) -> None:
-        if progress:
-            progress(units[min(done, total) - 1].paths[0].name, done, total)
+    report = named_progress(progress, [unit.paths[0].name for unit in units])
 
     collected = Collected()
     for unit, result in zip(units, executor.map(task, units, progress=report), strict=True):

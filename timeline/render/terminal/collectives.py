@@ -10,17 +10,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from timeline.render.terminal.tables import titled_table
 from timeline.units import format_ns, format_ratio
 
 __all__ = ["format_bytes", "render_clock_offsets", "render_collectives_report", "render_utilisation"]
 
 
 def _table(title: str, columns: list[str]) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
-    for i, name in enumerate(columns):
-        left = i == 0 and not name.startswith(("rank", "#", "iteration", "batch"))
-        table.add_column(name, justify="left" if left else "right", no_wrap=True)
-    return table
+    return titled_table(title, columns, numeric_first=("rank", "#", "iteration", "batch"), no_wrap=True)
 
 
 def format_bytes(value: float | None) -> str:

@@ -13,6 +13,7 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
+from timeline.render.terminal.tables import titled_table
 from timeline.units import format_ns, format_ratio
 
 __all__ = ["render_summary"]
@@ -21,10 +22,7 @@ _MAX_ITERATION_ROWS = 40
 
 
 def _table(title: str, columns: list[str]) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
-    for i, name in enumerate(columns):
-        table.add_column(name, justify="left" if i == 0 and not name.startswith("rank") else "right")
-    return table
+    return titled_table(title, columns, numeric_first=("rank",))
 
 
 def _overlap_cells(row: dict[str, Any]) -> list[str]:
