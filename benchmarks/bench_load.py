@@ -209,8 +209,7 @@ def child_decode(path: Path) -> int:
 # Names that do not exist (the code moved on) are simply not timed; their time lands in a "rest" row.
 OVERLAPPED = "(in a thread, overlapping the decoding; not in the sum) "
 STAGES: dict[str, str] = {
-    "read_trace_bytes": "read the file (`files.read_trace_bytes`, less gunzip)",
-    "_gunzip": "gunzip (`files._gunzip`, ISA-L)",
+    "read_trace_bytes": "read and gunzip the file (`files.read_trace_bytes`, `files.TraceText`, ISA-L)",
     "parse_kineto_stream": "streaming import, rest: gunzip, cut, wait (`stream.parse_kineto_stream`)",
     "extract_columns": "`kineto.extract_columns`: structs → Python lists → Series, metadata scan",
     "finish_columns": OVERLAPPED + "`kineto.finish_columns`: polars per batch of chunks (ns, classification)",

@@ -6,8 +6,9 @@ from typing import Annotated
 
 import typer
 
-from cli.common import analyze, console, inputs_of, user_errors
+from cli.common import analyze, console, echo_warnings, inputs_of, user_errors
 from cli.options import (
+    ROWS_MAX,
     AlignOption,
     CommKernelOption,
     ExecutorOption,
@@ -26,7 +27,9 @@ __all__ = ["analyze_command"]
 def analyze_command(
     paths: PathsArgument,
     json_output: JsonOption = False,
-    top: Annotated[int, typer.Option("--top", min=1, help="How many top exposed collectives to list.")] = 10,
+    top: Annotated[
+        int, typer.Option("--top", min=1, max=ROWS_MAX, help="How many top exposed collectives to list.")
+    ] = 10,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -38,7 +41,8 @@ def analyze_command(
 ) -> None:
     """Measure communication hidden under compute and exposed (stretching the step), per rank and iteration.
 
-    Exit codes: 0 success, 2 bad input (one 'error:' line on stderr).
+    Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
+    130 interrupted.
     """
     with user_errors():
         from timeline.analysis.links import parse_link_gbps
@@ -52,6 +56,8 @@ def analyze_command(
         summary = build_summary(
             analysed.trace, analysed.overlap, top=top, offsets=analysed.offsets, link_gbps=link
         )
+    # the load warnings were printed while loading; the analysis' own follow (transfers faster than the link)
+    echo_warnings(summary["warnings"][len(analysed.trace.warnings) :])
     if json_output:
         from timeline.render.json import render_json
 

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from cli.common import fail, user_errors
+from timeline.errors import shown
 
 __all__ = ["capture_command"]
 
@@ -48,7 +49,8 @@ def capture_command(
 ) -> None:
     """Capture PyTorch-profiler traces of a demo DDP job, ready for `timeline analyze`.
 
-    Exit codes: 0 traces written; 2 bad arguments, --out already holds a run, or torch missing.
+    Exit codes: 0 traces written; 2 bad arguments, --out already holds a run, or torch missing; 3 a bug
+    in timeline; 130 interrupted.
     """
     from timeline.capture import MANIFEST_NAME, TorchMissingError, require_torch, run_demo
 
@@ -62,19 +64,22 @@ def capture_command(
     except TorchMissingError as exc:
         fail(str(exc))
     if out.exists() and not out.is_dir():
-        fail(f"{out}: exists and is not a directory; choose another --out")
+        fail(f"{shown(out)}: exists and is not a directory; choose another --out")
     earlier = sorted(out.glob(_TRACE_GLOB)) + [p for p in [out / MANIFEST_NAME] if p.exists()]
     if earlier and not force:
-        fail(f"{out}: already holds a captured run ({earlier[0].name}); pass --force to replace it")
+        fail(
+            f"{shown(out)}: already holds a captured run ({shown(earlier[0].name)}); pass --force to "
+            "replace it"
+        )
     for path in earlier:
         path.unlink()
     with user_errors():
         result = run_demo(out, ranks=ranks, steps=steps, grad_ready_markers=grad_ready_markers)
     total = sum(p.stat().st_size for p in result.files)
-    typer.echo(f"wrote {len(result.files)} traces ({total / 1e3:.0f} kB) and {MANIFEST_NAME} to {out}")
+    typer.echo(f"wrote {len(result.files)} traces ({total / 1e3:.0f} kB) and {MANIFEST_NAME} to {shown(out)}")
     for path in result.files:
-        typer.echo(f"  {path.name}  {path.stat().st_size / 1e3:.0f} kB")
+        typer.echo(f"  {shown(path.name)}  {path.stat().st_size / 1e3:.0f} kB")
     if result.step_times_s:
         times = sorted(result.step_times_s)
         typer.echo(f"median step time on rank 0: {times[len(times) // 2] * 1e3:.1f} ms")
-    typer.echo(f"next: timeline analyze {out}")
+    typer.echo(f"next: timeline analyze {shown(out)}")

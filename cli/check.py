@@ -1,8 +1,8 @@
 """``timeline check``: fail a CI build when communication overhead goes over budget or regresses.
 
 Exit codes: 0 every budget holds, 1 a budget is exceeded (or has no data to be measured on), 2 bad
-input or a bad budget file. Never imports bokeh or holoviews, so it starts fast; matches the
-collectives across ranks only when a budget reads them.
+input, usage or a bad budget file, 3 a bug in timeline, 130 interrupted. Never imports bokeh or
+holoviews, so it starts fast; matches the collectives across ranks only when a budget reads them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from cli.options import (
     RankRegexOption,
     RayAddressOption,
 )
-from timeline.errors import UsageError
+from timeline.errors import UsageError, shown
 
 __all__ = ["check_command"]
 
@@ -79,7 +79,8 @@ def check_command(
     """Check a run against communication budgets (and a baseline run); fail the build when one is exceeded.
 
     Exit codes: 0 every budget holds, 1 a budget is exceeded or has no data,
-    2 bad input or a bad budget file (one 'error:' line on stderr). See docs/ci.md.
+    2 bad input, usage or a bad budget file (one 'error:' line on stderr), 3 a bug in timeline,
+    130 interrupted. See docs/ci.md.
     """
     if json_output and (github or markdown == "-"):
         fail("--json prints JSON on stdout; it cannot be combined with --github or --markdown -")
@@ -95,7 +96,8 @@ def check_command(
         check_links(budgets, link_gbps=link)  # a missing link stops before the traces are read
         if link is not None and not budgets.needs_link():
             typer.echo(
-                f"warning: {budgets.path} has no link utilisation budget; --link-gbps is not used", err=True
+                f"warning: {shown(budgets.path)} has no link utilisation budget; --link-gbps is not used",
+                err=True,
             )
         inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
         with loading() as (progress, warn):
@@ -103,7 +105,8 @@ def check_command(
         old = None
         if baseline and not budgets.regressions:
             typer.echo(
-                f"warning: {budgets.path} has no [regression] entries; --baseline is not used", err=True
+                f"warning: {shown(budgets.path)} has no [regression] entries; --baseline is not used",
+                err=True,
             )
         elif baseline:
             with loading() as (progress, warn):
@@ -140,4 +143,4 @@ def _write(path: Path, text: str) -> None:
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
+        raise UsageError(f"{shown(path)}: cannot write ({exc.strerror})") from None

@@ -8,6 +8,7 @@ import typer
 
 from cli.common import analyze, console, echo_warnings, inputs_of, user_errors
 from cli.options import (
+    ROWS_MAX,
     AlignOption,
     CommKernelOption,
     ExecutorOption,
@@ -31,7 +32,10 @@ def collectives_command(
     limit: Annotated[
         int,
         typer.Option(
-            "--limit", min=1, help="Rows per table (collectives, batches, tensors); --json has all."
+            "--limit",
+            min=1,
+            max=ROWS_MAX,
+            help="Rows per table (collectives, batches, tensors); --json has all.",
         ),
     ] = 20,
     rank: RankOption = None,
@@ -45,7 +49,8 @@ def collectives_command(
 
     Horovod timelines: per-tensor phases, fused batches and their bandwidth, negotiation wait per rank.
 
-    Exit codes: 0 success, 2 bad input (one 'error:' line on stderr).
+    Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
+    130 interrupted.
     """
     with user_errors():
         from timeline.analysis.links import parse_link_gbps

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from timeline.errors import TimelineError
+from timeline.errors import TimelineError, one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -26,11 +26,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "analyze",
+    "check_regex",
     "console",
     "echo_warnings",
     "fail",
     "graph",
     "inputs_of",
+    "interrupted",
     "load",
     "loading",
     "progress_bar",
@@ -39,8 +41,8 @@ __all__ = [
 
 
 def fail(message: str) -> NoReturn:
-    """Print one ``error:`` line on stderr and exit with code 2."""
-    typer.echo(f"error: {message}", err=True)
+    """Print one ``error:`` line on stderr (characters that do not print escaped) and exit with code 2."""
+    typer.echo(f"error: {one_line(message)}", err=True)
     raise typer.Exit(2)
 
 
@@ -48,15 +50,34 @@ def fail(message: str) -> NoReturn:
 def user_errors() -> Iterator[None]:
     """Turn bad-input errors into one ``error:`` line and exit code 2; Ctrl-C into exit code 130.
 
-    Anything else is a bug in timeline and keeps its traceback.
+    Anything else is a bug in timeline: :class:`cli.main.TimelineGroup` prints its traceback and
+    exits with code 3.
     """
     try:
         yield
     except TimelineError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        raise typer.Exit(130) from None
+        interrupted()
+
+
+def interrupted() -> NoReturn:
+    """End a command stopped by Ctrl-C: stop its worker processes, print ``interrupted``, exit code 130.
+
+    Worker processes ignore Ctrl-C (:func:`timeline.workers.worker_environment`): they are
+    terminated here, so that the command ends now rather than once their tasks are done.
+    """
+    workers = sys.modules.get("timeline.workers")
+    if workers is not None and workers.pools_started():
+        import multiprocessing
+
+        children = multiprocessing.active_children()
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.join(10)
+    typer.echo("interrupted", err=True)
+    raise typer.Exit(130)
 
 
 @contextmanager
@@ -94,14 +115,26 @@ def progress_bar() -> Iterator[Callable[[str, int, int], None] | None]:
 def echo_warnings(warnings: Iterable[str]) -> None:
     """Print warnings on stderr, one ``warning:`` line each."""
     for warning in warnings:
-        typer.echo(f"warning: {warning}", err=True)
+        typer.echo(f"warning: {one_line(warning)}", err=True)
 
 
 def console(min_width: int) -> Console:
-    """Return the console the terminal renderers draw on: at least ``min_width`` columns."""
+    """Return the console the terminal renderers draw on: at least ``min_width`` columns.
+
+    A stdout closed by its reader (``| head``) raises :class:`BrokenPipeError`, which the command
+    line's boundary (:class:`cli.main.TimelineGroup`) ends with exit code 141; rich's own handling
+    would exit with 1, the code of an exceeded budget.
+    """
+    import errno
+
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False, width=max(Console().width, min_width))
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "stdout closed by its reader")
+
+    return _Console(highlight=False, soft_wrap=False, width=max(Console().width, min_width))
 
 
 def inputs_of(
@@ -114,9 +147,17 @@ def inputs_of(
     ray_address: str | None = None,
     /,
 ) -> Inputs:
-    """Return the library's :class:`Inputs` of a command's ``PATH...`` and shared options, in that order."""
+    """Return the library's :class:`Inputs` of a command's ``PATH...`` and shared options, in that order.
+
+    Raises
+    ------
+    UsageError
+        A ``--comm-kernel`` pattern that polars' regex engine cannot match with (:func:`check_regex`).
+    """
     from timeline.execution.session import Inputs
 
+    for pattern in comm_kernels or ():
+        check_regex(pattern, "--comm-kernel")
     return Inputs(
         paths=list(paths),
         rank=rank,
@@ -126,6 +167,13 @@ def inputs_of(
         executor=executor,
         ray_address=ray_address,
     )
+
+
+def check_regex(pattern: str, option: str) -> None:
+    """Check a user's regex as the library does (:func:`timeline.importers.rules.check_pattern`)."""
+    from timeline.importers.rules import check_pattern
+
+    check_pattern(pattern, label=option)
 
 
 @contextmanager

@@ -19,7 +19,14 @@ def convert_command(
         Path,
         typer.Option("-o", "--output", help="The Parquet file to write, or the dataset directory."),
     ],
-    force: Annotated[bool, typer.Option("--force", help="Overwrite OUTPUT if it exists.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace OUTPUT if it exists and timeline wrote it (a Parquet file or dataset from timeline "
+            "convert); anything else is never replaced.",
+        ),
+    ] = False,
     partition_by_rank: Annotated[
         bool,
         typer.Option(
@@ -38,26 +45,23 @@ def convert_command(
     Exit codes: 0 success, 2 bad input.
     """
     with user_errors():
+        from timeline.execution.dataset import check_output, write_parquet_file
         from timeline.inputs import expand_datasets, expand_paths
 
         inputs = expand_paths(expand_datasets(paths))
         target = output.resolve()
         if target in inputs:
             fail(f"{output}: is one of the inputs; choose another output file (inputs are never modified)")
-        if output.exists() and not force:
-            fail(f"{output}: exists; pass --force to overwrite it")
+        dataset = partition_by_rank or output.suffix == "" or output.is_dir()
+        # before loading: an output that cannot be written fails at once
+        check_output(output, dataset=dataset, force=force)
         if not output.parent.exists():
             fail(f"{output.parent}: no such directory")
-        if partition_by_rank or output.suffix == "" or output.is_dir():
+        if dataset:
             _write_dataset(paths, output, force, rank, rank_regex, comm_kernel, include_python)
             return
         trace = load(inputs_of(paths, rank, rank_regex, comm_kernel, include_python))
-        partial = output.with_name(f".{output.name}.partial")
-        try:
-            trace.write_parquet(partial)
-            partial.replace(output)
-        finally:
-            partial.unlink(missing_ok=True)
+        write_parquet_file(trace, output, force=force)
     typer.echo(f"wrote {trace.events.height:,} events of {len(trace.ranks)} rank(s) to {output}", err=True)
 
 

@@ -4,27 +4,148 @@ Importing this module imports typer and the command modules only (no polars, no 
 module but :mod:`timeline.errors`), so ``timeline --help`` starts fast. :func:`main` builds only
 the command it is asked to run (typer builds every registered command's options when it starts:
 about 15 ms for all of them); :data:`app` has every command.
+
+Every command ends with one of the exit codes of :data:`EXIT_CODES` (``docs/cli.md``): the
+application's group, :class:`TimelineGroup`, is the one boundary that turns what reaches it into
+them (a usage error into one ``error:`` line, an unexpected exception into its traceback and a
+line asking for a bug report, Ctrl-C into ``interrupted``).
 """
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from cli.analyze import analyze_command
 from cli.capture import capture_command
 from cli.check import check_command
 from cli.collectives import collectives_command
+from cli.common import interrupted
 from cli.convert import convert_command
 from cli.report import report_command, serve_command
 from cli.whatif import whatif_command
+from timeline.errors import one_line
 
-__all__ = ["COMMANDS", "app", "exit_now", "main", "make_app", "run"]
+__all__ = ["COMMANDS", "EXIT_CODES", "TimelineGroup", "app", "exit_now", "main", "make_app", "run"]
+
+EXIT_CODES: Mapping[int, str] = {
+    0: "done",
+    1: "timeline check: a budget is exceeded (or has no data to be measured on)",
+    2: "bad input or usage: one 'error:' line on stderr",
+    3: "an internal error (a bug in timeline): its traceback and a line asking for a report",
+    130: "interrupted (Ctrl-C)",
+    141: "stdout was closed before the output was written (a pipe into head)",
+}
+"""Every exit code a command ends with, and what it means (``docs/cli.md`` lists the same)."""
+
+# typer raises click's exceptions (typer >= 0.28: its own copy of click): found from the class it exports.
+_USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+_CLICK_EXCEPTION: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
+)
+_ISSUES = "to the timeline maintainers"
+"""Where to report a bug (the project publishes no issue tracker address)."""
+
+
+def _usage_line(exc: Exception) -> str:
+    """Return click's message of a usage error as one ``error:`` line: what, in lower case, and the help."""
+    message = " ".join(str(exc.format_message()).split()).rstrip(".")  # type: ignore[attr-defined]
+    message = message[:1].lower() + message[1:]
+    message = message.replace(". Did you mean", "; did you mean")  # click's guess is the fix
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None and not message.endswith("?"):
+        message += f"; see '{ctx.command_path} --help'"
+    return f"error: {one_line(message)}"
+
+
+def _internal_error() -> int:
+    """Print the traceback of the exception being handled and the bug-report line; return exit code 3."""
+    import traceback
+
+    from timeline import __version__
+
+    traceback.print_exc()
+    typer.echo(
+        f"error: internal error in timeline {__version__}: this is a bug, please report it {_ISSUES}",
+        err=True,
+    )
+    return 3
+
+
+def _stdout_closed() -> int:
+    """Point stdout at /dev/null (nothing more can reach the closed pipe); return exit code 141."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 141
+
+
+class TimelineGroup(TyperGroup):
+    """The application's group: the command line's one boundary, where every exit code is decided.
+
+    - a usage error of click (an unknown option, ``--top -5``): one ``error:`` line, exit code 2;
+    - Ctrl-C (``KeyboardInterrupt``, ``typer.Abort``): ``interrupted``, exit code 130;
+    - stdout closed by its reader (``| head``): exit code 141, no message;
+    - any other exception is a bug: its traceback, then
+      ``error: internal error in timeline X.Y: this is a bug, please report it ...``, exit code 3.
+
+    A command's own bad-input errors are turned into ``error:`` lines by
+    :func:`cli.common.user_errors` before they get here.
+    """
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; Ctrl-C and a closed stdout end it here with their exit codes."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            interrupted()
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                raise
+            raise typer.Exit(_stdout_closed()) from None
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the application and exit with one of :data:`EXIT_CODES` (``standalone_mode=False``: return)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            done = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+            code = done if isinstance(done, int) else 0
+        except _USAGE_ERROR as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # ``timeline`` alone: the help, as usage
+                exc.show()  # type: ignore[attr-defined]
+            else:
+                typer.echo(_usage_line(exc), err=True)
+            code = 2
+        except _CLICK_EXCEPTION as exc:  # a click error of another kind (a file option it opens)
+            message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
+            typer.echo(f"error: {one_line(message)}", err=True)
+            code = 2
+        except (typer.Abort, KeyboardInterrupt):
+            typer.echo("interrupted", err=True)
+            code = 130
+        except Exception:
+            code = _internal_error()
+        sys.exit(code)
+
 
 COMMANDS: Mapping[str, Callable[..., Any]] = {
     "analyze": analyze_command,
@@ -53,6 +174,7 @@ def make_app(names: list[str] | None = None) -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        cls=TimelineGroup,
         # click's plain help: typer's rich help formatter costs 0.1-0.2 s of imports (markdown, pygments)
         rich_markup_mode=None,
     )

@@ -10,6 +10,8 @@ from typing import Annotated
 import typer
 
 __all__ = [
+    "RANK_MAX",
+    "ROWS_MAX",
     "AlignOption",
     "CommKernelOption",
     "ExecutorOption",
@@ -21,6 +23,11 @@ __all__ = [
     "RankRegexOption",
     "RayAddressOption",
 ]
+
+ROWS_MAX = 1_000_000
+"""The most rows a table option (``--top``, ``--limit``) takes: a bound that keeps counts in range."""
+RANK_MAX = 2**31 - 1
+"""The largest rank (ranks are ``Int32``)."""
 
 PathsArgument = Annotated[
     list[str],
@@ -34,7 +41,10 @@ PathsArgument = Annotated[
 RankOption = Annotated[
     int | None,
     typer.Option(
-        "--rank", help="Rank of a single file that names none (no distributedInfo, no rank in its name)."
+        "--rank",
+        min=0,
+        max=RANK_MAX,
+        help="Rank of a single file that names none (no distributedInfo, no rank in its name).",
     ),
 ]
 
@@ -50,7 +60,8 @@ CommKernelOption = Annotated[
     list[str] | None,
     typer.Option(
         "--comm-kernel",
-        help="Extra regex for communication kernels (custom all-reduce kernels); repeatable.",
+        help="Extra regex for communication kernels (custom all-reduce kernels); repeatable. Syntax of "
+        "Rust's regex crate (polars matches with it): no look-around, no backreferences.",
     ),
 ]
 

@@ -6,6 +6,7 @@ so ``timeline analyze`` and ``timeline check`` start fast.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,12 +14,52 @@ import typer
 
 from cli.common import fail, inputs_of, load, user_errors
 from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
+from timeline.errors import shown
 
 if TYPE_CHECKING:
     from timeline.report.data import ReportData
+    from timeline.report.server import Listening
     from timeline.trace import Trace
 
 __all__ = ["report_command", "serve_command"]
+
+_REPORT_EXTRA = ("bokeh", "holoviews", "pyarrow")
+"""The packages of the ``report`` extra (pyproject.toml): the report's plots and their frames."""
+
+
+def _require_report_extra(command: str) -> None:
+    """Exit with one ``error:`` line, before any trace is read, when the ``report`` extra is missing."""
+    from importlib.util import find_spec
+
+    for name in _REPORT_EXTRA:
+        try:
+            missing = sys.modules[name] is None if name in sys.modules else find_spec(name) is None
+        except (ImportError, ValueError):
+            missing = True
+        if missing:
+            fail(
+                f"timeline {command} needs the 'report' extra ({name} is not installed): "
+                "pip install 'timeline[report]' (in a source checkout: pip install -e '.[report]')"
+            )
+
+
+def _announce(listening: Listening, *, host: str, origins: bool) -> None:
+    """Print the URL on stdout; on stderr, who else can reach the report and (``origins``) who may open it."""
+    typer.echo(f"serving the timeline report at {listening.url} (Ctrl-C to stop)")
+    if listening.network:
+        typer.echo(
+            f"warning: listening on {', '.join(listening.addresses)} (--host {shown(host)}): any machine "
+            "that reaches it can read the report (your job's kernel names, message sizes and timings); "
+            "the default --host 127.0.0.1 keeps it on this machine",
+            err=True,
+        )
+    if origins:
+        accepted = ", ".join(f"http://{origin}" for origin in listening.origins)
+        typer.echo(
+            f"note: only pages from {accepted} may open the report (websocket origins); "
+            "pass --allow-origin HOST[:PORT] for another name it is opened with",
+            err=True,
+        )
 
 
 def _prepare(trace: Trace) -> ReportData:
@@ -26,6 +67,9 @@ def _prepare(trace: Trace) -> ReportData:
     from timeline.report.data import prepare_report_data
 
     return prepare_report_data(trace.events, compute_overlap(trace.events))
+
+
+_DEFAULT_HOST = "127.0.0.1"
 
 
 def serve_command(
@@ -39,9 +83,19 @@ def serve_command(
             "--host",
             help="Address to listen on. The default 127.0.0.1 keeps the report reachable from this machine "
             "only: it shows your job's kernel names, message sizes and timings. Pass 0.0.0.0 to share it "
-            "on your network.",
+            "on your network (a warning says so).",
         ),
-    ] = "127.0.0.1",
+    ] = _DEFAULT_HOST,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-origin",
+            help="Another HOST[:PORT] whose pages may open the report (the name it is opened with: a "
+            "tunnel, a proxy, a DNS name); repeatable; a HOST alone means on --port. Without it, only the "
+            "names of --host (printed when not the default) are accepted; never '*'.",
+            show_default=False,
+        ),
+    ] = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -50,17 +104,24 @@ def serve_command(
     """Serve the interactive report (per-iteration Gantt of exposed communication) on localhost.
 
     Prints the URL, serves until Ctrl-C, then stops cleanly.
-    Exit codes: 0 success (stopped with Ctrl-C), 2 bad input (one 'error:' line on stderr).
+    Exit codes: 0 success (stopped with Ctrl-C), 2 bad input or usage, or the 'report' extra missing
+    (one 'error:' line on stderr), 3 a bug in timeline.
     """
+    _require_report_extra("serve")
     with user_errors():
+        from timeline.report.server import parse_origins, serve_report
+
+        origins = list(allow_origin or ())
+        parse_origins(origins)  # a bad one stops before the traces are read
         trace = load(inputs_of(paths, rank, rank_regex, comm_kernel, include_python))
         data = _prepare(trace)
-        from timeline.report.server import serve_report
 
-        def ready(url: str) -> None:
-            typer.echo(f"serving the timeline report at {url} (Ctrl-C to stop)")
+        def ready(listening: Listening) -> None:
+            _announce(listening, host=host, origins=host != _DEFAULT_HOST or bool(origins))
 
-        serve_report(data, host=host, port=port, files=trace.files.height, on_ready=ready)
+        serve_report(
+            data, host=host, port=port, files=trace.files.height, allow_origins=origins, on_ready=ready
+        )
     typer.echo("stopped", err=True)
 
 
@@ -79,16 +140,21 @@ def report_command(
 ) -> None:
     """Write the interactive report as one standalone HTML file, for a CI run or an issue.
 
-    Exit codes: 0 success, 2 bad input (one 'error:' line on stderr).
+    Exit codes: 0 success, 2 bad input or usage, or the 'report' extra missing (one 'error:' line on
+    stderr), 3 a bug in timeline, 130 interrupted.
     """
+    _require_report_extra("report")
     with user_errors():
         from timeline.inputs import expand_paths
 
         if output.resolve() in {p.resolve() for p in expand_paths(paths)}:
-            fail(f"{output}: is one of the inputs; choose another output file (inputs are never modified)")
+            fail(
+                f"{shown(output)}: is one of the inputs; choose another output file (inputs are never "
+                "modified)"
+            )
         trace = load(inputs_of(paths, rank, rank_regex, comm_kernel, include_python))
         data = _prepare(trace)
         from timeline.report.export import write_report
 
         written = write_report(data, output, files=trace.files.height)
-    typer.echo(f"wrote {written}")
+    typer.echo(f"wrote {shown(written)}")

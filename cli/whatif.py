@@ -43,8 +43,8 @@ WorldSizeOption = Annotated[
     typer.Option(
         "--world-size",
         "-n",
-        help="World sizes to predict, comma-separated (8,64); collectives over the whole world scale, "
-        "compute per rank stays (same batch per rank). Default: as measured.",
+        help="World sizes to predict, comma-separated (8,64), each 1 to 1,048,576; collectives over the "
+        "whole world scale, compute per rank stays (same batch per rank). Default: as measured.",
         show_default=False,
     ),
 ]
@@ -80,7 +80,7 @@ LinkGbpsOption = Annotated[
 ]
 LatencyOption = Annotated[
     str,
-    typer.Option("--latency", help="Latency of one step of a collective (α): 5us, 0.2ms."),
+    typer.Option("--latency", help="Latency of one step of a collective (α): 5us, 0.2ms; at most 1 hour."),
 ]
 AlgorithmOption = Annotated[
     str, typer.Option("--algorithm", help="Collective algorithm of the cost model: ring or tree.")
@@ -89,8 +89,7 @@ CodecGbpsOption = Annotated[
     float | None,
     typer.Option(
         "--codec-gbps",
-        min=0.0,
-        help="Compression codec throughput, Gbit/s of gradient for encoding and for decoding; "
+        help="Compression codec throughput, Gbit/s of gradient for encoding and for decoding (positive); "
         "default: free (an upper bound on what compression gives).",
         show_default=False,
     ),
@@ -99,10 +98,8 @@ TargetSfOption = Annotated[
     float | None,
     typer.Option(
         "--target-sf",
-        min=0.0,
-        max=1.0,
         help="Also search the bandwidth, and the compression ratio at each bandwidth, that reach this "
-        "scaling factor.",
+        "scaling factor, in (0, 1].",
         show_default=False,
     ),
 ]
@@ -141,7 +138,8 @@ def whatif_command(
     other link bandwidths, world sizes, bucket sizes and compression ratios; first checks that the
     measured conditions reproduce the measured iteration time (self-replay error).
 
-    Exit codes: 0 success, 2 bad input (one 'error:' line on stderr).
+    Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
+    130 interrupted.
     """
     with user_errors():
         from timeline.analysis.links import parse_link_gbps
@@ -155,6 +153,8 @@ def whatif_command(
             buckets=buckets,
             algorithm=algorithm,
             latency=latency,
+            codec_gbps=codec_gbps,
+            target_sf=target_sf,
         )
         measured_link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
@@ -178,8 +178,8 @@ def whatif_command(
             efficiency=chosen,
             latency_s=settings.latency_s,
             algorithm=settings.algorithm,
-            codec_gbps=codec_gbps if codec_gbps else None,
-            target_sf=target_sf,
+            codec_gbps=settings.codec_gbps,
+            target_sf=settings.target_sf,
             iterations=iteration or None,
             link_source=link_source,
         )

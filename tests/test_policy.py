@@ -88,3 +88,23 @@ def test_the_summary_is_the_json_of_analyze() -> None:
     result = CliRunner().invoke(app, ["analyze", str(PARAM), "--json"])
     assert result.exit_code == 0
     assert msgspec.json.decode(result.stdout) == msgspec.json.decode(msgspec.json.encode(expected))
+
+
+def test_a_gzip_cut_short_is_not_taken_for_gigabytes(tmp_path: Path) -> None:
+    """A cut gzip ends in compressed data, not its size trailer: 68 bytes are not 3 GB of text."""
+    import gzip
+
+    from timeline.policy import decoding_of, text_size
+
+    data = b'{"traceEvents": [' + b",".join(
+        b'{"ph": "X", "name": "k%d", "ts": %d, "dur": %d}' % (i, i * 7919 % 1000003, i) for i in range(40)
+    )
+    packed = gzip.compress(data + b"]}", mtime=0)
+    cut = tmp_path / "r.json.gz"
+    cut.write_bytes(packed[:68])
+    assert int.from_bytes(packed[64:68], "little") > 1032 * 68  # the bytes read as a trailer
+    assert text_size(cut) == 68
+    assert decoding_of(text_size(cut)) == "whole"
+    whole = tmp_path / "w.json.gz"
+    whole.write_bytes(packed)
+    assert text_size(whole) == len(data) + 2

@@ -146,9 +146,11 @@ def test_rank_from_file_name(tmp_path: Path, name: str, rank: int) -> None:
     "name", ["frank3.json", "myrank3.json", "host_1234.1699.pt.trace.json", "ranking.json"]
 )
 def test_no_rank_in_name_is_an_error_naming_the_file(tmp_path: Path, name: str) -> None:
+    # among several files (the only file of the inputs is rank 0: tests/test_single_rankless.py)
     path = _write(tmp_path / name, _kineto())
+    _write(tmp_path / "zz_other.json", _kineto())
     with pytest.raises(RankError) as error:
-        load(path)
+        load([path, tmp_path / "zz_other.json"])
     message = str(error.value)
     assert message.startswith(f"{path}: no rank:")
     assert "--rank-regex" in message

@@ -15,7 +15,9 @@ __all__ = [
     "TraceContentError",
     "TraceFormatError",
     "UsageError",
+    "one_line",
     "position_of",
+    "shown",
 ]
 
 
@@ -66,3 +68,36 @@ def position_of(data: bytes, offset: int) -> tuple[int, int]:
     line = data.count(b"\n", 0, offset) + 1
     last_newline = data.rfind(b"\n", 0, offset)
     return line, offset - last_newline
+
+
+def shown(path: object) -> str:
+    r"""Return a path (or any value) as it prints in a message: as is, or escaped when it must be.
+
+    A name with a newline, a tab or another character that does not print (a byte that is not
+    UTF-8, decoded as a surrogate) is shown as Python's ``repr`` (quoted, ``\n`` escaped), so an
+    ``error:`` line stays one line and says exactly which file it means; any other name is shown
+    unchanged.
+
+    Examples
+    --------
+    >>> shown("runs/rank0.json"), shown("a\nb.json")
+    ('runs/rank0.json', "'a\\nb.json'")
+    """
+    text = str(path)
+    return text if text.isprintable() else repr(text)
+
+
+def one_line(message: str) -> str:
+    r"""Return a message with every character that does not print escaped (``\n`` for a newline).
+
+    The command line prints every error and warning through it, so that a value the library put in
+    a message raw (a path with a newline) never splits the line.
+
+    Examples
+    --------
+    >>> one_line("a\nb.json: no such file")
+    'a\\nb.json: no such file'
+    """
+    if message.isprintable():
+        return message
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)

@@ -7,9 +7,11 @@ Takes files, directories, glob patterns, Parquet files and Parquet datasets part
   files, a capture run folder the files its manifest lists);
 - :func:`plan_units`: the units of work over those files (one per file; one per rank whose capture
   wrote several windows), which rank-by-rank analyses run as separate tasks;
-- rank resolution: :func:`resolve_rank` (``distributedInfo.rank``, ``--rank``, the file name, else an
-  error: never a silent rank 0), :func:`claim_rank` and :func:`check_claims` (two files claiming one
-  rank, several Horovod timelines).
+- rank resolution: :func:`resolve_rank` (``distributedInfo.rank``, ``--rank``, the file name; a
+  single input file naming no rank is rank 0, said in a warning; several such files are an error),
+  :func:`claim_rank` and :func:`check_claims` (two files claiming one rank, several Horovod
+  timelines), :func:`check_world` (a rank is an index below the world size, and the files of one run
+  agree on it).
 
 Every command and :func:`timeline.load` go through here, so these rules and their messages exist once.
 """
@@ -35,6 +37,7 @@ __all__ = [
     "Unit",
     "capture_windows",
     "check_claims",
+    "check_world",
     "claim_rank",
     "dataset_parts",
     "expand_datasets",
@@ -240,17 +243,25 @@ def rank_from_name(path: Path, *, rank_regex: str | None = None) -> int | None:
 
 
 def resolve_rank(
-    result: FileResult, path: Path, *, rank: int | None, rank_regex: str | None, warnings: list[str]
+    result: FileResult,
+    path: Path,
+    *,
+    rank: int | None,
+    rank_regex: str | None,
+    warnings: list[str],
+    only_file: bool = False,
 ) -> tuple[int, str]:
     """Return the rank of a parsed file and where it came from.
 
     In order: a Horovod timeline is rank 0's (its writer); ``--rank``; ``distributedInfo.rank`` (a
-    file name that disagrees is a warning); the file name (``rank_regex`` or ``rank<N>``).
+    file name that disagrees is a warning); the file name (``rank_regex`` or ``rank<N>``); for the
+    only file of the inputs (``only_file``), rank 0, with a warning.
 
     Raises
     ------
     RankError
-        A profiler trace whose rank nothing states.
+        A profiler trace whose rank nothing states, among several files (or with a ``rank_regex``
+        that finds none in its name).
     """
     if not result.claims_rank:
         # A Horovod timeline is written by rank 0 and covers every worker.
@@ -267,11 +278,79 @@ def resolve_rank(
         return result.rank, "distributedInfo"
     if named is not None:
         return named, "--rank-regex" if rank_regex else "file name"
+    if only_file and rank_regex is None:
+        # A single-GPU profile (no distributedInfo, default file name): the only rank of its job.
+        job = (
+            "of a one-rank job"
+            if result.world_size in (None, 1)
+            else f"of its {result.world_size}-rank job (pass --rank N if it is another rank)"
+        )
+        warnings.append(f"{path}: no rank in the file or its name; read as rank 0 {job}")
+        return 0, SOLE_FILE
     msg = (
         f"{path}: no rank: the trace has no distributedInfo.rank and the file name has none; "
         "name files rank<N>.json, pass --rank-regex, or --rank N for a single file"
     )
     raise RankError(msg)
+
+
+SOLE_FILE = "only file (rank 0)"
+"""``rank_from`` of the only input file, which names no rank: rank 0 (:func:`resolve_rank`)."""
+
+
+def check_world(files: pl.DataFrame) -> None:
+    """Check that every rank is an index below its world size and that the files agree on the world.
+
+    Parameters
+    ----------
+    files
+        The file table (:data:`timeline.schema.FILES_SCHEMA`) of every file of the run. Horovod
+        timelines are left out of the world-size comparison: theirs is a lower bound (the highest
+        rank seen negotiating).
+
+    Raises
+    ------
+    RankError
+        A negative rank, a world size of 0 or less, a rank not below its file's world size, or two
+        profiler traces that state different world sizes (both files and values named).
+    """
+    first: tuple[str, int] | None = None
+    for row in files.iter_rows(named=True):
+        path, rank, world = row["path"], row["rank"], row["world_size"]
+        if rank is not None and rank < 0:
+            if row["rank_from"] == "--rank":
+                msg = f"--rank {rank}: a rank is an index from 0 to world_size - 1; pass 0 or more"
+            else:
+                msg = (
+                    f"{path}: rank {rank} (from {row['rank_from']}) is negative; a rank is an index "
+                    "from 0 to world_size - 1: fix distributedInfo.rank in the trace or pass --rank N"
+                )
+            raise RankError(msg)
+        if world is None:
+            continue
+        if world <= 0:
+            msg = (
+                f"{path}: distributedInfo.world_size is {world}; a job has at least one rank: "
+                "fix or remove world_size in the trace"
+            )
+            raise RankError(msg)
+        if rank is not None and rank >= world and row["format"] != "horovod":
+            msg = (
+                f"{path}: rank {rank} (from {row['rank_from']}) is outside its job of world_size {world} "
+                f"(ranks 0 to {world - 1}); a rank is an index below world_size: fix the rank "
+                "(distributedInfo.rank, --rank, --rank-regex) or distributedInfo.world_size"
+            )
+            raise RankError(msg)
+        if row["format"] == "horovod":
+            continue
+        if first is None:
+            first = (path, world)
+        elif world != first[1]:
+            msg = (
+                f"{path}: distributedInfo.world_size is {world} but {first[0]} says {first[1]}; "
+                "the traces of one run share one world size: pass the traces of one run only"
+            )
+            raise RankError(msg)
 
 
 def claim_rank(owner: dict[int, Path], rank: int, path: Path, windows: dict[Path, int]) -> None:
@@ -390,6 +469,9 @@ class Unit:
     communication: bool = True
     """Return the unit's communication events; without them a rank-by-rank task returns only its
     overlap rows, for callers that compare no ranks."""
+    only_file: bool = False
+    """The unit's file is the only file of the inputs: naming no rank, it is rank 0
+    (:func:`resolve_rank`)."""
 
 
 def plan_units(
@@ -417,7 +499,11 @@ def plan_units(
             groups[key] = []
             ordered.append(groups[key])
         groups[key].append(path)
-    return [Unit(paths=tuple(g), options=options, rank=rank, rank_regex=rank_regex) for g in ordered]
+    only_file = len(paths) == 1
+    return [
+        Unit(paths=tuple(g), options=options, rank=rank, rank_regex=rank_regex, only_file=only_file)
+        for g in ordered
+    ]
 
 
 def plan_inputs(

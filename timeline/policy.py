@@ -42,25 +42,42 @@ STREAM_SERIAL_MIN_BYTES = 16 * 1024 * 1024
 """Text size from which a Kineto trace is decoded in chunks (never holding its whole text)."""
 # from this compressed size, gzip is taken as at least 16x (traces pack 10-30x)
 _GZIP_MIN_RATIO_BYTES = 16 * 1024 * 1024
+# deflate expands a byte into at most about 1032 (RFC 1951: 258 bytes per 2-bit code); a trailer
+# recording more than that is not the size of this file's text (a file cut short ends in data)
+_DEFLATE_MAX_RATIO = 1032
 
 Decoding = Literal["whole", "chunks", "parallel_chunks"]
 
 
 def text_size(path: Path) -> int:
-    """Return about how many bytes of text a file holds once decompressed.
+    """Return about how many bytes of text a file holds once decompressed: a hint, not a promise.
 
-    For gzip, the size its trailer records (modulo 4 GiB), at least 16 times the compressed size
-    once that is 16 MiB or more (traces pack 10-30 times; the trailer wraps beyond 4 GiB).
+    For gzip, the size its trailer records (modulo 4 GiB; ignored beyond deflate's largest ratio,
+    1032, as in a file cut short), at least its compressed size, and at least 16 times that
+    once it is 16 MiB or more (traces pack 10-30 times; the trailer wraps beyond 4 GiB). The
+    trailer of a damaged or hostile file may say anything: it only picks how a file is read, and
+    every reader keeps its own limits (:mod:`timeline.importers.files`).
+
+    Raises
+    ------
+    UsageError
+        The file cannot be read (missing, a directory, no permission).
     """
-    size = path.stat().st_size
-    with path.open("rb") as probe:
-        if probe.read(2) != b"\x1f\x8b":
-            return size
-        if size < 18:
-            return size
-        probe.seek(-4, os.SEEK_END)
-        recorded = int.from_bytes(probe.read(4), "little")
-    return max(recorded, 16 * size if size >= _GZIP_MIN_RATIO_BYTES else 0)
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as probe:
+            if probe.read(2) != b"\x1f\x8b":
+                return size
+            if size < 18:
+                return size
+            probe.seek(-4, os.SEEK_END)
+            recorded = int.from_bytes(probe.read(4), "little")
+    except OSError as exc:
+        msg = f"{path}: cannot read: {exc.strerror or exc}; check that it exists and is readable"
+        raise UsageError(msg) from exc
+    if recorded > _DEFLATE_MAX_RATIO * size:
+        recorded = 0  # no deflate stream expands that much: a file cut short, its "trailer" is data
+    return max(recorded, 16 * size if size >= _GZIP_MIN_RATIO_BYTES else size)
 
 
 def decoding_of(size: int) -> Decoding:

@@ -3,9 +3,12 @@
 :func:`load` takes files, directories or glob patterns (Kineto JSON, Horovod JSON, gzipped or not,
 or Parquet from ``timeline convert``), parses them (in parallel over all cores when that pays, as
 :mod:`timeline.policy` decides), resolves each file's rank (:mod:`timeline.inputs`:
-``distributedInfo.rank``, else the file name, else an error: never a silent rank 0), and gives a
-:class:`Trace`. Parsing is the importers' (:func:`timeline.importers.parse.parse_file`); worker
-processes are :class:`timeline.executors.LocalExecutor`'s.
+``distributedInfo.rank``, else the file name; the only input file naming none is rank 0, with a
+warning; among several files, an error), leaves out the events no analysis should read (times and
+durations the trace cannot hold, step spans counted twice: :mod:`timeline.plausibility`, each with a
+counted warning), checks the ranks against the world size, says when the ranks' clocks disagree,
+and gives a :class:`Trace`. Parsing is the importers' (:func:`timeline.importers.parse.parse_file`);
+worker processes are :class:`timeline.executors.LocalExecutor`'s.
 """
 
 from __future__ import annotations
@@ -24,14 +27,16 @@ from timeline.importers.rules import ClassificationRules
 from timeline.inputs import (
     PathsLike,
     capture_windows,
+    check_world,
     claim_rank,
     expand_inputs,
     resolve_rank,
     several_timelines_error,
 )
+from timeline.plausibility import CLOCKS_SCHEMA, check_events, clock_note, clock_rows
 from timeline.schema import FILES_SCHEMA
 
-__all__ = ["Progress", "Trace", "load"]
+__all__ = ["Progress", "Trace", "check_part_files", "load", "load_part"]
 
 Progress = Callable[[str, int, int], None]
 """Called as ``progress(label, done, total)`` after each file is parsed."""
@@ -49,11 +54,20 @@ class Trace:
         One row per file, :data:`timeline.schema.FILES_SCHEMA`.
     warnings
         Recoverable oddities met while loading, each counted once.
+    clocks
+        Per file, rank and source: its clock and first and last event start
+        (:data:`timeline.plausibility.CLOCKS_SCHEMA`).
+    clock_note
+        Why the ranks' times cannot be compared (:func:`timeline.plausibility.clock_note`: clocks
+        with different origins, or more than an hour apart), else None. Also one of ``warnings``.
+        The analyses that compare ranks' times leave those figures out while it is set.
     """
 
     events: pl.DataFrame
     files: pl.DataFrame
     warnings: tuple[str, ...] = field(default=())
+    clocks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CLOCKS_SCHEMA))
+    clock_note: str | None = None
 
     @property
     def ranks(self) -> list[int]:
@@ -61,9 +75,12 @@ class Trace:
         return sorted(self.files.get_column("rank").unique().drop_nulls().to_list())
 
     def write_parquet(self, path: str | Path) -> None:
-        """Write the events as Parquet, with the file table and warnings in the file's metadata.
+        """Write the events as Parquet, with the file table, warnings and content digest in its metadata.
 
-        Every command reads such a file back as a trace (``timeline convert``).
+        Every command reads such a file back as a trace, and refuses it if its content no longer
+        matches the digest (``timeline convert``). Writes to ``path`` as given: ``timeline convert``
+        writes with :func:`timeline.execution.dataset.write_parquet_file`, which never replaces what
+        timeline did not write.
         """
         from timeline.importers.parquet import write_parquet
 
@@ -113,7 +130,8 @@ def load(
         content), or Parquet from ``timeline convert`` (a file, or a dataset directory partitioned by
         rank).
     rank
-        The rank of a single file that names none (no ``distributedInfo``, no rank in its name).
+        The rank of a single file that names none (no ``distributedInfo``, no rank in its name);
+        without it such a file is rank 0, with a warning.
     rank_regex
         A regex with one group of digits that finds the rank in file names, used when a file's
         ``distributedInfo`` has no rank.
@@ -136,26 +154,80 @@ def load(
     Raises
     ------
     TimelineError
-        Bad input: a missing file, unreadable or unknown content, a file with no rank, two files
-        claiming one rank, a trace with no events.
+        Bad input: a missing file, unreadable or unknown content, a file with no rank among several,
+        two files claiming one rank, a rank outside the world size, files that disagree on the world
+        size, a trace with no events.
     """
     path_list = expand_inputs(paths, rank=rank)
     options = ImportOptions(
         rules=rules or ClassificationRules(), include_python=include_python, overlap_only=overlap_only
     )
     parsed = _parse_all(path_list, options, workers or os.cpu_count() or 1, progress)
-    return _combine(parsed, path_list, rank=rank, rank_regex=rank_regex)
+    return _combine(parsed, path_list, rank=rank, rank_regex=rank_regex, only_file=len(path_list) == 1)
+
+
+def load_part(
+    paths: Sequence[Path],
+    *,
+    options: ImportOptions,
+    rank: int | None = None,
+    rank_regex: str | None = None,
+    workers: int = 1,
+    only_file: bool = False,
+) -> Trace:
+    """Load some files of a run (a unit of work of a rank-by-rank analysis), as :func:`load` would.
+
+    Ranks are resolved and the events checked file by file as :func:`load` does; the checks across
+    the run's files (world sizes, clocks: :func:`check_part_files`) are the caller's, once every
+    part is loaded. ``only_file``: these are the only files of the inputs (a file naming no rank is
+    then rank 0).
+
+    Raises
+    ------
+    TimelineError
+        Bad input, as :func:`load` raises it.
+    """
+    path_list = expand_inputs(list(paths), rank=rank)
+    parsed = _parse_all(path_list, options, workers, None)
+    return _combine(parsed, path_list, rank=rank, rank_regex=rank_regex, only_file=only_file, part=True)
+
+
+def check_part_files(files: pl.DataFrame, clocks: pl.DataFrame) -> str | None:
+    """Check the files of a whole run, loaded in parts; return the clock warning, if any.
+
+    What :func:`load` checks across files: ranks within the world size, one world size
+    (:func:`timeline.inputs.check_world`), clocks that agree
+    (:func:`timeline.plausibility.clock_note`).
+
+    Raises
+    ------
+    RankError
+        A rank outside the world, world sizes that disagree.
+    """
+    check_world(files)
+    return clock_note(clocks)
 
 
 def _combine(
-    parsed: Sequence[FileResult], path_list: list[Path], *, rank: int | None, rank_regex: str | None
+    parsed: Sequence[FileResult],
+    path_list: list[Path],
+    *,
+    rank: int | None,
+    rank_regex: str | None,
+    only_file: bool,
+    part: bool = False,
 ) -> Trace:
-    """Combine the parsed files into one trace: ranks resolved and claimed, events sorted."""
+    """Combine the parsed files into one trace: ranks resolved and claimed, events checked and sorted.
+
+    ``part``: the files are part of a run (:func:`load_part`): the checks across the run's files are
+    left to the caller.
+    """
     horovod_files = [p for r, p in zip(parsed, path_list, strict=True) if r.format == "horovod"]
     if len(horovod_files) > 1:
         raise several_timelines_error(horovod_files)
     frames: list[pl.DataFrame] = []
     file_rows: list[dict[str, object]] = []
+    clocks: list[pl.DataFrame] = []
     warnings: list[str] = []
     owner: dict[int, Path] = {}
     # Files a capture manifest lists as successive windows of one rank may share that rank.
@@ -169,11 +241,24 @@ def _combine(
                 if isinstance(r, int) and row.get("format") != "horovod":
                     claim_rank(owner, r, path, windows)
             file_rows.extend(stored)
-            frames.append(result.events)
+            events, found = check_events(result.events, source=str(path))
+            warnings.extend(found)
+            on: dict[tuple[int, str], str] = {
+                (row["rank"], str(row["format"])): row["clock"]
+                for row in stored
+                if isinstance(row.get("rank"), int) and isinstance(row.get("clock"), str)
+            }
+            clocks.append(clock_rows(events, path=str(path), clock=on))
+            frames.append(events)
             continue
-        file_rank, events, row = _rank_file(result, path, rank=rank, rank_regex=rank_regex, warnings=warnings)
+        file_rank, events, row = _rank_file(
+            result, path, rank=rank, rank_regex=rank_regex, warnings=warnings, only_file=only_file
+        )
         if result.claims_rank:
             claim_rank(owner, file_rank, path, windows)
+        events, found = check_events(events, source=str(path))
+        warnings.extend(found)
+        clocks.append(clock_rows(events, path=str(path), clock=result.clock))
         frames.append(events)
         file_rows.append(row)
     events = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
@@ -181,11 +266,21 @@ def _combine(
     keys = ["start_ns"] if events.get_column("rank").n_unique() == 1 else ["rank", "start_ns"]
     events = events.sort(keys, maintain_order=True)
     files = pl.DataFrame(file_rows, schema=FILES_SCHEMA) if file_rows else pl.DataFrame(schema=FILES_SCHEMA)
-    return Trace(events=events, files=files, warnings=tuple(warnings))
+    spans = pl.concat(clocks, how="vertical")
+    note = None if part else check_part_files(files, spans)
+    if note is not None:
+        warnings.append(note)
+    return Trace(events=events, files=files, warnings=tuple(warnings), clocks=spans, clock_note=note)
 
 
 def _rank_file(
-    result: FileResult, path: Path, *, rank: int | None, rank_regex: str | None, warnings: list[str]
+    result: FileResult,
+    path: Path,
+    *,
+    rank: int | None,
+    rank_regex: str | None,
+    warnings: list[str],
+    only_file: bool,
 ) -> tuple[int, pl.DataFrame, dict[str, object]]:
     """Return one parsed trace file's rank, its events with the rank filled in, and its file-table row.
 
@@ -200,7 +295,9 @@ def _rank_file(
         what = "traceEvents holds no events" if result.format == "kineto" else "the timeline holds no records"
         msg = f"{path}: {what}; nothing to analyse (was the profiler's active window reached?)"
         raise TraceContentError(msg)
-    file_rank, rank_from = resolve_rank(result, path, rank=rank, rank_regex=rank_regex, warnings=warnings)
+    file_rank, rank_from = resolve_rank(
+        result, path, rank=rank, rank_regex=rank_regex, warnings=warnings, only_file=only_file
+    )
     events = result.events.with_columns(pl.col("rank").fill_null(file_rank))
     row: dict[str, object] = {
         "rank": file_rank,

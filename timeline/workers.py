@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -102,9 +104,29 @@ def worker_environment(
     before its first task (for functions defined there); for the ``timeline`` command that is the
     whole command line (typer, rich: about 0.15 s more before a worker starts working). When
     ``task`` lives in an importable module, the workers skip it.
+
+    Workers started here ignore Ctrl-C (SIGINT): a terminal sends it to every process of the job,
+    and only this one handles it (the command line stops the workers and exits with code 130),
+    instead of each worker printing a ``KeyboardInterrupt`` traceback.
     """
-    with _main_script_skipped(task), _environment(polars_threads):
+    with _main_script_skipped(task), _environment(polars_threads), _interrupts_ignored():
         yield
+
+
+@contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """Block SIGINT while worker processes start: they inherit the mask and never see a Ctrl-C.
+
+    Blocked, not ignored: a Ctrl-C meanwhile waits and reaches this process when it is unblocked.
+    """
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield  # workers started from another thread (or on Windows) see Ctrl-C as before
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 @contextmanager

@@ -285,9 +285,10 @@ def test_iteration_utilisation_hand_computed() -> None:
     ]
     events = make_events(rows)
     overlap = compute_overlap(events)
-    match = match_collectives(events, windows=overlap.windows, link_gbps=10.0)
+    # 3 MB in 0.5 ms is 48 Gbit/s of bus bandwidth: a 100 Gbit/s link carries it (a 10 Gbit/s one could not).
+    match = match_collectives(events, windows=overlap.windows, link_gbps=100.0)
     utilisation = compute_iteration_utilisation(
-        match.collectives, link_gbps=10.0, windows=overlap.windows, iteration_overlap=overlap.iterations
+        match.collectives, link_gbps=100.0, windows=overlap.windows, iteration_overlap=overlap.iterations
     )
     assert utilisation.schema == ITERATION_UTILISATION_SCHEMA
     row = utilisation.row(0, named=True)
@@ -295,12 +296,12 @@ def test_iteration_utilisation_hand_computed() -> None:
     assert (row["collectives"], row["bytes"], row["transfer_ns"]) == (2, 4_000_000, 1_500_000)
     assert row["bus_bytes"] == pytest.approx(4_000_000 * 1.0)  # 2(n-1)/n = 1 for n = 2
     assert row["busbw_gbps"] == pytest.approx(4_000_000 * 8 / 1_500_000)
-    assert row["link_utilisation_ratio"] == pytest.approx(4_000_000 * 8 / 1_500_000 / 10)
+    assert row["link_utilisation_ratio"] == pytest.approx(4_000_000 * 8 / 1_500_000 / 100)
     assert row["step_ns"] == 10_000_000
-    assert row["step_link_utilisation_ratio"] == pytest.approx(4_000_000 * 8 / (10_000_000 * 10))
+    assert row["step_link_utilisation_ratio"] == pytest.approx(4_000_000 * 8 / (10_000_000 * 100))
     # Exposed: rank 0 has 2 ms of communication, rank 1 1.5 ms, none under compute: median 1.75 ms.
     assert row["exposed_comm_ns"] == 1_750_000
-    assert row["exposed_link_bytes"] == pytest.approx(1_750_000 * 10 / 8)
+    assert row["exposed_link_bytes"] == pytest.approx(1_750_000 * 100 / 8)
     assert row["total_wait_ns"] == 500_000
 
 

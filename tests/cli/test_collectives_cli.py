@@ -115,9 +115,13 @@ def test_analyze_keeps_its_keys_and_adds_utilisation_and_offsets() -> None:
     extended = run_json("analyze", PARAM, "--link-gbps", "100G", "--align")
     assert set(extended) == set(plain) | {"utilisation", "clock_offsets"}
     for key in plain:
-        if key not in ("ranks", "iterations", "worst", "top_collectives"):  # times move by ≤ µs when aligned
+        if key not in ("ranks", "iterations", "worst", "top_collectives", "warnings"):  # times move by ≤ µs
             assert extended[key] == plain[key], key
     utilisation = extended["utilisation"]
+    # 2 of the 8 collectives (on one host: NVLink) run faster than a 100 Gbit/s link: counted (#19)
+    assert utilisation["implausible"] == 2
+    assert extended["warnings"] == [*plain["warnings"], extended["warnings"][-1]]
+    assert extended["warnings"][-1].startswith("2 transfer(s) faster than the 100 Gbit/s link")
     assert utilisation["link_gbps"] == 100.0
     assert utilisation["iterations"][0]["iteration"] == 10
     assert utilisation["iterations"][0]["busbw_gbps"] > 0

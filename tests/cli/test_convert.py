@@ -79,10 +79,11 @@ def test_converting_a_parquet_again_changes_nothing(param_parquet: Path, tmp_pat
 def test_convert_passes_loading_options(tmp_path: Path) -> None:
     source = TRACES / "kineto" / "hta_amd_mi250" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
     target = tmp_path / "amd.parquet"
-    refused = run_timeline("convert", source, "-o", target)
-    assert refused.returncode == 2
-    assert refused.stderr.startswith(f"error: {source}: no rank:")
-    assert not target.exists()
+    # the only input file, naming no rank: rank 0, said in a warning (#19)
+    alone = run_timeline("convert", source, "-o", tmp_path / "alone.parquet")
+    assert alone.returncode == 0, alone.stderr
+    assert f"warning: {source}: no rank in the file or its name; read as rank 0" in alone.stderr
+    assert set(pl.read_parquet(tmp_path / "alone.parquet").get_column("rank")) == {0}
     result = run_timeline("convert", source, "-o", target, "--rank", "4")
     assert result.returncode == 0, result.stderr
     assert set(pl.read_parquet(target).get_column("rank")) == {4}
@@ -117,14 +118,16 @@ def test_refuses_to_overwrite_an_input_inside_a_directory(tmp_path: Path) -> Non
 
 def test_refuses_to_overwrite_an_existing_output(tmp_path: Path, param_parquet: Path) -> None:
     target = tmp_path / "out.parquet"
-    target.write_bytes(b"precious")
+    shutil.copy(param_parquet, target)  # a Parquet file timeline wrote: what --force may replace (#19)
+    digest, inode = _sha(target), target.stat().st_ino
     result = run_timeline("convert", PARAM, "-o", target)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"error: {target}: exists; pass --force to overwrite it"]
-    assert target.read_bytes() == b"precious"
+    assert (_sha(target), target.stat().st_ino) == (digest, inode)
 
     forced = run_timeline("convert", PARAM, "-o", target, "--force")
     assert forced.returncode == 0, forced.stderr
+    assert target.stat().st_ino != inode  # a new file renamed over the old one
     assert pl.read_parquet(target).equals(pl.read_parquet(param_parquet))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.parquet"]  # no partial file left
 

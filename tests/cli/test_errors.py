@@ -46,7 +46,7 @@ def test_unknown_option_is_a_usage_error(tmp_path: Path) -> None:
     result = run_timeline("analyze", "--no-such-option", str(PARAM), cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert "No such option" in result.stderr
+    assert result.stderr.startswith("error: no such option")  # #19: one lower-case error: line
 
 
 def test_warnings_go_to_stderr_and_do_not_fail(tmp_path: Path) -> None:

@@ -44,7 +44,6 @@ MULTI_RANK = [
     REPO / "sample_traces" / "ddp_gloo_4rank",
     KINETO / "param_dlrm_8rank",  # PARAM DLRM, 8 GPU ranks
     KINETO / "hta_trace_filter_2rank",  # GPU, collectives that differ in kind across ranks
-    KINETO / "hta_trace_diff",  # GPU, two ranks (1 and 3) of two runs
 ]
 
 

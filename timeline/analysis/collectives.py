@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from timeline.analysis.iterations import assign_iterations, rank_modes
+from timeline.analysis.links import bandwidth_ceiling
 from timeline.analysis.schemas import (
     COLLECTIVE_MISMATCHES_SCHEMA,
     COLLECTIVE_RANKS_SCHEMA,
@@ -52,6 +53,7 @@ __all__ = [
     "bus_factor_expr",
     "collective_instances",
     "compute_iteration_utilisation",
+    "implausible_warning",
     "match_collectives",
 ]
 
@@ -242,12 +244,15 @@ def bandwidth_columns(link_gbps: float | None, *, time: str = "transfer_ns") -> 
 
     ``algbw_bytes_per_s = bytes / (time / 10⁹)``, ``busbw_bytes_per_s = algbw × bus_factor``, the same
     in Gbit/s (``× 8 / 10⁹``), ``link_gbps`` and ``link_utilisation_ratio = busbw_gbps / link_gbps``;
-    null where ``bytes`` is null or ``time`` is not positive.
+    null where ``bytes`` is null or ``time`` is not positive. ``implausible``: ``busbw_gbps`` above
+    the link, or without one above :data:`~timeline.analysis.links.PHYSICAL_CEILING_GBPS` (a transfer
+    faster than physics: its time or its bytes are wrong); false where busbw is unknown.
     """
     usable = pl.col("bytes").is_not_null() & (pl.col(time) > 0)
     algbw = pl.when(usable).then(pl.col("bytes") * 1e9 / pl.col(time))
     busbw = algbw * pl.col("bus_factor")
     link = pl.lit(link_gbps, dtype=pl.Float64)
+    ceiling, _ = bandwidth_ceiling(link_gbps)
     return [
         algbw.alias("algbw_bytes_per_s"),
         busbw.alias("busbw_bytes_per_s"),
@@ -255,11 +260,43 @@ def bandwidth_columns(link_gbps: float | None, *, time: str = "transfer_ns") -> 
         (busbw * 8 / 1e9).alias("busbw_gbps"),
         link.alias("link_gbps"),
         (busbw * 8 / 1e9 / link).alias("link_utilisation_ratio"),
+        (busbw * 8 / 1e9 > ceiling).fill_null(False).alias("implausible"),
     ]
 
 
+def implausible_warning(implausible: int, link_gbps: float | None) -> str | None:
+    """Return the warning that counts the transfers faster than physics, or None when there are none.
+
+    Parameters
+    ----------
+    implausible
+        How many collectives (or fused batches) have ``implausible`` set.
+    link_gbps
+        The link they were measured against (None: the physical ceiling).
+
+    Examples
+    --------
+    >>> implausible_warning(3, 100.0)[:63]
+    '3 transfer(s) faster than the 100 Gbit/s link (bus bandwidth ab'
+    """
+    if not implausible:
+        return None
+    _, ceiling = bandwidth_ceiling(link_gbps)
+    why = "their time or bytes are wrong"
+    if link_gbps is not None:
+        why = f"their traffic did not all cross that link, or {why}"
+    return (
+        f"{implausible} transfer(s) faster than {ceiling} (bus bandwidth above it): left out of link "
+        f"utilisation ({why}; implausible = true)"
+    )
+
+
 def match_collectives(
-    events: pl.DataFrame, *, windows: pl.DataFrame | None = None, link_gbps: float | None = None
+    events: pl.DataFrame,
+    *,
+    windows: pl.DataFrame | None = None,
+    link_gbps: float | None = None,
+    world_size: int | None = None,
 ) -> CollectiveMatch:
     """Match every collective across ranks and measure skew, wait, transfer and bandwidth.
 
@@ -273,7 +310,15 @@ def match_collectives(
         not given. A logical collective belongs to the iteration most of its ranks started it in.
     link_gbps
         The link's one-direction bandwidth in Gbit/s (:func:`~timeline.analysis.links.parse_link_gbps`);
-        fills ``link_gbps`` and ``link_utilisation_ratio`` (null without).
+        fills ``link_gbps`` and ``link_utilisation_ratio`` (null without); a collective whose bus
+        bandwidth is above it (without it: above
+        :data:`~timeline.analysis.links.PHYSICAL_CEILING_GBPS`) is ``implausible``, and counted in a
+        warning.
+    world_size
+        The ranks of the job (``distributedInfo.world_size``): the ranks expected in the group of the
+        communication without a process group name (:data:`ALL_COMMUNICATION_GROUP`), so a
+        collective matched on fewer ranks, because the other ranks' traces were not given, is not
+        ``complete``. A process group's size (``group_size``, from the kernels) counts likewise.
 
     Returns
     -------
@@ -292,7 +337,8 @@ def match_collectives(
     measured_ranks = (
         rank_modes(events).filter(pl.col("mode").is_in(["gpu", "cpu"])).get_column("rank").to_list()
     )
-    logical = _logical_collectives(instances, _expected_ranks(instances, len(measured_ranks)))
+    expected = _expected_ranks(instances, len(measured_ranks), world_size)
+    logical = _logical_collectives(instances, expected)
     per_rank = _per_rank_collectives(instances, logical)
     totals = per_rank.group_by("collective_id").agg(
         bytes=pl.col("bytes").max(),
@@ -303,19 +349,31 @@ def match_collectives(
     collectives = validate(logical.sort("collective_id"), COLLECTIVES_SCHEMA, what="collectives")
     ranks = validate(per_rank, COLLECTIVE_RANKS_SCHEMA, what="collective ranks")
     mismatches, warnings = _mismatches(instances, logical, measured_ranks)
+    too_fast = implausible_warning(int(collectives.get_column("implausible").sum()), link_gbps)
+    if too_fast is not None:
+        warnings = (*warnings, too_fast)
     return CollectiveMatch(collectives=collectives, ranks=ranks, mismatches=mismatches, warnings=warnings)
 
 
-def _expected_ranks(instances: pl.DataFrame, measured: int) -> pl.DataFrame:
-    """Count the ranks expected in each group: those with any of its collectives.
+def _expected_ranks(instances: pl.DataFrame, measured: int, world_size: int | None) -> pl.DataFrame:
+    """Count the ranks expected in each group: its size, at least the ranks with any of its collectives.
 
-    For events without a process group, every rank whose communication is measured (``measured``).
+    A group's size is the largest ``group_size`` its events carry (torch ≥ 2.4 kernels); for events
+    without a process group, also every rank whose communication is measured (``measured``) and
+    the job's ``world_size``. A subset of a job's traces thus leaves its collectives incomplete.
     """
-    expected = instances.group_by("group").agg(expected_ranks=pl.col("rank").n_unique().cast(pl.Int32))
-    return expected.with_columns(
-        expected_ranks=pl.when(pl.col("group") == ALL_COMMUNICATION_GROUP)
-        .then(pl.max_horizontal(pl.col("expected_ranks"), pl.lit(measured, dtype=pl.Int32)))
-        .otherwise(pl.col("expected_ranks"))
+    expected = instances.group_by("group").agg(
+        _seen=pl.col("rank").n_unique().cast(pl.Int32),
+        _size=pl.col("group_size").max().cast(pl.Int32),
+    )
+    everyone = pl.max_horizontal(pl.lit(measured, dtype=pl.Int32), pl.lit(world_size or 0, dtype=pl.Int32))
+    return expected.select(
+        "group",
+        expected_ranks=pl.max_horizontal(
+            pl.col("_seen"),
+            pl.col("_size").fill_null(0),
+            pl.when(pl.col("group") == ALL_COMMUNICATION_GROUP).then(everyone).otherwise(0),
+        ).cast(pl.Int32),
     )
 
 
@@ -358,7 +416,7 @@ def _logical_collectives(instances: pl.DataFrame, expected: pl.DataFrame) -> pl.
             & ((pl.col("_sizes") <= 1) | pl.col("collective").is_in(_UNEVEN).fill_null(False)),
             start_skew_ns=pl.col("last_start_ns") - pl.col("first_start_ns"),
             end_skew_ns=pl.col("last_end_ns") - pl.col("first_end_ns"),
-            _n=pl.coalesce(pl.col("group_size"), pl.col("ranks")),
+            _n=pl.coalesce(pl.col("group_size"), pl.col("expected_ranks")),
         )
         .with_columns(bus_factor=bus_factor_expr(pl.col("collective"), pl.col("_n")))
     )
@@ -426,10 +484,20 @@ def _mismatches(
         f"{row['expected']}; the collectives it lacks are matched on fewer ranks (complete = false)"
         for row in mismatches.iter_rows(named=True)
     ]
-    incomplete = logical.filter(~pl.col("complete")).height
-    if incomplete and not warnings:
+    mismatched = bool(warnings)
+    incomplete = logical.filter(~pl.col("complete"))
+    untraced = incomplete.filter(pl.col("expected_ranks") > len(measured_ranks))
+    if untraced.height:
+        largest = int(untraced.get_column("expected_ranks").max())  # type: ignore[arg-type]
         warnings.append(
-            f"{incomplete} logical collectives were seen on fewer ranks than their group has "
+            f"{untraced.height} logical collective(s) matched on fewer ranks than their group has (up to "
+            f"{largest} ranks; the traces of {len(measured_ranks)} were given): the other ranks' traces "
+            "were not given, so skew, wait and stragglers cover the given ranks only (complete = false)"
+        )
+    rest = incomplete.height - untraced.height
+    if rest and not mismatched:
+        warnings.append(
+            f"{rest} logical collectives were seen on fewer ranks than their group has "
             "(ranks without communication events, or traces of a subset of the ranks)"
         )
     inconsistent = logical.filter(~pl.col("consistent")).height
@@ -450,6 +518,10 @@ def compute_iteration_utilisation(
 ) -> pl.DataFrame:
     """Return, per iteration, the bus bandwidth achieved by its collectives and the link utilisation.
 
+    Bytes, bus bytes and transfer time are summed over the collectives whose size, transfer time and
+    bus factor are known and whose bandwidth is plausible (``implausible`` false: see
+    :func:`bandwidth_columns`); ``collectives`` and ``total_wait_ns`` count them all.
+
     Parameters
     ----------
     collectives
@@ -468,7 +540,12 @@ def compute_iteration_utilisation(
         :data:`~timeline.analysis.schemas.ITERATION_UTILISATION_SCHEMA`, sorted by iteration (the
         null iteration, collectives outside every ProfilerStep window, first).
     """
-    usable = pl.col("bytes").is_not_null() & (pl.col("transfer_ns") > 0) & pl.col("bus_factor").is_not_null()
+    usable = (
+        pl.col("bytes").is_not_null()
+        & (pl.col("transfer_ns") > 0)
+        & pl.col("bus_factor").is_not_null()
+        & ~pl.col("implausible")  # faster than physics: its time or bytes are wrong
+    )
     per_iteration = collectives.group_by("iteration").agg(
         collectives=pl.len().cast(pl.Int64),
         bytes=pl.col("bytes").filter(usable).sum(),

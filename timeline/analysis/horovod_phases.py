@@ -61,6 +61,7 @@ __all__ = [
     "compute_fused_batches",
     "compute_negotiation_wait",
     "compute_tensor_phases",
+    "continued_wire_phases",
     "horovod_limitations",
     "horovod_world_size",
 ]
@@ -246,6 +247,32 @@ def _wire_operations(horovod: pl.DataFrame) -> pl.DataFrame:
     return located.with_columns(
         op=pl.when(inside).then(pl.col("_op_start")).otherwise(pl.col("start_ns"))
     ).drop("_op_start", "_op_end")
+
+
+def continued_wire_phases(events: pl.DataFrame) -> pl.DataFrame:
+    """Return the wire spans that continue an operation an earlier wire span of it began.
+
+    One tensor's operation may cross the wire in several phases: a hierarchical all-reduce is
+    ``NCCL_REDUCESCATTER``, ``MPI_ALLREDUCE`` and ``NCCL_ALLGATHER`` inside one ``ALLREDUCE``. Its
+    first wire span is the call; the later ones, returned here, are not calls of their own. Fused
+    tensors repeat the same spans, so each span is listed once.
+
+    Parameters
+    ----------
+    events
+        The canonical events frame (no Horovod timeline: an empty frame).
+
+    Returns
+    -------
+    pl.DataFrame
+        Columns ``name`` (String), ``start_ns``, ``end_ns`` (Int64), one row per distinct span.
+    """
+    horovod = _horovod(events)
+    if horovod.height == 0:
+        return pl.DataFrame(schema={"name": pl.String(), "start_ns": pl.Int64(), "end_ns": pl.Int64()})
+    wire = _wire_operations(horovod)
+    first = pl.col("start_ns") == pl.col("start_ns").min().over("pid", "op")
+    return wire.filter(~first).select("name", "start_ns", "end_ns").unique().sort("start_ns", "name")
 
 
 FUSION_START_TOLERANCE_NS = 20_000
@@ -494,8 +521,9 @@ def analyze_horovod(
     spans = horovod.filter(pl.col("kind") != "instant")
     wire = spans.filter(pl.col("kind") == "communication")
     first, last = spans.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
-    # Bytes and bandwidth over the batches whose size is known, against the union of their wire spans.
-    known = batches.filter(pl.col("bytes").is_not_null() & (pl.col("wire_ns") > 0))
+    # Bytes and bandwidth over the batches whose size is known and whose bandwidth is plausible (not
+    # faster than the link or physics), against the union of their wire spans.
+    known = batches.filter(pl.col("bytes").is_not_null() & (pl.col("wire_ns") > 0) & ~pl.col("implausible"))
     known_spans = batch_spans.join(known.select("batch"), on="batch")
     bus_known = known.height > 0 and known.get_column("bus_factor").null_count() == 0
     totals = pl.DataFrame(

@@ -12,6 +12,12 @@ the projection torch-tb-profiler established. Windows of one rank never overlap,
 of the trace belongs to at most one iteration. A rank without ``ProfilerStep#N`` (a profile without
 ``schedule``/``step()``) gets one ``whole_trace`` window and a null iteration number. On CPU-only
 ranks the window end is extended by the collectives that started inside the step.
+
+Only one span per step makes an iteration (:func:`redundant_steps`): a ``ProfilerStep#N`` span
+nested in another step of its rank (an identical copy included) and a later span of a step number
+seen earlier on the rank are left out, so that no iteration is counted twice and every activity
+belongs to the step that encloses it. :func:`timeline.load` leaves those spans out of the events
+with a counted warning (:mod:`timeline.plausibility`).
 """
 
 from __future__ import annotations
@@ -20,9 +26,79 @@ import polars as pl
 
 from timeline.schema import ITERATIONS_SCHEMA, validate
 
-__all__ = ["assign_iterations", "rank_modes"]
+__all__ = ["assign_iterations", "rank_modes", "redundant_steps"]
 
 _STEP_PATTERN = r"^ProfilerStep#(\d+)$"
+
+
+def _step_spans(events: pl.DataFrame) -> pl.DataFrame:
+    """Return the ``ProfilerStep#N`` spans on the CPU, with their row (``event``) and whether redundant.
+
+    Columns: ``event`` (the row index in ``events``), ``rank``, ``pid``, ``tid``, ``iteration``,
+    ``cpu_start``, ``cpu_end`` and ``redundant`` (``"nested"``, ``"repeated"`` or null), sorted by
+    rank and start. A span is *nested* when it lies within an earlier-starting (or, for equal
+    starts, longer or identical earlier) step of its rank; a span that is not is *repeated* when a
+    kept span of its rank already has its step number.
+    """
+    # the names of the few CPU annotations only are read as text, not those of every event
+    annotation = events.select((pl.col("kind") == "annotation") & pl.col("device").is_null()).to_series()
+    rows = annotation.arg_true()
+    columns = events.select("rank", "pid", "tid", "name", "start_ns", "end_ns")
+    candidates = columns[rows].with_columns(event=rows)
+    steps = (
+        candidates.filter(pl.col("name").cast(pl.String).str.contains(_STEP_PATTERN))
+        .select(
+            "event",
+            "rank",
+            "pid",
+            "tid",
+            iteration=pl.col("name").cast(pl.String).str.extract(_STEP_PATTERN, 1).cast(pl.Int64),
+            cpu_start=pl.col("start_ns"),
+            cpu_end=pl.col("end_ns"),
+        )
+        .sort("rank", "cpu_start", pl.col("cpu_end"), "event", descending=[False, False, True, False])
+    )
+    enclosing_end = pl.col("cpu_end").cum_max().shift(1).over("rank")
+    nested = pl.col("cpu_end") <= enclosing_end
+    steps = steps.with_columns(_nested=nested.fill_null(False))
+    repeated = (~pl.col("_nested") & ~pl.struct("rank", "iteration").is_first_distinct()).alias("_repeated")
+    kept = steps.filter(~pl.col("_nested")).with_columns(repeated).select("event", "_repeated")
+    return (
+        steps.join(kept, on="event", how="left", maintain_order="left")
+        .with_columns(
+            redundant=pl.when("_nested")
+            .then(pl.lit("nested"))
+            .when(pl.col("_repeated"))
+            .then(pl.lit("repeated"))
+            .otherwise(pl.lit(None, dtype=pl.String))
+        )
+        .drop("_nested", "_repeated")
+    )
+
+
+def redundant_steps(events: pl.DataFrame) -> pl.DataFrame:
+    """Return the ``ProfilerStep#N`` spans that make no iteration, and why.
+
+    A span inside another step of its rank (nested, or an identical copy) is ``nested``: the step
+    that encloses it is the iteration. A later span of a step number already seen on the rank (and
+    not nested) is ``repeated``: the first span of each number is the iteration. Neither becomes an
+    iteration window (:func:`assign_iterations`).
+
+    Parameters
+    ----------
+    events
+        The canonical events frame.
+
+    Returns
+    -------
+    pl.DataFrame
+        Columns ``event`` (UInt32: the row in ``events``), ``rank``, ``iteration`` (the step
+        number) and ``reason`` (``nested`` or ``repeated``), sorted by rank and start.
+    """
+    spans = _step_spans(events)
+    return spans.filter(pl.col("redundant").is_not_null()).select(
+        "event", "rank", "iteration", reason="redundant"
+    )
 
 
 def rank_modes(events: pl.DataFrame) -> pl.DataFrame:
@@ -123,19 +199,12 @@ def assign_iterations(events: pl.DataFrame) -> pl.DataFrame:
 
 def _assign_iterations(events: pl.DataFrame, modes: pl.DataFrame, sets: pl.DataFrame) -> pl.DataFrame:
     """:func:`assign_iterations` with the rank modes and activity sets already computed."""
+    # one span per step: nested and repeated ProfilerStep#N spans make no iteration
     steps = (
-        # the names of the few CPU annotations only are read as text, not those of every event
-        events.filter((pl.col("kind") == "annotation") & pl.col("device").is_null())
-        .filter(pl.col("name").cast(pl.String).str.contains(_STEP_PATTERN))
-        .select(
-            "rank",
-            "pid",
-            "tid",
-            iteration=pl.col("name").cast(pl.String).str.extract(_STEP_PATTERN, 1).cast(pl.Int64),
-            cpu_start=pl.col("start_ns"),
-            cpu_end=pl.col("end_ns"),
-        )
-        .sort("rank", "cpu_start")
+        _step_spans(events)
+        .filter(pl.col("redundant").is_null())
+        .select("rank", "pid", "tid", "iteration", "cpu_start", "cpu_end")
+        .sort("rank", "cpu_start", maintain_order=True)
     )
     activities = sets.filter(pl.col("set") != "wait").join(
         events.with_row_index("event").select("event", "correlation", "device"), on="event", how="left"

@@ -24,7 +24,13 @@ from types import MappingProxyType
 
 from timeline.errors import UsageError
 
-__all__ = ["LINK_PRESETS", "describe_presets", "parse_link_gbps"]
+__all__ = [
+    "LINK_PRESETS",
+    "PHYSICAL_CEILING_GBPS",
+    "bandwidth_ceiling",
+    "describe_presets",
+    "parse_link_gbps",
+]
 
 _PRESETS: dict[str, float] = {
     # Ethernet port speeds.
@@ -61,6 +67,35 @@ _PRESETS: dict[str, float] = {
 
 LINK_PRESETS = MappingProxyType(_PRESETS)
 """Preset name → one-direction bandwidth in Gbit/s."""
+
+PHYSICAL_CEILING_GBPS = _PRESETS["nvlink5"]
+"""The fastest per-GPU link there is, one direction, in Gbit/s: 7,200 (900 GB/s).
+
+NVLink 5 (NVIDIA Blackwell, B200/GB200) gives a GPU 18 links and 1.8 TB/s in both directions
+together, 900 GB/s each way (NVIDIA, "NVLink and NVLink Switch", nvidia.com/en-us/data-center/nvlink;
+the B200 datasheet). No collective can move its bus bytes faster than its GPUs can send them: a bus
+bandwidth above this, without ``--link-gbps``, is a timing or size the trace got wrong (a span cut
+short, bytes of the wrong tensor), not a fast network.
+"""
+
+
+def bandwidth_ceiling(link_gbps: float | None) -> tuple[float, str]:
+    """Return the bus bandwidth no transfer can exceed, in Gbit/s, and how to name it in a warning.
+
+    The given link when there is one (``--link-gbps``), else :data:`PHYSICAL_CEILING_GBPS`.
+
+    Examples
+    --------
+    >>> bandwidth_ceiling(100.0)
+    (100.0, 'the 100 Gbit/s link')
+    >>> bandwidth_ceiling(None)
+    (7200.0, '7,200 Gbit/s (900 GB/s, NVLink 5, the fastest per-GPU link)')
+    """
+    if link_gbps is not None:
+        return link_gbps, f"the {link_gbps:g} Gbit/s link"
+    ceiling = PHYSICAL_CEILING_GBPS
+    return ceiling, f"{ceiling:,.0f} Gbit/s ({ceiling / 8:,.0f} GB/s, NVLink 5, the fastest per-GPU link)"
+
 
 # Other spellings of the presets: "hdr", "infiniband-hdr", "nvlink-4", "v100-nvlink", "100g-ethernet"…
 _ALIASES: dict[str, str] = {

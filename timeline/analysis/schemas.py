@@ -69,6 +69,7 @@ COLLECTIVES_SCHEMA = pl.Schema(
         "last_rank": pl.Int32(),
         "bus_factor": pl.Float64(),
         **_BANDWIDTH,
+        "implausible": pl.Boolean(),
     }
 )
 """One row per logical collective: the k-th collective of a process group across its ranks."""
@@ -206,6 +207,7 @@ HOROVOD_BATCHES_SCHEMA = pl.Schema(
         "world_size": pl.Int32(),
         "bus_factor": pl.Float64(),
         **_BANDWIDTH,
+        "implausible": pl.Boolean(),
     }
 )
 """One row per fused batch (one Horovod response): its tensors, bytes and achieved bandwidth."""

@@ -21,7 +21,7 @@ from typing import Literal, cast
 
 from timeline.analysis.links import parse_link_gbps
 from timeline.budgets.metrics import Metric, get_metric, registered_metrics
-from timeline.errors import BudgetError, UsageError, position_of
+from timeline.errors import BudgetError, UsageError, position_of, shown
 
 __all__ = [
     "AGGREGATES",
@@ -287,6 +287,14 @@ def read_budget_file(path: str | Path) -> BudgetFile:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise BudgetError(_toml_message(source, text, exc)) from None
+    except RecursionError:
+        # tomllib reads nested arrays and inline tables recursively: a few hundred levels exhaust
+        # Python's stack (a budget file needs three).
+        msg = (
+            f"{shown(source)}: arrays or inline tables nested too deeply to read; a budget file needs "
+            "no more than a few levels (see docs/ci.md)"
+        )
+        raise BudgetError(msg) from None
     prefix = ""
     if file.name == "pyproject.toml" or ("tool" in document and not any(k in document for k in _TOP_KEYS)):
         tool = document.get("tool")

@@ -23,7 +23,7 @@ import polars as pl
 
 from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP
 from timeline.budgets.budget_file import Budget, BudgetFile, Over, Regression, Scope
-from timeline.budgets.frames import MetricFrames
+from timeline.budgets.frames import JobFacts, MetricFrames
 from timeline.budgets.metrics import Metric, format_value
 from timeline.errors import BudgetError
 
@@ -34,6 +34,7 @@ __all__ = [
     "Verdict",
     "Worst",
     "check_links",
+    "compare_jobs",
     "evaluate_budgets",
     "noise_of",
     "select_samples",
@@ -163,12 +164,16 @@ class CheckReport:
         The run checked.
     baseline
         The baseline run, if any.
+    warnings
+        What makes the verdicts doubtful: a baseline that looks like another job
+        (:func:`compare_jobs`).
     """
 
     verdicts: tuple[Verdict, ...]
     budget_file: str
     inputs: str
     baseline: str | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def failed(self) -> tuple[Verdict, ...]:
@@ -238,11 +243,67 @@ def evaluate_budgets(
     links = check_links(budgets, link_gbps=link_gbps)
     verdicts = [_evaluate_budget(b, frames, links.get(b.where)) for b in budgets.budgets]
     verdicts += [_evaluate_regression(r, frames, baseline, links.get(r.where)) for r in budgets.regressions]
+    warnings: list[str] = []
+    if baseline is not None and frames.job is not None and baseline.job is not None:
+        other_job = compare_jobs(frames.job, baseline.job)
+        if other_job is not None:
+            warnings.append(other_job)
     return CheckReport(
         verdicts=tuple(verdicts),
         budget_file=budgets.path,
         inputs=frames.label,
         baseline=None if baseline is None else baseline.label,
+        warnings=tuple(warnings),
+    )
+
+
+_MODE_NAMES = {"gpu": "GPU kernels", "cpu": "CPU only", "horovod": "a Horovod timeline"}
+
+
+def _listed(values: tuple[str, ...], names: dict[str, str] | None = None) -> str:
+    return " + ".join((names or {}).get(v, v) for v in values) or "none"
+
+
+def compare_jobs(run: JobFacts, baseline: JobFacts) -> str | None:
+    """Return a warning when the baseline looks like another job than the run, else None.
+
+    Compared where both sides know them: the world size, the communication backends, the device
+    mode of the ranks (GPU kernels, CPU only, a Horovod timeline) and the collective mix (the set of
+    collective kinds; a summary JSON does not keep it). Regression checks between two jobs compare
+    different things: the warning says which facts differ.
+
+    Examples
+    --------
+    >>> pr = JobFacts(world_size=8, backends=("nccl",), modes=("gpu",), collectives=("all_reduce",))
+    >>> base = JobFacts(world_size=2, backends=("gloo",), modes=("cpu",), collectives=("all_reduce",))
+    >>> print(compare_jobs(pr, base))  # doctest: +NORMALIZE_WHITESPACE
+    the baseline looks like another job: world size 8 vs 2 in the baseline; backend nccl vs gloo;
+    device mode GPU kernels vs CPU only; its regression checks compare different runs
+    """
+    differences = []
+    if (
+        run.world_size is not None
+        and baseline.world_size is not None
+        and run.world_size != baseline.world_size
+    ):
+        differences.append(f"world size {run.world_size} vs {baseline.world_size} in the baseline")
+    if run.backends and baseline.backends and run.backends != baseline.backends:
+        differences.append(f"backend {_listed(run.backends)} vs {_listed(baseline.backends)}")
+    if run.modes and baseline.modes and run.modes != baseline.modes:
+        differences.append(
+            f"device mode {_listed(run.modes, _MODE_NAMES)} vs {_listed(baseline.modes, _MODE_NAMES)}"
+        )
+    if (
+        run.collectives is not None
+        and baseline.collectives is not None
+        and run.collectives != baseline.collectives
+    ):
+        differences.append(f"collectives {_listed(run.collectives)} vs {_listed(baseline.collectives)}")
+    if not differences:
+        return None
+    return (
+        f"the baseline looks like another job: {'; '.join(differences)}; its regression checks compare "
+        "different runs"
     )
 
 

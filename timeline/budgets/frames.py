@@ -23,6 +23,7 @@ from timeline.analysis.collectives import compute_iteration_utilisation, match_c
 from timeline.analysis.overlap import Overlap
 from timeline.analysis.stragglers import find_stragglers
 from timeline.errors import TraceFormatError
+from timeline.plausibility import without_cross_rank_times, without_stragglers
 from timeline.results.summary import SUMMARY_VERSION
 from timeline.schema import ITERATION_OVERLAP_SCHEMA, RANK_OVERLAP_SCHEMA
 
@@ -30,16 +31,75 @@ if TYPE_CHECKING:
     from timeline.execution.session import Inputs
 
 __all__ = [
+    "JobFacts",
     "MetricFrames",
     "frames_from_overlap",
     "frames_from_summary",
     "is_summary_file",
+    "job_facts",
     "read_run",
     "read_summary",
 ]
 
 # ``timeline analyze --json`` writes "version" first; jq and json.dump(indent=...) keep key order.
 _SUMMARY_START = re.compile(rb'^\s*\{\s*"version"\s*:')
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What tells one job from another, to warn when a baseline is of another job.
+
+    Attributes
+    ----------
+    world_size
+        The largest world size the files record (``distributedInfo.world_size``), or None.
+    backends
+        The communication backends the files record (``nccl``, ``gloo``…), sorted.
+    modes
+        How the ranks were measured (``gpu``: GPU kernels, ``cpu``: CPU only, ``horovod``), sorted.
+    collectives
+        The kinds of collective the run's communication events are (``all_reduce``…), sorted; None
+        when not known (a summary JSON keeps no per-collective rows).
+    """
+
+    world_size: int | None
+    backends: tuple[str, ...]
+    modes: tuple[str, ...]
+    collectives: tuple[str, ...] | None
+
+
+def _distinct(values: Sequence[object]) -> tuple[str, ...]:
+    return tuple(sorted({str(v).lower() for v in values if v is not None and str(v) != ""}))
+
+
+def job_facts(
+    ranks: pl.DataFrame, *, files: pl.DataFrame | None = None, collectives: pl.DataFrame | None = None
+) -> JobFacts:
+    """Return the facts of a job from its rank rows, its file table and its communication events.
+
+    Parameters
+    ----------
+    ranks
+        Rows with a ``mode`` column (:data:`timeline.schema.RANK_OVERLAP_SCHEMA`, or a summary's).
+    files
+        Rows with ``world_size`` and ``backend`` (:data:`timeline.schema.FILES_SCHEMA`); without
+        them the world size and backends are unknown.
+    collectives
+        Rows with a ``collective`` column (the communication events); None: the mix is unknown.
+    """
+    world_size = None
+    backends: tuple[str, ...] = ()
+    if files is not None and files.height:
+        if "world_size" in files.columns:
+            sizes = [int(v) for v in files.get_column("world_size").to_list() if isinstance(v, int | float)]
+            world_size = max(sizes) if sizes else None
+        if "backend" in files.columns:
+            backends = _distinct(files.get_column("backend").to_list())
+    modes = _distinct(ranks.get_column("mode").to_list()) if "mode" in ranks.columns else ()
+    mix = None
+    if collectives is not None and "collective" in collectives.columns:
+        mix = _distinct(collectives.get_column("collective").cast(pl.String).to_list())
+    return JobFacts(world_size=world_size, backends=backends, modes=modes, collectives=mix)
 
 
 @dataclass(frozen=True)
@@ -72,6 +132,9 @@ class MetricFrames:
         ``None`` unless matched.
     warnings
         The matching's warnings (ranks with fewer collectives than the others).
+    job
+        What tells this job from another (:class:`JobFacts`), to warn when a baseline is of
+        another job; None when unknown.
     """
 
     label: str
@@ -83,6 +146,7 @@ class MetricFrames:
     iteration_utilisation: pl.DataFrame | None = None
     straggler_iterations: pl.DataFrame | None = None
     warnings: tuple[str, ...] = ()
+    job: JobFacts | None = None
 
     @property
     def matched(self) -> bool:
@@ -90,7 +154,14 @@ class MetricFrames:
         return self.logical_collectives is not None
 
 
-def frames_from_overlap(overlap: Overlap, *, label: str, events: pl.DataFrame | None = None) -> MetricFrames:
+def frames_from_overlap(
+    overlap: Overlap,
+    *,
+    label: str,
+    events: pl.DataFrame | None = None,
+    files: pl.DataFrame | None = None,
+    clock_note: str | None = None,
+) -> MetricFrames:
     """Return the frames of an overlap analysis, and of the collectives matched across ranks.
 
     Parameters
@@ -105,6 +176,12 @@ def frames_from_overlap(overlap: Overlap, *, label: str, events: pl.DataFrame | 
         windows), for the metrics of :data:`~timeline.budgets.metrics.MATCHED_SOURCES`. Leave it out
         when no budget reads them (``BudgetFile.needs_matching``): matching is a pass over every
         rank's communication events.
+    files
+        The trace's file table (``Trace.files``): the world size and backend of :attr:`MetricFrames.job`.
+    clock_note
+        ``Trace.clock_note``: when the ranks' clocks disagree, the figures that compare ranks' times
+        (start skews, arrival lags, stragglers) are left out, as the collectives report leaves them out
+        (:func:`timeline.plausibility.without_cross_rank_times`); a budget on them then has no value.
 
     Notes
     -----
@@ -114,7 +191,11 @@ def frames_from_overlap(overlap: Overlap, *, label: str, events: pl.DataFrame | 
     leave out events outside every window.
     """
     frames = MetricFrames(
-        label=label, iterations=overlap.iterations, ranks=overlap.ranks, collectives=overlap.collectives
+        label=label,
+        iterations=overlap.iterations,
+        ranks=overlap.ranks,
+        collectives=overlap.collectives,
+        job=job_facts(overlap.ranks, files=files, collectives=overlap.collectives),
     )
     if events is None:
         return frames
@@ -123,6 +204,8 @@ def frames_from_overlap(overlap: Overlap, *, label: str, events: pl.DataFrame | 
         match.collectives, windows=overlap.windows, iteration_overlap=overlap.iterations
     )
     stragglers = find_stragglers(match, iteration_overlap=overlap.iterations)
+    if clock_note is not None:  # the ranks' clocks disagree (a load warning): no time compares
+        match, stragglers = without_cross_rank_times(match), without_stragglers(stragglers)
     return replace(
         frames,
         logical_collectives=match.collectives,
@@ -193,7 +276,18 @@ def frames_from_summary(summary: Mapping[str, Any], *, label: str) -> MetricFram
         raise TraceFormatError(msg)
     iterations = _frame(summary, "iterations", ITERATION_OVERLAP_SCHEMA, label)
     ranks = _frame(summary, "ranks", RANK_OVERLAP_SCHEMA, label)
-    return MetricFrames(label=label, iterations=iterations, ranks=ranks, collectives=None)
+    files = summary.get("files")
+    file_rows = None
+    if isinstance(files, list) and files and all(isinstance(row, dict) for row in files):
+        keys = ("world_size", "backend")
+        file_rows = pl.DataFrame(
+            [{key: row.get(key) for key in keys} for row in files],
+            schema={"world_size": pl.Int64(), "backend": pl.String()},
+            strict=False,
+        )
+    # A summary keeps the top collectives only: its collective mix is unknown.
+    job = job_facts(ranks, files=file_rows)
+    return MetricFrames(label=label, iterations=iterations, ranks=ranks, collectives=None, job=job)
 
 
 def _frame(summary: Mapping[str, Any], key: str, schema: pl.Schema, label: str) -> pl.DataFrame:
@@ -240,7 +334,13 @@ def read_run(
         return read_summary(paths[0])
     analysed = analyze_inputs(inputs, communication=match, progress=progress, warn=warn)
     events = analysed.trace.events if match else None
-    frames = frames_from_overlap(analysed.overlap, label=" ".join(paths), events=events)
+    frames = frames_from_overlap(
+        analysed.overlap,
+        label=" ".join(paths),
+        events=events,
+        files=analysed.trace.files,
+        clock_note=analysed.trace.clock_note,
+    )
     if warn is not None:
         warn(frames.warnings)
     return frames

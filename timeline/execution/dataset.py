@@ -7,22 +7,33 @@ rank's rows of the file table and the load warnings in the file's metadata, as
 it, so no process holds more than one rank. Every command reads such a directory back
 (:func:`timeline.inputs.expand_datasets` turns it into its part files); the analyses reduce it rank
 by rank (:func:`timeline.execution.analyze_files`); :func:`scan_dataset` gives a polars ``LazyFrame`` over all
-ranks for your own queries.
+ranks for your own queries. :func:`write_parquet_file` writes a whole trace as one Parquet file.
+
+Both writers put what they write beside the output and rename it into place, and replace only
+what timeline wrote (:func:`check_output`): an existing dataset (every entry a ``rank=N`` directory
+of ``part-K.parquet`` files written by timeline) or empty directory for a dataset, a Parquet file
+written by timeline for a file. Anything else (another file, a FIFO, a device, another directory, a
+symbolic link) is refused and left as it is; nothing is written through a link or into a FIFO.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 
 from timeline.errors import UsageError
 from timeline.execution.reduce import load_unit
 from timeline.executors import Executor, LocalExecutor, named_progress
+from timeline.importers.parquet import write_parquet, written_by_timeline
 from timeline.importers.result import ImportOptions
 from timeline.inputs import (
     PathsLike,
@@ -30,13 +41,18 @@ from timeline.inputs import (
     check_claims,
     dataset_parts,
     expand_inputs,
-    is_dataset,
     plan_units,
     unit_claims,
 )
 from timeline.trace import Trace
 
-__all__ = ["Written", "scan_dataset", "write_dataset"]
+__all__ = ["Written", "check_output", "scan_dataset", "write_dataset", "write_parquet_file"]
+
+_PARTITION = re.compile(r"^rank=\d+$")
+_PART = re.compile(r"^part-\d+\.parquet$")
+"""The names :func:`write_dataset` gives its directories and files."""
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_T = TypeVar("_T")
 
 
 def scan_dataset(path: str | Path) -> pl.LazyFrame:
@@ -141,14 +157,16 @@ def write_dataset(
     options, rank, rank_regex
         As for :func:`timeline.trace.load`.
     force
-        Replace an existing dataset (never a directory that is not one).
+        Replace an existing dataset written by timeline, or an empty directory (never anything else:
+        :func:`check_output`).
     progress
         Called as ``progress(label, done, total)`` after each task.
 
     Raises
     ------
     TimelineError
-        Bad input, as :func:`timeline.trace.load` raises it; an existing output without ``force``.
+        Bad input, as :func:`timeline.trace.load` raises it; an existing output without ``force``,
+        or one that timeline did not write.
     """
     target = Path(output)
     path_list = expand_inputs(paths, rank=rank)
@@ -158,20 +176,13 @@ def write_dataset(
             f"{output}: holds some of the inputs; choose another output directory (inputs are never modified)"
         )
         raise UsageError(msg)
-    if target.exists():
-        if not force:
-            raise UsageError(f"{output}: exists; pass --force to overwrite it")
-        if target.is_dir() and any(target.iterdir()) and not is_dataset(target):
-            msg = f"{output}: a directory that is not a timeline dataset; choose another output directory"
-            raise UsageError(msg)
+    check_output(target, dataset=True, force=force)
     if not target.parent.exists():
         raise UsageError(f"{target.parent}: no such directory")
     units = plan_units(path_list, options=options, rank=rank, rank_regex=rank_regex)
     if executor is None:
         executor = LocalExecutor()
-    scratch = target.parent / f".{target.name}.partial-{os.getpid()}"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir()
+    scratch, _ = _create_beside(target, _new_directory)
     tasks = [_WriteTask(unit=u, index=i, scratch=scratch) for i, u in enumerate(units)]
 
     report = named_progress(progress, [unit.paths[0].name for unit in units])
@@ -186,11 +197,8 @@ def write_dataset(
                 n = counts.get(part_rank, 0)
                 part.rename(part.with_name(f"part-{n}.parquet"))
                 counts[part_rank] = n + 1
-        if target.is_dir():
-            shutil.rmtree(target)
-        elif target.exists():
-            target.unlink()
-        scratch.rename(target)
+        check_output(target, dataset=True, force=force)  # again: it may have changed meanwhile
+        _replace_directory(scratch, target)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     files = pl.concat([w.files for w in written], how="vertical")
@@ -201,3 +209,152 @@ def write_dataset(
         files=files,
         warnings=tuple(x for w in written for x in w.warnings),
     )
+
+
+def write_parquet_file(trace: Trace, output: str | Path, *, force: bool = False) -> None:
+    """Write a trace as one Parquet file (:meth:`timeline.trace.Trace.write_parquet`), atomically.
+
+    The file is written beside ``output`` under a new name (created, never opened if it exists) and
+    renamed over it when complete.
+
+    Parameters
+    ----------
+    trace
+        What to write.
+    output
+        The Parquet file to write.
+    force
+        Replace an existing Parquet file written by timeline (never anything else: :func:`check_output`).
+
+    Raises
+    ------
+    UsageError
+        An existing output without ``force``, or one that timeline did not write; a directory that
+        cannot be written.
+    """
+    target = Path(output)
+    check_output(target, dataset=False, force=force)
+    partial, descriptor = _create_beside(target, _new_file)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            write_parquet(handle, events=trace.events, files=trace.files, warnings=trace.warnings)
+        check_output(target, dataset=False, force=force)  # again: it may have changed meanwhile
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def check_output(output: str | Path, *, dataset: bool, force: bool) -> None:
+    """Refuse an output that exists, unless it is what timeline wrote and ``force`` is given.
+
+    What may be replaced: for a dataset (``dataset``), a dataset written by timeline or an empty
+    directory; for a file, a Parquet file written by timeline. Anything else is refused even with
+    ``force``: a file of other content, a FIFO, a device, another directory, a symbolic link
+    (whatever it points to). Nothing is opened but regular files, and never through a link.
+
+    Raises
+    ------
+    UsageError
+        What the output is and why it is refused, with the fix.
+    """
+    target = Path(output)
+    try:
+        mode = target.lstat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"{output}: cannot be examined: {exc.strerror or exc}") from exc
+    what = _not_replaceable(target, mode, dataset=dataset)
+    if what is not None:
+        kind, place = ("a dataset", "directory") if dataset else ("a Parquet file", "file")
+        msg = (
+            f"{output}: exists and is {what}; --force replaces only {kind} written by timeline convert; "
+            f"choose another output {place}"
+        )
+        raise UsageError(msg)
+    if not force:
+        raise UsageError(f"{output}: exists; pass --force to overwrite it")
+
+
+def _not_replaceable(target: Path, mode: int, *, dataset: bool) -> str | None:
+    """Say what ``target`` (of ``lstat`` mode ``mode``) is when timeline did not write it; else None."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if dataset:
+        if not stat.S_ISDIR(mode):
+            return "a file, not a directory"
+        return None if _written_dataset(target) else "a directory that is not a timeline dataset"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return None if written_by_timeline(target) else "a file that timeline did not write"
+
+
+def _written_dataset(directory: Path) -> bool:
+    """Whether a directory is empty, or holds only what :func:`write_dataset` writes.
+
+    That is ``rank=N`` directories (not links), each of ``part-K.parquet`` files written by timeline.
+    """
+    try:
+        for partition in directory.iterdir():
+            if not _PARTITION.match(partition.name) or not stat.S_ISDIR(partition.lstat().st_mode):
+                return False
+            parts = list(partition.iterdir())
+            if not parts or not all(_PART.match(p.name) and written_by_timeline(p) for p in parts):
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _create_beside(target: Path, create: Callable[[Path], _T]) -> tuple[Path, _T]:
+    """Create something new beside ``target``, named ``.NAME.partial-XXXXXXXX``, with ``create(path)``.
+
+    ``create`` must fail with ``FileExistsError`` when the name exists (``mkdir``, ``O_EXCL``): then
+    another name is tried, so nothing that was there is ever opened, followed or removed.
+
+    Raises
+    ------
+    UsageError
+        A directory that cannot be written.
+    """
+    for _ in range(16):
+        path = target.with_name(f".{target.name}.partial-{secrets.token_hex(4)}")
+        try:
+            return path, create(path)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"{target.parent}: cannot write there: {exc.strerror or exc}") from exc
+    raise UsageError(f"{target.parent}: cannot create a new file there (every name tried exists)")
+
+
+def _new_directory(path: Path) -> None:
+    path.mkdir()
+
+
+def _new_file(path: Path) -> int:
+    """Create ``path`` and open it for writing: never an existing file, never through a link."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666)
+
+
+def _replace_directory(scratch: Path, target: Path) -> None:
+    """Rename ``scratch`` to ``target``; an existing ``target`` is moved aside first, then deleted."""
+    if not os.path.lexists(target):
+        scratch.rename(target)
+        return
+    aside, _ = _create_beside(target, _new_directory)
+    moved = aside / target.name
+    target.rename(moved)  # a rename moves a link itself, never what it points to
+    try:
+        scratch.rename(target)
+    except OSError:
+        moved.rename(target)
+        aside.rmdir()
+        raise
+    shutil.rmtree(aside)

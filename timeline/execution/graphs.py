@@ -15,11 +15,10 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from timeline.execution.reduce import UnitReduction, default_executor, local_unit, run_units
+from timeline.execution.reduce import UnitReduction, default_executor, load_unit, local_unit, run_units
 from timeline.executors import Executor
 from timeline.importers.result import ImportOptions
 from timeline.inputs import PathsLike, Unit, plan_inputs, unit_claims
-from timeline.trace import load
 from timeline.whatif.graph import (
     DEFAULT_RESUME_TOLERANCE_NS,
     GraphParts,
@@ -85,14 +84,7 @@ def graph_unit(unit: Unit) -> GraphReduction:
     TimelineError
         Bad input, as :func:`timeline.trace.load` raises it.
     """
-    trace = load(
-        list(unit.paths),
-        rank=unit.rank,
-        rank_regex=unit.rank_regex,
-        rules=unit.options.rules,
-        include_python=unit.options.include_python,
-        workers=unit.workers,
-    )
+    trace = load_unit(unit)
     claims, horovod = unit_claims(unit.paths, trace.files)
     events = trace.events
     return GraphReduction(
@@ -102,6 +94,7 @@ def graph_unit(unit: Unit) -> GraphReduction:
         claims=claims,
         horovod=horovod,
         event_ranks=tuple(events.get_column("rank").unique().drop_nulls().sort().to_list()),
+        clocks=trace.clocks,
         parts=graph_parts(events),
     )
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -37,9 +37,10 @@ from timeline.analysis.overlap import Overlap, overlap_with_modes
 from timeline.executors import Executor, LocalExecutor, named_progress
 from timeline.importers.result import ImportOptions
 from timeline.inputs import PathsLike, Unit, check_claims, plan_inputs, unit_claims
+from timeline.plausibility import CLOCKS_SCHEMA
 from timeline.policy import small_input
 from timeline.schema import FILES_SCHEMA
-from timeline.trace import Trace, load
+from timeline.trace import Trace, check_part_files, load_part
 
 __all__ = [
     "Analysis",
@@ -72,6 +73,9 @@ class UnitReduction:
         The Horovod timelines among the unit's files.
     event_ranks
         The ranks its events belong to.
+    clocks
+        Where its files' events lie, on which clock (:data:`timeline.plausibility.CLOCKS_SCHEMA`),
+        for the clock check across units.
     """
 
     paths: tuple[Path, ...]
@@ -80,6 +84,7 @@ class UnitReduction:
     claims: tuple[tuple[int, str], ...]
     horovod: tuple[str, ...]
     event_ranks: tuple[int, ...]
+    clocks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CLOCKS_SCHEMA))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,6 +120,8 @@ class Analysis:
         (:func:`communication_events`): enough for ``match_collectives``,
         ``estimate_clock_offsets`` and ``analyze_horovod``, which give the same results on it as on
         all the events.
+    clocks, clock_note
+        As ``load(paths)``'s (:attr:`timeline.trace.Trace.clock_note`).
     """
 
     overlap: Overlap
@@ -123,6 +130,8 @@ class Analysis:
     communication: pl.DataFrame
     units: tuple[tuple[Unit, tuple[int, ...]], ...] = ()
     """Each unit that was reduced, with the ranks of its events (for :meth:`load_ranks`)."""
+    clocks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CLOCKS_SCHEMA))
+    clock_note: str | None = None
 
     def as_trace(self) -> Trace:
         """Return a :class:`~timeline.trace.Trace` whose events are :attr:`communication`.
@@ -130,7 +139,13 @@ class Analysis:
         The file table and warnings are the full trace's; the events are enough for the analyses
         that compare ranks, not for the per-rank ones (use :attr:`overlap`).
         """
-        return Trace(events=self.communication, files=self.files, warnings=self.warnings)
+        return Trace(
+            events=self.communication,
+            files=self.files,
+            warnings=self.warnings,
+            clocks=self.clocks,
+            clock_note=self.clock_note,
+        )
 
     def load_ranks(self, ranks: Sequence[int]) -> Trace:
         """Load every event of some ranks, in this process: the units that hold them, as ``load`` would.
@@ -275,15 +290,17 @@ def reduce_unit(unit: Unit) -> RankReduction:
 
 
 def load_unit(unit: Unit, *, overlap_only: bool = False) -> Trace:
-    """Load the files of one unit, as :func:`timeline.trace.load` with the unit's options."""
-    return load(
-        list(unit.paths),
+    """Load the files of one unit, as :func:`timeline.trace.load` with the unit's options.
+
+    The checks across the run's files (world sizes, clocks) are :func:`run_units`'.
+    """
+    return load_part(
+        unit.paths,
+        options=replace(unit.options, overlap_only=overlap_only),
         rank=unit.rank,
         rank_regex=unit.rank_regex,
-        rules=unit.options.rules,
-        include_python=unit.options.include_python,
         workers=unit.workers,
-        overlap_only=overlap_only,
+        only_file=unit.only_file,
     )
 
 
@@ -299,6 +316,7 @@ def _reduction(paths: tuple[Path, ...], trace: Trace, *, communication: bool) ->
         claims=claims,
         horovod=horovod,
         event_ranks=tuple(events.get_column("rank").unique().drop_nulls().sort().to_list()),
+        clocks=trace.clocks,
         overlap=overlap_with_modes(_overlap_events(events, modes), modes),
         communication=_communication_events(events, modes) if communication else events.clear(),
     )
@@ -352,11 +370,13 @@ class Sink(Protocol[R_contra]):
 
 
 class Collected:
-    """What every task returns, for the units in order: file rows, warnings, rank claims, ranks.
+    """What every task returns, for the units in order: file rows, warnings, rank claims, ranks, clocks.
 
     Units whose events share a rank (a Horovod timeline beside per-rank traces) are reduced again
     together (:func:`run_units`): their merged result takes the place of the first, the others are
-    emptied, so that every rank's results come from one unit.
+    emptied, so that every rank's results come from one unit. :attr:`clock_note` is the warning of
+    the clock check across every unit (:func:`timeline.trace.check_part_files`), last of
+    :meth:`all_warnings`.
     """
 
     def __init__(self) -> None:
@@ -366,15 +386,18 @@ class Collected:
         self.horovod: list[tuple[str, ...]] = []
         self.event_ranks: list[tuple[int, ...]] = []
         self.units: list[tuple[Unit, tuple[int, ...]]] = []
+        self.clocks: list[pl.DataFrame] = []
+        self.clock_note: str | None = None
 
     def add(self, unit: Unit, result: UnitReduction) -> None:
-        """Keep a unit's file rows, warnings, claims and ranks."""
+        """Keep a unit's file rows, warnings, claims, ranks and clocks."""
         self.files.append(result.files.rows())
         self.warnings.append(result.warnings)
         self.claims.append(result.claims)
         self.horovod.append(result.horovod)
         self.event_ranks.append(result.event_ranks)
         self.units.append((unit, result.event_ranks))
+        self.clocks.append(result.clocks)
 
     def regroup(self, group: Sequence[int], merged: Unit, result: UnitReduction) -> None:
         """Put the merged unit's result in place of the first of ``group``; empty the others."""
@@ -382,17 +405,34 @@ class Collected:
         self.files[first], self.warnings[first] = result.files.rows(), result.warnings
         self.units[first] = (merged, result.event_ranks)
         self.event_ranks[first] = result.event_ranks
+        self.clocks[first] = result.clocks
         for i in rest:
             self.files[i], self.warnings[i] = [], ()
             self.units[i], self.event_ranks[i] = (self.units[i][0], ()), ()
+            self.clocks[i] = result.clocks.clear()
+
+    def clocks_frame(self) -> pl.DataFrame:
+        """Return the clock rows of every unit, in unit order."""
+        return pl.concat(self.clocks, how="vertical") if self.clocks else pl.DataFrame(schema=CLOCKS_SCHEMA)
+
+    def check_files(self) -> None:
+        """Check every unit's files together, as ``load`` checks a run's files; keep the clock warning.
+
+        Raises
+        ------
+        RankError
+            A rank outside the world, world sizes that disagree.
+        """
+        self.clock_note = check_part_files(self.files_frame(), self.clocks_frame())
 
     def files_frame(self) -> pl.DataFrame:
         """Return the file table of every unit, in unit order."""
         return pl.DataFrame([row for unit in self.files for row in unit], schema=FILES_SCHEMA, orient="row")
 
     def all_warnings(self) -> tuple[str, ...]:
-        """Return the load warnings of every unit, in unit order."""
-        return tuple(w for unit in self.warnings for w in unit)
+        """Return the load warnings of every unit, in unit order, then the clock warning."""
+        note = () if self.clock_note is None else (self.clock_note,)
+        return (*(w for unit in self.warnings for w in unit), *note)
 
     def held_units(self) -> tuple[tuple[Unit, tuple[int, ...]], ...]:
         """Return each unit with the ranks of its events (a merged unit once), for ``load_ranks``."""
@@ -406,12 +446,16 @@ def run_units(
     executor: Executor,
     progress: Callable[[str, int, int], None] | None,
 ) -> Collected:
-    """Run ``task`` over the units, giving each result to ``sink`` as it comes; check the rank claims.
+    """Run ``task`` over the units, giving each result to ``sink`` as it comes; check the files together.
+
+    As :func:`timeline.trace.load` checks a run's files: rank claims, ranks within one world size,
+    clocks that agree (the warning is :attr:`Collected.clock_note`).
 
     Raises
     ------
     TimelineError
-        A unit's bad input (the first in unit order), several Horovod timelines, a rank claimed twice.
+        A unit's bad input (the first in unit order), several Horovod timelines, a rank claimed twice,
+        a rank outside the world, world sizes that disagree.
     """
     report = named_progress(progress, [unit.paths[0].name for unit in units])
 
@@ -429,6 +473,7 @@ def run_units(
         result = task(merged)
         collected.regroup(group, merged, result)
         sink.regroup(group, ranks, result)
+    collected.check_files()
     return collected
 
 
@@ -449,6 +494,7 @@ def _reduce_packed(unit: Unit) -> _PackedReduction:
         claims=reduction.claims,
         horovod=reduction.horovod,
         event_ranks=reduction.event_ranks,
+        clocks=reduction.clocks,
         packed=_pack(reduction),
     )
 
@@ -588,6 +634,8 @@ def analyze_files(
         warnings=collected.all_warnings(),
         communication=stacked["communication"],
         units=collected.held_units(),
+        clocks=collected.clocks_frame(),
+        clock_note=collected.clock_note,
     )
 
 

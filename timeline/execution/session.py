@@ -347,8 +347,12 @@ def align_events(trace: Trace) -> tuple[Trace, pl.DataFrame]:
             "a Horovod timeline alone has one clock"
         )
         raise UsageError(msg)
+    from timeline.plausibility import aligned_clock_note
+
     offsets = estimate_clock_offsets(trace.events)
-    return replace(trace, events=apply_clock_offsets(trace.events, offsets)), offsets
+    # every rank with collectives on the reference clock: their times compare, whatever each counted from
+    note = aligned_clock_note(trace.clock_note, offsets)
+    return replace(trace, events=apply_clock_offsets(trace.events, offsets), clock_note=note), offsets
 
 
 def make_runner(executor: str | None, ray_address: str | None) -> Executor:

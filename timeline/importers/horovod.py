@@ -147,13 +147,18 @@ def parse_horovod(data: bytes, *, source: str, options: ImportOptions) -> FileRe
         data = b"   " + data[len(_UTF8_BOM) :]  # blanks keep error positions where they were
     warnings: list[str] = []
     try:
-        records, cut_off = _decode_records(data, source)
-    except UnicodeDecodeError:
-        # Invalid UTF-8 inside a string (a mangled tensor name): decode with replacement characters.
-        text = data.decode("utf-8", errors="replace")
-        bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
-        warnings.append(f"{source}: repaired malformed JSON: invalid UTF-8 sequences replaced ({bad})")
-        records, cut_off = _decode_records(text.encode("utf-8"), source)
+        try:
+            records, cut_off = _decode_records(data, source)
+        except UnicodeDecodeError:
+            # Invalid UTF-8 inside a string (a mangled tensor name): decode with replacement characters.
+            text = data.decode("utf-8", errors="replace")
+            bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
+            warnings.append(f"{source}: repaired malformed JSON: invalid UTF-8 sequences replaced ({bad})")
+            records, cut_off = _decode_records(text.encode("utf-8"), source)
+    except RecursionError:  # arrays or objects nested deeper than the decoder goes
+        from timeline.importers.repair import nesting_error
+
+        raise nesting_error(source) from None
     if cut_off:
         warnings.append(f"{source}: file cut off mid-record: dropped the incomplete last record")
     if not records:
@@ -163,6 +168,7 @@ def parse_horovod(data: bytes, *, source: str, options: ImportOptions) -> FileRe
         raise TraceFormatError(msg)
     built = _Builder(source)
     built.consume(records)
+    _refuse_rewrites(built, source)
     warnings.extend(built.warnings())
 
     clock: Clock
@@ -183,6 +189,35 @@ def parse_horovod(data: bytes, *, source: str, options: ImportOptions) -> FileRe
         clock=clock,
         warnings=warnings,
     )
+
+
+def _refuse_rewrites(built: _Builder, source: str) -> None:
+    """Refuse a timeline SageMaker Debugger (smdebug) rewrote: its records cannot be paired.
+
+    Horovod writes a negotiation tick as an ``X`` record named by a rank with ``dur`` 0 (timeline.cc,
+    ``NegotiateRankReady``). smdebug's ``HvdTraceFileRotation`` re-writes the timeline into rotated
+    ``*_horovod_timeline.json`` files through its ``TimelineFileWriter``, which gives every ``X``
+    record without a duration one of "now − its timestamp" (812,355 s in smdebug's own test files),
+    names ``E`` records ``""`` and re-numbers pids by the last tensor name seen, so an ``E`` closes
+    another tensor's span.
+    """
+    if built.timed_ticks:
+        longest = max(built.timed_ticks) / 1e6
+        ticks = _plural(len(built.timed_ticks), "negotiation tick")
+        evidence = f"{ticks} last up to {longest:,.0f} s (Horovod writes 0)"
+    elif built.named_ends and built.cycles_with_pid:
+        evidence = (
+            f'{_plural(built.named_ends, "`E` record")} named "" and '
+            f"{_plural(built.cycles_with_pid, 'CYCLE_START marker')} with a pid (Horovod writes neither)"
+        )
+    else:
+        return
+    msg = (
+        f"{source}: a Horovod timeline rewritten by SageMaker Debugger (smdebug), not the file Horovod "
+        f"wrote: {evidence}, and smdebug renumbers the tensors' pids, so its spans cannot be paired; "
+        "give the file HOROVOD_TIMELINE names"
+    )
+    raise TraceFormatError(msg)
 
 
 def _decode_records(data: bytes, source: str) -> tuple[list[_Record], bool]:
@@ -373,6 +408,9 @@ class _Builder:
         self.negative = 0
         self.incomplete = 0
         self.other_phases: dict[str, int] = {}
+        self.timed_ticks: list[int | float] = []  # durations (µs) of rank ticks: smdebug's rewrite
+        self.named_ends = 0
+        self.cycles_with_pid = 0
         self._activities: dict[str, tuple[str, str | None]] = {}
         self._op_collectives: dict[str, str | None] = {}
 
@@ -423,6 +461,7 @@ class _Builder:
                 name = record.name or ""
                 if name == "CYCLE_START":
                     self.cycle_starts += 1
+                    self.cycles_with_pid += record.pid is not None  # Horovod's have none: smdebug's do
                 self._emit("instant", name, ts, ts, record.pid, None, None)
             elif ph == "M":
                 self._metadata(record)
@@ -457,6 +496,7 @@ class _Builder:
 
     def _end(self, record: _Record, pid: int, end: int | float) -> None:
         """Close the innermost open span of ``pid``; a top-level ``E`` gives the tensor's bytes."""
+        self.named_ends += record.name == ""  # Horovod's E has no name; smdebug's is named ""
         stack = self.stacks.get(pid)
         if not stack:
             self.unmatched_ends += 1
@@ -499,6 +539,8 @@ class _Builder:
             if self.highest_rank is None or rank > self.highest_rank:
                 self.highest_rank = rank
             self._emit("instant", name, start, start, pid, rank, outer)
+        elif dur > 0 and name.isascii() and name.isdigit():
+            self.timed_ticks.append(dur)  # Horovod writes ticks with dur 0: see _refuse_rewrites
         elif dur == 0:
             self._emit("instant", name, start, start, pid, None, outer)
         elif dur < 0:
@@ -543,7 +585,9 @@ class _Builder:
             raise TraceFormatError(msg)
         series = pl.Series(values, strict=False)  # Int64, or Float64 if a tool rewrote ts as floats
         if series.dtype.is_float():
-            return ((series + offset_us) * 1000).round().cast(pl.Int64())
+            # ns of the value first, then the offset in Int64: adding an epoch offset in float64 first
+            # would put every time on a 0.25 µs grid (and a short span could end before it starts)
+            return (series * 1000).round().cast(pl.Int64()) + offset_us * 1000
         return (series.cast(pl.Int64()) + offset_us) * 1000
 
     def frame(self, *, offset_us: int) -> pl.DataFrame:

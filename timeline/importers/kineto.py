@@ -75,14 +75,19 @@ class _Args(msgspec.Struct, gc=False):
 
 
 class _Event(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
-    """A complete event (``"ph": "X"``), the only phase the analysis reads."""
+    """A complete event (``"ph": "X"``), the only phase the analysis reads.
 
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
+    Names and categories are text, times numbers: a file where one is not (``"ts": true``) fails
+    this type and is decoded generically, where :func:`_document_from_generic` marks such values
+    (the column builders then need no type checks).
+    """
+
+    cat: str | None = None
+    name: str | None = None
+    pid: Any = None  # ints, numeric strings, labels ("Spans"): see _id_column
     tid: Any = None
-    ts: Any = None
-    dur: Any = None
+    ts: int | float | None = None
+    dur: int | float | None = None
     args: _Args | None = None
 
 
@@ -127,8 +132,16 @@ _KIND_BY_CAT: dict[str, str] = {
     "user_annotation": "annotation",
     "gpu_user_annotation": "annotation",
     "python_function": "python_function",
+    "mtia_ccp_events": "compute",
+    "mtia_runtime": "runtime",
 }
-# Categories of activities that run on a GPU: pid is the device index, tid the stream.
+# MTIA (Meta's accelerator, Kineto's MTIA plugin): on-device activity is written as "mtia_ccp_events"
+# (Kineto's MTIA_CCP_EVENTS, "MTIA ondevice CCP events", an alias of CONCURRENT_KERNEL in newer
+# Kineto), pid the device as for GPU kernels; host-side runtime calls as "mtia_runtime". Copies and
+# sets among them are named as on every Kineto device ("Memcpy HtoD ...", "Memset ..."). "mtia_insight"
+# (MTIA Insight measurement ranges) and "mtia_counters" are not device activity: "other".
+_MTIA_DEVICE_CATS: tuple[str, ...] = ("mtia_ccp_events",)
+# Categories of activities that run on a GPU (or another device): pid is the device index, tid the stream.
 _GPU_CATS: tuple[str, ...] = (
     "kernel",
     "Kernel",
@@ -138,6 +151,7 @@ _GPU_CATS: tuple[str, ...] = (
     "Memset",
     "cuda_sync",
     "gpu_user_annotation",
+    *_MTIA_DEVICE_CATS,
 )
 # CPU-side records that describe a collective and carry its sizes on older traces.
 _COMM_OP_PREFIXES: tuple[str, ...] = (
@@ -151,7 +165,7 @@ _COMM_OP_PREFIXES: tuple[str, ...] = (
 )
 _COMM_OP_REGEX = r"^(?:nccl:|gloo:|mpi:|ucc:|hccl:|xccl:|record_param_comms$)"
 _NO_DATA = ("wait", "barrier")
-_KERNEL_CATS = ("kernel", "Kernel")
+_KERNEL_CATS = ("kernel", "Kernel", *_MTIA_DEVICE_CATS)
 _UNMEASURED_CATS = ("cpu_op", "Operator", "python_function")
 SKIPPED = "_skipped"
 """Key of the dropped counts of :func:`build_frame` that holds the valid events skipped on purpose."""
@@ -161,6 +175,11 @@ _SAME_SIZE = ("all_reduce", "broadcast", "all_to_all", "send", "recv", "send_rec
 _DIGITS = re.compile(r"(\d+)")
 # Timestamps below this many µs (~1973) are not epoch times: they count from baseTimeNanoseconds.
 _EPOCH_US_FLOOR = 1e14
+_NUMBER_TYPES = frozenset({int, float, type(None)})
+_STEP_NUMBER = re.compile(r"\d+")  # as the iteration pattern reads it: any Unicode digit
+_NAN = float("nan")
+_INT32_MAX = 2**31 - 1
+_STEP_PREFIX = "ProfilerStep#"
 
 
 @contextmanager
@@ -178,38 +197,93 @@ def _gc_paused() -> Iterator[None]:
 def _decode(data: bytes, source: str, warnings: list[str]) -> _Document:
     """Decode the document, repairing malformed JSON where that is safe."""
     try:
-        return _DECODER.decode(data)
-    except msgspec.ValidationError:
-        # Valid JSON with an unexpected shape somewhere (e.g. args that is a list): decode generically.
-        return _document_from_generic(_GENERIC.decode(data), source)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        # msgspec raises UnicodeDecodeError, not DecodeError, for invalid UTF-8 inside a string.
+        return _decode_valid(data, source)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        # Damaged JSON (maybe after an oddity that sent it to the generic decoder), invalid UTF-8
+        # inside a string (msgspec raises UnicodeDecodeError for it), a number beyond a double (1e400).
         pass
     from timeline.importers.repair import repair_json  # damaged input only
 
     repaired = repair_json(data, source=source)
     warnings.extend(repaired.warnings)
     try:
-        return _DECODER.decode(repaired.data)
-    except msgspec.ValidationError:
-        return _document_from_generic(_GENERIC.decode(repaired.data), source)
-    except msgspec.DecodeError as exc:  # pragma: no cover - repair_json only returns decodable data
+        return _decode_valid(repaired.data, source)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # pragma: no cover - repaired is valid
         raise TraceFormatError(f"{source}: {exc}") from exc
 
 
-def decode_events(data: bytes | bytearray | memoryview, source: str) -> list[Any]:
+def _decode_valid(data: bytes, source: str) -> _Document:
+    """Decode a document of valid JSON; events of an unexpected shape are dropped.
+
+    Raises
+    ------
+    msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError
+        Not valid JSON, a number beyond a double, invalid UTF-8 (the caller repairs them).
+    TraceFormatError
+        Nested too deep for the decoder.
+    """
+    try:
+        try:
+            return _DECODER.decode(data)
+        except msgspec.ValidationError:
+            # Valid JSON with an unexpected shape somewhere (e.g. args that is a list): decode generically.
+            return _document_from_generic(_GENERIC.decode(data), source)
+    except RecursionError:
+        from timeline.importers.repair import nesting_error
+
+        raise nesting_error(source) from None
+
+
+def decode_events(
+    data: bytes | bytearray | memoryview, source: str, *, repairs: dict[str, int] | None = None
+) -> list[Any]:
     """Decode a JSON array of trace events (a chunk of ``traceEvents``), tolerating odd shapes.
+
+    Repairs what valid syntax may still hold, as :func:`timeline.importers.repair.repair_json` does,
+    and counts it in ``repairs`` (by the repair's description) once the chunk decodes: numbers beyond a
+    double (``1e400``) become null, invalid UTF-8 becomes replacement characters.
 
     Raises
     ------
     msgspec.DecodeError
         The chunk is not valid JSON (the caller locates the error in the file).
+    TraceFormatError
+        Nested too deep for the decoder.
     """
+    fixes: dict[str, int] = {}
+    events = _decode_events(data, source, fixes)
+    if repairs is not None:
+        add_counts(repairs, fixes)
+    return events
+
+
+def _decode_events(data: bytes | bytearray | memoryview, source: str, fixes: dict[str, int]) -> list[Any]:
     try:
-        return _EVENTS_DECODER.decode(data)
-    except msgspec.ValidationError:
-        events = _document_from_generic({"traceEvents": _GENERIC.decode(data)}, source).traceEvents
-        return events or []
+        try:
+            return _EVENTS_DECODER.decode(data)
+        except msgspec.ValidationError:
+            generic = _GENERIC.decode(data)
+    except msgspec.ValidationError:  # a number beyond a double: the only error of the generic decoder
+        from timeline.importers.repair import HUGE_NUMBERS, replace_huge_numbers
+
+        fixed, count = replace_huge_numbers(bytes(data), source=source)
+        add_counts(fixes, {HUGE_NUMBERS: count})
+        return _decode_events(fixed, source, fixes)
+    except UnicodeDecodeError:  # invalid UTF-8 inside a string
+        from timeline.importers.repair import INVALID_UTF8
+
+        raw = bytes(data)
+        text = raw.decode("utf-8", errors="replace")
+        # every replacement character that was not already there is one invalid sequence
+        count = max(1, text.count("\ufffd") - raw.count("\ufffd".encode()))
+        add_counts(fixes, {INVALID_UTF8: count})
+        return _decode_events(text.encode("utf-8"), source, fixes)
+    except RecursionError:
+        from timeline.importers.repair import nesting_error
+
+        raise nesting_error(source) from None
+    events = _document_from_generic({"traceEvents": generic}, source).traceEvents
+    return events or []
 
 
 def _document_from_generic(obj: Any, source: str) -> _Document:
@@ -237,12 +311,12 @@ def _document_from_generic(obj: Any, source: str) -> _Document:
                 args = _Args(**kwargs)
             events.append(
                 _Event(
-                    cat=item.get("cat"),
-                    name=item.get("name"),
+                    cat=_text(item.get("cat")),
+                    name=_text(item.get("name")),
                     pid=item.get("pid"),
                     tid=item.get("tid"),
-                    ts=item.get("ts"),
-                    dur=item.get("dur"),
+                    ts=_time(item.get("ts")),
+                    dur=_time(item.get("dur")),
                     args=args,
                 )
             )
@@ -254,6 +328,20 @@ def _document_from_generic(obj: Any, source: str) -> _Document:
     )
 
 
+def _text(value: Any) -> str | None:
+    """Return a name or category that is text; anything else (a number, an object) is None."""
+    return value if value.__class__ is str else None
+
+
+def _time(value: Any) -> int | float | None:
+    """Return a time that is a number or absent; anything else (text, a boolean) is NaN.
+
+    NaN never comes from JSON: it marks the times that are not numbers, which :func:`_invalid`
+    drops and counts.
+    """
+    return value if value.__class__ in _NUMBER_TYPES else _NAN
+
+
 def _as_int(value: Any) -> int | None:
     """Return an int from an int, an integral float or a decimal string; None otherwise."""
     if isinstance(value, bool):
@@ -262,16 +350,22 @@ def _as_int(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
+    if isinstance(value, str) and value.strip().removeprefix("-").isdecimal():
+        try:
+            return int(value)
+        except ValueError:  # more digits than int() converts (4,300)
+            return None
     return None
 
 
-def _float_column(values: list[Any]) -> pl.Series:
-    """Return a Float64 series of times; integer µs (most traces before 2023) take the fast path."""
+def _float_column(values: list[int | float | None]) -> pl.Series:
+    """Return a Float64 series of times; integer µs (most traces before 2023) take the fast path.
+
+    The values are numbers, None, or the NaN of :func:`_time` (the types of :class:`_Event`).
+    """
     try:
         return pl.Series(values, dtype=pl.Int64()).cast(pl.Float64())
-    except (TypeError, OverflowError):  # floats, text, huge integers
+    except (TypeError, OverflowError):  # floats, huge integers
         return pl.Series(values, dtype=pl.Float64(), strict=False)
 
 
@@ -324,7 +418,12 @@ def _id_from_text(text: str) -> int | None:
     stripped = text.strip()
     if stripped.startswith("stream"):
         stripped = stripped[len("stream") :].strip()
-    return int(stripped) if stripped.isdigit() else None
+    if not stripped.isdecimal():
+        return None
+    try:
+        return int(stripped)
+    except ValueError:  # more digits than int() converts (4,300)
+        return None
 
 
 def _ns_from_us(us: pl.Expr) -> pl.Expr:
@@ -358,8 +457,8 @@ def _parse_dims_bytes(dims_raw: msgspec.Raw, types_raw: msgspec.Raw) -> tuple[in
     size = dtype_size(dtype)
     if size is None or not isinstance(first, list):
         return None, None
-    if not all(isinstance(d, int) for d in first):
-        return None, None
+    if not all(d.__class__ is int and d >= 0 for d in first):
+        return None, None  # a dimension that is not a size (-1: unknown)
     nelems = 1
     for d in first:
         nelems *= d
@@ -432,26 +531,17 @@ def finish_kineto(
             warnings.append(f"{source}: dropped {count} {what}")
     raw_info = metadata.get("distributedInfo")
     info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
-    base_ns = _as_int(metadata.get("baseTimeNanoseconds"))
-    clock: Clock = "epoch"
-    if frame.height:
-        median_start_us = frame.get_column("start_ns").median()
-        relative = isinstance(median_start_us, (int, float)) and median_start_us < _EPOCH_US_FLOOR * 1000
-        if relative:
-            # torch >= 2.4: ts counts µs from baseTimeNanoseconds (the wall clock floored to a
-            # multiple of 7,889,238 s). Without a base the origin is unknown.
-            if base_ns is not None:
-                frame = frame.with_columns(pl.col("start_ns") + base_ns, pl.col("end_ns") + base_ns)
-            else:
-                clock = "relative"
+    rank = _declared(info, "rank", 0, source)
+    world_size = _declared(info, "world_size", 0, source)
+    _check_steps(frame, source)
+    frame, clock = _anchored(frame, metadata.get("baseTimeNanoseconds"), source, warnings)
     frame = _attach_collectives(frame.drop("_row", strict=False), info, meta)
-    world_size = _as_int(info.get("world_size"))
     backend = info.get("backend")
     host = metadata.get("host_name")
     return FileResult(
         events=validate(frame, EVENTS_SCHEMA, what=source),
         format="kineto",
-        rank=_as_int(info.get("rank")),
+        rank=rank,
         claims_rank=True,
         world_size=world_size,
         backend=backend if isinstance(backend, str) else None,
@@ -460,6 +550,78 @@ def finish_kineto(
         warnings=warnings,
         skipped=dropped.get(SKIPPED, 0),
     )
+
+
+def _anchored(
+    frame: pl.DataFrame, raw_base: Any, source: str, warnings: list[str]
+) -> tuple[pl.DataFrame, Clock]:
+    """Return the frame with relative times anchored on ``baseTimeNanoseconds``, and its clock.
+
+    torch >= 2.4: ts counts µs from baseTimeNanoseconds (the wall clock floored to a multiple of
+    7,889,238 s). Without a usable base the origin is unknown: the clock is ``relative``, with a
+    warning when the trace has a base that cannot be used (not an integer, or times that would not fit
+    in 64-bit nanoseconds once it is added).
+    """
+    if not frame.height:
+        return frame, "epoch"
+    median_start_ns = frame.get_column("start_ns").median()
+    if not (isinstance(median_start_ns, (int, float)) and median_start_ns < _EPOCH_US_FLOOR * 1000):
+        return frame, "epoch"
+    if raw_base is None:
+        return frame, "relative"
+    base_ns = _as_int(raw_base)
+    latest = frame.select(pl.max_horizontal(pl.col("start_ns").max(), pl.col("end_ns").max())).item()
+    if base_ns is None or not 0 <= base_ns <= _INT64_MAX - max(0, latest or 0):
+        shown = repr(raw_base) if len(repr(raw_base)) <= 40 else repr(raw_base)[:37] + "..."
+        warnings.append(
+            f"{source}: ignored baseTimeNanoseconds {shown}: not a time in nanoseconds since the epoch; "
+            "times count from an unknown origin"
+        )
+        return frame, "relative"
+    return frame.with_columns(pl.col("start_ns") + base_ns, pl.col("end_ns") + base_ns), "epoch"
+
+
+def _declared(info: dict[str, Any], key: str, low: int, source: str) -> int | None:
+    """Return ``distributedInfo[key]`` (a rank, a world size), None if absent or not an integer.
+
+    Raises
+    ------
+    TraceContentError
+        A value out of ``[low, 2**31 - 1]``, the range of the rank and world size columns.
+    """
+    value = _as_int(info.get(key))
+    if value is None or low <= value <= _INT32_MAX:
+        return value
+    shown = str(value) if len(str(value)) <= 40 else str(value)[:37] + "..."
+    msg = (
+        f"{source}: distributedInfo.{key} {shown} is out of range: a {key.replace('_', ' ')} is a whole "
+        f"number from {low} to {_INT32_MAX:,}; fix distributedInfo in the trace"
+    )
+    raise TraceContentError(msg)
+
+
+def _check_steps(frame: pl.DataFrame, source: str) -> None:
+    """Check that every ``ProfilerStep#N`` number is one the iteration columns (Int64) can hold.
+
+    Raises
+    ------
+    TraceContentError
+        A step number beyond 2**63 - 1, or written with other than ASCII digits.
+    """
+    names = frame.get_column("name").unique().cast(pl.String)
+    for name in names.filter(names.str.starts_with(_STEP_PREFIX)).to_list():
+        digits = name[len(_STEP_PREFIX) :]
+        if not _STEP_NUMBER.fullmatch(digits):
+            continue  # not a step marker (ProfilerStep#3 (copy), ...): an ordinary annotation
+        if digits.isascii() and len(digits) <= 19 and int(digits) <= _INT64_MAX:
+            continue
+        shown = digits if len(digits) <= 40 else digits[:37] + "..."
+        msg = (
+            f"{source}: step number {shown} of a ProfilerStep# annotation is out of range: steps are "
+            f"numbered with ASCII digits from 0 to {_INT64_MAX:,}; fix the step count of the profiler "
+            "schedule"
+        )
+        raise TraceContentError(msg)
 
 
 def _measured(
@@ -480,16 +642,11 @@ def _measured(
     if n_skipped == 0 or _all_valid(ts, dur):
         # the usual case: every time is valid, so every skipped event counts under SKIPPED
         return keep, ({SKIPPED: n_skipped} if n_skipped else {})
-    missing, out_of_range, negative = _invalid(pl.col("ts"), pl.col("dur"))
+    masks = _invalid(pl.col("ts"), pl.col("dur"))
     *invalid, any_invalid = (
         pl.DataFrame({"skipped": ~keep, "ts": ts, "dur": dur})
         .filter("skipped")
-        .select(
-            m=missing.sum(),
-            o=out_of_range.sum(),
-            n=negative.sum(),
-            a=(missing | out_of_range | negative).sum(),
-        )
+        .select(*(m.sum().alias(f"m{i}") for i, m in enumerate(masks)), a=pl.any_horizontal(masks).sum())
         .row(0)
     )
     # an event may be both out of range and negative: counted under both reasons, skipped once
@@ -516,8 +673,13 @@ def add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
         into[key] = into.get(key, 0) + count
 
 
-_INVALID_REASONS = ("events without ts or dur", "events with times out of range", "events with end < start")
-"""The drop counts' keys for the three masks of :func:`_invalid`, in their order."""
+_INVALID_REASONS = (
+    "events without ts or dur",
+    "events whose ts or dur is not a number",
+    "events with times out of range",
+    "events with end < start",
+)
+"""The drop counts' keys for the masks of :func:`_invalid`, in their order."""
 
 
 def _all_valid(ts: pl.Series, dur: pl.Series) -> bool:
@@ -533,13 +695,19 @@ def _all_valid(ts: pl.Series, dur: pl.Series) -> bool:
     return abs(low) <= _MAX_US and abs(high) <= _MAX_US and shortest >= 0 and longest <= _MAX_US
 
 
-def _invalid(ts: pl.Expr, dur: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
-    """Return the masks of events without times, with times out of range, with end < start."""
-    missing = ts.is_null() | dur.is_null() | ts.is_nan() | dur.is_nan()
+def _invalid(ts: pl.Expr, dur: pl.Expr) -> tuple[pl.Expr, ...]:
+    """Return the masks of the events to drop, in the order of :data:`_INVALID_REASONS`.
+
+    Events without times, with times that are not numbers (NaN, see :func:`_float_column`), with
+    times out of range, with end < start.
+    """
+    missing = ts.is_null() | dur.is_null()
+    not_number = ~missing & (ts.is_nan() | dur.is_nan())
+    usable = ~missing & ~not_number
     # Beyond ~292 years of µs the ns value overflows Int64: not a time any profiler writes.
-    out_of_range = ~missing & ((ts.abs() > _MAX_US) | (dur > _MAX_US))
-    negative = ~missing & (dur < 0)
-    return missing, out_of_range, negative
+    out_of_range = usable & ((ts.abs() > _MAX_US) | (dur > _MAX_US))
+    negative = usable & (dur < 0)
+    return missing, not_number, out_of_range, negative
 
 
 def build_frame(
@@ -605,8 +773,8 @@ def extract_columns(events: list[Any], options: ImportOptions, *, gpu: bool | No
     if not options.include_python and "python_function" in cats:
         kept = [e for e, c in zip(kept, cats, strict=True) if c != "python_function"]
         cats = [c for c in cats if c != "python_function"]
-    cat = pl.Series(cats, dtype=pl.String(), strict=False)
-    name = pl.Series([e.name for e in kept], dtype=pl.String(), strict=False)
+    cat = pl.Series(cats, dtype=pl.String())
+    name = pl.Series([e.name for e in kept], dtype=pl.String())
     ts = _float_column([e.ts for e in kept])
     dur = _float_column([e.dur for e in kept])
     skipped: dict[str, int] = {}
@@ -676,18 +844,18 @@ def finish_columns(
 ) -> tuple[pl.DataFrame, dict[str, int], pl.DataFrame]:
     """Finish :func:`extract_columns` in polars: drop invalid times, convert to ns, classify."""
     frame, meta = columns.frame, columns.meta
-    missing, out_of_range, negative = _invalid(pl.col("ts"), pl.col("dur"))
+    masks = _invalid(pl.col("ts"), pl.col("dur"))
     counts = (
-        (0, 0, 0)
+        (0,) * len(masks)
         if _all_valid(frame.get_column("ts"), frame.get_column("dur"))
-        else frame.select(m=missing.sum(), o=out_of_range.sum(), n=negative.sum()).row(0)
+        else frame.select(*(m.sum().alias(f"m{i}") for i, m in enumerate(masks))).row(0)
     )
     dropped: dict[str, int] = {reason: int(c) for reason, c in zip(_INVALID_REASONS, counts, strict=True)}
     # skipped events are counted as a full load counts them: invalid ones as dropped, the others in
     # the file's events
     add_counts(dropped, columns.skipped)
     if any(counts):
-        frame = frame.with_row_index("_row").filter(~missing & ~out_of_range & ~negative)
+        frame = frame.with_row_index("_row").filter(~pl.any_horizontal(masks))
         # re-key the metadata to the positions of its rows in the filtered frame
         positions = frame.select("_row").with_row_index("_pos")
         meta = (
@@ -768,11 +936,16 @@ def _kind_expr(options: ImportOptions) -> pl.Expr:
     rules = options.rules
     base = pl.col("cat").replace_strict(_KIND_BY_CAT, default="other", return_dtype=pl.String)
     name = pl.col("name")
-    is_kernel = pl.col("cat").is_in(("kernel", "Kernel"))
+    is_kernel = pl.col("cat").is_in(_KERNEL_CATS)
+    is_mtia = pl.col("cat").is_in(_MTIA_DEVICE_CATS)
     is_cpu = pl.col("cat").is_in(("cpu_op", "Operator", "user_annotation"))
     return (
         pl.when(is_kernel & name.str.contains(rules.comm_kernel_regex()))
         .then(pl.lit("communication"))
+        .when(is_mtia & name.str.starts_with("Memcpy"))
+        .then(pl.lit("memcpy"))
+        .when(is_mtia & name.str.starts_with("Memset"))
+        .then(pl.lit("memset"))
         .when(is_cpu & name.str.contains(rules.cpu_comm_regex()))
         .then(pl.lit("communication"))
         .when(is_cpu & name.str.contains(rules.cpu_sync_regex()))
@@ -957,7 +1130,7 @@ def _group_size_from_info(info: dict[str, Any], pg_name: pl.Expr) -> pl.Expr:
         for entry in config:
             if isinstance(entry, dict) and entry.get("pg_name") is not None:
                 size = _as_int(entry.get("pg_size"))
-                if size is not None:
+                if size is not None and 0 < size <= _INT32_MAX:
                     sizes[str(entry["pg_name"])] = size
     if not sizes:
         return pl.lit(None, dtype=pl.Int32)

@@ -2,7 +2,8 @@
 
 Recognises gzip and the format by content (:mod:`timeline.importers.files`), and picks the reader:
 a large Kineto trace is decoded in chunks (:mod:`timeline.importers.stream`, in parallel worker
-processes from :data:`timeline.policy.STREAM_MIN_BYTES`), the rest whole (Kineto, Horovod, Parquet).
+processes from :data:`timeline.policy.STREAM_MIN_BYTES`), the rest whole (Kineto, Horovod, Parquet),
+within the limits of :mod:`timeline.importers.files`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from timeline import policy
 from timeline.errors import TraceFormatError
-from timeline.importers.files import read_trace_bytes, sniff_format
+from timeline.importers.files import ReadLimitError, TextTooLargeError, read_trace_bytes, sniff_path
 from timeline.importers.result import FileResult, ImportOptions
 
 __all__ = ["parse_file", "parse_one"]
@@ -28,38 +29,63 @@ def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> FileR
         Bad input, with the file and position in the message.
     """
     source = str(path)
-    decoding = policy.decoding_of(policy.text_size(path))
-    if decoding != "whole":
-        # Large traces: decompress and decode in chunks, never holding the whole text in memory
-        # (faster too: the polars work of a chunk overlaps the decoding of the next one).
-        from timeline.importers.stream import parse_kineto_stream, read_head
-
-        if read_head(path).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":  # Kineto: a JSON object
-            parallel = workers if decoding == "parallel_chunks" else 1
-            try:
-                # workers == 1: every core runs a file's parse (or a rank's task); no spare core
-                return parse_kineto_stream(
-                    path, source=source, options=options, workers=parallel, spare_core=workers > 1
-                )
-            except TraceFormatError:
-                if decoding == "parallel_chunks":
-                    raise
-                # damaged JSON small enough to hold: the whole-file reader repairs what is safe
-    warnings: list[str] = []
-    data = read_trace_bytes(path, warnings)
-    fmt = sniff_format(data, source)
+    fmt = sniff_path(path, source=source)
     if fmt == "parquet":
         from timeline.importers.parquet import read_parquet
 
-        result = read_parquet(path)
-    elif fmt == "kineto":
-        from timeline.importers.kineto import parse_kineto
+        return read_parquet(path)
+    if fmt == "kineto":
+        return _parse_kineto_file(path, source, options, workers)
+    from timeline.importers.horovod import parse_horovod
 
-        result = parse_kineto(data, source=source, options=options)
-    else:
-        from timeline.importers.horovod import parse_horovod
+    warnings: list[str] = []
+    data = read_trace_bytes(path, warnings)
+    return _warned(parse_horovod(data, source=source, options=options), warnings)
 
-        result = parse_horovod(data, source=source, options=options)
+
+def _parse_kineto_file(path: Path, source: str, options: ImportOptions, workers: int) -> FileResult:
+    """Parse a Kineto trace whole, or in chunks from :data:`timeline.policy.STREAM_SERIAL_MIN_BYTES`.
+
+    The size is known once the text is read: a gzip trailer (:func:`timeline.policy.text_size`) may
+    say anything. A text found longer than the trailer said while being read whole is read in chunks.
+    """
+    from timeline.importers.kineto import parse_kineto
+
+    decoding = policy.decoding_of(policy.text_size(path))
+    warnings: list[str] = []
+    if decoding == "whole":
+        try:
+            data = read_trace_bytes(path, warnings, limit=policy.STREAM_SERIAL_MIN_BYTES)
+        except TextTooLargeError:
+            decoding, warnings = "chunks", []  # the gzip trailer said less than the file holds
+        else:
+            return _warned(parse_kineto(data, source=source, options=options), warnings)
+    # Large traces: decompress and decode in chunks, never holding the whole text in memory
+    # (faster too: the polars work of a chunk overlaps the decoding of the next one).
+    from timeline.importers.stream import parse_kineto_stream
+
+    parallel = workers if decoding == "parallel_chunks" else 1
+    try:
+        # workers == 1: every core runs a file's parse (or a rank's task); no spare core
+        return parse_kineto_stream(
+            path, source=source, options=options, workers=parallel, spare_core=workers > 1
+        )
+    except ReadLimitError:
+        raise  # past a limit: no other reader would hold it
+    except TraceFormatError as exc:
+        if decoding == "parallel_chunks":
+            raise
+        streamed = exc
+    # damaged JSON small enough to hold: the whole-file reader repairs what is safe
+    try:
+        data = read_trace_bytes(path, warnings, limit=policy.STREAM_MIN_BYTES)
+    except TextTooLargeError:
+        raise streamed from None
+    return _warned(parse_kineto(data, source=source, options=options), warnings)
+
+
+def _warned(result: FileResult, warnings: list[str]) -> FileResult:
+    """Put the warnings of reading the file before those of parsing it."""
     result.warnings[:0] = warnings
     return result
 

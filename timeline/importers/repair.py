@@ -14,6 +14,8 @@ pass):
 - a file cut off mid-record (a killed process, a ``.tmp`` left by a crash) → closed after the last
   complete event, the partial event dropped;
 - bytes after the end of the document (log lines appended) → dropped;
+- numbers beyond the range of a double (``1e400``) → ``null`` (the event then has no time, and is
+  dropped and counted like one without);
 - invalid UTF-8 → replacement characters.
 
 Anything else is reported with its position rather than guessed at.
@@ -21,6 +23,7 @@ Anything else is reported with its position rather than guessed at.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,12 +32,20 @@ import msgspec
 
 from timeline.errors import TraceFormatError, position_of
 
-__all__ = ["Repaired", "repair_json"]
+__all__ = ["HUGE_NUMBERS", "INVALID_UTF8", "Repaired", "nesting_error", "repair_json", "replace_huge_numbers"]
+
+HUGE_NUMBERS = "numbers out of range replaced by null"
+"""What :func:`replace_huge_numbers` repairs, as the warnings name it."""
+INVALID_UTF8 = "invalid UTF-8 sequences replaced"
+"""The repair of invalid UTF-8, as the warnings name it."""
 
 _MAX_PASSES = 400
 _MAX_TRUNCATION_TRIES = 64
 _BARE_VALUES = re.compile(rb"(N/A|-?NaN|-?Infinity|-?nan|-?inf|undefined|None)\b|N/A")
 _POSITION = re.compile(r"\(byte (\d+)\)")
+# A number with an exponent, or a fraction after 309 digits, where a value is (after ":", "," or "[",
+# before ",", "]" or "}"): the only numbers that can be beyond a double. Ints of any size decode.
+_HUGE_NUMBER = re.compile(rb"([:,\[]\s*)(-?(?:\d+(?:\.\d*)?[eE]\+?\d+|\d{309,}\.\d*))(?=\s*[,\]}])")
 
 
 class _Skip(msgspec.Struct):
@@ -53,8 +64,50 @@ class Repaired:
     warnings: list[str] = field(default_factory=list)
 
 
+def nesting_error(source: str) -> TraceFormatError:
+    """Return the error for JSON nested deeper than the decoder goes (about 1,000 levels)."""
+    return TraceFormatError(
+        f"{source}: JSON nested too deep (arrays or objects about 1,000 levels inside one another); "
+        "not a trace a profiler writes: check what wrote this file"
+    )
+
+
+def replace_huge_numbers(data: bytes, *, source: str) -> tuple[bytes, int]:
+    """Replace the numbers beyond the range of a double (``1e400``) by ``null``; return how many.
+
+    The text keeps its length (``null`` is padded with blanks to the number's length), so positions
+    found in it are positions in ``data``.
+
+    Raises
+    ------
+    TraceFormatError
+        None found where the decoder met one (inside an odd construct): not repaired.
+    """
+    count = 0
+
+    def replace(match: re.Match[bytes]) -> bytes:
+        nonlocal count
+        if not math.isinf(float(match.group(2))):
+            return match.group(0)
+        count += 1
+        # as long as the number (at least 5 bytes: 1e309), so that later byte offsets stay where they were
+        return match.group(1) + b"null".ljust(len(match.group(2)))
+
+    fixed = _HUGE_NUMBER.sub(replace, data)
+    if not count:
+        msg = f"{source}: a number beyond 1.8e308 that cannot be repaired safely; fix the writer of this file"
+        raise TraceFormatError(msg)
+    return fixed, count
+
+
 def _error_of(data: bytes) -> tuple[str, int] | None:
-    """Return (message, byte offset) of the first syntax error, or None if ``data`` is valid JSON."""
+    """Return (message, byte offset) of the first syntax error, or None if ``data`` is valid JSON.
+
+    Raises
+    ------
+    RecursionError
+        Nested too deep to check.
+    """
     try:
         _VALIDATOR.decode(data)
     except msgspec.ValidationError:
@@ -118,6 +171,13 @@ def repair_json(data: bytes, *, source: str) -> Repaired:
     TraceFormatError
         ``FILE:LINE:COL: what`` when the damage cannot be repaired safely.
     """
+    try:
+        return _repair(data, source)
+    except RecursionError:
+        raise nesting_error(source) from None
+
+
+def _repair(data: bytes, source: str) -> Repaired:
     counts: Counter[str] = Counter()
     work = data
     # The first error met on each line, where the file's own damage is: a fix that guessed wrong
@@ -150,16 +210,29 @@ def repair_json(data: bytes, *, source: str) -> Repaired:
             f"{source}:{line}:{col}: too many malformed records to repair safely; fix the writer of this file"
         )
         raise TraceFormatError(msg)
-    try:
-        _GENERIC.decode(work)
-    except (msgspec.DecodeError, UnicodeDecodeError):  # msgspec raises the latter for invalid UTF-8
-        text = work.decode("utf-8", errors="replace")
-        # every replacement character that was not already in the file is one invalid sequence
-        replaced = text.count("\ufffd") - work.count("\ufffd".encode())
-        counts["invalid UTF-8 sequences replaced"] += max(1, replaced)
-        work = text.encode("utf-8")
+    work = _fix_values(work, source, counts)
     warnings = [f"{source}: repaired malformed JSON: {what} ({n})" for what, n in sorted(counts.items())]
     return Repaired(work, warnings)
+
+
+def _fix_values(work: bytes, source: str, counts: Counter[str]) -> bytes:
+    """Repair what valid JSON syntax may still hold: numbers beyond a double, invalid UTF-8."""
+    for _ in range(3):
+        try:
+            _GENERIC.decode(work)
+        except msgspec.ValidationError:  # a number beyond a double (1e400)
+            work, n = replace_huge_numbers(work, source=source)
+            counts[HUGE_NUMBERS] += n
+            continue
+        except (msgspec.DecodeError, UnicodeDecodeError):  # msgspec raises the latter for invalid UTF-8
+            text = work.decode("utf-8", errors="replace")
+            # every replacement character that was not already in the file is one invalid sequence
+            replaced = text.count("\ufffd") - work.count("\ufffd".encode())
+            counts[INVALID_UTF8] += max(1, replaced)
+            work = text.encode("utf-8")
+            continue
+        break
+    return work
 
 
 def _fix(work: bytes, offset: int, message: str, counts: Counter[str]) -> bytes | None:

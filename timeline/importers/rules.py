@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["ClassificationRules"]
+from timeline.errors import UsageError
+
+__all__ = ["ClassificationRules", "check_pattern"]
 
 DEFAULT_COMM_KERNELS: tuple[str, ...] = (
     r"^nccl",  # ncclKernel_*, ncclDevKernel_*, ncclSymDevKernel_*; RCCL keeps the nccl prefix
@@ -37,6 +39,50 @@ DEFAULT_CPU_SYNC_OPS: tuple[str, ...] = (
     r"^cuda(Stream|Event|Device)Synchronize$",
     r"^hip(Stream|Event|Device)Synchronize$",
 )
+
+
+def check_pattern(pattern: str, *, label: str) -> None:
+    r"""Check that a user's regex compiles in polars' engine (Rust ``regex``) and in Python's ``re``.
+
+    Event names are matched by polars, whose engine has no look-around (``(?=``, ``(?<=``) and no
+    backreferences (``\1``); the rules are also compiled by ``re``, joined with ``|`` (where a
+    global flag such as ``(?i)`` must be scoped: ``(?i:...)``). A pattern must work in both.
+
+    Parameters
+    ----------
+    pattern
+        The user's pattern.
+    label
+        How the message names where it came from (``--comm-kernel``, ``comm_kernels pattern``).
+
+    Raises
+    ------
+    UsageError
+        ``--comm-kernel '(?<=gemm)': not a regex timeline can match with (look-around, ...); ...``.
+    """
+    import polars as pl
+
+    reason = None
+    wrapped = f"(?:{pattern})"  # as the classification rules join the patterns
+    try:
+        pl.Series("name", [""], dtype=pl.String).str.contains(wrapped)
+    except pl.exceptions.PolarsError as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        told = [line.removeprefix("error: ") for line in lines if line.startswith("error: ")]
+        reason = told[0] if told else lines[0].removeprefix("regex error: ") if lines else "invalid"
+    if reason is None:
+        try:
+            re.compile(f"(?:nccl)|{wrapped}")
+        except re.error as exc:
+            reason = exc.msg  # its position is in the joined pattern
+    if reason is not None:
+        reason = reason[:1].lower() + reason[1:].rstrip(".")
+        msg = (
+            f"{label} {pattern!r}: not a regex timeline can match with ({reason}); write it in the "
+            "syntax of Rust's regex crate, which polars uses: no look-around, no backreferences, flags "
+            "scoped as (?i:...)"
+        )
+        raise UsageError(msg)
 
 
 def _compile(patterns: tuple[str, ...]) -> str:
@@ -70,6 +116,13 @@ class ClassificationRules:
     cpu_comm_ops: tuple[str, ...] = DEFAULT_CPU_COMM_OPS
     cpu_sync_ops: tuple[str, ...] = DEFAULT_CPU_SYNC_OPS
     extra_cpu_sync_ops: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        """Check the user's patterns (:func:`check_pattern`): a bad one is a :class:`UsageError`."""
+        for pattern in self.extra_comm_kernels:
+            check_pattern(pattern, label="comm kernel pattern")
+        for pattern in self.extra_cpu_sync_ops:
+            check_pattern(pattern, label="cpu sync pattern")
 
     def comm_kernel_regex(self) -> str:
         """Return the one regex that matches communication kernel names."""

@@ -9,7 +9,11 @@ instants while decoding), and only the reduced frames are kept. Metadata before 
 ``traceEvents`` (``distributedInfo``, ``baseTimeNanoseconds``) is read from the text around the array.
 
 A chunk boundary is the ``}`` that closes an event followed by ``,`` and the ``{`` of the next one;
-a candidate inside a string (it would not decode) is skipped for the one before it.
+a candidate inside a string (it would not decode) is skipped for the one before it. Text with no
+boundary for :data:`MAX_EVENT_BYTES` (one event that long, a string of tens of MB) stops reading with
+an error at the line and column where it starts: memory stays bounded by the chunk size and that
+limit, whatever the file holds (the reader, :class:`timeline.importers.files.TraceText`, keeps its
+own limits on the decompressed size and collapses runs of blank text).
 
 With ``workers > 1`` this process only decompresses and cuts; worker processes decode and reduce the
 chunks, in order, and the text travels to them through reusable shared-memory slots. A cut that
@@ -39,6 +43,7 @@ import msgspec
 import polars as pl
 
 from timeline.errors import TraceContentError, TraceFormatError
+from timeline.importers.files import BLANK_RUN_BYTES, ReadLimitError, TraceText, size_text
 from timeline.importers.kineto import (
     Columns,
     add_counts,
@@ -48,9 +53,10 @@ from timeline.importers.kineto import (
     finish_columns,
     finish_kineto,
 )
+from timeline.importers.repair import nesting_error
 from timeline.importers.result import FileResult, ImportOptions
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "SERIAL_CHUNK_BYTES", "parse_kineto_stream", "read_head"]
+__all__ = ["DEFAULT_CHUNK_BYTES", "MAX_EVENT_BYTES", "SERIAL_CHUNK_BYTES", "parse_kineto_stream", "read_head"]
 
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
 """Chunk size of the parallel reader: a task per chunk, about 32 MiB of JSON each."""
@@ -66,33 +72,27 @@ chunks would pay often, and the batch is what the thread works on while the next
 SERIAL_FINISH_BATCH_ROWS = 256 * 1024
 """Without a thread nothing overlaps the finishing: batches as large as memory allows cheaply (their
 columns are a few tens of MB), so that a rank of up to ~250k kept events is finished in one pass."""
+MAX_EVENT_BYTES = 64 * 1024 * 1024
+"""The most text the chunked reader holds without finding the end of an event: 64 MiB. A profiler's
+events are at most a few kB (a name, a stack, shapes); text with no event boundary for this long (a
+string of 1 GiB, a file that is not a trace) stops reading with an error at the line and column where
+it starts, as does a header this long before ``traceEvents``."""
 _HEAD_BLOCK = 1024 * 1024
 _KEY = b'"traceEvents"'
 _GENERIC = msgspec.json.Decoder()
+_SYNTAX = msgspec.json.Decoder(list[msgspec.Raw])  # checks the syntax of an array, building nothing
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 _BYTE = re.compile(r"\(byte (\d+)\)")
 _MAX_BOUNDARY_TRIES = 64
 _TAIL_BYTES = 64 * 1024  # at the end of the text, what is left after the last full cut
+_CUT_OFF = "file cut off mid-record, closed after the last complete event"  # as repair_json says it
 
 
 @contextmanager
-def _open(path: Path) -> Iterator[io.BufferedIOBase]:
-    """Open ``path`` for reading decompressed bytes (gzip recognised by its magic number)."""
-    with path.open("rb") as probe:
-        gzipped = probe.read(2) == b"\x1f\x8b"
-    if gzipped:
-        try:
-            from isal import igzip
-
-            handle: io.BufferedIOBase = igzip.open(path, "rb")  # type: ignore[no-untyped-call]
-        except ImportError:  # pragma: no cover - isal is a dependency
-            import gzip
-
-            handle = gzip.open(path, "rb")  # noqa: SIM115
-    else:
-        handle = path.open("rb")
-    with handle:
+def _open(path: Path, source: str | None = None) -> Iterator[TraceText]:
+    """Open ``path`` for reading its text (gzip recognised by its magic number), within the limits."""
+    with TraceText(path, source=source) as handle:
         yield handle
 
 
@@ -134,29 +134,38 @@ class _Position:
         return lines + 1, target - line_start + 1
 
 
-def _read_header(
-    handle: io.BufferedIOBase, source: str, position: _Position
-) -> tuple[dict[str, Any], bytearray]:
+def _read_header(handle: io.RawIOBase, source: str, position: _Position) -> tuple[dict[str, Any], bytearray]:
     """Read up to the ``[`` of ``traceEvents``; return the metadata before it and the bytes after."""
     head = bytearray()
+    key = -1
     while True:
+        searched = max(0, len(head) - len(_KEY))
         block = handle.read(_HEAD_BLOCK)
         head += block
-        key = head.find(_KEY)
+        if key < 0:
+            key = head.find(_KEY, searched)
         if key >= 0:
-            bracket = head.find(b"[", key)
+            bracket = head.find(b"[", max(key, searched))
             if bracket >= 0:
                 break
         if not block:
             msg = f"{source}:1:1: no traceEvents array: not a PyTorch profiler trace"
+            raise TraceContentError(msg)
+        if len(head) > MAX_EVENT_BYTES:
+            msg = (
+                f"{source}:1:1: no traceEvents array in the first {size_text(MAX_EVENT_BYTES)} of text "
+                "(MAX_EVENT_BYTES): not a PyTorch profiler trace"
+            )
             raise TraceContentError(msg)
     prefix = bytes(head[:key]).strip()
     metadata: dict[str, Any] = {}
     if prefix.startswith(b"{") and len(prefix) > 1:
         try:
             parsed = _GENERIC.decode(prefix.rstrip(b",") + b"}")
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             parsed = None  # damaged metadata: the events may still be fine
+        except RecursionError:
+            raise nesting_error(source) from None
         if isinstance(parsed, dict):
             metadata.update(parsed)
     rest = head[bracket + 1 :]
@@ -164,7 +173,7 @@ def _read_header(
     return metadata, rest
 
 
-def _cut(buffer: bytearray, source: str) -> tuple[list[Any], int]:
+def _cut(buffer: bytearray, source: str, repairs: dict[str, int]) -> tuple[list[Any], int]:
     """Decode the complete events at the front of ``buffer``; return them and the bytes used."""
     end = len(buffer)
     for _ in range(_MAX_BOUNDARY_TRIES):
@@ -179,53 +188,59 @@ def _cut(buffer: bytearray, source: str) -> tuple[list[Any], int]:
         boundary = matches[-1].start() + 1  # just after the "}"
         chunk = b"[" + bytes(buffer[:boundary]) + b"]"
         try:
-            return decode_events(chunk, source), boundary
+            return decode_events(chunk, source, repairs=repairs), boundary
         except msgspec.DecodeError:
             end = matches[-1].start()
-        except UnicodeDecodeError:
-            fixed = chunk.decode("utf-8", errors="replace").encode("utf-8")
-            return decode_events(fixed, source), boundary
     return [], 0
 
 
 def _decode_tail(
-    buffer: bytearray, source: str, position: _Position, warnings: list[str]
+    buffer: bytearray, source: str, position: _Position, warnings: list[str], repairs: dict[str, int]
 ) -> tuple[list[Any], dict[str, Any]]:
     """Decode the last events and the metadata that follows the ``traceEvents`` array."""
     text = b"[" + bytes(buffer)
     try:
-        return decode_events(text, source), {}
+        # syntax first: its error positions are the text's own (the decoding may repair values,
+        # invalid UTF-8 for one, which moves them)
+        _SYNTAX.decode(text)
     except msgspec.DecodeError as exc:
         message = str(exc)
+    except RecursionError:
+        raise nesting_error(source) from None
+    else:
+        return decode_events(text, source, repairs=repairs), {}
     trailing = _TRAILING.search(message)
     if trailing is not None:
         split = int(trailing.group(1)) - 1  # msgspec names the byte after the first extra one
-        events = decode_events(text[:split], source)
+        events = decode_events(text[:split], source, repairs=repairs)
         rest = text[split:].strip()
         metadata: dict[str, Any] = {}
         if rest.startswith(b","):
             try:
                 parsed = _GENERIC.decode(b"{" + rest[1:].strip())
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
                 warnings.append(f"{source}: unreadable metadata after traceEvents ignored")
                 parsed = None
+            except RecursionError:
+                raise nesting_error(source) from None
             if isinstance(parsed, dict):
                 metadata = parsed
         return events, metadata
     if "truncated" in message:
-        events, used = _cut(buffer, source)
-        warnings.append(
-            f"{source}: repaired malformed JSON: "
-            "file cut off mid-record, closed after the last complete event (1)"
-        )
-        del used
+        events, _ = _cut(buffer, source, repairs)
+        repairs[_CUT_OFF] = repairs.get(_CUT_OFF, 0) + 1
         return events, {}
+    raise _malformed(message, source, position)
+
+
+def _malformed(message: str, source: str, position: _Position) -> TraceFormatError:
+    """Return the error for a syntax error msgspec reported in the text after ``[`` (``message``)."""
     match = _BYTE.search(message)
     index = max(0, int(match.group(1)) - 1) if match else 0
     line, col = position.locate(index)
     detail = message.replace("JSON is malformed: ", "").split(" (byte")[0]
     msg = f"{source}:{line}:{col}: {detail}; the file is not valid JSON (too large to repair in place)"
-    raise TraceFormatError(msg)
+    return TraceFormatError(msg)
 
 
 class _NoKernelsError(Exception):
@@ -259,6 +274,8 @@ class _Frames:
         self.frames: list[pl.DataFrame] = []
         self.metas: list[pl.DataFrame] = []
         self.dropped: dict[str, int] = {}
+        self.repairs: dict[str, int] = {}
+        """What the decoding repaired, counted as :func:`~timeline.importers.repair.repair_json` does."""
         self.rows = 0
         self.batch: list[Columns] = []
         self.batch_rows = 0
@@ -363,47 +380,84 @@ def _shared_directory() -> str:
     return tempfile.gettempdir()
 
 
-_Built = tuple[tuple[pl.DataFrame, dict[str, int], pl.DataFrame], bool]
+_Built = tuple[tuple[pl.DataFrame, dict[str, int], pl.DataFrame], bool, dict[str, int]]
 
 
 def _build_chunk(path: str, length: int, source: str, options: ImportOptions, gpu: bool) -> _Built | None:
     """Decode the chunk in a slot and build its frame (a worker task); None if it is not valid JSON.
 
-    Returns the frame, its drop counts and metadata (:func:`build_frame`), and whether the chunk held
-    a GPU kernel. ``gpu``: as :class:`_Frames` takes it.
+    Returns the frame, its drop counts and metadata (:func:`build_frame`), whether the chunk held
+    a GPU kernel, and what the decoding repaired (:func:`decode_events`). ``gpu``: as :class:`_Frames`
+    takes it.
     """
+    repairs: dict[str, int] = {}
     with Path(path).open("rb") as handle, mmap.mmap(handle.fileno(), length, access=mmap.ACCESS_READ) as text:
         view = memoryview(text)
         try:
             try:
-                events = decode_events(view, source)
-            except UnicodeDecodeError:
-                events = decode_events(bytes(view).decode("utf-8", errors="replace").encode("utf-8"), source)
+                events = decode_events(view, source, repairs=repairs)
             except msgspec.DecodeError:
                 return None  # a boundary inside a string, or damage: the serial reader sorts it out
             # msgspec.Raw values (Input Dims) point into the chunk: build the frame before letting go
             columns = extract_columns(events, options, gpu=gpu or None)
             del events
-            built = finish_columns(columns, options), columns.kernels
+            built = finish_columns(columns, options), columns.kernels, repairs
         finally:
             view.release()
     return built
 
 
-def _last_boundary(buffer: bytearray, end: int) -> int:
-    """Return the index just after the ``}`` of the last ``}, {`` in ``buffer[:end]``, or 0 if none."""
-    while end > 0:
-        start = max(0, end - 65536)
+def _last_boundary(buffer: bytearray, end: int, floor: int = 0) -> int:
+    """Return the index just after the ``}`` of the last ``}, {`` in ``buffer[floor:end]``, or 0 if none.
+
+    ``floor``: where an earlier search, before more text was read, found no usable boundary.
+    """
+    floor = max(0, floor)
+    while end > floor:
+        start = max(floor, end - 65536)
         matches = list(_BOUNDARY.finditer(buffer, start, end))
         if matches:
             return matches[-1].start() + 1
-        if start == 0:
+        if start == floor:
             return 0
         end = start + 16  # widen the window backwards
     return 0
 
 
-def _read_more(handle: io.BufferedIOBase, buffer: bytearray, end: int, grow: int) -> tuple[int, bool]:
+def _searched_to(end: int) -> int:
+    """Return the floor of the next boundary search once ``buffer[:end]`` was searched in vain.
+
+    The last bytes are searched again: a boundary may begin there and end in the text read next
+    (its blank text is at most two collapsed runs, see :data:`~timeline.importers.files.BLANK_RUN_BYTES`).
+    """
+    return end - 4 * BLANK_RUN_BYTES
+
+
+def _too_long(buffer: bytearray, end: int, source: str, position: _Position) -> TraceFormatError:
+    """Return the error for ``buffer[1:end]``, text with no usable cut for :data:`MAX_EVENT_BYTES`.
+
+    Damage (every cut after it fails to decode) is located where it is; else the text is one event
+    longer than the limit.
+    """
+    with memoryview(buffer) as view:
+        try:
+            _SYNTAX.decode(view[:end])  # buffer[0] is "["
+        except msgspec.DecodeError as exc:
+            message = str(exc)
+            if "truncated" not in message and "trailing characters" not in message:
+                return _malformed(message, source, position)
+        except RecursionError:
+            return nesting_error(source)
+    line, col = position.locate(0)
+    msg = (
+        f"{source}:{line}:{col}: no end of an event in the {size_text(MAX_EVENT_BYTES)} of text from "
+        "here (MAX_EVENT_BYTES): a string or record that long is not a profiler's; the file is damaged "
+        "or not a trace"
+    )
+    return ReadLimitError(msg)
+
+
+def _read_more(handle: io.RawIOBase, buffer: bytearray, end: int, grow: int) -> tuple[int, bool]:
     """Read into ``buffer[end:]`` (grown by ``grow`` bytes when full); return the new end and EOF."""
     if end == len(buffer):
         buffer.extend(bytes(grow))
@@ -444,10 +498,11 @@ def _parse_parallel(
         if built is None:
             raise _ChunkFailedError
         out.add(built[0], kernels=built[1])
+        add_counts(out.repairs, built[2])
 
     try:
         with (
-            _open(path) as handle,
+            _open(path, source) as handle,
             process_pool(workers) as pool,
         ):
             metadata, head_rest = _read_header(handle, source, position)
@@ -457,17 +512,22 @@ def _parse_parallel(
             buffer[: len(head_rest)] = head_rest
             end = len(head_rest)
             eof = False
+            floor = 0
             try:
                 while True:
                     while not eof and end < chunk_bytes:
                         end, eof = _read_more(handle, buffer, end, chunk_bytes)
                     if eof:
                         break
-                    used = _last_boundary(buffer, end)
+                    used = _last_boundary(buffer, end, floor)
                     if used == 0:
+                        if end > chunk_bytes + MAX_EVENT_BYTES:
+                            raise _ChunkFailedError  # an event too long: located by the serial reader
                         # no boundary in a whole chunk: one giant event, or damage; read more first
+                        floor = _searched_to(end)
                         end, eof = _read_more(handle, buffer, end, chunk_bytes)
                         continue
+                    floor = 0
                     if not free:
                         if len(slots) <= workers:
                             slots.append(_Slot(directory, chunk_bytes + chunk_bytes // 4))
@@ -489,7 +549,7 @@ def _parse_parallel(
                     end -= rest
                 # the last events and the metadata after the array, here, while the workers finish
                 try:
-                    tail, trailer = _decode_tail(buffer[:end], source, position, warnings)
+                    tail, trailer = _decode_tail(buffer[:end], source, position, warnings, out.repairs)
                 except TraceFormatError:
                     raise _ChunkFailedError from None  # located by the serial reader
                 del buffer
@@ -504,7 +564,18 @@ def _parse_parallel(
     finally:
         for slot in slots:
             slot.close()
-    return out.finish(metadata, source=source, warnings=warnings)
+    return out.finish(metadata, source=source, warnings=_read_warnings(handle, out, warnings))
+
+
+def _read_warnings(handle: TraceText, out: _Frames, warnings: list[str]) -> list[str]:
+    """Return the warnings of a file read in chunks, in the order the whole-file reader gives them.
+
+    What reading the text met (:meth:`TraceText.notes`), what the decoding repaired (as
+    :func:`~timeline.importers.repair.repair_json` words it), then the rest.
+    """
+    repairs = sorted(out.repairs.items())
+    repaired = [f"{handle.source}: repaired malformed JSON: {what} ({n})" for what, n in repairs if n]
+    return [*handle.notes(), *repaired, *warnings]
 
 
 def parse_kineto_stream(
@@ -592,7 +663,9 @@ def _parse_chunks(
     )
 
 
-def _decode_front(buffer: bytearray, end: int, source: str) -> tuple[list[Any], int]:
+def _decode_front(
+    buffer: bytearray, end: int, source: str, repairs: dict[str, int], floor: int = 0
+) -> tuple[list[Any], int]:
     """Decode the complete events of ``buffer[1:end]`` (``buffer[0]`` is ``[``) up to the last cut.
 
     Returns the events and the index just after the ``}`` of the last one, or ``([], 0)`` when no
@@ -601,21 +674,18 @@ def _decode_front(buffer: bytearray, end: int, source: str) -> tuple[list[Any], 
     """
     limit = end
     for _ in range(_MAX_BOUNDARY_TRIES):
-        cut = _last_boundary(buffer, limit)
+        cut = _last_boundary(buffer, limit, floor)
         if cut <= 1:
             return [], 0
         saved = buffer[cut]
         buffer[cut] = 0x5D  # "]"
         try:
             with memoryview(buffer) as view:
-                return decode_events(view[: cut + 1], source), cut
+                return decode_events(view[: cut + 1], source, repairs=repairs), cut
         except msgspec.DecodeError as exc:
             if "trailing characters" in str(exc):
                 return [], 0  # the array ends before the cut: the rest is the tail's
             limit = cut - 1  # the cut is inside a string: try the one before it
-        except UnicodeDecodeError:
-            fixed = bytes(buffer[: cut + 1]).decode("utf-8", errors="replace").encode("utf-8")
-            return decode_events(fixed, source), cut
         finally:
             buffer[cut] = saved
     return [], 0
@@ -632,7 +702,7 @@ def _parse_serial(
     position = _Position(path)
     with ExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=1)) if spare_core else None
-        handle = stack.enter_context(_open(path))
+        handle = stack.enter_context(_open(path, source))
         out = _Frames(options, pool)
         metadata, head_rest = _read_header(handle, source, position)
         out.gpu = gpu_header and lists_gpus(metadata)
@@ -643,6 +713,7 @@ def _parse_serial(
         end = 1 + len(head_rest)
         del head_rest
         eof = False
+        floor = 0  # where the text with no usable cut begins (see _searched_to)
         while True:
             while not eof and end < chunk_bytes:
                 end, eof = _read_more(handle, buffer, end, chunk_bytes)
@@ -651,17 +722,21 @@ def _parse_serial(
             events, used = (
                 ([], 0)
                 if eof and end <= _TAIL_BYTES
-                else _decode_front(buffer, end - eof * _TAIL_BYTES, source)
+                else _decode_front(buffer, end - eof * _TAIL_BYTES, source, out.repairs, floor)
             )
             if used == 0 and eof:
-                events, trailer = _decode_tail(buffer[1:end], source, position, warnings)
+                events, trailer = _decode_tail(buffer[1:end], source, position, warnings, out.repairs)
                 out.add_events(events)
                 metadata.update(trailer)
                 break
             if used == 0:
+                if end > MAX_EVENT_BYTES:
+                    raise _too_long(buffer, end, source, position)
                 # no cut in a whole chunk: one giant event, or damage; read more before deciding
+                floor = _searched_to(end)
                 end, eof = _read_more(handle, buffer, end, chunk_bytes)
                 continue
+            floor = 0
             # msgspec.Raw values (Input Dims) point into the buffer: build the frame before moving it
             out.add_events(events)
             del events
@@ -671,4 +746,4 @@ def _parse_serial(
             position.advance(rest - 1)
             buffer[1 : 1 + end - rest] = buffer[rest:end]  # the unread text (less than an event)
             end = 1 + end - rest
-        return out.finish(metadata, source=source, warnings=warnings)
+        return out.finish(metadata, source=source, warnings=_read_warnings(handle, out, warnings))

@@ -20,7 +20,8 @@ def _escape_property(text: str) -> str:
 def render_github(report: CheckReport) -> str:
     """Return GitHub Actions workflow commands: an ``::error`` per failed check, on its budget file line.
 
-    Ends with a ``::notice`` when every budget holds. Print them on stdout in a workflow step.
+    Then a ``::warning`` per warning of the report (a baseline of another job); ends with a
+    ``::notice`` when every budget holds. Print them on stdout in a workflow step.
     """
     lines = []
     for v in report.verdicts:
@@ -32,6 +33,7 @@ def render_github(report: CheckReport) -> str:
         props["title"] = f"timeline check: {v.name} ({LABELS[v.status]})"
         joined = ",".join(f"{k}={_escape_property(val)}" for k, val in props.items())
         lines.append(f"::error {joined}::{_escape_data(v.message)}")
+    lines += [f"::warning title=timeline check::{_escape_data(w)}" for w in report.warnings]
     if report.ok:
         lines.append(f"::notice title=timeline check::{_escape_data(headline(report))}")
     return "\n".join(lines) + "\n"

@@ -21,7 +21,9 @@ def _xml_text(text: str) -> str:
 def render_junit(report: CheckReport) -> str:
     """Return a JUnit XML report: one test case per check, a failure per failed budget.
 
-    ``nodata`` becomes an ``<error>`` (the budget could not be measured), ``skip`` a ``<skipped>``.
+    ``nodata`` becomes an ``<error>`` (the budget could not be measured), ``skip`` a ``<skipped>``;
+    each warning of the report (a baseline of another job) a ``<property name="warning">`` of the suite
+    (and a line of its ``<system-out>``, the table).
     The document validates against the Jenkins xUnit JUnit schema (``junit-10.xsd``), which GitLab,
     Jenkins, Azure Pipelines and the GitHub test-report actions read.
     """
@@ -49,6 +51,8 @@ def render_junit(report: CheckReport) -> str:
         ("baseline", report.baseline or ""),
     ):
         ET.SubElement(properties, "property", {"name": name, "value": _xml_text(value)})
+    for warning in report.warnings:  # a baseline of another job: the suite's system-out says it too
+        ET.SubElement(properties, "property", {"name": "warning", "value": _xml_text(warning)})
     for v in report.verdicts:
         case = ET.SubElement(
             suite, "testcase", {"name": _xml_text(v.name), "classname": f"timeline.{v.kind}", "time": "0"}

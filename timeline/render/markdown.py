@@ -34,6 +34,8 @@ def render_markdown(report: CheckReport) -> str:
             f"| {_ICON[v.status]} | {_md(v.name)} | `{v.metric}` {v.describe_measure()[len(v.metric) + 1 :]} "
             f"| {format_value(v.value, v.unit)} | {_md(limit)} | {_md(worst(v))} |"
         )
+    if report.warnings:
+        out += ["", *(f"> ⚠️ **warning**: {_md(w)}" for w in report.warnings)]
     notes = [v for v in report.verdicts if v.status != "pass" or v.kind == "regression"]
     if notes:
         out += ["", "<details><summary>Why</summary>", ""]

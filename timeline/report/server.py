@@ -5,6 +5,12 @@ of :mod:`timeline.report.dashboard`, whose zoom and selection callbacks re-query
 in this process. Binds ``127.0.0.1`` unless told otherwise: the page shows kernel names, sizes and
 timings of the job. Ctrl-C (SIGINT) or SIGTERM stops the server cleanly and returns.
 
+The page pulls its data through a websocket, and a browser lets any web page open a websocket to
+any address (bokeh's session ids are not secret: a page can make one up). The only guard is the
+``Origin`` the browser sends, so the server accepts exactly the origins of the names it is opened
+with (:func:`listening_of`): never ``*``, whatever ``host`` is; others are added by name
+(``allow_origins``, the ``--allow-origin`` option).
+
 The server is bokeh's own (``BokehTornado`` on a tornado ``HTTPServer``, run by ``BaseServer``),
 with one change: its page loads only the bokeh scripts the report needs (core, widgets, and tables
 for the panel bundle holoviews registers), not the WebGL and MathJax bundles bokeh's server page
@@ -14,8 +20,13 @@ otherwise loads for any document.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import logging
+import re
 import signal
-from collections.abc import Callable
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from bokeh.application import Application
 from bokeh.application.handlers.function import FunctionHandler
@@ -23,7 +34,7 @@ from bokeh.document import Document
 from bokeh.resources import Component, ResourceAttr, Resources
 from bokeh.server.server import BaseServer
 from bokeh.server.tornado import BokehTornado
-from bokeh.server.util import bind_sockets, create_hosts_allowlist
+from bokeh.server.util import bind_sockets
 from bokeh.server.views.static_handler import StaticHandler
 from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop
@@ -33,9 +44,12 @@ from timeline.errors import UsageError
 from timeline.report.dashboard import build_dashboard
 from timeline.report.data import ReportData
 
-__all__ = ["make_application", "serve_report"]
+__all__ = ["Listening", "listening_of", "make_application", "parse_origins", "serve_report"]
 
-_LOOPBACK = ("127.0.0.1", "localhost")
+_ORIGIN = re.compile(
+    r"(?:https?://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)"
+    r"(?::(?P<port>[0-9]{1,5}))?/?"
+)
 # bokeh-tables: the panel bundle that holoviews registers (and bokeh lists for every page) needs it.
 _COMPONENTS: list[Component] = ["bokeh", "bokeh-widgets", "bokeh-tables"]
 
@@ -68,6 +82,142 @@ class _ReportTornado(BokehTornado):
         )
 
 
+@dataclass(frozen=True)
+class Listening:
+    """Where a served report listens and who may open it (given to ``serve_report``'s ``on_ready``).
+
+    Attributes
+    ----------
+    url
+        The address to open the report at: the ``host`` as given, or this machine's name when the
+        server listens on every address (``0.0.0.0``, ``::``).
+    addresses
+        The addresses the server listens on, ``HOST:PORT`` (``[::]:PORT`` for IPv6).
+    origins
+        The origins (``HOST:PORT``) whose pages may open the report's websocket; never ``*``.
+    network
+        Whether other machines can reach it (an address that is not loopback).
+    """
+
+    url: str
+    addresses: tuple[str, ...]
+    origins: tuple[str, ...]
+    network: bool
+
+
+class _OriginAdvice(logging.Filter):
+    """Bokeh logs a refused origin with the advice of its own command line: give timeline's."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if str(record.msg).startswith("Refusing websocket connection") and isinstance(args, tuple) and args:
+            record.msg = "refused the websocket of a page from %s (not an origin of this report)%s"
+            host = str(args[1]) if len(args) > 1 else ""
+            record.args = (args[0], f"; if it is yours, pass --allow-origin {host}" if host else "")
+        return True
+
+
+def parse_origins(texts: Sequence[str]) -> list[tuple[str, int | None]]:
+    """Read ``--allow-origin`` values, ``HOST[:PORT]`` (``http://`` allowed): ``(host, port or None)``.
+
+    Raises
+    ------
+    UsageError
+        A wildcard (``*``: any web page could read the report), or not a host with an optional port.
+    """
+    out: list[tuple[str, int | None]] = []
+    for text in texts:
+        if "*" in text:
+            msg = (
+                f"--allow-origin {text!r}: wildcards are refused (any web page could then read the "
+                "report); name each host the report is opened with, e.g. --allow-origin myhost:5006"
+            )
+            raise UsageError(msg)
+        match = _ORIGIN.fullmatch(text.strip())
+        if match is None:
+            raise UsageError(f"--allow-origin {text!r}: not HOST[:PORT]; e.g. myhost:5006 or 10.0.0.5")
+        port = int(match["port"]) if match["port"] else None
+        if port is not None and not 1 <= port <= 65535:
+            raise UsageError(f"--allow-origin {text!r}: the port must be 1 to 65535")
+        out.append((match["host"].lower(), port))
+    return out
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text.strip("[]").split("%")[0])
+    except ValueError:
+        return None
+
+
+def _named(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def listening_of(
+    host: str, bound: Sequence[str], port: int, *, allow_origins: Sequence[str] = ()
+) -> Listening:
+    """Return where a server listens and the websocket origins it accepts.
+
+    Parameters
+    ----------
+    host
+        The ``--host`` as given (an address, a name, or ``0.0.0.0``/``::``/empty for every address).
+    bound
+        The addresses of the listening sockets (``socket.getsockname()[0]``).
+    port
+        The port they listen on.
+    allow_origins
+        More origins, ``HOST[:PORT]`` (a host alone: on ``port``).
+
+    Returns
+    -------
+    Listening
+        The accepted origins: for a loopback address, ``localhost`` and the address; for any other
+        address, the address; for every address (``0.0.0.0``), the loopback names and this
+        machine's name; ``host`` itself when it is a name; then ``allow_origins``.
+
+    Raises
+    ------
+    UsageError
+        A bad ``allow_origins`` entry (:func:`parse_origins`).
+    """
+    names: list[str] = []
+    wildcard = False
+    for address in bound:
+        ip = _ip(address)
+        if ip is None:
+            names.append(address.lower())
+        elif ip.is_unspecified:
+            wildcard = True
+            names += ["localhost", "127.0.0.1", "[::1]"]
+        elif ip in (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")):
+            names += ["localhost", _named(str(ip))]
+        else:
+            names.append(_named(str(ip)))
+    machine = socket.gethostname().lower()
+    if wildcard and _ORIGIN.fullmatch(machine):
+        names.append(machine)
+    if host and _ip(host) is None:
+        names.append(host.lower())
+    origins = [f"{name}:{port}" for name in names]
+    origins += [f"{name}:{port if own is None else own}" for name, own in parse_origins(allow_origins)]
+    if wildcard:
+        url_host = machine if _ORIGIN.fullmatch(machine) else "localhost"
+    elif host and _ip(host) is None:
+        url_host = host
+    else:
+        url_host = _named(str(_ip(bound[0]) if bound else host))
+    addresses = tuple(f"{_named(a)}:{port}" for a in bound)
+    network = any((ip := _ip(a)) is None or not ip.is_loopback for a in bound)
+    return Listening(
+        url=f"http://{url_host}:{port}/",
+        addresses=addresses,
+        origins=tuple(dict.fromkeys(origins)),
+        network=network,
+    )
+
+
 def make_application(
     data: ReportData, *, files: int | None = None, title: str = "timeline report"
 ) -> Application:
@@ -87,7 +237,8 @@ def serve_report(
     host: str = "127.0.0.1",
     port: int = 5006,
     files: int | None = None,
-    on_ready: Callable[[str], None] | None = None,
+    allow_origins: Sequence[str] = (),
+    on_ready: Callable[[Listening], None] | None = None,
 ) -> None:
     """Serve the report until SIGINT or SIGTERM, then stop cleanly and return.
 
@@ -101,14 +252,17 @@ def serve_report(
         The port (0: any free port).
     files
         How many trace files the data came from (for the header).
+    allow_origins
+        More origins whose pages may open the report, ``HOST[:PORT]`` (:func:`listening_of`).
     on_ready
-        Called with the URL once the server listens.
+        Called once the server listens, with where it listens and the origins it accepts.
 
     Raises
     ------
     UsageError
-        If the address cannot be bound (port in use, unknown host).
+        If the address cannot be bound (port in use, unknown host), or an origin is not ``HOST[:PORT]``.
     """
+    parse_origins(allow_origins)  # a bad one stops before anything listens
     try:
         sockets, bound = bind_sockets(host, port)
     except (OSError, ValueError) as exc:
@@ -123,11 +277,11 @@ def serve_report(
         for sock in sockets:
             sock.close()
         raise
-    # The page opens a websocket back to the server: accept the names the URL is opened with.
-    origins = [f"{name}:{bound}" for name in _LOOPBACK] if host in _LOOPBACK else ["*"]
+    # The page opens a websocket back to the server: accept the names it is opened with, only.
+    addresses = [sock.getsockname()[0] for sock in sockets]
+    listening = listening_of(host, addresses, bound, allow_origins=allow_origins)
     app = _ReportTornado(
-        {"/": make_application(data, files=files)},
-        extra_websocket_origins=create_hosts_allowlist(origins, bound),
+        {"/": make_application(data, files=files)}, extra_websocket_origins=list(listening.origins)
     )
     http = HTTPServer(app)
     http.add_sockets(sockets)
@@ -138,18 +292,15 @@ def serve_report(
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
         events.add_signal_handler(sig, loop.stop)
+    advice = _OriginAdvice()
+    logging.getLogger("bokeh.server.views.ws").addFilter(advice)
     try:
         server.start()
         if on_ready is not None:
-            on_ready(f"http://{_url_host(host)}:{bound}/")
+            on_ready(listening)
         loop.start()
     finally:
         for sig in signals:
             events.remove_signal_handler(sig)
+        logging.getLogger("bokeh.server.views.ws").removeFilter(advice)
         server.stop()
-
-
-def _url_host(host: str) -> str:
-    if host in ("0.0.0.0", "::", ""):
-        return "127.0.0.1"
-    return f"[{host}]" if ":" in host else host

@@ -12,14 +12,19 @@ from typing import Any
 
 import polars as pl
 
-from timeline.analysis.collectives import compute_iteration_utilisation, match_collectives
+from timeline.analysis.collectives import (
+    compute_iteration_utilisation,
+    implausible_warning,
+    match_collectives,
+)
 from timeline.analysis.horovod_phases import analyze_horovod, attribute_horovod_phases, horovod_limitations
 from timeline.analysis.overlap import Overlap, compute_overlap
 from timeline.analysis.stragglers import find_stragglers
 from timeline.errors import UsageError
+from timeline.plausibility import without_cross_rank_times, without_stragglers
 from timeline.trace import Trace
 
-__all__ = ["REPORT_VERSION", "build_collectives_report", "utilisation_summary"]
+__all__ = ["REPORT_VERSION", "build_collectives_report", "utilisation_summary", "world_size_of"]
 
 REPORT_VERSION = 1
 """The layout version of :func:`build_collectives_report` (``timeline collectives --json``)."""
@@ -30,16 +35,32 @@ def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     return frame.with_columns(pl.col(pl.Enum).cast(pl.String)).to_dicts()
 
 
+def world_size_of(trace: Trace) -> int | None:
+    """Return the job's world size the profiler traces record (``distributedInfo``), or None."""
+    sizes = trace.files.filter(pl.col("format") != "horovod").get_column("world_size").drop_nulls()
+    return None if sizes.is_empty() else int(sizes.max())  # type: ignore[arg-type]
+
+
+def _implausible(frame: pl.DataFrame) -> int:
+    """How many rows of a frame with an ``implausible`` column are faster than physics."""
+    return int(frame.get_column("implausible").sum())
+
+
 def utilisation_summary(trace: Trace, overlap: Overlap, link_gbps: float) -> dict[str, Any]:
     """Return the ``"utilisation"`` object of ``timeline analyze --json``.
 
     Keys: ``link_gbps``; ``iterations`` (rows of ``ITERATION_UTILISATION_SCHEMA``, from the
-    collectives matched across ranks); ``horovod`` (the timeline's totals row, or null).
+    collectives matched across ranks); ``horovod`` (the timeline's totals row, or null);
+    ``implausible`` (how many logical collectives and fused batches were faster than the link, left
+    out of both: :func:`~timeline.analysis.collectives.implausible_warning` words the warning).
     """
     events = trace.events
     iterations: list[dict[str, Any]] = []
+    implausible = 0
     if events.filter((pl.col("source") == "kineto") & (pl.col("kind") == "communication")).height:
-        match = match_collectives(events, windows=overlap.windows, link_gbps=link_gbps)
+        match = match_collectives(
+            events, windows=overlap.windows, link_gbps=link_gbps, world_size=world_size_of(trace)
+        )
         utilisation = compute_iteration_utilisation(
             match.collectives,
             link_gbps=link_gbps,
@@ -47,10 +68,13 @@ def utilisation_summary(trace: Trace, overlap: Overlap, link_gbps: float) -> dic
             iteration_overlap=overlap.iterations,
         )
         iterations = _rows(utilisation)
+        implausible += _implausible(match.collectives)
     horovod = None
     if events.filter(pl.col("source") == "horovod").height:
-        horovod = _rows(analyze_horovod(events, link_gbps=link_gbps).totals)[0]
-    return {"link_gbps": link_gbps, "iterations": iterations, "horovod": horovod}
+        analysis = analyze_horovod(events, link_gbps=link_gbps)
+        horovod = _rows(analysis.totals)[0]
+        implausible += _implausible(analysis.batches)
+    return {"link_gbps": link_gbps, "iterations": iterations, "horovod": horovod, "implausible": implausible}
 
 
 def _horovod_clock(trace: Trace) -> str | None:
@@ -100,8 +124,12 @@ def build_collectives_report(
     }
     if kineto_comm:
         overlap = overlap if overlap is not None else compute_overlap(events)
-        match = match_collectives(events, windows=overlap.windows, link_gbps=link_gbps)
+        match = match_collectives(
+            events, windows=overlap.windows, link_gbps=link_gbps, world_size=world_size_of(trace)
+        )
         stragglers = find_stragglers(match, iteration_overlap=overlap.iterations)
+        if trace.clock_note is not None:  # the ranks' clocks disagree (a load warning): no time compares
+            match, stragglers = without_cross_rank_times(match), without_stragglers(stragglers)
         utilisation = compute_iteration_utilisation(
             match.collectives,
             link_gbps=link_gbps,
@@ -127,6 +155,9 @@ def build_collectives_report(
             report["warnings"].extend(attributed.warnings)
             limitations = horovod_limitations(clock=clock, with_framework_trace=True)
             attribution = {"writer_rank": attributed.writer_rank, "iterations": _rows(attributed.iterations)}
+        too_fast = implausible_warning(_implausible(analysis.batches), link_gbps)
+        if too_fast is not None:
+            report["warnings"].append(f"horovod fused batches: {too_fast}")
         report["horovod"] = {
             "totals": _rows(analysis.totals)[0],
             "tensors": _rows(analysis.tensors),

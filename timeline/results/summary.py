@@ -44,11 +44,16 @@ _ITERATION_FIELDS = (
 )
 
 
-def top_collectives(collectives: pl.DataFrame, *, limit: int = 10) -> pl.DataFrame:
+def top_collectives(
+    collectives: pl.DataFrame, *, limit: int = 10, continued: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Return the collectives that exposed the most time, grouped by collective, group and size.
 
     Columns: ``collective``, ``pg_name``, ``in_bytes``, ``calls``, ``ranks``, ``dur_ns``,
-    ``exposed_ns``, ``exposed_ratio`` (exposed over duration), sorted by exposed time.
+    ``exposed_ns``, ``exposed_ratio`` (exposed over duration), sorted by exposed time. ``exposed_ns``
+    is null (unknown) when the exposure of any of the group's events is (Horovod timelines have no
+    compute to hide it under). ``continued``: spans (``name``, ``start_ns``, ``end_ns``) that continue
+    a call (:func:`~timeline.analysis.horovod_phases.continued_wire_phases`): not counted as calls.
     """
     if collectives.height == 0:
         return pl.DataFrame(
@@ -63,16 +68,26 @@ def top_collectives(collectives: pl.DataFrame, *, limit: int = 10) -> pl.DataFra
                 "exposed_ratio": pl.Float64,
             }
         )
+    frame = collectives.lazy().select("collective", "pg_name", "in_bytes", "rank", "dur_ns", "exposed_ns")
+    call = pl.lit(1, dtype=pl.UInt32)
+    if continued is not None and continued.height:
+        frame = collectives.lazy().join(
+            continued.lazy().with_columns(_continued=pl.lit(True)),
+            on=["name", "start_ns", "end_ns"],
+            how="left",
+        )
+        call = (~pl.col("_continued").fill_null(False)).cast(pl.UInt32)
     grouped = (
-        collectives.lazy()
-        .select("collective", "pg_name", "in_bytes", "rank", "dur_ns", "exposed_ns")
-        .with_columns(pl.col("collective").fill_null("unknown"))
+        frame.with_columns(pl.col("collective").fill_null("unknown"), _call=call)
         .group_by("collective", "pg_name", "in_bytes")
         .agg(
-            calls=pl.len(),
+            calls=pl.col("_call").sum().cast(pl.UInt32),
             ranks=pl.col("rank").n_unique(),
             dur_ns=pl.col("dur_ns").sum(),
-            exposed_ns=pl.col("exposed_ns").sum(),
+            # unknown (Horovod: no compute events) stays unknown, never a sum of nothing = 0
+            exposed_ns=pl.when(pl.col("exposed_ns").is_null().any())
+            .then(None)
+            .otherwise(pl.col("exposed_ns").sum()),
         )
         # streaming: a row per collective event of every rank is aggregated a morsel at a time
         .collect(engine="streaming")
@@ -80,7 +95,9 @@ def top_collectives(collectives: pl.DataFrame, *, limit: int = 10) -> pl.DataFra
             exposed_ratio=pl.when(pl.col("dur_ns") > 0).then(pl.col("exposed_ns") / pl.col("dur_ns")),
         )
     )
-    return grouped.sort(["exposed_ns", "dur_ns"], descending=True, nulls_last=True).head(limit)
+    # ties (equal times: Horovod's µs spans) in a fixed order, whatever order the groups came in
+    order = ["exposed_ns", "dur_ns", "in_bytes", "collective", "pg_name"]
+    return grouped.sort(order, descending=[True, True, True, False, False], nulls_last=True).head(limit)
 
 
 def worst_iteration(iterations: pl.DataFrame) -> dict[str, Any] | None:
@@ -106,7 +123,9 @@ def build_summary(
 ) -> dict[str, Any]:
     """Return the summary of an analysis as plain data (``timeline analyze --json``).
 
-    Keys: ``version``, ``files`` (one entry per input file), ``warnings``, ``windows``
+    Keys: ``version``, ``files`` (one entry per input file), ``warnings`` (the load warnings, one
+    line each: repairs, rows the plausibility checks left out, a rank read as 0, clocks that
+    disagree: :mod:`timeline.plausibility`), ``windows``
     (``profiler_step`` or ``whole_trace`` per rank), ``ranks`` (whole-trace rows),
     ``iterations`` (rank × iteration rows), ``worst`` (the rank-iteration with the most exposed
     communication), ``top_collectives``; with ``offsets`` (clocks aligned), ``clock_offsets``; with
@@ -119,7 +138,21 @@ def build_summary(
         from timeline.results.collectives import utilisation_summary
 
         summary["utilisation"] = utilisation_summary(trace, overlap, link_gbps)
+        from timeline.analysis.collectives import implausible_warning
+
+        too_fast = implausible_warning(summary["utilisation"]["implausible"], link_gbps)
+        if too_fast is not None:
+            summary["warnings"].append(too_fast)
     return summary
+
+
+def _continued_phases(trace: Trace) -> pl.DataFrame | None:
+    """Return the wire phases that continue a Horovod call (hierarchical all-reduce), or None."""
+    if "horovod" not in trace.files.get_column("format").to_list():
+        return None
+    from timeline.analysis.horovod_phases import continued_wire_phases
+
+    return continued_wire_phases(trace.events)
 
 
 def _overlap_summary(trace: Trace, overlap: Overlap, *, top: int) -> dict[str, Any]:
@@ -136,5 +169,7 @@ def _overlap_summary(trace: Trace, overlap: Overlap, *, top: int) -> dict[str, A
         "ranks": _rows(overlap.ranks, _RANK_FIELDS),
         "iterations": _rows(overlap.iterations, _ITERATION_FIELDS),
         "worst": worst,
-        "top_collectives": top_collectives(overlap.collectives, limit=top).to_dicts(),
+        "top_collectives": top_collectives(
+            overlap.collectives, limit=top, continued=_continued_phases(trace)
+        ).to_dicts(),
     }

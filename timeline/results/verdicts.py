@@ -54,4 +54,5 @@ def report_to_dict(report: CheckReport) -> dict[str, Any]:
         "baseline": report.baseline,
         "counts": report.counts(),
         "verdicts": [_verdict_dict(v) for v in report.verdicts],
+        "warnings": list(report.warnings),
     }

@@ -50,6 +50,8 @@ from timeline.whatif.costs import Algorithm, bandwidth_bits, latency_steps
 from timeline.whatif.graph import CommOp, Gradient, TraceGraph, WaitPoint
 
 __all__ = [
+    "MAX_LATENCY_S",
+    "MAX_WORLD_SIZE",
     "PREDICTED_ITERATIONS_SCHEMA",
     "PREDICTED_WINDOWS_SCHEMA",
     "Efficiency",
@@ -60,6 +62,14 @@ __all__ = [
     "self_replay",
     "single_replay",
 ]
+
+MAX_LATENCY_S = 3600.0
+"""The largest latency of one collective step a scenario takes (1 hour; real links: microseconds)."""
+MAX_WORLD_SIZE = 1_048_576
+"""The largest world size a scenario takes (2**20 ranks)."""
+MAX_TIME_NS = 2**62
+"""The latest time a replay may reach (epoch ns, year 2116): half the ``Int64`` range, so that sums
+of predicted times stay in range. A scenario that goes past it is an error, not an overflow."""
 
 Efficiency = Literal["observed", "uniform", "full"] | float
 """How much of the link collectives achieve: as each did in the trace, one trace-wide figure per
@@ -139,14 +149,16 @@ class Scenario:
     communication: bool = True
 
     def __post_init__(self) -> None:
-        if self.bandwidth_gbps is not None and not self.bandwidth_gbps > 0:
-            raise UsageError(f"bandwidth {self.bandwidth_gbps} Gbit/s: must be positive")
-        if self.world_size is not None and self.world_size < 1:
-            raise UsageError(f"world size {self.world_size}: must be at least 1")
+        if self.bandwidth_gbps is not None and not (
+            math.isfinite(self.bandwidth_gbps) and self.bandwidth_gbps > 0
+        ):
+            raise UsageError(f"bandwidth {self.bandwidth_gbps} Gbit/s: must be positive and finite")
+        if self.world_size is not None and not 1 <= self.world_size <= MAX_WORLD_SIZE:
+            raise UsageError(f"world size {self.world_size}: must be between 1 and {MAX_WORLD_SIZE:,}")
         if isinstance(self.efficiency, float | int) and not 0 < self.efficiency <= 1:
             raise UsageError(f"efficiency {self.efficiency}: must be in (0, 1]")
-        if self.latency_s < 0:
-            raise UsageError(f"latency {self.latency_s} s: must not be negative")
+        if not 0 <= self.latency_s <= MAX_LATENCY_S:  # also refuses nan and infinity
+            raise UsageError(f"latency {self.latency_s} s: must be between 0 and {MAX_LATENCY_S:g} s")
 
     @property
     def rebuckets(self) -> bool:
@@ -600,6 +612,7 @@ class _Simulation:
         self.heap: list[tuple[float, int]] = []
         self.wakeups: list[float] = []
         self.now = -math.inf
+        self.horizon = MAX_TIME_NS - origin  # the latest time, relative to the origin
 
     # -- compute chains ---------------------------------------------------------------------------
 
@@ -707,12 +720,15 @@ class _Simulation:
             while progress:
                 progress = self._resolve_chains() | self._admit()
             rates = self._rates()
-            next_done = min((now + self.remaining[k] / rate for k, rate in rates.items()), default=math.inf)
+            done_at = {k: now + self.remaining[k] / rate for k, rate in rates.items()}
+            next_done = min(done_at.values(), default=math.inf)
             next_start = self.heap[0][0] if self.heap else math.inf
             next_wakeup = self.wakeups[0] if self.wakeups else math.inf
             t = min(next_done, next_start, next_wakeup)
             if t == math.inf:
                 break
+            if t > self.horizon:
+                raise UsageError(_too_long(self.horizon))
             while self.wakeups and self.wakeups[0] <= t:
                 heapq.heappop(self.wakeups)
             if now > -math.inf:
@@ -720,7 +736,10 @@ class _Simulation:
                     self.remaining[k] -= rate * (t - now)
             now = t
             self.now = now
-            for k in [k for k, left in self.remaining.items() if left <= _DONE]:
+            # A transfer is done when its completion time is reached, whatever float rounding left
+            # of its work: late in a long replay (1e17 ns) the clock's float step is 16 ns, a few ns
+            # of work left do not move it, and waiting for them to drop below _DONE never ends.
+            for k in [k for k, left in self.remaining.items() if left <= _DONE or done_at[k] <= now]:
                 self._finish(k, now)
             while self.heap and self.heap[0][0] <= now:
                 _s, i = heapq.heappop(self.heap)
@@ -767,6 +786,42 @@ def _simulate(graph: TraceGraph, scenario: Scenario, plan: _Plan) -> _Timeline:
     simulation = _Simulation(scenario, plan, dict(servers), origin)
     simulation.run()
     return simulation.timeline()
+
+
+def _too_long(horizon_ns: float) -> str:
+    """Return the error of a scenario whose replay goes past :data:`MAX_TIME_NS`."""
+    years = max(0.0, horizon_ns) / (365.25 * 86_400e9)
+    return (
+        f"what-if: this scenario's predicted run lasts more than {years:.0f} years, longer than "
+        "timeline's nanosecond times can hold; lower --latency or --world-size, or raise --bandwidth or "
+        "--efficiency"
+    )
+
+
+def _check_iterations(graph: TraceGraph, iterations: Sequence[int]) -> None:
+    """Raise :class:`UsageError` for an iteration the graph does not have, listing those it has."""
+    present = sorted(set(graph.windows.get_column("iteration").drop_nulls().to_list()))
+    missing = sorted(set(iterations) - set(present))
+    if not missing:
+        return
+    asked = ", ".join(str(i) for i in missing[:5]) + (", ..." if len(missing) > 5 else "")
+    if not present:
+        msg = f"iteration {asked}: the trace has no iterations (no ProfilerStep#N); leave --iteration out"
+    else:
+        msg = f"iteration {asked}: not in the trace; its iterations are {_spans(present)}"
+    raise UsageError(msg)
+
+
+def _spans(values: Sequence[int]) -> str:
+    """Return sorted integers as ``3-12, 15`` (runs of consecutive values joined)."""
+    runs: list[list[int]] = []
+    for value in values:
+        if runs and value == runs[-1][1] + 1:
+            runs[-1][1] = value
+        else:
+            runs.append([value, value])
+    shown = [str(a) if a == b else f"{a}-{b}" for a, b in runs[:20]]
+    return ", ".join(shown) + (", ..." if len(runs) > 20 else "")
 
 
 def _resume(wait: WaitPoint, shift: int, latest: int | None) -> int:
@@ -911,7 +966,8 @@ def replay(
     Raises
     ------
     UsageError
-        A scenario the trace cannot answer (another bandwidth with observed efficiency but no measured link).
+        A scenario the trace cannot answer (another bandwidth with observed efficiency but no measured link),
+        an iteration not in the trace, or a scenario whose predicted times go past :data:`MAX_TIME_NS`.
 
     Examples
     --------
@@ -922,19 +978,10 @@ def replay(
     >>> replay(graph, scenario=scenario).scaling_factor  # doctest: +SKIP
     """
     scenario = scenario or Scenario()
+    if iterations is not None:
+        _check_iterations(graph, iterations)
     plan = _plan(graph, scenario)
-    notes: set[str] = set()
-    uniform = _uniform_calibration(graph, scenario) if scenario.efficiency == "uniform" else {}
-    for op in plan.ops:
-        op.work_ns = _work_ns(op, graph, scenario, uniform, notes)
-        if op.gradient and scenario.compression.active:
-            op.encode_ns = scenario.compression.codec_ns(op.nbytes or 0)
-            op.decode_ns = op.encode_ns
-    warnings = list(plan.warnings)
-    if "nobytes" in notes:
-        warnings.append("collectives without bytes in the trace keep their measured time")
-    if "nocalibration" in notes:
-        warnings.append("rebuilt buckets without a measured collective to calibrate on use the full link")
+    warnings = _cost(graph, scenario, plan)
     timeline = _simulate(graph, scenario, plan)
     windows = _window_frame(graph, timeline, plan)
     if single is None:
@@ -984,6 +1031,25 @@ def replay(
         iterations=_per_iteration(frame, iterations),
         warnings=tuple(warnings),
     )
+
+
+def _cost(graph: TraceGraph, scenario: Scenario, plan: _Plan) -> list[str]:
+    """Set each collective's link time and codec times under the scenario; return the plan's warnings."""
+    notes: set[str] = set()
+    uniform = _uniform_calibration(graph, scenario) if scenario.efficiency == "uniform" else {}
+    for op in plan.ops:
+        op.work_ns = _work_ns(op, graph, scenario, uniform, notes)
+        if not op.work_ns <= MAX_TIME_NS:  # also infinity and nan
+            raise UsageError(_too_long(MAX_TIME_NS))
+        if op.gradient and scenario.compression.active:
+            op.encode_ns = scenario.compression.codec_ns(op.nbytes or 0)
+            op.decode_ns = op.encode_ns
+    warnings = list(plan.warnings)
+    if "nobytes" in notes:
+        warnings.append("collectives without bytes in the trace keep their measured time")
+    if "nocalibration" in notes:
+        warnings.append("rebuilt buckets without a measured collective to calibrate on use the full link")
+    return warnings
 
 
 def _per_iteration(windows: pl.DataFrame, iterations: Sequence[int] | None) -> pl.DataFrame:

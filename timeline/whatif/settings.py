@@ -3,10 +3,16 @@
 Takes the text of each setting and gives a :class:`Settings` (the values :func:`build_whatif_report`
 sweeps), raising :class:`~timeline.errors.UsageError` with the option and the fix for bad values;
 :func:`choose_efficiency` picks the link efficiency when none is given.
+
+Every value is checked against a documented range (``docs/whatif.md``): finite, positive where a
+zero means nothing, and bounded so that predicted times stay well inside the ``Int64`` nanoseconds
+they are written in: a latency of at most :data:`~timeline.whatif.replay.MAX_LATENCY_S`, a world
+size of at most :data:`~timeline.whatif.replay.MAX_WORLD_SIZE`.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +22,7 @@ from timeline.errors import UsageError
 from timeline.whatif.bucketing import BucketPolicy, parse_bucket_policy
 from timeline.whatif.compression import Compression
 from timeline.whatif.costs import ALGORITHMS, Algorithm, parse_duration_s
-from timeline.whatif.replay import Efficiency
+from timeline.whatif.replay import MAX_LATENCY_S, MAX_WORLD_SIZE, Efficiency
 
 __all__ = ["Settings", "choose_efficiency", "parse_bandwidths", "parse_efficiency", "parse_settings"]
 
@@ -96,6 +102,8 @@ class Settings:
     buckets: list[BucketPolicy]
     algorithm: Algorithm
     latency_s: float
+    codec_gbps: float | None = None
+    target_sf: float | None = None
 
 
 def parse_settings(
@@ -106,36 +114,74 @@ def parse_settings(
     buckets: str,
     algorithm: str,
     latency: str,
+    codec_gbps: float | None = None,
+    target_sf: float | None = None,
 ) -> Settings:
     """Read the settings to sweep from their text; ``None`` keeps what was measured.
+
+    Ranges: world sizes 1 to :data:`MAX_WORLD_SIZE`, compression ratios finite and at least 1, a
+    latency of 0 to :data:`MAX_LATENCY_S` seconds, a codec throughput finite and positive (no codec
+    given: free), a target scaling factor in (0, 1].
 
     Raises
     ------
     UsageError
-        A value that is not one, naming the option and what it takes.
+        A value that is not one, or out of its range, naming the option and what it takes.
     """
     bandwidths: list[float | None] = parse_bandwidths(bandwidth) if bandwidth is not None else [None]
     worlds: list[int | None] = _parse_list(world_size, "--world-size", int) if world_size else [None]
     ratios = [float(r) for r in _parse_list(compression, "--compression", float)]
     for ratio in ratios:
+        if not math.isfinite(ratio):
+            raise UsageError(f"--compression {ratio}: must be a finite ratio of at least 1 (1 = none)")
         Compression(ratio=ratio)
     for world in worlds:
         if world is not None and world < 1:
             raise UsageError(f"--world-size {world}: must be at least 1")
+        if world is not None and world > MAX_WORLD_SIZE:
+            raise UsageError(f"--world-size {world}: must be at most {MAX_WORLD_SIZE:,}")
     policies = [parse_bucket_policy(item) for item in buckets.split(",") if item.strip()]
     if not policies:
         raise UsageError("--buckets: give at least one policy (measured, ddp:25, fusion:64:5)")
     if algorithm not in ALGORITHMS:
         raise UsageError(f"--algorithm {algorithm!r}: use ring or tree")
-    latency_s = parse_duration_s(latency)
     return Settings(
         bandwidths=bandwidths,
         world_sizes=worlds,
         compressions=ratios,
         buckets=policies,
         algorithm="tree" if algorithm == "tree" else "ring",
-        latency_s=latency_s,
+        latency_s=_latency_s(latency),
+        codec_gbps=_codec_gbps(codec_gbps),
+        target_sf=_target_sf(target_sf),
     )
+
+
+def _latency_s(text: str) -> float:
+    try:
+        latency_s = parse_duration_s(text)
+    except UsageError as exc:
+        raise UsageError(f"--latency {exc}") from None
+    if not math.isfinite(latency_s) or latency_s > MAX_LATENCY_S:
+        msg = f"--latency {text!r}: must be at most 1 hour ({MAX_LATENCY_S:g} s) per step; typical is 5us"
+        raise UsageError(msg)
+    return latency_s
+
+
+def _codec_gbps(value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        msg = (
+            f"--codec-gbps {value:g}: must be a positive number of Gbit/s; leave it out for a free codec "
+            "(an upper bound on what compression gives)"
+        )
+        raise UsageError(msg)
+    return value
+
+
+def _target_sf(value: float | None) -> float | None:
+    if value is not None and not 0 < value <= 1:
+        raise UsageError(f"--target-sf {value:g}: a scaling factor must be in (0, 1], e.g. 0.9")
+    return value
 
 
 def choose_efficiency(

@@ -36,6 +36,39 @@ def _gbps(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+_IMPLAUSIBLE_MARK = " !"
+_IMPLAUSIBLE_NOTE = (
+    "!: faster than the link (or, without --link-gbps, than any link: 7,200 Gbit/s): implausible, "
+    "left out of the link utilisation"
+)
+
+
+def _busbw(row: dict[str, Any]) -> str:
+    """Return the bus bandwidth of a collective or batch, marked when it is faster than physics."""
+    return _gbps(row["busbw_gbps"]) + (_IMPLAUSIBLE_MARK if row.get("implausible") else "")
+
+
+def _matched_line(collectives: list[dict[str, Any]], traced: int) -> str:
+    """Say how many collectives were matched on every rank of their group, and on how many the others.
+
+    ``traced``: the ranks whose traces were given. A collective expected on more ranks than that
+    could not be matched on the others because their traces were not given.
+    """
+    complete = sum(1 for row in collectives if row["complete"])
+    if complete == len(collectives):
+        return f"{complete} matched on every rank of their group"
+    parts = [f"{complete} matched on every rank of their group"] if complete else []
+    partial: dict[tuple[int, int], int] = {}
+    for row in collectives:
+        if not row["complete"]:
+            key = (row["ranks"], row["expected_ranks"])
+            partial[key] = partial.get(key, 0) + 1
+    for (ranks, expected), count in sorted(partial.items(), key=lambda item: (-item[1], item[0])):
+        why = ": the other ranks' traces were not given" if expected > traced else ""
+        parts.append(f"{count} matched on {ranks} of {expected} ranks of their group{why}")
+    return "; ".join(parts)
+
+
 def _rank(value: int | None) -> str:
     return "-" if value is None else str(value)
 
@@ -110,10 +143,9 @@ def _render_collectives(report: dict[str, Any], console: Console, *, limit: int)
     link = report["link_gbps"]
     ranks = report["ranks"]
     groups = {row["group"] for row in collectives}
-    complete = sum(1 for row in collectives if row["complete"])
     console.print(
         f"[bold]timeline collectives[/bold]: {len(collectives)} logical collective(s) in "
-        f"{len(groups)} group(s) across {len(ranks)} rank(s); {complete} matched on every rank of their group"
+        f"{len(groups)} group(s) across {len(ranks)} rank(s); {_matched_line(collectives, len(ranks))}"
     )
     shown = collectives
     title = "Collectives across ranks"
@@ -153,12 +185,14 @@ def _render_collectives(report: dict[str, Any], console: Console, *, limit: int)
             format_ns(row["transfer_ns"]),
             format_ns(row["max_wait_ns"]),
             _rank(row["last_rank"]),
-            _gbps(row["busbw_gbps"]),
+            _busbw(row),
         ]
         if link is not None:
             cells.append(format_ratio(row["link_utilisation_ratio"]))
         table.add_row(*cells)
     console.print(table)
+    if any(row["implausible"] for row in shown):
+        console.print(_IMPLAUSIBLE_NOTE)
     _render_stragglers(report, console, limit=limit)
     _render_iterations(report, console)
 
@@ -242,6 +276,7 @@ def _render_horovod(horovod: dict[str, Any], console: Console, *, limit: int, li
         f"{format_ns(totals['span_ns'])} timeline; {format_bytes(totals['bytes'])} moved at algbw "
         f"{_gbps(totals['algbw_gbps'])} / busbw {_gbps(totals['busbw_gbps'])} Gbit/s"
         + ("" if link is None else f" = {format_ratio(totals['link_utilisation_ratio'])} of {link:g} Gbit/s")
+        + _left_out(horovod["batches"])
     )
     _render_batches(horovod["batches"], console, limit=limit, link=link)
     _render_tensors(horovod["tensors"], console, limit=limit)
@@ -249,6 +284,12 @@ def _render_horovod(horovod: dict[str, Any], console: Console, *, limit: int, li
     _render_attribution(horovod["attribution"], console)
     for line in horovod["limitations"]:
         console.print(f"needs more than the timeline: {line}")
+
+
+def _left_out(batches: list[dict[str, Any]]) -> str:
+    """Say how many fused batches the totals leave out as faster than physics."""
+    implausible = sum(1 for row in batches if row["implausible"])
+    return f" (without the {implausible} fused batch(es) faster than physics: !)" if implausible else ""
 
 
 def _render_batches(
@@ -269,12 +310,14 @@ def _render_batches(
                 format_bytes(row["bytes"]),
                 format_ns(row["wire_ns"]),
                 _gbps(row["algbw_gbps"]),
-                _gbps(row["busbw_gbps"]),
+                _busbw(row),
             ]
             if link is not None:
                 cells.append(format_ratio(row["link_utilisation_ratio"]))
             table.add_row(*cells)
         console.print(table)
+        if any(row["implausible"] for row in shown):
+            console.print(_IMPLAUSIBLE_NOTE)
 
 
 def _render_tensors(tensors: list[dict[str, Any]], console: Console, *, limit: int) -> None:

@@ -121,10 +121,15 @@ def _render_overlap(summary: dict[str, Any], console: Console) -> None:
                 str(row["calls"]),
                 str(row["ranks"]),
                 format_ns(row["dur_ns"]),
-                format_ns(row["exposed_ns"]),
-                format_ratio(row["exposed_ratio"]),
+                "unknown" if row["exposed_ns"] is None else format_ns(row["exposed_ns"]),
+                "unknown" if row["exposed_ns"] is None else format_ratio(row["exposed_ratio"]),
             )
         console.print(table)
+        if any(row["exposed_ns"] is None for row in top):
+            console.print(
+                "exposed unknown: a Horovod timeline has no compute events to hide communication under; "
+                "load the PyTorch profiler trace of the writer rank (rank 0) with it"
+            )
 
 
 def _iteration_table(iterations: list[dict[str, Any]]) -> Table:

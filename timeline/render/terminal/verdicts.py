@@ -34,7 +34,8 @@ def worst(verdict: Verdict) -> str:
 def render_table(report: CheckReport) -> str:
     """Return the PASS/FAIL table: one row per check with metric, value, limit and the worst sample.
 
-    Below the table, one line per check that did not pass says why.
+    Below the table, a ``warning:`` line per doubt about the verdicts (a baseline of another job),
+    then one line per check that did not pass says why.
     """
     header = ["STATUS", "CHECK", "METRIC", "VALUE", "LIMIT", "WORST (rank, iteration)"]
     rows = [
@@ -59,6 +60,8 @@ def render_table(report: CheckReport) -> str:
         return "  ".join(padded).rstrip()
 
     out = [f"timeline check: {headline(report)}", line(header), *(line(r) for r in rows)]
+    if report.warnings:
+        out += ["", *(f"warning: {w}" for w in report.warnings)]
     notes = [
         f"{LABELS[v.status]} {v.name}: {v.message}"
         for v in report.verdicts
