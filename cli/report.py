@@ -39,7 +39,7 @@ def _require_report_extra(command: str) -> None:
         if missing:
             fail(
                 f"timeline {command} needs the 'report' extra ({name} is not installed): "
-                "pip install 'timeline[report]' (in a source checkout: pip install -e '.[report]')"
+                "pip install 'timeline-comm[report]' (in a source checkout: pip install -e '.[report]')"
             )
 
 

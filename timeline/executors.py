@@ -6,7 +6,7 @@ the order of the items (the first failing item, in that order, raises its own ex
 one worker); :class:`RayExecutor` submits one Ray task per item to an existing Ray cluster
 (``address``) or to a Ray instance it starts on this machine (taking the first items itself while
 that instance starts). ``ray`` is an optional dependency
-(``pip install 'timeline[ray]'``), imported only when a :class:`RayExecutor` is created.
+(``pip install 'timeline-comm[ray]'``), imported only when a :class:`RayExecutor` is created.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def named_progress(
     return report
 
 
-RAY_MISSING = "--executor ray needs ray: pip install 'timeline[ray]'"
+RAY_MISSING = "--executor ray needs ray: pip install 'timeline-comm[ray]'"
 
 
 class Executor(Protocol):

@@ -227,3 +227,24 @@ def test_collectives_on_one_traced_rank_of_eight_says_so() -> None:
     assert {(c["ranks"], c["expected_ranks"], c["complete"]) for c in data["collectives"]} == {(1, 8, False)}
     every = run_timeline("collectives", PARAM)
     assert "8 matched on every rank of their group" in every.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("metric", "link"),
+    [("collective_busbw_gbps", None), ("collective_algbw_gbps", None), ("collective_link_utilisation_ratio", 100.0)],
+)
+def test_budgets_never_read_a_transfer_faster_than_physics(metric: str, link: float | None) -> None:
+    from timeline.budgets import evaluate_budgets, frames_from_overlap, parse_budgets
+
+    events = make_events(comm_rows())
+    overlap = compute_overlap(events)
+    frames = frames_from_overlap(overlap, label="physics", events=events)
+    document = {"budgets": [{"metric": metric, "aggregate": "max", "max": 1 if link else 10**9}]}
+    report = evaluate_budgets(parse_budgets(document, source="t.toml"), frames, link_gbps=link)
+    (verdict,) = report.verdicts
+    # Independently: the largest value among the transfers at or below the ceiling (the link, else 900 GB/s).
+    ceiling = 7_200.0 if link is None else link
+    kept = [(b, t) for b, t in TRANSFERS if busbw_gbps(b, t) <= min(ceiling, 7_200.0)]
+    largest = max(busbw_gbps(b, t) for b, t in kept)  # a 2-rank all-reduce: algbw = busbw
+    expected = largest / link if link is not None else largest
+    assert verdict.value == pytest.approx(expected)

@@ -35,7 +35,7 @@ def test_without_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     code, out, err = _invoke("--demo", "--out", str(tmp_path / "run"))
     assert code == 2
     assert out == ""
-    assert err == "error: timeline capture needs torch: pip install 'timeline[torch]'\n"
+    assert err == "error: timeline capture needs torch: pip install 'timeline-comm[torch]'\n"
     assert not (tmp_path / "run").exists()
 
 

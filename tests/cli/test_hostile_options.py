@@ -320,7 +320,7 @@ def test_the_report_without_bokeh_says_how_to_install_it(
     line = _one_error_line(result)
     assert line == (
         f"error: timeline {command} needs the 'report' extra (bokeh is not installed): pip install "
-        "'timeline[report]' (in a source checkout: pip install -e '.[report]')"
+        "'timeline-comm[report]' (in a source checkout: pip install -e '.[report]')"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
 

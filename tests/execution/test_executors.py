@@ -255,13 +255,13 @@ def test_missing_ray_is_one_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
         return None if name == "ray" else real(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    with pytest.raises(UsageError, match="pip install 'timeline\\[ray\\]'"):
+    with pytest.raises(UsageError, match="pip install 'timeline-comm\\[ray\\]'"):
         RayExecutor()
     result = CliRunner().invoke(app, ["analyze", str(PARAM), "--executor", "ray"])
     assert result.exit_code == 2
     assert (
         result.output.strip().splitlines()[-1]
-        == "error: --executor ray needs ray: pip install 'timeline[ray]'"
+        == "error: --executor ray needs ray: pip install 'timeline-comm[ray]'"
     )
 
 

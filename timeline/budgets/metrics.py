@@ -243,6 +243,20 @@ _iteration_metric("other_busy_ns", "memcpy/memset time outside communication and
 _iteration_metric("idle_ns", "time with nothing measured running", "ns")
 _iteration_metric("idle_ratio", "idle time over the step length", "ratio")
 
+
+def _plausible(value: pl.Expr, *, within_link: bool = False) -> pl.Expr:
+    """``value`` of a logical collective, null where its transfer cannot be physical.
+
+    ``implausible`` (:func:`timeline.analysis.collectives.match_collectives`): bus bandwidth above
+    the physical ceiling; ``within_link``: also above the budget's link (a ratio above 1), so a
+    budget never reads a transfer faster than physics as a measurement.
+    """
+    kept = pl.col("implausible").not_()
+    if within_link:
+        kept = kept & (pl.col("busbw_gbps") <= pl.col("link_gbps"))
+    return pl.when(kept).then(value)
+
+
 register_metric(
     Metric(
         "collective_dur_ns",
@@ -313,30 +327,33 @@ register_metric(
 register_metric(
     Metric(
         "collective_algbw_gbps",
-        "the algorithm bandwidth of one logical collective: its bytes over its transfer time",
+        "the algorithm bandwidth of one logical collective: its bytes over its transfer time (none where "
+        "implausible)",
         "Gbit/s",
         "logical_collectives",
-        expr=pl.col("algbw_gbps"),
+        expr=_plausible(pl.col("algbw_gbps")),
         better="higher",
     )
 )
 register_metric(
     Metric(
         "collective_busbw_gbps",
-        "the bus bandwidth of one logical collective (nccl-tests' factors), comparable with the link",
+        "the bus bandwidth of one logical collective (nccl-tests' factors), comparable with the link (none "
+        "where implausible)",
         "Gbit/s",
         "logical_collectives",
-        expr=pl.col("busbw_gbps"),
+        expr=_plausible(pl.col("busbw_gbps")),
         better="higher",
     )
 )
 register_metric(
     Metric(
         "collective_link_utilisation_ratio",
-        "the bus bandwidth of one logical collective over the link's bandwidth (link_gbps)",
+        "the bus bandwidth of one logical collective over the link's bandwidth (link_gbps; none above 1 or "
+        "where implausible)",
         "ratio",
         "logical_collectives",
-        expr=pl.col("busbw_gbps") / pl.col("link_gbps"),
+        expr=_plausible(pl.col("busbw_gbps") / pl.col("link_gbps"), within_link=True),
         better="higher",
         needs_link=True,
     )

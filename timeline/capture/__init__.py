@@ -1,7 +1,7 @@
 """Capture PyTorch-profiler traces that timeline can analyse, from inside a training loop.
 
 The one part of timeline that uses torch, and it imports torch only when capturing starts:
-importing this package works without torch (install it with ``pip install 'timeline[torch]'``).
+importing this package works without torch (install it with ``pip install 'timeline-comm[torch]'``).
 
 - :func:`capture` / :class:`Capture`: a scheduled profiler that writes
   ``rank<N>.<first>-<last>.pt.trace.json.gz`` per rank and a ``manifest.json``;

@@ -17,7 +17,7 @@ from timeline.errors import TimelineError
 
 __all__ = ["TORCH_MISSING_MESSAGE", "TorchMissingError", "import_torch", "require_torch"]
 
-TORCH_MISSING_MESSAGE = "timeline capture needs torch: pip install 'timeline[torch]'"
+TORCH_MISSING_MESSAGE = "timeline capture needs torch: pip install 'timeline-comm[torch]'"
 
 
 class TorchMissingError(TimelineError, ImportError):

@@ -451,7 +451,7 @@ def _timeline_version() -> str:
     if isinstance(version, str):
         return version
     try:
-        return metadata.version("timeline")
+        return metadata.version("timeline-comm")  # the distribution of the timeline package
     except metadata.PackageNotFoundError:
         return "unknown"
 
