@@ -231,7 +231,11 @@ def test_collectives_on_one_traced_rank_of_eight_says_so() -> None:
 
 @pytest.mark.parametrize(
     ("metric", "link"),
-    [("collective_busbw_gbps", None), ("collective_algbw_gbps", None), ("collective_link_utilisation_ratio", 100.0)],
+    [
+        ("collective_busbw_gbps", None),
+        ("collective_algbw_gbps", None),
+        ("collective_link_utilisation_ratio", 100.0),
+    ],
 )
 def test_budgets_never_read_a_transfer_faster_than_physics(metric: str, link: float | None) -> None:
     from timeline.budgets import evaluate_budgets, frames_from_overlap, parse_budgets
