@@ -1,4 +1,5 @@
-"""Golden outputs: the commands print byte for byte what they printed at commit fb33636.
+"""Golden outputs: the commands print byte for byte what they printed at commit f18c1b2
+(issue #19's deliberate changes included; before it, fb33636).
 
 Each file of ``tests/cli/golden/cases/`` is one case, made by ``tests/cli/golden/regenerate.py``
 (see its docstring; never run by the tests) from the CLI of a git revision run in a subprocess: the
@@ -50,129 +51,7 @@ MADE_IN = {"<REPO>": "/work/main", "<SHARED>": "/work/shared"}
 CASES = Path(__file__).resolve().parent / "golden" / "cases"
 OUT = "{out}"  # placeholder, in a case's arguments, of the folder it writes its files into
 
-_ONLY_FILE = "#19: the only input file, naming no rank, is read as rank 0 with a warning (was: no rank error)"
-# Issue #19, results that cannot be physical or are unknown: the inputs whose cases changed, by reason.
-_H5_HOROVOD = (
-    "horovod.alcf_workshop__timeline_cpu_n1",
-    "horovod.alcf_workshop__timeline_gpu_n1",
-    "horovod.andrewor14_tf-logs__horovod_timeline__e2205b98",
-    "horovod.dexhunter.15gpu__15gpu-2dmesh",
-    "horovod.dexhunter.15gpu__15gpu-mpi",
-    "horovod.dexhunter.15gpu__15gpu-nccl",
-    "horovod.dexhunter.32gpu__100g-32-2dmesh",
-    "horovod.dexhunter.32gpu__100g-32-2dmesh-2",
-    "horovod.dexhunter.32gpu__100g-32-2dmesh-4",
-    "horovod.dexhunter.32gpu__100g-32-h",
-    "horovod.dexhunter.32gpu__100g-32-h-4",
-    "horovod.dexhunter.32gpu__100g-32-mpi",
-    "horovod.dexhunter.32gpu__100g-32-nccl-slow",
-    "horovod.dexhunter.32gpu__100g-32-ncclonly-2",
-    "horovod.dexhunter.32gpu__100g-32-newnccl",
-    "horovod.dexhunter.32gpu__10g-32-2dmesh-3",
-    "horovod.dexhunter.32gpu__10g-32-2dmesh-5",
-    "horovod.dexhunter.32gpu__10g-32-h-2",
-    "horovod.dexhunter.32gpu__10g-32-h-5",
-    "horovod.dexhunter.32gpu__10g-32-mpi-2",
-    "horovod.dexhunter.32gpu__10g-32-nccl",
-    "horovod.dexhunter.32gpu__10g-32-nccl-only",
-    "horovod.dexhunter.32gpu__10g-32-newnccl-2",
-    "horovod.dexhunter.32gpu__32-nccl-only",
-    "horovod.dexhunter.32gpu__logs__100g-mpi-fast",
-    "horovod.dexhunter.32gpu__logs__100g-mpi-slow",
-    "horovod.dexhunter.32gpu__logs__100g-nccl-only",
-    "horovod.dexhunter.32gpu__logs__100g__mpi-fast",
-    "horovod.dexhunter.32gpu__logs__100g__mpi-slow",
-    "horovod.dexhunter.32gpu__logs__100g__nccl-slow",
-    "horovod.dexhunter.32gpu__logs__10g-mpi-only",
-    "horovod.dexhunter.32gpu__logs__10g-nccl-fast",
-    "horovod.dexhunter.32gpu__logs__10g-nccl-slow",
-    "horovod.dexhunter.32gpu__logs__10g__mpi-only",
-    "horovod.dexhunter.32gpu__logs__10g__nccl-only",
-    "sample.horovod.horovod_v015",
-    "sample.horovod.horovod_v016",
-    "sample.horovod.horovod_v016_cut",
-    "sample.horovod.horovod_v021",
-    "sample.horovod.horovod_v021_open",
-)
-_H5_MATCHED = (
-    *_H5_HOROVOD,
-    "kineto.hta_df_index_resolver",
-    "kineto.hta_nccl_parser_config",
-    "kineto.hta_negative_queue_length",
-    "kineto.hta_trace_diff.control",
-    "kineto.hta_trace_diff.test",
-    "kineto.hta_trace_filter_2rank",
-    "kineto.param_dlrm_8rank",
-    "sample.ddp_gloo",
-    "sample.ddp_gloo_4rank",
-    "sample.ddp_gloo_markers",
-)
-_H5_COLLECTIVES = (
-    "horovod.dexhunter.32gpu__10g-32-2dmesh-3",
-    "horovod.dexhunter.32gpu__10g-32-2dmesh-5",
-    "kineto.hta_df_index_resolver",
-    "kineto.hta_nccl_parser_config",
-    "kineto.hta_negative_queue_length",
-    "kineto.hta_trace_diff.control",
-    "kineto.hta_trace_diff.test",
-    "kineto.hta_trace_filter_2rank",
-)
-_H5_ONE_OF_TWO = "#19: warning: collectives matched on 1 of 2 ranks of their group (one rank traced)"
-_H5_ISSUE_19: dict[str, str] = {
-    **{
-        f"{command}--{case}": "#19: Horovod exposure unknown (null, 'unknown'), not 0 ns; a hierarchical "
-        "all-reduce is 1 call"
-        for command in ("analyze", "analyze-json")
-        for case in _H5_HOROVOD
-    },
-    **{
-        f"collectives-json--{case}": "#19: `implausible` per collective and fused batch; `expected_ranks` "
-        "counts the group's size and the world size"
-        for case in _H5_MATCHED
-    },
-    **{
-        f"check-json--{case}": "#19: check --json gains `warnings` (a baseline of another job)"
-        for case in (
-            *_H5_MATCHED,
-            "horovod.smdebug__horovod_timeline_small",
-            "kineto.hta_ns_resolution",
-            "kineto.kineto_tb_plugin_resnet50_torch19",
-        )
-    },
-    **{
-        f"collectives--{case}": "#19: collectives on fewer ranks than their group say so; `!` marks "
-        "transfers faster than physics"
-        for case in _H5_COLLECTIVES
-    },
-    "check--kineto.hta_nccl_parser_config": _H5_ONE_OF_TWO,
-    "check-files--kineto.hta_nccl_parser_config": _H5_ONE_OF_TWO,
-    **{
-        f"report-data--{case}": "#19: the matched collectives gain `implausible`"
-        for case in (
-            "kineto.hta_trace_filter_2rank",
-            "kineto.param_dlrm_8rank",
-            "sample.ddp_gloo",
-            "sample.ddp_gloo_4rank",
-            "sample.ddp_gloo_markers",
-        )
-    },
-}
-CHANGED_BY_ISSUE: dict[str, str] = {
-    **_H5_ISSUE_19,
-    "analyze--kineto.hta_amd_mi250": _ONLY_FILE,
-    "analyze-json--kineto.hta_amd_mi250": _ONLY_FILE,
-    "check--kineto.hta_amd_mi250": _ONLY_FILE,
-    "check-files--kineto.hta_amd_mi250": _ONLY_FILE,
-    "check-json--kineto.hta_amd_mi250": _ONLY_FILE,
-    "check-pass--kineto.hta_amd_mi250": _ONLY_FILE,
-    "collectives--kineto.hta_amd_mi250": _ONLY_FILE,
-    "collectives-json--kineto.hta_amd_mi250": _ONLY_FILE,
-    "report-data--kineto.hta_amd_mi250": _ONLY_FILE,
-    "whatif--kineto.hta_amd_mi250": _ONLY_FILE,
-    "whatif-bandwidth--kineto.hta_amd_mi250": _ONLY_FILE,
-    "whatif-bandwidth-json--kineto.hta_amd_mi250": _ONLY_FILE,
-    "whatif-json--kineto.hta_amd_mi250": _ONLY_FILE,
-}
+CHANGED_BY_ISSUE: dict[str, str] = {}
 """Case id → the issue that changed its output on purpose and why; those cases are skipped."""
 
 # The environment the goldens were made with (regenerate.py); None removes a variable.
