@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -25,6 +25,9 @@ from cli.options import (
     RayAddressOption,
 )
 from timeline.errors import UsageError, shown
+
+if TYPE_CHECKING:
+    from timeline.execution.session import Inputs
 
 __all__ = ["check_command"]
 
@@ -68,6 +71,21 @@ def check_command(
             show_default=False,
         ),
     ] = None,
+    init: Annotated[
+        bool,
+        typer.Option(
+            "--init",
+            help="Write starter budgets from this run instead of checking it: ./timeline.toml, or --budget "
+            "FILE; limits at the run's worst iteration plus a margin from its spread (docs/ci.md).",
+        ),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="With --init: replace a budget file an earlier --init wrote (nothing else is replaced).",
+        ),
+    ] = False,
     link_gbps: LinkOption = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
@@ -84,6 +102,26 @@ def check_command(
     """
     if json_output and (github or markdown == "-"):
         fail("--json prints JSON on stdout; it cannot be combined with --github or --markdown -")
+    if force and not init:
+        fail("--force applies to --init only (it lets --init replace a starter budget file)")
+    if init:
+        used = {
+            "--baseline": bool(baseline),
+            "--json": json_output,
+            "--junit": junit is not None,
+            "--github": github,
+            "--markdown": markdown is not None,
+            "--link-gbps": link_gbps is not None,
+        }
+        extra = [name for name, given in used.items() if given]
+        if extra:
+            fail(
+                f"--init writes a budget file and checks nothing; leave out {', '.join(extra)}, then run "
+                "timeline check without --init to check a run"
+            )
+        with user_errors():
+            inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+        _init(budget, force, inputs)
     with user_errors():
         from timeline.analysis.links import parse_link_gbps
         from timeline.budgets import check_links, evaluate_budgets, find_budget_file, read_budget_file
@@ -137,6 +175,36 @@ def check_command(
 
         typer.echo(render_github(report), nl=False)
     raise typer.Exit(report.exit_code)
+
+
+def _init(budget: Path | None, force: bool, inputs: Inputs) -> NoReturn:
+    """Write starter budgets derived from a run (``--init``) and exit 0."""
+    with user_errors():
+        from timeline import __version__
+        from timeline.budgets.frames import read_run
+        from timeline.budgets.starter import (
+            check_starter_target,
+            render_starter,
+            starter_budgets,
+            write_starter,
+        )
+
+        target = budget if budget is not None else Path("timeline.toml")
+        check_starter_target(target, force=force)  # before the run is read: fail at once
+        with loading() as (progress, warn):
+            run = read_run(inputs, match=False, progress=progress, warn=warn)
+        starter = starter_budgets(run)
+        write_starter(target, render_starter(starter, version=__version__), force=force)
+    left_out = len(starter.budgets) - len(starter.written)
+    note = f" ({left_out} left out: see the file's comments)" if left_out else ""
+    count = len(starter.written)
+    budgets = f"{count} starter budget{'s' if count != 1 else ''}"
+    typer.echo(
+        f"wrote {budgets} to {shown(target)}{note}; check a run with: "
+        f"timeline check PATH...{'' if budget is None else ' --budget ' + shown(target)}",
+        err=True,
+    )
+    raise typer.Exit(0)
 
 
 def _write(path: Path, text: str) -> None:

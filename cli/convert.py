@@ -1,9 +1,13 @@
-"""``timeline convert``: write the canonical events of traces as one Parquet file, or a dataset by rank."""
+"""``timeline convert``: write the canonical events of traces as Parquet, or as Trace Event Format JSON.
+
+Parquet: one file, or a dataset by rank. JSON (``--to perfetto``): one file that Perfetto UI and
+chrome://tracing open.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -17,8 +21,21 @@ def convert_command(
     paths: PathsArgument,
     output: Annotated[
         Path,
-        typer.Option("-o", "--output", help="The Parquet file to write, or the dataset directory."),
+        typer.Option(
+            "-o",
+            "--output",
+            help="The Parquet file to write, the dataset directory, or the JSON file (--to perfetto).",
+        ),
     ],
+    to: Annotated[
+        Literal["parquet", "perfetto", "chrome"],
+        typer.Option(
+            "--to",
+            help="What to write: 'parquet' (the canonical events), or 'perfetto' (a synonym: 'chrome'): one "
+            "Trace Event Format JSON file that Perfetto UI and chrome://tracing open, with tracks of the "
+            "iterations and of the exposed and hidden communication of each rank.",
+        ),
+    ] = "parquet",
     force: Annotated[
         bool,
         typer.Option(
@@ -42,6 +59,8 @@ def convert_command(
 ) -> None:
     """Write the canonical events frame of traces as Parquet; every command reads it back.
 
+    With --to perfetto: a Trace Event Format JSON file for Perfetto UI and chrome://tracing.
+
     Exit codes: 0 success, 2 bad input.
     """
     with user_errors():
@@ -52,6 +71,13 @@ def convert_command(
         target = output.resolve()
         if target in inputs:
             fail(f"{output}: is one of the inputs; choose another output file (inputs are never modified)")
+        if to != "parquet":
+            if partition_by_rank:
+                fail(f"--partition-by-rank: writes Parquet only, not --to {to}; drop one of the two options")
+            if not output.parent.exists():
+                fail(f"{output.parent}: no such directory")
+            _write_perfetto(paths, output, force, rank, rank_regex, comm_kernel, include_python)
+            return
         dataset = partition_by_rank or output.suffix == "" or output.is_dir()
         # before loading: an output that cannot be written fails at once
         check_output(output, dataset=dataset, force=force)
@@ -93,5 +119,33 @@ def _write_dataset(
     typer.echo(
         f"wrote {written.events:,} events of {len(written.ranks)} rank(s) to {output} "
         f"(a Parquet dataset partitioned by rank)",
+        err=True,
+    )
+
+
+def _write_perfetto(
+    paths: list[str],
+    output: Path,
+    force: bool,
+    rank: int | None,
+    rank_regex: str | None,
+    comm_kernel: list[str] | None,
+    include_python: bool,
+) -> None:
+    """Write the events, iterations and exposed and hidden communication as Trace Event Format JSON."""
+    from timeline.analysis.iterations import assign_iterations
+    from timeline.analysis.overlap import comm_intervals
+    from timeline.execution.dataset import check_file_output, write_file
+    from timeline.render.perfetto import is_perfetto_export, render_perfetto
+
+    kind = "a trace written by timeline convert --to perfetto"
+    check_file_output(output, force=force, recognise=is_perfetto_export, kind=kind)
+    trace = load(inputs_of(paths, rank, rank_regex, comm_kernel, include_python))
+    events = trace.events
+    document = render_perfetto(events, windows=assign_iterations(events), comm=comm_intervals(events))
+    write_file(document, output, force=force, recognise=is_perfetto_export, kind=kind)
+    typer.echo(
+        f"wrote {events.height:,} events of {len(trace.ranks)} rank(s) and timeline's tracks to {output} "
+        "(Trace Event Format JSON: open it in Perfetto UI or chrome://tracing)",
         err=True,
     )

@@ -63,10 +63,15 @@ def _announce(listening: Listening, *, host: str, origins: bool) -> None:
 
 
 def _prepare(trace: Trace) -> ReportData:
+    """Return the report's data: the Gantt's, and the what-if sweep of its "What-if" tab."""
+    from dataclasses import replace
+
     from timeline.analysis.overlap import compute_overlap
     from timeline.report.data import prepare_report_data
+    from timeline.report.whatif_view import whatif_sweep
 
-    return prepare_report_data(trace.events, compute_overlap(trace.events))
+    data = prepare_report_data(trace.events, compute_overlap(trace.events))
+    return replace(data, whatif=whatif_sweep(trace))
 
 
 _DEFAULT_HOST = "127.0.0.1"

@@ -53,11 +53,13 @@ CompressionOption = Annotated[
     typer.Option("--compression", "-c", help="Gradient compression ratios, comma-separated (1,2,5)."),
 ]
 BucketsOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--buckets",
         help="Gradient bucketing, comma-separated: measured, ddp:<cap MiB>[:<first MiB>], "
-        "fusion:<MiB>[:<cycle ms>] (Horovod). Rebuilt from the gradient-ready times.",
+        "fusion:<MiB>[:<cycle ms>] (Horovod). Rebuilt from the gradient-ready times. Default: measured "
+        "(a trace), fusion:64:5 (a .bk.log backward profile).",
+        show_default=False,
     ),
 ]
 EfficiencyOption = Annotated[
@@ -103,6 +105,24 @@ TargetSfOption = Annotated[
         show_default=False,
     ),
 ]
+SingleStepMsOption = Annotated[
+    float | None,
+    typer.Option(
+        "--single-step-ms",
+        help="With a seed backward profile (.bk.log): the one-GPU iteration time in ms (T_single); needed.",
+        show_default=False,
+    ),
+]
+VectorAddCostOption = Annotated[
+    str | None,
+    typer.Option(
+        "--vector-add-cost",
+        help="With a seed backward profile (.bk.log): the GPU vector-add cost table (rows bytes,seconds); "
+        "default: cuda_vec_add.log one folder above the profile's, else reductions count as free (a note "
+        "says so).",
+        show_default=False,
+    ),
+]
 IterationOption = Annotated[
     list[int] | None,
     typer.Option(
@@ -116,7 +136,7 @@ def whatif_command(
     bandwidth: BandwidthOption = None,
     world_size: WorldSizeOption = None,
     compression: CompressionOption = "1",
-    buckets: BucketsOption = "measured",
+    buckets: BucketsOption = None,
     efficiency: EfficiencyOption = None,
     link_gbps: LinkGbpsOption = None,
     latency: LatencyOption = "0",
@@ -124,6 +144,8 @@ def whatif_command(
     codec_gbps: CodecGbpsOption = None,
     target_sf: TargetSfOption = None,
     iteration: IterationOption = None,
+    single_step_ms: SingleStepMsOption = None,
+    vector_add_cost: VectorAddCostOption = None,
     json_output: JsonOption = False,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
@@ -136,21 +158,58 @@ def whatif_command(
 
     Replays the run's dependency graph (compute, gradient-ready times, collectives, waits) with
     other link bandwidths, world sizes, bucket sizes and compression ratios; first checks that the
-    measured conditions reproduce the measured iteration time (self-replay error).
+    measured conditions reproduce the measured iteration time (self-replay error). A seed paper
+    backward profile (PROFILE.bk.log, with --single-step-ms) runs the paper's simulator instead.
 
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
     """
+    from timeline.whatif.seed import is_backward_profile
+
+    if any(is_backward_profile(path) for path in paths):
+        trace_options = {
+            "--efficiency": efficiency,
+            "--link-gbps": link_gbps,
+            "--iteration": iteration,
+            "--rank": rank,
+            "--rank-regex": rank_regex,
+            "--comm-kernel": comm_kernel,
+            "--include-python": include_python or None,
+            "--executor": executor,
+            "--ray-address": ray_address,
+        }
+        given = [option for option, value in trace_options.items() if value is not None]
+        with user_errors():
+            _seed_whatif(
+                paths,
+                given,
+                single_step_ms=single_step_ms,
+                vector_add_cost=vector_add_cost,
+                bandwidth=bandwidth,
+                world_size=world_size,
+                compression=compression,
+                buckets=buckets,
+                algorithm=algorithm,
+                latency=latency,
+                codec_gbps=codec_gbps,
+                target_sf=target_sf,
+                json_output=json_output,
+            )
+        return
     with user_errors():
         from timeline.analysis.links import parse_link_gbps
+        from timeline.errors import UsageError
         from timeline.results.whatif import build_whatif_report
         from timeline.whatif.settings import choose_efficiency, parse_settings
 
+        for option, value in (("--single-step-ms", single_step_ms), ("--vector-add-cost", vector_add_cost)):
+            if value is not None:
+                raise UsageError(f"{option}: applies to a seed backward profile (PROFILE.bk.log) only")
         settings = parse_settings(
             bandwidth=bandwidth,
             world_size=world_size,
             compression=compression,
-            buckets=buckets,
+            buckets=buckets if buckets is not None else "measured",
             algorithm=algorithm,
             latency=latency,
             codec_gbps=codec_gbps,
@@ -192,3 +251,72 @@ def whatif_command(
     from timeline.render.terminal.whatif import render_whatif_report
 
     render_whatif_report(report, console(150))
+
+
+def _seed_whatif(
+    paths: list[str],
+    given: list[str],
+    *,
+    single_step_ms: float | None,
+    vector_add_cost: str | None,
+    json_output: bool,
+    bandwidth: str | None,
+    world_size: str | None,
+    compression: str,
+    buckets: str | None,
+    algorithm: str,
+    latency: str,
+    codec_gbps: float | None,
+    target_sf: float | None,
+) -> None:
+    """Run the seed paper's simulator on one backward profile and print its report."""
+    from timeline.errors import UsageError
+    from timeline.results.whatif import build_seed_report
+    from timeline.whatif.seed import (
+        FREE_ADDS,
+        find_vector_add_cost,
+        read_backward_profile,
+        read_vector_add_cost,
+        seed_grid,
+    )
+    from timeline.whatif.settings import parse_settings
+
+    if len(paths) != 1:
+        raise UsageError(f"{', '.join(paths)}: give one backward profile (.bk.log) alone, without traces")
+    if given:
+        raise UsageError(f"{given[0]}: applies to traces, not to a seed backward profile (.bk.log)")
+    settings = parse_settings(
+        bandwidth=bandwidth,
+        world_size=world_size,
+        compression=compression,
+        buckets=buckets if buckets is not None else "fusion:64:5",
+        algorithm=algorithm,
+        latency=latency,
+        codec_gbps=codec_gbps,
+        target_sf=target_sf,
+    )
+    grid = seed_grid(settings, single_step_ms=single_step_ms)
+    profile = read_backward_profile(paths[0])
+    table = vector_add_cost if vector_add_cost is not None else find_vector_add_cost(paths[0])
+    add_cost = read_vector_add_cost(table) if table is not None else FREE_ADDS
+    report = build_seed_report(
+        profile,
+        source=paths[0],
+        single_s=grid.single_s,
+        bandwidths=grid.bandwidths_gbps,
+        world_sizes=grid.world_sizes,
+        compressions=grid.compressions,
+        buckets=grid.buckets,
+        add_cost=add_cost,
+        add_cost_source=str(table) if table is not None else None,
+    )
+    for note in report["notes"]:
+        typer.echo(f"note: {note}", err=True)
+    if json_output:
+        from timeline.render.json import render_json
+
+        typer.echo(render_json(report))
+        return
+    from timeline.render.terminal.whatif import render_seed_report
+
+    render_seed_report(report, console(150))

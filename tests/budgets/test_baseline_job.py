@@ -8,6 +8,7 @@ GitHub annotations and the JSON.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,10 +19,11 @@ from typing import Any
 
 import msgspec
 import polars as pl
+import pytest
 import xmlschema
 
 from tests.budgets.runs import run_events
-from tests.builders import PARAM, REPO, cpu, make_events, step
+from tests.builders import PARAM, REPO, TRACES, cpu, make_events, run_timeline, step
 from timeline.analysis.overlap import compute_overlap
 from timeline.budgets import CheckReport, MetricFrames, evaluate_budgets, frames_from_overlap, parse_budgets
 from timeline.render.github import render_github
@@ -186,3 +188,23 @@ def test_github_annotation_on_the_command_line(tmp_path: Path) -> None:
         line.startswith("::warning title=timeline check::the baseline looks like another job")
         for line in result.stdout.splitlines()
     )
+
+
+def test_busbw_budgets_of_a_partial_run_use_the_job_world_size(tmp_path: Path) -> None:
+    """One traced rank of an 8-rank job: busbw from the job's world size, as `collectives` gives it.
+
+    Before, `check` matched without the world size: busbw 0.
+    """
+    trace = TRACES / "kineto" / "hta_trace_diff" / "control.json.gz"
+    collectives = run_timeline("collectives", trace, "--json")
+    assert collectives.returncode == 0, collectives.stderr
+    largest = max(
+        c["busbw_gbps"] for c in json.loads(collectives.stdout)["collectives"] if not c["implausible"]
+    )
+    assert largest > 0
+    budget = tmp_path / "budget.toml"
+    budget.write_text('[[budgets]]\nmetric = "collective_busbw_gbps"\naggregate = "max"\nmin = 0\n')
+    result = run_timeline("check", trace, "--budget", budget, "--json")
+    assert result.returncode == 0, result.stderr
+    [verdict] = json.loads(result.stdout)["verdicts"]
+    assert verdict["value"] == pytest.approx(largest)

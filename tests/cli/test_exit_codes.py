@@ -40,6 +40,7 @@ PASS_BUDGET = REPO / "tests" / "cli" / "golden" / "budget-pass.toml"
 COMMANDS: dict[str, list[str]] = {
     "analyze": [str(GLOO)],
     "collectives": [str(GLOO)],
+    "diff": [str(GLOO), str(GLOO)],
     "whatif": [str(GLOO)],
     "check": [str(GLOO), "--budget", str(PASS_BUDGET)],
     "convert": [str(GLOO / "rank0.2-4.pt.trace.json.gz"), "-o", "{out}/out.parquet"],
@@ -52,6 +53,7 @@ COMMANDS: dict[str, list[str]] = {
 FIRST_CALL: dict[str, tuple[str, str]] = {
     "analyze": ("timeline.execution.session", "analyze_inputs"),
     "collectives": ("timeline.execution.session", "analyze_inputs"),
+    "diff": ("timeline.execution.session", "analyze_inputs"),
     "whatif": ("timeline.execution.session", "graph_inputs"),
     "check": ("timeline.budgets.frames", "read_run"),
     "convert": ("timeline.execution.session.Inputs", "load"),

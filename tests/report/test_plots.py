@@ -33,7 +33,7 @@ from timeline.report.gantt import build_gantt, lane_factors  # noqa: E402
 PARAM = TRACES / "kineto" / "param_dlrm_8rank"
 GLOO = REPO / "sample_traces" / "ddp_gloo_4rank"
 COLUMNS = {"y", "left", "right", "style", "name", "collective", "count", "dur_us", "exposed_us", "bytes"}
-COLUMNS |= {"rank", "alpha"}
+COLUMNS |= {"rank", "height"}
 
 
 def _prepare(path: Path) -> ReportData:

@@ -46,6 +46,7 @@ def test_json_sweep() -> None:
         "self_replay",
         "scenarios",
         "targets",
+        "notes",
         "warnings",
     } == set(report)
     assert report["ranks"] == [0, 1]
@@ -136,10 +137,11 @@ def test_bad_options(args: list[str], message: str) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_horovod_timeline_alone_is_refused() -> None:
+def test_horovod_timeline_alone_is_replayed_with_notes() -> None:
+    """Refused before #22; now replayed with a derived compute (tests/whatif/test_horovod_whatif.py)."""
     result = run_timeline("whatif", TRACES / "horovod" / "alcf_workshop__timeline_gpu_n1.json")
-    assert result.returncode == 2
-    assert "needs compute events" in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert "note: no all-reduce in the timeline" in result.stdout
 
 
 def test_parse_bandwidths() -> None:

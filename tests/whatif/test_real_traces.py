@@ -74,10 +74,14 @@ def test_scaling_factor_grows_with_bandwidth_and_shrinks_with_world_size() -> No
     assert replay(graph, scenario=Scenario(buckets=MEASURED)).error_ratio == 0
 
 
-def test_a_horovod_timeline_alone_cannot_be_replayed() -> None:
+def test_a_horovod_timeline_alone_is_not_built_from_parts() -> None:
+    """Built in memory (#22: tests/whatif/test_horovod_whatif.py); rank-by-rank parts hold no spans."""
+    from timeline.whatif.graph import combine_graph_parts, graph_parts
+
     path = TRACES / "horovod" / "alcf_workshop__timeline_gpu_n1.json"
-    with pytest.raises(TraceContentError, match="needs compute events"):
-        trace_graph(load(path))
+    assert trace_graph(load(path)).modes == {0: "horovod"}
+    with pytest.raises(TraceContentError, match="derived from a Horovod timeline loaded alone in memory"):
+        combine_graph_parts([graph_parts(load(path).events)])
 
 
 def test_prediction_frames_follow_their_schemas() -> None:

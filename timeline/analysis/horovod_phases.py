@@ -18,8 +18,10 @@ records become rows) and gives:
 
 With the PyTorch profiler trace of the writer rank loaded beside the timeline (both on the wall
 clock: Horovod ≥ 0.20.1 writes epoch µs), :func:`attribute_horovod_phases` sets every Horovod phase
-against that rank's compute, so exposed vs hidden communication applies to Horovod jobs. Every
-figure is defined in ``docs/collectives.md``.
+against that rank's compute, so exposed vs hidden communication applies to Horovod jobs, and
+:func:`horovod_wire_sets` gives the wire phases the overlap analysis (``analyze``, budgets, the
+report) counts as that rank's communication (``docs/horovod.md``). Every figure is defined in
+``docs/collectives.md``.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ __all__ = [
     "compute_tensor_phases",
     "continued_wire_phases",
     "horovod_limitations",
+    "horovod_wire_sets",
     "horovod_world_size",
 ]
 
@@ -134,6 +137,65 @@ def horovod_world_size(events: pl.DataFrame) -> int | None:
     """Return one more than the highest rank in the readiness ticks, or None without ticks."""
     highest = _ticks(_horovod(events)).select(pl.col("rank").max()).item()
     return None if highest is None else int(highest) + 1
+
+
+def horovod_wire_sets(events: pl.DataFrame, modes: pl.DataFrame) -> tuple[pl.DataFrame, tuple[str, ...]]:
+    """Return the Horovod wire phases of ranks that have a profiler trace, as ``comm`` intervals.
+
+    A Horovod timeline beside the PyTorch profiler trace of the rank that wrote it (both on the
+    wall clock: Horovod ≥ 0.20.1 writes epoch µs, the profiler ``baseTimeNanoseconds``) gives that
+    rank communication its profiler trace lacks (Horovod's gloo and MPI transfers run on its own
+    background thread, outside the profiler). Its wire phases (``kind`` communication: the
+    ``NCCL_*``/``MPI_*``/``GLOO_*`` spans) join the rank's ``comm`` set, so the overlap analysis
+    measures them against the rank's compute. Fused tensors repeat the same spans: the analysis
+    takes the union, so each counts once. A timeline whose spans do not overlap the rank's profiler
+    trace in time (another run, or a clock other than the wall clock) is left out, with a warning.
+
+    Parameters
+    ----------
+    events
+        The canonical events frame.
+    modes
+        :func:`~timeline.analysis.iterations.rank_modes` of ``events``.
+
+    Returns
+    -------
+    tuple[pl.DataFrame, tuple[str, ...]]
+        The intervals (columns ``event``, ``rank``, ``set``, ``start_ns``, ``end_ns``, as
+        :func:`~timeline.analysis.iterations.activity_sets`), and one warning per rank left out.
+    """
+    indexed = events.select("rank", "source", "kind", "pid", "start_ns", "end_ns").with_row_index("event")
+    profiled = modes.filter(pl.col("mode").is_in(["gpu", "cpu"])).select("rank")
+    wire = indexed.filter(
+        (pl.col("source") == "horovod") & (pl.col("kind") == "communication") & pl.col("pid").is_not_null()
+    ).join(profiled, on="rank", how="semi")
+    columns = ("event", "rank", "set", "start_ns", "end_ns")
+    wire = wire.with_columns(set=pl.lit("comm")).select(columns)
+    if wire.height == 0:
+        return wire, ()
+    profile = (
+        indexed.filter((pl.col("source") == "kineto") & (pl.col("kind") != "instant"))
+        .group_by("rank")
+        .agg(_k_lo=pl.col("start_ns").min(), _k_hi=pl.col("end_ns").max())
+    )
+    extent = wire.group_by("rank").agg(_h_lo=pl.col("start_ns").min(), _h_hi=pl.col("end_ns").max())
+    apart = (
+        extent.join(profile, on="rank", how="left")
+        .filter(
+            pl.col("_k_lo").is_null()
+            | (pl.col("_h_hi") <= pl.col("_k_lo"))
+            | (pl.col("_k_hi") <= pl.col("_h_lo"))
+        )
+        .get_column("rank")
+        .sort()
+    )
+    warnings = tuple(
+        f"the Horovod timeline and rank {rank}'s profiler trace do not overlap in wall-clock time, so "
+        f"its wire phases were left out of rank {rank}'s exposed and hidden communication: load the "
+        "timeline and the profiler trace of one run, recorded with Horovod ≥ 0.20.1 (wall-clock times)"
+        for rank in apart.to_list()
+    )
+    return wire.filter(~pl.col("rank").is_in(apart.implode())), warnings
 
 
 def _ticks(horovod: pl.DataFrame) -> pl.DataFrame:

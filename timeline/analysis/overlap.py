@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from timeline.analysis.horovod_phases import horovod_wire_sets
 from timeline.analysis.intervals import (
     Formula,
     covered_length,
@@ -34,6 +35,7 @@ from timeline.analysis.intervals import (
     sweep_intervals,
 )
 from timeline.analysis.iterations import _assign_iterations, activity_sets, rank_modes
+from timeline.analysis.schemas import COMM_INTERVALS_SCHEMA
 from timeline.schema import (
     COLLECTIVE_EXPOSURE_SCHEMA,
     ITERATION_OVERLAP_SCHEMA,
@@ -43,6 +45,7 @@ from timeline.schema import (
 
 __all__ = [
     "Overlap",
+    "comm_intervals",
     "compute_collective_exposure",
     "compute_iteration_overlap",
     "compute_overlap",
@@ -80,12 +83,16 @@ class Overlap:
         One row per communication event (:data:`COLLECTIVE_EXPOSURE_SCHEMA`).
     windows
         The iteration windows used (:data:`timeline.schema.ITERATIONS_SCHEMA`).
+    warnings
+        Inputs the analysis left out, one line each (a Horovod timeline not on the clock of its
+        writer's profiler trace: :func:`~timeline.analysis.horovod_phases.horovod_wire_sets`).
     """
 
     ranks: pl.DataFrame
     iterations: pl.DataFrame
     collectives: pl.DataFrame
     windows: pl.DataFrame
+    warnings: tuple[str, ...] = ()
 
 
 def _finish(measured: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
@@ -115,6 +122,21 @@ def _finish(measured: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _measured_sets(
+    events: pl.DataFrame, modes: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, tuple[str, ...]]:
+    """Return the profiler's activity sets, those plus Horovod's wire phases merged, and warnings.
+
+    A rank with both a profiler trace and the Horovod timeline it wrote measures Horovod's wire
+    phases as communication (:func:`~timeline.analysis.horovod_phases.horovod_wire_sets`).
+    """
+    sets = activity_sets(events, modes)
+    wire, warnings = horovod_wire_sets(events, modes)
+    if wire.height == 0:
+        return sets, sets, warnings
+    return sets, pl.concat([sets, wire.select(sets.columns)], how="vertical_relaxed"), warnings
+
+
 def _zeros() -> list[pl.Expr]:
     return [pl.col(name).fill_null(0) for name in _FORMULAS]
 
@@ -136,7 +158,7 @@ def compute_rank_overlap(events: pl.DataFrame) -> pl.DataFrame:
         :data:`timeline.schema.RANK_OVERLAP_SCHEMA`, one row per rank, sorted by rank.
     """
     modes = rank_modes(events)
-    sets = activity_sets(events, modes)
+    _, sets, _ = _measured_sets(events, modes)
     return _rank_overlap(modes, sets, _sweep(sets))
 
 
@@ -176,9 +198,9 @@ def compute_iteration_overlap(events: pl.DataFrame, *, windows: pl.DataFrame | N
         :data:`timeline.schema.ITERATION_OVERLAP_SCHEMA`, sorted by rank and window start.
     """
     modes = rank_modes(events)
-    sets = activity_sets(events, modes)
+    profiled, sets, _ = _measured_sets(events, modes)
     if windows is None:
-        windows = _assign_iterations(events, modes, sets)
+        windows = _assign_iterations(events, modes, profiled)
     return _iteration_overlap(modes, windows, _sweep(sets, windows))
 
 
@@ -281,6 +303,40 @@ def _collective_exposure(
     return validate(result.sort("rank", "start_ns"), COLLECTIVE_EXPOSURE_SCHEMA, what="collective exposure")
 
 
+def comm_intervals(events: pl.DataFrame) -> pl.DataFrame:
+    """Return the communication of each rank as disjoint intervals, each exposed or hidden.
+
+    ``hidden`` where communication ran under compute, ``exposed`` where it did not (the sets and
+    formulas of :func:`compute_rank_overlap`): per rank, the lengths of the ``exposed`` intervals add
+    up to ``exposed_comm_ns`` and those of the ``hidden`` ones to ``hidden_comm_ns``. Horovod-only
+    ranks, where neither is known, have none.
+
+    Parameters
+    ----------
+    events
+        The canonical events frame.
+
+    Returns
+    -------
+    pl.DataFrame
+        :data:`timeline.analysis.schemas.COMM_INTERVALS_SCHEMA`, sorted by rank and start.
+    """
+    modes = rank_modes(events)
+    _, sets, _ = _measured_sets(events, modes)
+    bounds = _sweep(sets)
+    known = modes.filter(pl.col("mode") != "horovod").get_column("rank")
+    parts = [
+        sweep_intervals(bounds, by=["rank"], sets=_SETS, formula=formula).with_columns(state=pl.lit(state))
+        for state, formula in (
+            ("exposed", lambda s: s["comm"] & ~_working(s)),
+            ("hidden", _FORMULAS["hidden_comm_ns"]),
+        )
+    ]
+    frame = pl.concat(parts).filter(pl.col("rank").is_in(known.implode()))
+    frame = frame.select("rank", "state", "start_ns", "end_ns").sort("rank", "start_ns")
+    return validate(frame, COMM_INTERVALS_SCHEMA, what="communication intervals")
+
+
 def compute_overlap(events: pl.DataFrame) -> Overlap:
     """Return all views of the overlap analysis: per rank, per iteration, per collective.
 
@@ -301,12 +357,15 @@ def compute_overlap(events: pl.DataFrame) -> Overlap:
 def overlap_with_modes(events: pl.DataFrame, modes: pl.DataFrame) -> Overlap:
     """:func:`compute_overlap` with ``modes = rank_modes(events)`` already computed by the caller."""
     # The rank modes, activity sets and one sweep of them are computed once and shared by the views.
-    sets = activity_sets(events, modes)
-    windows = _assign_iterations(events, modes, sets)
+    # Iteration windows are the profiler's; the per-collective view lists the profiler's collectives
+    # (a fused Horovod batch repeats its wire spans on every tensor: `timeline collectives` has them).
+    profiled, sets, warnings = _measured_sets(events, modes)
+    windows = _assign_iterations(events, modes, profiled)
     bounds = _sweep(sets, windows)
     return Overlap(
         ranks=_rank_overlap(modes, sets, bounds),
         iterations=_iteration_overlap(modes, windows, bounds),
-        collectives=_collective_exposure(events, modes, sets, windows, bounds),
+        collectives=_collective_exposure(events, modes, profiled, windows, bounds),
         windows=windows,
+        warnings=warnings,
     )

@@ -17,6 +17,8 @@ __all__ = [
     "COLLECTIVES_SCHEMA",
     "COLLECTIVE_MISMATCHES_SCHEMA",
     "COLLECTIVE_RANKS_SCHEMA",
+    "COMM_INTERVALS_SCHEMA",
+    "COMM_STATE",
     "HOROVOD_BATCHES_SCHEMA",
     "HOROVOD_ITERATIONS_SCHEMA",
     "HOROVOD_NEGOTIATION_SCHEMA",
@@ -277,3 +279,19 @@ HOROVOD_ITERATIONS_SCHEMA = pl.Schema(
     }
 )
 """One row per iteration of the writer rank: Horovod's phases against its compute."""
+
+COMM_STATE = pl.Enum(["exposed", "hidden"])
+"""Whether a stretch of communication ran under compute (``hidden``) or not (``exposed``)."""
+
+COMM_INTERVALS_SCHEMA = pl.Schema(
+    {
+        "rank": pl.Int32(),
+        "state": COMM_STATE,
+        "start_ns": pl.Int64(),
+        "end_ns": pl.Int64(),
+    }
+)
+"""The communication of each rank as disjoint intervals, exposed or hidden (``comm_intervals``).
+
+Their lengths add up to the rank's ``exposed_comm_ns`` and ``hidden_comm_ns`` (``docs/metrics.md``).
+"""

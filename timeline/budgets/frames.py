@@ -24,6 +24,7 @@ from timeline.analysis.overlap import Overlap
 from timeline.analysis.stragglers import find_stragglers
 from timeline.errors import TraceFormatError
 from timeline.plausibility import without_cross_rank_times, without_stragglers
+from timeline.results.collectives import world_size_of_files
 from timeline.results.summary import SUMMARY_VERSION
 from timeline.schema import ITERATION_OVERLAP_SCHEMA, RANK_OVERLAP_SCHEMA
 
@@ -199,7 +200,8 @@ def frames_from_overlap(
     )
     if events is None:
         return frames
-    match = match_collectives(events, windows=overlap.windows)
+    world_size = None if files is None else world_size_of_files(files)
+    match = match_collectives(events, windows=overlap.windows, world_size=world_size)
     utilisation = compute_iteration_utilisation(
         match.collectives, windows=overlap.windows, iteration_overlap=overlap.iterations
     )

@@ -46,7 +46,15 @@ from timeline.inputs import (
 )
 from timeline.trace import Trace
 
-__all__ = ["Written", "check_output", "scan_dataset", "write_dataset", "write_parquet_file"]
+__all__ = [
+    "Written",
+    "check_file_output",
+    "check_output",
+    "scan_dataset",
+    "write_dataset",
+    "write_file",
+    "write_parquet_file",
+]
 
 _PARTITION = re.compile(r"^rank=\d+$")
 _PART = re.compile(r"^part-\d+\.parquet$")
@@ -276,7 +284,9 @@ def check_output(output: str | Path, *, dataset: bool, force: bool) -> None:
         raise UsageError(f"{output}: exists; pass --force to overwrite it")
 
 
-def _not_replaceable(target: Path, mode: int, *, dataset: bool) -> str | None:
+def _not_replaceable(
+    target: Path, mode: int, *, dataset: bool, recognise: Callable[[bytes], bool] | None = None
+) -> str | None:
     """Say what ``target`` (of ``lstat`` mode ``mode``) is when timeline did not write it; else None."""
     if stat.S_ISLNK(mode):
         return "a symbolic link"
@@ -292,7 +302,87 @@ def _not_replaceable(target: Path, mode: int, *, dataset: bool) -> str | None:
         return None if _written_dataset(target) else "a directory that is not a timeline dataset"
     if stat.S_ISDIR(mode):
         return "a directory"
-    return None if written_by_timeline(target) else "a file that timeline did not write"
+    written = written_by_timeline(target) if recognise is None else recognise(_head_of(target))
+    return None if written else "a file that timeline did not write"
+
+
+def _head_of(path: Path) -> bytes:
+    """Return the first 4 KiB of a regular file, never through a link nor from a FIFO; b"" otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return b""
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return b""
+        try:
+            return handle.read(4096)
+        except OSError:
+            return b""
+
+
+def check_file_output(
+    output: str | Path, *, force: bool, recognise: Callable[[bytes], bool], kind: str
+) -> None:
+    """:func:`check_output` for a file of another format: only a file ``recognise`` knows is replaced.
+
+    Parameters
+    ----------
+    output
+        The file to write.
+    force
+        Replace a file that timeline wrote.
+    recognise
+        Whether the first 4 KiB of an existing file are of a file timeline wrote in this format.
+    kind
+        What such a file is, for the message (``a trace written by timeline convert --to perfetto``).
+
+    Raises
+    ------
+    UsageError
+        What the output is and why it is refused, with the fix.
+    """
+    target = Path(output)
+    try:
+        mode = target.lstat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"{output}: cannot be examined: {exc.strerror or exc}") from exc
+    what = _not_replaceable(target, mode, dataset=False, recognise=recognise)
+    if what is not None:
+        raise UsageError(
+            f"{output}: exists and is {what}; --force replaces only {kind}; choose another output file"
+        )
+    if not force:
+        raise UsageError(f"{output}: exists; pass --force to overwrite it")
+
+
+def write_file(
+    data: bytes, output: str | Path, *, force: bool, recognise: Callable[[bytes], bool], kind: str
+) -> None:
+    """Write ``data`` to ``output`` atomically, replacing only what :func:`check_file_output` allows.
+
+    Written beside ``output`` under a new name (created, never opened if it exists) and renamed over it
+    when complete.
+
+    Raises
+    ------
+    UsageError
+        As :func:`check_file_output`; a directory that cannot be written.
+    """
+    target = Path(output)
+    check_file_output(target, force=force, recognise=recognise, kind=kind)
+    partial, descriptor = _create_beside(target, _new_file)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        check_file_output(
+            target, force=force, recognise=recognise, kind=kind
+        )  # it may have changed meanwhile
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _written_dataset(directory: Path) -> bool:

@@ -228,6 +228,7 @@ def _overlap_events(events: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
     launched = events.filter(on_gpu).get_column("correlation").drop_nulls().unique()
     read = (
         on_gpu
+        | (pl.col("source") == "horovod")  # wire phases measured against the rank's compute
         | (pl.col("kind") == "annotation")
         | ((pl.col("kind") == "runtime") & pl.col("correlation").is_in(launched.implode()))
     )
@@ -274,6 +275,7 @@ def shift_overlap(overlap: Overlap, offsets: pl.DataFrame, *, horovod_writer: in
         iterations=shifted(overlap.iterations),
         collectives=shifted(overlap.collectives),
         windows=shifted(overlap.windows),
+        warnings=overlap.warnings,
     )
 
 
@@ -479,9 +481,10 @@ def run_units(
 
 @dataclass(frozen=True, kw_only=True)
 class _PackedReduction(UnitReduction):
-    """A :class:`RankReduction` whose frames the task packed itself (:func:`_pack`)."""
+    """A :class:`RankReduction` packed by the task itself (:func:`_pack`), with its overlap's warnings."""
 
     packed: bytes
+    overlap_warnings: tuple[str, ...] = ()
 
 
 def _reduce_packed(unit: Unit) -> _PackedReduction:
@@ -496,6 +499,7 @@ def _reduce_packed(unit: Unit) -> _PackedReduction:
         event_ranks=reduction.event_ranks,
         clocks=reduction.clocks,
         packed=_pack(reduction),
+        overlap_warnings=reduction.overlap.warnings,
     )
 
 
@@ -513,17 +517,20 @@ class _OverlapViews:
     def __init__(self) -> None:
         self.packed: list[bytes | None] = []
         self.first_rank: list[int] = []
+        self.warnings: list[tuple[str, ...]] = []
 
     def add(self, result: _PackedReduction) -> None:
         self.packed.append(result.packed)
+        self.warnings.append(result.overlap_warnings)
         self.first_rank.append(result.event_ranks[0] if result.event_ranks else -1)
 
     def regroup(self, group: Sequence[int], ranks: frozenset[int], result: _PackedReduction) -> None:
         first, *rest = group
         self.packed[first] = result.packed
+        self.warnings[first] = result.overlap_warnings
         self.first_rank[first] = result.event_ranks[0] if result.event_ranks else -1
         for i in rest:
-            self.packed[i] = None
+            self.packed[i], self.warnings[i] = None, ()
 
     def stacked(self) -> dict[str, pl.DataFrame]:
         """Return every view of every unit, sorted by rank; the packed bytes are released as they go."""
@@ -629,6 +636,7 @@ def analyze_files(
             iterations=stacked["iterations"],
             collectives=stacked["collectives"],
             windows=stacked["windows"],
+            warnings=tuple(w for unit in views.warnings for w in unit),
         ),
         files=collected.files_frame(),
         warnings=collected.all_warnings(),

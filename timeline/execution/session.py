@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from timeline.analysis.overlap import Overlap
     from timeline.execution.reduce import Analysis
     from timeline.executors import Executor
+    from timeline.render.html import Result
     from timeline.trace import Trace
     from timeline.whatif.graph import TraceGraph
 
@@ -172,6 +173,45 @@ class Analysed:
     def warnings(self) -> tuple[str, ...]:
         """The load warnings."""
         return self.trace.warnings
+
+    def summary(self, *, top: int = 10, link_gbps: float | None = None) -> Result:
+        """Return the summary ``timeline analyze`` prints (:func:`~timeline.results.summary.build_summary`).
+
+        A :class:`~timeline.render.html.Result`: the plain data (``.to_dict()``), shown as HTML
+        tables in a notebook.
+        """
+        from timeline.render.html import Result
+        from timeline.results.summary import build_summary
+
+        summary = build_summary(self.trace, self.overlap, top=top, offsets=self.offsets, link_gbps=link_gbps)
+        return Result(summary)
+
+    def collectives(self, *, link_gbps: float | None = None) -> Result:
+        """Return the report ``timeline collectives`` prints (collectives matched across ranks).
+
+        :func:`~timeline.results.collectives.build_collectives_report` as a
+        :class:`~timeline.render.html.Result` (shown as HTML tables in a notebook).
+
+        Raises
+        ------
+        UsageError
+            No communication events in the traces.
+        """
+        from timeline.render.html import Result
+        from timeline.results.collectives import build_collectives_report
+
+        report = build_collectives_report(
+            self.trace,
+            link_gbps=link_gbps,
+            offsets=self.offsets,
+            overlap=self.overlap,
+            writer_trace=lambda writer: self.full_ranks([writer]),
+        )
+        return Result(report)
+
+    def _repr_html_(self) -> str:
+        """Return the summary as HTML tables: what a Jupyter notebook shows for an analysis."""
+        return self.summary()._repr_html_()
 
     def full_ranks(self, ranks: list[int]) -> Trace:
         """Return every event of these ranks (aligned as the rest): the trace itself in memory."""

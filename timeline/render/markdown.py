@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from timeline.budgets.evaluation import CheckReport
 from timeline.budgets.metrics import format_value
+from timeline.render.terminal import diff as cells
 from timeline.render.terminal.verdicts import headline, worst
 
-__all__ = ["render_markdown"]
+__all__ = ["render_diff_markdown", "render_markdown"]
 
 _ICON = {"pass": "✅", "fail": "❌", "nodata": "⚠️", "skip": "⏭️"}
 
@@ -46,3 +49,59 @@ def render_markdown(report: CheckReport) -> str:
         source += f" · baseline {_code(report.baseline)}"
     out += ["", source]
     return "\n".join(out) + "\n"
+
+
+def render_diff_markdown(diff: dict[str, Any]) -> str:
+    """Return two runs compared (``timeline diff --markdown``) as markdown, for a pull-request comment."""
+    out = [
+        f"### timeline diff: {_md(cells.headline(diff))}",
+        "",
+        "| figure | base | new | change | change % | noise | beyond noise |",
+        "|---|--:|--:|--:|--:|--:|:-:|",
+    ]
+    for metric, f in diff["summary"].items():
+        values = [cells.format_value(metric, f["base"]), cells.format_value(metric, f["new"])]
+        values += [cells.format_delta(metric, f["delta"]), cells.format_relative(f["relative"])]
+        values += [cells.format_value(metric, f["noise"]), cells.format_significance(f["significant"])]
+        out.append(f"| {cells.METRIC_NAMES[metric]} | " + " | ".join(values) + " |")
+    if diff["warnings"]:
+        out += ["", *(f"> ⚠️ **warning**: {_md(w)}" for w in diff["warnings"])]
+    out += ["", "<details><summary>Per iteration, rank and collective</summary>", ""]
+    out += _diff_details(diff)
+    out += ["", "</details>", "", cells.NOTE.format(k=diff["noise_k"]).replace("*", "\\*", 1)]
+    out += ["", f"Base {_code(diff['base'])} · new {_code(diff['new'])}"]
+    return "\n".join(out) + "\n"
+
+
+def _diff_details(diff: dict[str, Any]) -> list[str]:
+    """Return the per-iteration, per-rank and per-collective tables of :func:`render_diff_markdown`."""
+    names = cells.METRIC_NAMES
+    out = ["| # | base iteration | new iteration | " + " | ".join(names.values()) + " |"]
+    out.append("|--:|--:|--:|" + "--:|" * len(names))
+    for row in diff["iterations"]:
+        first = [str(row["position"]), *(_or_dash(row[k]) for k in ("base_iteration", "new_iteration"))]
+        changes = [cells.format_change(m, row["metrics"][m]) for m in names]
+        out.append("| " + " | ".join(first + changes).replace("*", "\\*") + " |")
+    times = [m for m in names if m != "busbw_gbps"]
+    if diff["ranks"]:
+        out += ["", "| rank | iterations | " + " | ".join(names[m] for m in times) + " |"]
+        out.append("|--:|--:|" + "--:|" * len(times))
+        for row in diff["ranks"]:
+            changes = [cells.format_change(m, row["metrics"][m]) for m in times]
+            head = f"| {row['rank']} | {row['base_iterations']} → {row['new_iterations']} | "
+            out.append(head + " | ".join(changes).replace("*", "\\*") + " |")
+    if diff["collectives"]:
+        out += ["", "| collective | matched | base busbw | new busbw | change | beyond noise |"]
+        out.append("|---|--:|--:|--:|--:|:-:|")
+        for row in diff["collectives"]:
+            f = row["busbw_gbps"]
+            change = cells.format_change("busbw_gbps", f).replace("*", "\\*")
+            values = [cells.format_value("busbw_gbps", f[k]) for k in ("base", "new")]
+            head = f"| {_md(row['collective'])} | {row['base_collectives']} → {row['new_collectives']} | "
+            values += [change, cells.format_significance(f["significant"])]
+            out.append(head + " | ".join(values) + " |")
+    return out
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None else str(value)

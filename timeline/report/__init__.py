@@ -7,8 +7,20 @@ models (holoviews for the heat map); :mod:`~timeline.report.dashboard` assembles
 serves the live app.
 
 This package is the only code that imports bokeh and holoviews, and it does so in the modules
-above, never here: importing :mod:`timeline.report` costs nothing. The library returns plot
-objects; it never shows them.
+above, never here: importing :mod:`timeline.report` costs nothing (:func:`show` is imported on
+first use). The library returns plot objects and shows them only when asked to in a notebook:
+:func:`show` (:mod:`timeline.report.notebook`).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from timeline.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from timeline.report.notebook import show
+
+__all__ = ["show"]
+
+__getattr__, __dir__ = lazy_names("timeline.report", {"show": "timeline.report.notebook"}, globals())

@@ -12,7 +12,9 @@ Takes :class:`~timeline.report.data.ReportData` and gives one bokeh layout, in o
 
 In both modes a click on a breakdown bar or heat-map cell selects its iteration in the selector,
 and the summary table follows the selector; the page is never reloaded. Below, for two ranks or
-more, the collectives section (:mod:`timeline.report.collectives_view`).
+more, the collectives section (:mod:`timeline.report.collectives_view`). When the data holds a
+what-if sweep, all this is the "Gantt" tab and a "What-if" tab shows the predicted scaling factor
+against bandwidth (:mod:`timeline.report.whatif_view`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import polars as pl
 from bokeh.document import Document
 from bokeh.events import DocumentReady, RangesUpdate, Reset
 from bokeh.layouts import column, row
-from bokeh.models import ColumnDataSource, CustomJS
+from bokeh.models import ColumnDataSource, CustomJS, TabPanel, Tabs
 from bokeh.models.widgets import Div, MultiChoice, Select
 
 from timeline.report.breakdown import (
@@ -41,9 +43,10 @@ from timeline.report.breakdown import (
 from timeline.report.collectives_view import build_collectives_section
 from timeline.report.data import STYLES, ReportData, default_view, format_ns, view_bars, view_levels
 from timeline.report.gantt import (
+    BAR_HEIGHT,
     CHROME_PX,
     LANE_PX,
-    MIN_ALPHA,
+    MIN_HEIGHT,
     PIXELS,
     GanttPlot,
     build_gantt,
@@ -52,6 +55,7 @@ from timeline.report.gantt import (
     lane_factors,
     lane_height,
 )
+from timeline.report.whatif_view import build_whatif_panel
 from timeline.results.summary import worst_iteration
 
 __all__ = ["Dashboard", "Mode", "build_dashboard"]
@@ -102,7 +106,7 @@ for (let k = 0; k < bins.length; k++) { if (bins[k] <= need * 1.001) { level = k
 const lo = lo_ms - width / 2, hi = hi_ms + width / 2;
 const d = stores[v].data;
 const out = {y: [], left: [], right: [], style: [], name: [], collective: [], count: [], dur_us: [],
-             exposed_us: [], bytes: [], rank: [], alpha: []};
+             exposed_us: [], bytes: [], rank: [], height: []};
 for (let i = 0; i < d.level.length; i++) {
   if (d.level[i] !== level || d.right[i] < lo || d.left[i] > hi) continue;
   if (!chosen.has(lane_rank[d.lane[i]])) continue;
@@ -119,8 +123,10 @@ for (let i = 0; i < d.level.length; i++) {
   out.exposed_us.push(d.exposed_us[i]);
   out.bytes.push(d.bytes[i]);
   out.rank.push(lane_rank[d.lane[i]]);
+  // as gantt.bar_height: merged events thinner by how sparsely they cover the bar; exposed never thinned
   const coverage = Math.min(1, Math.max(0, d.dur_us[i] / Math.max((d.right[i] - d.left[i]) * 1000, 0.001)));
-  out.alpha.push(n > 1 ? min_alpha + (1 - min_alpha) * coverage : 1.0);
+  const thin = n > 1 && styles[d.style[i]] !== "exposed communication";
+  out.height.push(thin ? bar_height * (min_height + (1 - min_height) * coverage) : bar_height);
 }
 source.data = out;
 if (reset || cb_obj === ranks) {
@@ -139,7 +145,9 @@ class Dashboard:
     Attributes
     ----------
     layout
-        The bokeh layout (``name="dashboard"``).
+        The bokeh layout (``name="dashboard"``), or, when the data holds a what-if sweep, tabs
+        (``name="report_tabs"``): "Gantt" holding that layout, "What-if" the
+        :func:`~timeline.report.whatif_view.build_whatif_panel`.
     gantt
         The Gantt chart.
     select
@@ -254,7 +262,8 @@ def _wire_standalone(data: ReportData, gantt: GanttPlot, select: Select, ranks: 
         "pixels": PIXELS,
         "chrome": CHROME_PX,
         "lane_px": LANE_PX,
-        "min_alpha": MIN_ALPHA,
+        "bar_height": BAR_HEIGHT,
+        "min_height": MIN_HEIGHT,
     }
     reset = CustomJS(args={**args, "reset": True}, code=_REFRESH_JS)
     refine = CustomJS(args={**args, "reset": False}, code=_REFRESH_JS)
@@ -374,7 +383,7 @@ def build_dashboard(
     section = build_collectives_section(
         data.collectives, data.views, data.overlap.windows, select=select, width=_GANTT_WIDTH + _SIDE_WIDTH
     )
-    layout = column(
+    layout: Any = column(
         header,
         row(select, rank_filter),
         row(gantt.figure, column(breakdown.figure, heatmap)),
@@ -385,6 +394,13 @@ def build_dashboard(
         *([] if section is None else [section.layout]),
         name="dashboard",
     )
+    if data.whatif is not None:
+        # Two tabs: the Gantt and the rest as above, then the predicted scaling factor vs bandwidth.
+        panel = build_whatif_panel(data.whatif, width=_GANTT_WIDTH)
+        layout = Tabs(
+            tabs=[TabPanel(child=layout, title="Gantt"), TabPanel(child=panel, title="What-if")],
+            name="report_tabs",
+        )
     return Dashboard(layout=layout, gantt=gantt, select=select, ranks=rank_filter, on_ready=on_ready)
 
 

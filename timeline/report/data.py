@@ -26,12 +26,14 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from timeline.analysis.collectives import CollectiveMatch, match_collectives
+from timeline.analysis.horovod_phases import horovod_wire_sets
 from timeline.analysis.intervals import clip_to_windows, formula_intervals
 from timeline.analysis.iterations import activity_sets, rank_modes
 
 # The overlap module's set names and formulas: exposed communication is measured exactly as the
 # analyzer measures it (comm ∧ ¬working, with working = compute ∧ ¬wait).
 from timeline.analysis.overlap import _FORMULAS, _SETS, Overlap
+from timeline.report.whatif_view import WhatIfSweep
 from timeline.schema import WINDOW, validate
 from timeline.units import format_ns
 
@@ -175,6 +177,9 @@ class ReportData:
         The collectives matched across ranks
         (:func:`~timeline.analysis.collectives.match_collectives`, with the overlap analysis'
         windows); None for fewer than two measured ranks (one rank, Horovod timelines).
+    whatif
+        The what-if sweep of the dashboard's "What-if" tab
+        (:func:`~timeline.report.whatif_view.whatif_sweep`); None: no such tab.
     bars_cache
         The last results of :func:`view_bars` (every browser session of ``timeline serve`` opens
         on the same view): not part of the data.
@@ -187,6 +192,7 @@ class ReportData:
     overlap: Overlap
     omitted: pl.DataFrame
     collectives: CollectiveMatch | None = None
+    whatif: WhatIfSweep | None = None
     bars_cache: dict[tuple[object, ...], pl.DataFrame] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -460,7 +466,11 @@ def _exposed_time(
     The analyzer's sets, clipped to the same windows, and the analyzer's formula. Returns the
     exposed intervals and the ranks with communication (with their mode), by rank.
     """
-    sets = activity_sets(events, modes).join(modes.filter(pl.col("mode") != "horovod"), on="rank", how="semi")
+    # with the Horovod wire phases of a rank whose profiler trace is loaded, as the analyzer measures them
+    profiled, wire = activity_sets(events, modes), horovod_wire_sets(events, modes)[0]
+    sets = pl.concat([profiled, wire.select(profiled.columns)], how="vertical_relaxed").join(
+        modes.filter(pl.col("mode") != "horovod"), on="rank", how="semi"
+    )
     exposed = formula_intervals(
         clip_to_windows(sets, windows, by=["rank"]), by=["rank", "window_id"], sets=_SETS, formula=_exposed
     )

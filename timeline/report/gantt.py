@@ -6,6 +6,11 @@ says how many events a bar holds). Lanes are nested factors ``(rank, lane)``; on
 lane, so zoom and pan are shared by all of them. Communication is drawn pale with a red outline; the parts
 of it during which no compute ran (the analyzer's exposed communication) are drawn over it in a
 saturated red, and each rank's first lane, ``exposed comm``, holds only those.
+
+Every bar is drawn in its style's own colour at full opacity: a bar of merged events is thinner
+(:func:`bar_height`: the sparser its events, the thinner), never paler, so that it cannot take the
+colour of another style (faint red would be the pale pink of hidden communication). Exposed
+communication is never thinned: drawn full height over the communication it exposes, it hides it.
 """
 
 from __future__ import annotations
@@ -24,14 +29,15 @@ from bokeh.transform import factor_cmap
 from timeline.report.data import STYLES, ReportData, bar_label, format_ns, view_bars
 
 __all__ = [
+    "BAR_HEIGHT",
     "CHROME_PX",
     "LANE_PX",
-    "MIN_ALPHA",
+    "MIN_HEIGHT",
     "OUTLINES",
     "PALETTE",
     "PIXELS",
     "GanttPlot",
-    "bar_alpha",
+    "bar_height",
     "build_gantt",
     "empty_columns",
     "gantt_columns",
@@ -67,8 +73,12 @@ LANE_PX = 22
 """Height of one lane in pixels."""
 CHROME_PX = 150
 """Height of the title, legend and axis of the Gantt in pixels."""
-MIN_ALPHA = 0.25
-"""The opacity of a merged bar whose events cover almost none of it (1 when they cover all)."""
+BAR_HEIGHT = 0.78
+"""Height of a bar, as a fraction of its lane."""
+MIN_HEIGHT = 0.3
+"""The height of a merged bar whose events cover almost none of it, as a fraction of
+:data:`BAR_HEIGHT` (1 when they cover all of it): thin enough to read as sparse, thick enough that its
+colour is seen."""
 
 _NUMBER_OR_DASH = """
 if (value == null || Number.isNaN(value)) { return "-"; }
@@ -116,7 +126,7 @@ def gantt_columns(bars: pl.DataFrame, data: ReportData, *, origin_ns: int) -> di
 
     Columns: ``y`` (``(rank, lane)``), ``left``, ``right`` (ms), ``style``, ``name`` (event name, or
     ``N events, mostly NAME`` for a merged bar), ``collective``, ``count``, ``dur_us`` (busy time),
-    ``exposed_us`` and ``bytes`` (NaN when unknown), ``rank``.
+    ``exposed_us`` and ``bytes`` (NaN when unknown), ``rank``, ``height`` (:func:`bar_height`).
     """
     joined = bars.join(
         data.lanes.select("lane_id", "group", "label"), on="lane_id", how="left", maintain_order="left"
@@ -141,18 +151,27 @@ def gantt_columns(bars: pl.DataFrame, data: ReportData, *, origin_ns: int) -> di
         "exposed_us": (joined.get_column("exposed_ns").cast(pl.Float64) / 1e3).to_numpy(),
         "bytes": joined.get_column("in_bytes").cast(pl.Float64).to_numpy(),
         "rank": joined.get_column("rank").cast(pl.Int32).to_numpy(),
-        "alpha": joined.select(
-            bar_alpha(pl.col("dur_ns"), pl.col("end_ns") - pl.col("start_ns"), pl.col("count"))
+        "height": joined.select(
+            bar_height(
+                pl.col("dur_ns"), pl.col("end_ns") - pl.col("start_ns"), pl.col("count"), pl.col("style")
+            )
         )
         .to_series()
         .to_numpy(),
     }
 
 
-def bar_alpha(busy: pl.Expr, length: pl.Expr, count: pl.Expr) -> pl.Expr:
-    """Return the opacity of a bar: 1 for one event; for merged events, how densely they cover it."""
+def bar_height(busy: pl.Expr, length: pl.Expr, count: pl.Expr, style: pl.Expr) -> pl.Expr:
+    """Return the height of a bar (fraction of its lane): :data:`BAR_HEIGHT`, thinner for merged events.
+
+    A bar of merged events (``count > 1``) is ``BAR_HEIGHT × (MIN_HEIGHT + (1 - MIN_HEIGHT) ×
+    coverage)``, coverage being their summed duration ``busy`` over the bar's ``length`` (at most
+    1); one event, or exposed communication, is ``BAR_HEIGHT``.
+    """
     coverage = (busy.cast(pl.Float64) / pl.max_horizontal(length, 1)).clip(0.0, 1.0)
-    return pl.when(count > 1).then(MIN_ALPHA + (1 - MIN_ALPHA) * coverage).otherwise(1.0).alias("alpha")
+    thin = (count > 1) & (style.cast(pl.String) != "exposed communication")
+    scale = MIN_HEIGHT + (1 - MIN_HEIGHT) * coverage
+    return pl.when(thin).then(BAR_HEIGHT * scale).otherwise(BAR_HEIGHT).alias("height")
 
 
 def empty_columns() -> dict[str, Any]:
@@ -171,7 +190,7 @@ def empty_columns() -> dict[str, Any]:
         "exposed_us": floats,
         "bytes": floats,
         "rank": ints,
-        "alpha": floats,
+        "height": floats,
     }
 
 
@@ -190,14 +209,14 @@ def gantt_title(data: ReportData, view: int) -> str:
 def gantt_key(data: ReportData) -> str:
     """Return how to read the Gantt's colours (the subtitle)."""
     modes = set(data.lanes.get_column("mode").to_list())
-    faint = "faint = events shorter than a pixel, merged (hover: how many)"
+    thin = "thin = sub-pixel events merged: sparser = thinner"
     if modes == {"horovod"}:
         return (
-            "Horovod phases per tensor · orange = on the wire (exposure needs the framework trace) · " + faint
+            "Horovod phases per tensor · orange = on the wire (exposure needs the framework trace) · " + thin
         )
     return (
         "red = exposed communication (the step waits on the network) · pale pink = hidden under compute · "
-        + faint
+        + thin
     )
 
 
@@ -262,13 +281,11 @@ def build_gantt(
         y="y",
         left="left",
         right="right",
-        height=0.78,
+        height="height",
         source=source,
         fill_color=factor_cmap("style", [PALETTE[s] for s in STYLES], list(STYLES)),
         line_color=factor_cmap("style", [OUTLINES[s] for s in STYLES], list(STYLES)),
         line_width=1,
-        fill_alpha="alpha",
-        line_alpha="alpha",
         name="gantt_glyphs",
     )
     number = CustomJSHover(code=_NUMBER_OR_DASH)
@@ -313,7 +330,7 @@ def _add_legend(fig: Any, data: ReportData, factor: tuple[str, str]) -> None:
                 y=[factor],
                 left=[-2.0],
                 right=[-1.0],
-                height=0.78,
+                height=BAR_HEIGHT,
                 fill_color=PALETTE[style],
                 line_color=OUTLINES[style],
             )

@@ -8,16 +8,124 @@ compression, buckets, efficiency, algorithm), a hover with the predicted iterati
 communication and the no-overlap / perfect-overlap bounds, and, when given, a dashed line at the
 target scaling factor ("what bandwidth or compression reaches X": where a curve crosses it).
 
-bokeh is imported inside :func:`build_whatif_view`, so importing this module costs nothing.
+:func:`whatif_sweep` runs the sweep the dashboard's "What-if" tab shows (:data:`BANDWIDTHS_GBPS`
+× :data:`COMPRESSIONS` at the measured world size) and :func:`build_whatif_panel` lays it out.
+
+bokeh is imported inside the functions that draw, so importing this module costs nothing.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import html
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-__all__ = ["build_whatif_view", "curve_label"]
+if TYPE_CHECKING:
+    from timeline.trace import Trace
+
+__all__ = [
+    "BANDWIDTHS_GBPS",
+    "COMPRESSIONS",
+    "WhatIfSweep",
+    "build_whatif_panel",
+    "build_whatif_view",
+    "curve_label",
+    "whatif_sweep",
+]
+
+BANDWIDTHS_GBPS: tuple[float, ...] = (1.0, 2.5, 5.0, 10.0, 25.0, 40.0, 100.0, 200.0, 400.0)
+"""The link bandwidths of the report's what-if sweep (Gbit/s, one direction): 1 GbE to 400G links."""
+COMPRESSIONS: tuple[float, ...] = (1.0, 2.0, 4.0)
+"""The gradient compression ratios of the report's what-if sweep: one curve each."""
+
+
+@dataclass(frozen=True)
+class WhatIfSweep:
+    """The what-if sweep the report shows, or why there is none.
+
+    Attributes
+    ----------
+    sweep
+        Rows of :data:`timeline.whatif.sweep.SWEEP_SCHEMA`; None when the trace has no graph.
+    note
+        One line under the plot: how it was predicted, or why there is no prediction.
+    measured_scaling_factor
+        The trace's own scaling factor, ``T_single / T_measured`` (its self-replay); None without a sweep.
+    warnings
+        What the model could not do as asked (the graph's and the self-replay's warnings), one line each.
+    notes
+        What the graph derived rather than measured (a Horovod timeline alone), one line each.
+    """
+
+    sweep: pl.DataFrame | None
+    note: str
+    measured_scaling_factor: float | None = None
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def whatif_sweep(trace: Trace) -> WhatIfSweep:
+    """Replay the trace's what-if graph at :data:`BANDWIDTHS_GBPS` × :data:`COMPRESSIONS`.
+
+    The world size and bucketing stay as measured; the link efficiency is ``observed`` when the
+    measured link is known (a capture manifest), else ``full`` (the note says so). A trace with no
+    graph (no rank with compute events: a Horovod timeline alone) gives no sweep and a note saying why.
+    """
+    from timeline.errors import TimelineError
+    from timeline.whatif.graph import trace_graph
+    from timeline.whatif.replay import self_replay
+    from timeline.whatif.settings import choose_efficiency
+    from timeline.whatif.sweep import sweep
+
+    try:
+        graph = trace_graph(trace)
+    except TimelineError as exc:
+        return WhatIfSweep(sweep=None, note=f"no what-if prediction: {exc}")
+    bandwidths: list[float | None] = list(BANDWIDTHS_GBPS)
+    efficiency, _ = choose_efficiency(None, link_known=graph.link_gbps is not None, bandwidths=bandwidths)
+    table = sweep(graph, bandwidths_gbps=bandwidths, compressions=COMPRESSIONS, efficiency=efficiency)
+    check = self_replay(graph)
+    measured = check.single_ns / check.measured_ns if check.measured_ns > 0 else None
+    link = "unknown" if graph.link_gbps is None else f"{graph.link_gbps:g} Gbit/s"
+    note = (
+        f"Predicted by replaying the trace's dependency graph at its world size ({graph.world_size}) "
+        f"and bucketing, on links of {BANDWIDTHS_GBPS[0]:g} to {BANDWIDTHS_GBPS[-1]:g} Gbit/s, with "
+        f"{' / '.join(f'{c:g}×' for c in COMPRESSIONS)} gradient compression (free codec). "
+        f"Measured link: {link}; link efficiency: {efficiency}"
+        + (" (the measured link is unknown: collectives get the full link)" if efficiency == "full" else "")
+        + ". Dotted line: the trace's own scaling factor. More settings: timeline whatif."
+    )
+    return WhatIfSweep(
+        sweep=table,
+        note=note,
+        measured_scaling_factor=measured,
+        warnings=(*graph.warnings, *check.warnings),
+        notes=tuple(graph.notes),
+    )
+
+
+def build_whatif_panel(whatif: WhatIfSweep, *, width: int = 1100) -> Any:
+    """Return the "What-if" tab's layout (``name="whatif"``): the plot and its note, or the note alone.
+
+    The plot is :func:`build_whatif_view` (``name="whatif_plot"``); the note a ``Div`` named
+    ``whatif_note``, one line, then a ``note:`` line for each of the graph's notes and a ``warning:``
+    line for each of the sweep's warnings.
+    """
+    from bokeh.layouts import column
+    from bokeh.models.widgets import Div
+
+    lines = [whatif.note, *(f"note: {n}" for n in whatif.notes), *(f"warning: {w}" for w in whatif.warnings)]
+    note = Div(text="<br>".join(html.escape(line) for line in lines), width=width, name="whatif_note")
+    if whatif.sweep is None or whatif.sweep.height == 0:
+        return column(note, name="whatif")
+    plot = build_whatif_view(
+        whatif.sweep, measured_scaling_factor=whatif.measured_scaling_factor, width=width, height=520
+    )
+    plot.name = "whatif_plot"
+    return column(plot, note, name="whatif")
+
 
 _SETTING_COLUMNS = ("world_size", "compression", "buckets", "efficiency", "algorithm")
 _COLOURS = (

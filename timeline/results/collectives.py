@@ -24,7 +24,13 @@ from timeline.errors import UsageError
 from timeline.plausibility import without_cross_rank_times, without_stragglers
 from timeline.trace import Trace
 
-__all__ = ["REPORT_VERSION", "build_collectives_report", "utilisation_summary", "world_size_of"]
+__all__ = [
+    "REPORT_VERSION",
+    "build_collectives_report",
+    "utilisation_summary",
+    "world_size_of",
+    "world_size_of_files",
+]
 
 REPORT_VERSION = 1
 """The layout version of :func:`build_collectives_report` (``timeline collectives --json``)."""
@@ -37,7 +43,12 @@ def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
 
 def world_size_of(trace: Trace) -> int | None:
     """Return the job's world size the profiler traces record (``distributedInfo``), or None."""
-    sizes = trace.files.filter(pl.col("format") != "horovod").get_column("world_size").drop_nulls()
+    return world_size_of_files(trace.files)
+
+
+def world_size_of_files(files: pl.DataFrame) -> int | None:
+    """Return the world size a file table (``Trace.files``) records for the profiler traces, or None."""
+    sizes = files.filter(pl.col("format") != "horovod").get_column("world_size").drop_nulls()
     return None if sizes.is_empty() else int(sizes.max())  # type: ignore[arg-type]
 
 

@@ -125,7 +125,8 @@ def build_summary(
 
     Keys: ``version``, ``files`` (one entry per input file), ``warnings`` (the load warnings, one
     line each: repairs, rows the plausibility checks left out, a rank read as 0, clocks that
-    disagree: :mod:`timeline.plausibility`), ``windows``
+    disagree: :mod:`timeline.plausibility`; then the analysis' own, ``Overlap.warnings``: a Horovod
+    timeline left out of its writer's figures), ``windows``
     (``profiler_step`` or ``whole_trace`` per rank), ``ranks`` (whole-trace rows),
     ``iterations`` (rank × iteration rows), ``worst`` (the rank-iteration with the most exposed
     communication), ``top_collectives``; with ``offsets`` (clocks aligned), ``clock_offsets``; with
@@ -164,7 +165,7 @@ def _overlap_summary(trace: Trace, overlap: Overlap, *, top: int) -> dict[str, A
     return {
         "version": SUMMARY_VERSION,
         "files": trace.files.to_dicts(),
-        "warnings": list(trace.warnings),
+        "warnings": [*trace.warnings, *overlap.warnings],
         "windows": {str(row["rank"]): row["window"] for row in windows},
         "ranks": _rows(overlap.ranks, _RANK_FIELDS),
         "iterations": _rows(overlap.iterations, _ITERATION_FIELDS),

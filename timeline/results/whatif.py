@@ -6,7 +6,7 @@ try; gives plain, versioned data: what ``timeline whatif`` prints and ``--json``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from timeline.whatif.bucketing import BucketPolicy
 from timeline.whatif.compression import Compression
@@ -15,7 +15,11 @@ from timeline.whatif.graph import TraceGraph
 from timeline.whatif.replay import Efficiency, Prediction, Scenario, self_replay
 from timeline.whatif.sweep import solve_bandwidth, solve_compression, sweep
 
-__all__ = ["REPORT_VERSION", "build_whatif_report"]
+if TYPE_CHECKING:
+    from timeline.whatif.bucketing import DDPBuckets, FusionBuckets
+    from timeline.whatif.seed import BackwardProfile, SeedResult, VectorAddCost
+
+__all__ = ["REPORT_VERSION", "build_seed_report", "build_whatif_report"]
 
 REPORT_VERSION = 1
 """The layout version of :func:`build_whatif_report` (``timeline whatif --json``)."""
@@ -132,5 +136,93 @@ def build_whatif_report(
         "self_replay": _prediction_summary(check),
         "scenarios": table.to_dicts(),
         "targets": targets,
+        "notes": list(graph.notes),
         "warnings": warnings,
+    }
+
+
+def _seed_row(policy: DDPBuckets | FusionBuckets, result: SeedResult) -> dict[str, Any]:
+    single, comm = result.single_s, result.comm_s
+    return {
+        "bandwidth_gbps": result.bandwidth_gbps,
+        "world_size": result.world_size,
+        "compression": result.compression,
+        "buckets": policy.label,
+        "efficiency": "full",
+        "algorithm": "ring",
+        "latency_s": 0.0,
+        "measured_ns": round(single * 1e9),
+        "iteration_ns": round((single + result.overhead_s) * 1e9),
+        "single_ns": round(single * 1e9),
+        "exposed_comm_ns": round(result.overhead_s * 1e9),
+        "scaling_factor": result.scaling_factor,
+        "no_overlap_ns": round((single + comm) * 1e9),
+        "no_overlap_scaling_factor": single / (single + comm),
+        "perfect_overlap_ns": round(single * 1e9),
+        "perfect_overlap_scaling_factor": 1.0,
+        "backward_ns": round(result.backward_s * 1e9),
+        "fused_buckets": result.buckets,
+    }
+
+
+def build_seed_report(
+    profile: BackwardProfile,
+    *,
+    source: str,
+    single_s: float,
+    bandwidths: list[float],
+    world_sizes: list[int],
+    compressions: list[float],
+    buckets: list[DDPBuckets | FusionBuckets],
+    add_cost: VectorAddCost,
+    add_cost_source: str | None,
+) -> dict[str, Any]:
+    """Return what ``timeline whatif PROFILE.bk.log`` prints: the seed paper's simulator over a grid.
+
+    The scenarios have the keys of :data:`~timeline.whatif.sweep.SWEEP_SCHEMA` (``measured_ns`` and
+    ``single_ns``: the one-GPU iteration given; ``exposed_comm_ns``: the communication left after
+    backward; the no-overlap bound: every all-reduce after backward), plus ``backward_ns`` and
+    ``fused_buckets`` (buckets per batch). ``notes`` says what the model assumed for the user.
+    """
+    from timeline.whatif.seed import sweep_seed
+
+    results = sweep_seed(
+        profile,
+        world_sizes=world_sizes,
+        bandwidths_gbps=bandwidths,
+        compressions=compressions,
+        add_cost=add_cost,
+        single_s=single_s,
+        buckets=buckets,
+    )
+    notes: list[str] = []
+    if add_cost_source is None:
+        notes.append(
+            "no vector-add cost table (cuda_vec_add.log beside the profiles' folder, or --vector-add-cost "
+            "FILE): the reductions of each all-reduce are counted as free"
+        )
+    rows = profile.batches
+    return {
+        "version": REPORT_VERSION,
+        "input": "backward_profile",
+        "backward_profile": {
+            "path": source,
+            "model": profile.name,
+            "batches": len(rows),
+            "gradients": len(rows[0]),
+            "gradient_bytes": sum(size for _, size in rows[0]),
+            "backward_ns": round(sum(sum(w for w, _ in batch) for batch in rows) / len(rows) * 1e9),
+        },
+        "vector_add_cost": add_cost_source,
+        "world_size": 1,
+        "link_gbps": None,
+        "efficiency": "full",
+        "latency_s": 0.0,
+        "algorithm": "ring",
+        "codec_gbps": None,
+        "single_ns": round(single_s * 1e9),
+        "scenarios": [_seed_row(policy, result) for policy, result in results],
+        "targets": [],
+        "notes": notes,
+        "warnings": [],
     }

@@ -9,10 +9,11 @@ Takes a loaded trace; gives predictions. The pipeline reads in the module names:
 - :mod:`~timeline.whatif.compression`: compression ratio with encode/decode cost (MLSys'22);
 - :mod:`~timeline.whatif.replay`: the replay, a :class:`Scenario` in, a :class:`Prediction` out;
 - :mod:`~timeline.whatif.sweep`: sweeps over bandwidths, world sizes, compression ratios, bucket
-  policies, and the bandwidth or compression that reaches a scaling factor.
+  policies, and the bandwidth or compression that reaches a scaling factor;
+- :mod:`~timeline.whatif.seed`: the seed paper's backward profiles (``*.bk.log``) and simulator.
 
 See ``docs/whatif.md``. The research code that checks these predictions (the seed paper's
-simulator, the two-namespace DDP experiment) lives outside the package, in ``experiments/``.
+experiment, the two-namespace DDP experiment) lives outside the package, in ``experiments/``.
 """
 
 from __future__ import annotations

@@ -77,6 +77,7 @@ __all__ = [
     "Instance",
     "TraceGraph",
     "WaitPoint",
+    "assemble_graph",
     "build_graph",
     "combine_graph_parts",
     "exclusive_work",
@@ -91,8 +92,8 @@ DEFAULT_RESUME_TOLERANCE_NS = 50_000
 GRADIENT_COLLECTIVES = frozenset({"all_reduce", "reduce_scatter"})
 """The collectives that synchronise gradients (DDP, Horovod: all-reduce; FSDP, ZeRO: reduce-scatter)."""
 
-GradientSource = Literal["markers", "accumulate_grad", "collectives", "none"]
-"""Where the gradient-ready times came from."""
+GradientSource = Literal["markers", "accumulate_grad", "collectives", "horovod", "none"]
+"""Where the gradient-ready times came from (``horovod``: the readiness ticks of a Horovod timeline)."""
 
 _SETS = ("comm", "compute", "wait", "other")
 _ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
@@ -204,6 +205,9 @@ class TraceGraph:
         The link the run had, when known (``--link-gbps``, or the capture manifest's ``link_gbps``).
     warnings
         Recoverable oddities, one line each.
+    notes
+        What the graph derived rather than measured, one line each (a Horovod timeline alone:
+        :mod:`timeline.whatif.horovod_graph`); empty for profiler traces.
     """
 
     ranks: tuple[int, ...]
@@ -218,6 +222,7 @@ class TraceGraph:
     world_size: int
     link_gbps: float | None = None
     warnings: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())
 
     @property
     def has_iterations(self) -> bool:
@@ -303,11 +308,34 @@ def trace_graph(
     no ``Group size``; the link from ``link_gbps`` or the ``manifest.json`` that ``timeline.capture``
     wrote beside the traces (when every manifest found agrees).
 
+    A Horovod timeline alone (no other trace) gives the graph of
+    :func:`timeline.whatif.horovod_graph.horovod_frames`: compute there is an opaque span derived
+    from the timeline, and :attr:`TraceGraph.notes` says how.
+
     Raises
     ------
     TraceContentError
-        No rank with compute events (a Horovod timeline alone).
+        No rank with compute events, and no Horovod timeline alone either; or a Horovod timeline
+        without a single operation.
     """
+    if trace.events.height and trace.events.filter(pl.col("source") != "horovod").height == 0:
+        from timeline.whatif.horovod_graph import horovod_frames
+
+        frames = horovod_frames(trace)
+        return assemble_graph(
+            frames.modes,
+            windows=frames.windows,
+            compute=frames.compute,
+            waits_union=_INTERVALS_SCHEMA.to_frame(),
+            comm=frames.comm,
+            signals=frames.signals,
+            source="horovod",
+            world_size=frames.world_size,
+            link_gbps=link_gbps,
+            resume_tolerance_ns=resume_tolerance_ns,
+            warnings=[],
+            notes=frames.notes,
+        )
     return graph_from_parts(
         [graph_parts(trace.events)],
         files=trace.files,
@@ -533,11 +561,67 @@ def combine_graph_parts(
             f"rank(s) {unmatched}: as many c10d:: calls as collectives "
             "expected on CPU-only ranks, found otherwise; their collectives count as ready when they started"
         )
+    signals, source = _choose_gradient_signals(parts)
+    return assemble_graph(
+        modes,
+        windows=windows,
+        compute=compute,
+        waits_union=waits_union,
+        comm=comm,
+        signals=signals,
+        source=source,
+        world_size=world_size,
+        link_gbps=link_gbps,
+        resume_tolerance_ns=resume_tolerance_ns,
+        warnings=warnings,
+    )
+
+
+def assemble_graph(
+    modes: Mapping[int, str],
+    *,
+    windows: pl.DataFrame,
+    compute: pl.DataFrame,
+    waits_union: pl.DataFrame,
+    comm: pl.DataFrame,
+    signals: pl.DataFrame,
+    source: GradientSource,
+    world_size: int | None,
+    link_gbps: float | None,
+    resume_tolerance_ns: int,
+    warnings: list[str],
+    notes: Sequence[str] = (),
+) -> TraceGraph:
+    """Do the steps across ranks on frames of every rank: what every road to a :class:`TraceGraph` ends in.
+
+    Parameters
+    ----------
+    modes
+        The mode of each rank the replay uses.
+    windows
+        The iteration windows (:data:`timeline.schema.ITERATIONS_SCHEMA` + ``window_id``).
+    compute, waits_union
+        The compute timeline and the union of explicit waits: ``rank``, ``start_ns``, ``end_ns``.
+    comm
+        The collectives (the columns of :attr:`GraphParts.comm`).
+    signals
+        The gradient signals: ``rank``, ``param``, ``nbytes``, ``ready_ns``.
+    source
+        Where the signals came from.
+    world_size, link_gbps, resume_tolerance_ns
+        As for :func:`build_graph`.
+    warnings
+        The warnings so far (this adds to them).
+    notes
+        What the graph derived rather than measured (:attr:`TraceGraph.notes`).
+
+    Returns
+    -------
+    TraceGraph
+    """
     world = _infer_world_size(comm, world_size, len(modes))
     comm = comm.with_columns(pl.col("group_size").fill_null(world))
     comm = _locate(comm, windows, at="start_ns")
-
-    signals, source = _choose_gradient_signals(parts)
     signals = _locate(signals, windows, at="ready_ns")
     comm = _flag_gradients(comm, signals)
     ops, instances = _ops_and_instances(comm, warnings)
@@ -556,6 +640,7 @@ def combine_graph_parts(
         world_size=world,
         link_gbps=link_gbps,
         warnings=tuple(warnings),
+        notes=tuple(notes),
     )
 
 
@@ -585,7 +670,10 @@ def _replayable_modes(parts: Sequence[GraphParts], warnings: list[str]) -> dict[
     if modes_frame.height == 0:
         msg = (
             "no PyTorch profiler trace: the what-if replay needs compute events, and a Horovod timeline "
-            "has none; capture the framework's trace too (timeline.capture)"
+            "has none; they are derived from a Horovod timeline loaded alone in memory (trace_graph), "
+            "not from rank-by-rank parts (--executor, --ray-address, or a timeline of 128 MiB or more): "
+            "run without --executor and --ray-address, or capture the framework's trace too "
+            "(timeline.capture)"
         )
         raise TraceContentError(msg)
     return dict(

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from timeline.units import format_ns, format_ratio
 
-__all__ = ["render_whatif_report"]
+__all__ = ["render_seed_report", "render_whatif_report"]
 
 
 def _gbps(value: float | None) -> str:
@@ -30,6 +30,8 @@ def render_whatif_report(report: dict[str, Any], console: Console) -> None:
         f"world size {report['world_size']}; measured link {link} ({report['link_source']}); "
         f"gradient-ready times from {report['gradient_source']}"
     )
+    for note in report.get("notes", []):
+        console.print(f"note: {note}", markup=False)
     max_error = check["max_error_ratio"]
     console.print(
         f"measured {format_ns(check['measured_ns'])}/iteration; "
@@ -96,3 +98,41 @@ def render_whatif_report(report: dict[str, Any], console: Console) -> None:
             else:
                 answer = f"compression ≥ {ratio:.3g}×"
             console.print(f"{goal} on {_gbps(target['bandwidth_gbps'])}: {answer}")
+
+
+def render_seed_report(report: dict[str, Any], console: Console) -> None:
+    """Print the report of a seed backward profile (:func:`timeline.results.whatif.build_seed_report`)."""
+    profile = report["backward_profile"]
+    table_source = report["vector_add_cost"] or "none: reductions free"
+    console.print(
+        f"what-if: backward profile {profile['model']} ({profile['path']}): {profile['batches']} batch(es), "
+        f"{profile['gradients']} gradients, {profile['gradient_bytes'] / 2**20:.1f} MiB, backward "
+        f"{format_ns(profile['backward_ns'])}"
+    )
+    console.print(
+        f"T_single {format_ns(report['single_ns'])} (--single-step-ms); vector-add cost {table_source}"
+    )
+    table = Table(
+        title="predictions (the seed paper's simulator: ring all-reduce on the full link, in order)",
+        title_justify="left",
+        title_style="bold",
+        header_style="bold",
+    )
+    columns = ["link", "world", "compression", "buckets", "all-reduces", "iteration", "exposed"]
+    columns += ["scaling factor", "no overlap", "SF"]
+    for i, name in enumerate(columns):
+        table.add_column(name, justify="left" if i == 3 else "right", no_wrap=True)
+    for row in report["scenarios"]:
+        table.add_row(
+            _gbps(row["bandwidth_gbps"]),
+            str(row["world_size"]),
+            f"{row['compression']:g}×",
+            row["buckets"],
+            str(row["fused_buckets"]),
+            format_ns(row["iteration_ns"]),
+            format_ns(row["exposed_comm_ns"]),
+            _sf(row["scaling_factor"]),
+            format_ns(row["no_overlap_ns"]),
+            _sf(row["no_overlap_scaling_factor"]),
+        )
+    console.print(table)

@@ -1,0 +1,84 @@
+"""``timeline diff BASE NEW``: two runs compared per iteration, rank and collective, against their noise."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.common import console, echo_warnings, fail, inputs_of, loading, user_errors
+from cli.options import CommKernelOption, IncludePythonOption, JsonOption
+
+__all__ = ["diff_command"]
+
+_RUN_HELP = (
+    "traces (a file, a directory of rank traces, a glob pattern), a Parquet file or dataset, or a "
+    "summary JSON from 'timeline analyze --json'."
+)
+
+
+def diff_command(
+    base: Annotated[str, typer.Argument(help="The run compared with: " + _RUN_HELP, show_default=False)],
+    new: Annotated[str, typer.Argument(help="The run compared: " + _RUN_HELP, show_default=False)],
+    json_output: JsonOption = False,
+    markdown: Annotated[
+        str | None,
+        typer.Option(
+            "--markdown",
+            help="Write the comparison as markdown (for a pull-request comment) to this file; '-' prints "
+            "it instead of the tables.",
+            show_default=False,
+        ),
+    ] = None,
+    noise_k: Annotated[
+        float,
+        typer.Option(
+            "--noise-k",
+            min=0.0,
+            max=1000.0,
+            help="A change is beyond the noise when it exceeds this many times the pooled MAD of the "
+            "per-iteration values of both runs.",
+        ),
+    ] = 3.0,
+    comm_kernel: CommKernelOption = None,
+    include_python: IncludePythonOption = False,
+) -> None:
+    """Compare two runs: step time, compute, exposed and hidden communication, busbw, and their noise.
+
+    Iterations are paired by position (each run's sorted), ranks by number, collectives by kind.
+    See docs/diff.md.
+
+    Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
+    130 interrupted.
+    """
+    if json_output and markdown == "-":
+        fail("--json prints JSON on stdout; it cannot be combined with --markdown -")
+    with user_errors():
+        from timeline.errors import UsageError, shown
+        from timeline.render.markdown import render_diff_markdown
+        from timeline.results.diff import build_diff, read_diff_run
+
+        inputs = inputs_of([base], None, None, comm_kernel, include_python)
+        runs = []
+        for path in (base, new):
+            with loading() as (progress, warn):
+                runs.append(read_diff_run(replace(inputs, paths=[path]), progress=progress, warn=warn))
+        diff = build_diff(runs[0], runs[1], k=noise_k)
+        if markdown is not None and markdown != "-":
+            try:
+                Path(markdown).write_text(render_diff_markdown(diff), encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"{shown(markdown)}: cannot write ({exc.strerror})") from None
+    echo_warnings(diff["warnings"])
+    if json_output:
+        from timeline.render.json import render_json
+
+        typer.echo(render_json(diff))
+    elif markdown == "-":
+        typer.echo(render_diff_markdown(diff), nl=False)
+    else:
+        from timeline.render.terminal.diff import render_diff
+
+        render_diff(diff, console(190))

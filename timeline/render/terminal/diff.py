@@ -1,0 +1,179 @@
+"""Two runs compared (:func:`timeline.results.diff.build_diff`) as terminal tables.
+
+Also the cell formats the markdown of ``timeline diff --markdown`` shares.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from timeline.render.terminal.tables import titled_table
+from timeline.units import format_ns
+
+__all__ = [
+    "METRIC_NAMES",
+    "NOTE",
+    "SIGNIFICANT_MARK",
+    "format_change",
+    "format_delta",
+    "format_relative",
+    "format_significance",
+    "format_value",
+    "headline",
+    "render_diff",
+]
+
+METRIC_NAMES = {
+    "step_ns": "step time",
+    "compute_ns": "compute",
+    "exposed_comm_ns": "exposed comm",
+    "hidden_comm_ns": "hidden comm",
+    "busbw_gbps": "busbw",
+}
+"""The name each compared figure is shown under."""
+
+SIGNIFICANT_MARK = "*"
+NOTE = (
+    "*: beyond the noise: |change| > {k:g} × the pooled MAD of both runs' per-iteration values "
+    "(per-collective values for a collective's busbw)"
+)
+
+
+def format_value(metric: str, value: float | None) -> str:
+    """Format one figure: a time (``12.35 ms``) or a bandwidth (``3.25 Gbit/s``); ``-`` when unknown."""
+    if value is None:
+        return "-"
+    if metric.endswith("_gbps"):
+        return f"{value:.2f} Gbit/s"
+    return format_ns(value)
+
+
+def format_delta(metric: str, value: float | None) -> str:
+    """Format a change with its sign: ``+1.20 ms``, ``-0.35 Gbit/s``; ``-`` when unknown."""
+    if value is None:
+        return "-"
+    return ("+" if value >= 0 else "-") + format_value(metric, abs(value))
+
+
+def format_relative(value: float | None) -> str:
+    """Format a relative change: ``+3.4%``; ``-`` when unknown."""
+    return "-" if value is None else f"{100 * value:+.1f}%"
+
+
+def format_significance(value: bool | None) -> str:
+    """Say whether a change is beyond the noise: ``yes``, ``no``, ``?`` (too few iterations to tell)."""
+    return "?" if value is None else ("yes" if value else "no")
+
+
+def format_change(metric: str, figure: dict[str, Any]) -> str:
+    """Format a change in one cell: ``+1.20 ms (+3.4%)``, marked when beyond the noise."""
+    if figure["delta"] is None:
+        return "-"
+    text = format_delta(metric, figure["delta"])
+    if figure["relative"] is not None:
+        text += f" ({format_relative(figure['relative'])})"
+    return text + (SIGNIFICANT_MARK if figure["significant"] else "")
+
+
+def headline(diff: dict[str, Any]) -> str:
+    """Say what is compared with what, and how many iterations were paired."""
+    rows = diff["iterations"]
+    paired = sum(1 for row in rows if row["base_iteration"] is not None and row["new_iteration"] is not None)
+    changed = [METRIC_NAMES[m] for m, figure in diff["summary"].items() if figure["significant"]]
+    verdict = "beyond the noise: " + ", ".join(changed) if changed else "no change beyond the noise"
+    return f"{paired} iteration(s) paired by position; {verdict}"
+
+
+def _table(title: str, columns: list[str]) -> Table:
+    return titled_table(title, columns, numeric_first=("#", "rank"), no_wrap=True)
+
+
+def render_diff(diff: dict[str, Any], console: Console) -> None:
+    """Print two runs compared: the medians, then per iteration, per rank and per collective."""
+    console.print(
+        f"[bold]timeline diff[/bold] {escape(diff['base'])} → {escape(diff['new'])}: {headline(diff)}"
+    )
+    table = _table(
+        "Median over iterations", ["figure", "base", "new", "change", "change %", "noise", "beyond noise"]
+    )
+    for metric, figure in diff["summary"].items():
+        table.add_row(
+            METRIC_NAMES[metric],
+            format_value(metric, figure["base"]),
+            format_value(metric, figure["new"]),
+            format_delta(metric, figure["delta"]),
+            format_relative(figure["relative"]),
+            format_value(metric, figure["noise"]),
+            format_significance(figure["significant"]),
+        )
+    console.print(table)
+    _render_iterations(diff, console)
+    _render_ranks(diff, console)
+    _render_collectives(diff, console)
+    console.print(NOTE.format(k=diff["noise_k"]))
+
+
+def _iteration(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _render_iterations(diff: dict[str, Any], console: Console) -> None:
+    """Print each pair of iterations: the change of every figure."""
+    metrics = list(METRIC_NAMES)
+    table = _table(
+        "Per iteration (paired by position; change NEW - BASE)",
+        ["#", "base iter", "new iter", *(METRIC_NAMES[m] for m in metrics)],
+    )
+    for row in diff["iterations"]:
+        table.add_row(
+            str(row["position"]),
+            _iteration(row["base_iteration"]),
+            _iteration(row["new_iteration"]),
+            *(format_change(m, row["metrics"][m]) for m in metrics),
+        )
+    console.print(table)
+
+
+def _render_ranks(diff: dict[str, Any], console: Console) -> None:
+    """Print each rank's change of its median per-iteration times."""
+    if not diff["ranks"]:
+        return
+    metrics = [m for m in METRIC_NAMES if m != "busbw_gbps"]
+    table = _table(
+        "Per rank (median over its iterations; change NEW - BASE)",
+        ["rank", "iterations", *(METRIC_NAMES[m] for m in metrics)],
+    )
+    for row in diff["ranks"]:
+        table.add_row(
+            str(row["rank"]),
+            f"{row['base_iterations']} → {row['new_iterations']}",
+            *(format_change(m, row["metrics"][m]) for m in metrics),
+        )
+    console.print(table)
+
+
+def _render_collectives(diff: dict[str, Any], console: Console) -> None:
+    """Print each kind of collective's median bus bandwidth."""
+    if not diff["collectives"]:
+        return
+    table = _table(
+        "Per collective (median busbw of the matched collectives)",
+        ["collective", "matched", "base", "new", "change", "change %", "noise", "beyond noise"],
+    )
+    for row in diff["collectives"]:
+        figure = row["busbw_gbps"]
+        table.add_row(
+            row["collective"],
+            f"{row['base_collectives']} → {row['new_collectives']}",
+            format_value("busbw_gbps", figure["base"]),
+            format_value("busbw_gbps", figure["new"]),
+            format_delta("busbw_gbps", figure["delta"]),
+            format_relative(figure["relative"]),
+            format_value("busbw_gbps", figure["noise"]),
+            format_significance(figure["significant"]),
+        )
+    console.print(table)

@@ -1,0 +1,81 @@
+"""The report inline in a Jupyter notebook: :func:`show`.
+
+The same dashboard as ``timeline report`` (standalone: every iteration's bars embedded, JavaScript
+callbacks for the selector, the rank filter and the refinement on zoom), shown with bokeh's
+notebook output (:func:`bokeh.io.output_notebook`, :func:`bokeh.io.show`). bokeh draws a model in a
+notebook in a document of its own, without the dashboard's ``DocumentReady`` callback that draws
+the first bars of a standalone file: the first iteration's bars are put in the Gantt here instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from bokeh.io import output_notebook
+from bokeh.io import show as bokeh_show
+
+from timeline.report.dashboard import Dashboard, build_dashboard
+from timeline.report.data import ReportData, prepare_report_data, view_bars
+from timeline.report.gantt import PIXELS, gantt_columns
+from timeline.trace import Trace
+
+if TYPE_CHECKING:
+    from timeline.execution.session import Analysed
+
+__all__ = ["notebook_dashboard", "show"]
+
+
+def _report_data(run: Analysed | Trace) -> tuple[ReportData, int]:
+    """Return the report data of an analysis or a trace, and how many files it came from."""
+    from timeline.analysis.overlap import compute_overlap
+
+    if isinstance(run, Trace):
+        return prepare_report_data(run.events, compute_overlap(run.events)), run.files.height
+    ranks = run.overlap.ranks.get_column("rank").to_list()
+    # rank by rank, the analysis holds the communication events only: every event is read again
+    events = run.full_ranks(ranks).events if run.rank_by_rank else run.trace.events
+    return prepare_report_data(events, run.overlap), run.trace.files.height
+
+
+def notebook_dashboard(
+    run: Analysed | Trace, *, view: int | None = None, ranks: Sequence[int] | None = None
+) -> Dashboard:
+    """Return the dashboard :func:`show` draws: standalone, its first iteration's bars already in the Gantt.
+
+    Parameters
+    ----------
+    run
+        What :func:`timeline.analyze` or :func:`timeline.load` returns.
+    view, ranks
+        The iteration (view id) and the ranks shown first (default: the slowest, all).
+    """
+    data, files = _report_data(run)
+    dashboard = build_dashboard(data, mode="standalone", files=files, view=view, ranks=ranks)
+    if data.views.height:
+        first = int(dashboard.select.value)
+        shown = [int(rank) for rank in dashboard.ranks.value]
+        origin = data.views.item(first, "start_ns")
+        bars = view_bars(data, first, ranks=shown, pixels=PIXELS)
+        dashboard.gantt.source.data = gantt_columns(bars, data, origin_ns=origin)
+    return dashboard
+
+
+def show(run: Analysed | Trace, *, view: int | None = None, ranks: Sequence[int] | None = None) -> None:
+    """Show the report inline in a Jupyter notebook (bokeh's notebook output).
+
+    Parameters
+    ----------
+    run
+        What :func:`timeline.analyze` or :func:`timeline.load` returns.
+    view, ranks
+        The iteration (view id) and the ranks shown first (default: the slowest, all).
+
+    Examples
+    --------
+    >>> import timeline, timeline.report  # doctest: +SKIP
+    >>> timeline.report.show(timeline.analyze("sample_traces/ddp_gloo"))  # doctest: +SKIP
+    """
+    dashboard = notebook_dashboard(run, view=view, ranks=ranks)
+    output_notebook(hide_banner=True)
+    bokeh_show(dashboard.layout)
