@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.common import fail, inputs_of, load, user_errors
+from cli.common import echo_warnings, fail, inputs_of, load, loading, user_errors
 from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
 from timeline.errors import shown
 
 if TYPE_CHECKING:
+    from timeline.execution.session import Inputs
     from timeline.report.data import ReportData
     from timeline.report.server import Listening
     from timeline.trace import Trace
@@ -62,8 +63,8 @@ def _announce(listening: Listening, *, host: str, origins: bool) -> None:
         )
 
 
-def _prepare(trace: Trace) -> ReportData:
-    """Return the report's data: the Gantt's, and the what-if sweep of its "What-if" tab."""
+def _prepare(trace: Trace, compare: dict[str, Any] | None = None) -> ReportData:
+    """Return the report's data: the Gantt's, the what-if sweep of its "What-if" tab, the comparison."""
     from dataclasses import replace
 
     from timeline.analysis.overlap import compute_overlap
@@ -71,7 +72,40 @@ def _prepare(trace: Trace) -> ReportData:
     from timeline.report.whatif_view import whatif_sweep
 
     data = prepare_report_data(trace.events, compute_overlap(trace.events))
-    return replace(data, whatif=whatif_sweep(trace))
+    return replace(data, whatif=whatif_sweep(trace), compare=compare)
+
+
+CompareOption = Annotated[
+    str | None,
+    typer.Option(
+        "--compare",
+        help="Add a 'Compare' tab: this run against BASE, as 'timeline diff BASE PATH...' compares them "
+        "(BASE: traces, a Parquet file or dataset, or a summary JSON from 'timeline analyze --json').",
+        metavar="BASE",
+        show_default=False,
+    ),
+]
+
+
+def _compare(base: str | None, inputs: Inputs) -> dict[str, Any] | None:
+    """Return ``timeline diff BASE NEW``'s result, NEW the report's run (all its ranks); None without BASE.
+
+    BASE is read first, so a bad BASE stops before the report's traces are read.
+    """
+    if base is None:
+        return None
+    from dataclasses import replace
+
+    from timeline.results.diff import build_diff, read_diff_run
+
+    whole = replace(inputs, rank=None, rank_regex=None)
+    runs = []
+    for paths in ([base], list(inputs.paths)):
+        with loading() as (progress, warn):
+            runs.append(read_diff_run(replace(whole, paths=paths), progress=progress, warn=warn))
+    diff = build_diff(runs[0], runs[1])
+    echo_warnings(diff["warnings"])
+    return diff
 
 
 _DEFAULT_HOST = "127.0.0.1"
@@ -105,6 +139,7 @@ def serve_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    compare: CompareOption = None,
 ) -> None:
     """Serve the interactive report (per-iteration Gantt of exposed communication) on localhost.
 
@@ -118,8 +153,10 @@ def serve_command(
 
         origins = list(allow_origin or ())
         parse_origins(origins)  # a bad one stops before the traces are read
-        trace = load(inputs_of(paths, rank, rank_regex, comm_kernel, include_python))
-        data = _prepare(trace)
+        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
+        diff = _compare(compare, inputs)
+        trace = load(inputs)
+        data = _prepare(trace, diff)
 
         def ready(listening: Listening) -> None:
             _announce(listening, host=host, origins=host != _DEFAULT_HOST or bool(origins))
@@ -142,6 +179,7 @@ def report_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    compare: CompareOption = None,
 ) -> None:
     """Write the interactive report as one standalone HTML file, for a CI run or an issue.
 
@@ -152,13 +190,15 @@ def report_command(
     with user_errors():
         from timeline.inputs import expand_paths
 
-        if output.resolve() in {p.resolve() for p in expand_paths(paths)}:
+        if output.resolve() in {p.resolve() for p in expand_paths([*paths, *([compare] if compare else [])])}:
             fail(
                 f"{shown(output)}: is one of the inputs; choose another output file (inputs are never "
                 "modified)"
             )
-        trace = load(inputs_of(paths, rank, rank_regex, comm_kernel, include_python))
-        data = _prepare(trace)
+        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
+        diff = _compare(compare, inputs)
+        trace = load(inputs)
+        data = _prepare(trace, diff)
         from timeline.report.export import write_report
 
         written = write_report(data, output, files=trace.files.height)

@@ -1,5 +1,5 @@
-"""Golden outputs: the commands print byte for byte what they printed at commit f18c1b2
-(issue #19's deliberate changes included; before it, fb33636).
+"""Golden outputs: the commands print byte for byte what they printed at commit e93ab7a
+(issues #19, #22 and #23 included; before them, fb33636).
 
 Each file of ``tests/cli/golden/cases/`` is one case, made by ``tests/cli/golden/regenerate.py``
 (see its docstring; never run by the tests) from the CLI of a git revision run in a subprocess: the

@@ -41,6 +41,7 @@ from timeline.report.breakdown import (
     view_rows,
 )
 from timeline.report.collectives_view import build_collectives_section
+from timeline.report.compare_view import build_compare_panel
 from timeline.report.data import STYLES, ReportData, default_view, format_ns, view_bars, view_levels
 from timeline.report.gantt import (
     BAR_HEIGHT,
@@ -145,9 +146,10 @@ class Dashboard:
     Attributes
     ----------
     layout
-        The bokeh layout (``name="dashboard"``), or, when the data holds a what-if sweep, tabs
-        (``name="report_tabs"``): "Gantt" holding that layout, "What-if" the
-        :func:`~timeline.report.whatif_view.build_whatif_panel`.
+        The bokeh layout (``name="dashboard"``), or, when the data holds a what-if sweep or a
+        comparison, tabs (``name="report_tabs"``): "Gantt" holding that layout, "What-if" the
+        :func:`~timeline.report.whatif_view.build_whatif_panel`, "Compare" the
+        :func:`~timeline.report.compare_view.build_compare_panel`.
     gantt
         The Gantt chart.
     select
@@ -394,13 +396,14 @@ def build_dashboard(
         *([] if section is None else [section.layout]),
         name="dashboard",
     )
+    # Tabs when there is more than the Gantt: the predicted scaling factor vs bandwidth, BASE vs this run.
+    panels = [TabPanel(child=layout, title="Gantt")]
     if data.whatif is not None:
-        # Two tabs: the Gantt and the rest as above, then the predicted scaling factor vs bandwidth.
-        panel = build_whatif_panel(data.whatif, width=_GANTT_WIDTH)
-        layout = Tabs(
-            tabs=[TabPanel(child=layout, title="Gantt"), TabPanel(child=panel, title="What-if")],
-            name="report_tabs",
-        )
+        panels.append(TabPanel(child=build_whatif_panel(data.whatif, width=_GANTT_WIDTH), title="What-if"))
+    if data.compare is not None:
+        panels.append(TabPanel(child=build_compare_panel(data.compare, width=_GANTT_WIDTH), title="Compare"))
+    if len(panels) > 1:
+        layout = Tabs(tabs=panels, name="report_tabs")
     return Dashboard(layout=layout, gantt=gantt, select=select, ranks=rank_filter, on_ready=on_ready)
 
 

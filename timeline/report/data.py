@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -180,6 +181,9 @@ class ReportData:
     whatif
         The what-if sweep of the dashboard's "What-if" tab
         (:func:`~timeline.report.whatif_view.whatif_sweep`); None: no such tab.
+    compare
+        ``timeline diff BASE NEW``'s result (:func:`~timeline.results.diff.build_diff`, NEW this
+        trace's run) shown in the "Compare" tab (``--compare BASE``); None: no such tab.
     bars_cache
         The last results of :func:`view_bars` (every browser session of ``timeline serve`` opens
         on the same view): not part of the data.
@@ -193,6 +197,7 @@ class ReportData:
     omitted: pl.DataFrame
     collectives: CollectiveMatch | None = None
     whatif: WhatIfSweep | None = None
+    compare: dict[str, Any] | None = None
     bars_cache: dict[tuple[object, ...], pl.DataFrame] = field(
         default_factory=dict, repr=False, compare=False
     )

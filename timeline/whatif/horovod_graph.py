@@ -18,8 +18,8 @@ the replay, the sweep and the report work unchanged:
   ready in between (the framework blocked on them: ``synchronize`` before the update, or a
   benchmark's blocking call). While tensors keep becoming ready, it computes (the backward pass).
 - **iterations**: the period of the training loop, when one is seen: the all-reduce tensor negotiated
-  most often (the earliest of those) opens a window at each negotiation start; ``K`` negotiations give
-  ``K − 1`` windows. Without a repeated tensor, one window: the whole timeline.
+  most often (the earliest of those, then the first by name) opens a window at each negotiation
+  start; ``K`` negotiations give ``K − 1`` windows. Without a repeated tensor, one window: the whole timeline.
 - **gradients**: each all-reduced tensor, ready when every rank had submitted it, with its bytes.
 - One rank (the writer) stands for all: the world size is the ranks in the readiness ticks.
 
@@ -361,7 +361,14 @@ def _windows(ops: pl.DataFrame, writer: int, first_ns: int, last_ns: int) -> tup
     counts = (
         gradient.group_by("pid")
         .agg(n=pl.len(), first=pl.col("op_start").min(), tensor=pl.col("tensor").first())
-        .sort(pl.col("n"), pl.col("first"), descending=[True, False])
+        # ties (fused tensors share their negotiation) broken by name: the same tensor on every run
+        .sort(
+            pl.col("n"),
+            pl.col("first"),
+            pl.col("tensor"),
+            pl.col("pid"),
+            descending=[True, False, False, False],
+        )
     )
     if counts.height and int(counts.item(0, "n")) >= 2:  # two negotiations: one period
         pid = counts.item(0, "pid")
