@@ -1,4 +1,4 @@
-"""Golden outputs: the commands print byte for byte what they printed at commit e93ab7a
+"""Golden outputs: the commands print byte for byte what they printed at commit b607444
 (issues #19, #22 and #23 included; before them, fb33636).
 
 Each file of ``tests/cli/golden/cases/`` is one case, made by ``tests/cli/golden/regenerate.py``
