@@ -26,7 +26,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 import polars as pl
 
@@ -241,12 +241,25 @@ def write_parquet_file(trace: Trace, output: str | Path, *, force: bool = False)
         cannot be written.
     """
     target = Path(output)
-    check_output(target, dataset=False, force=force)
+    _write_beside(
+        target,
+        lambda handle: write_parquet(handle, events=trace.events, files=trace.files, warnings=trace.warnings),
+        check=lambda: check_output(target, dataset=False, force=force),
+    )
+
+
+def _write_beside(target: Path, write: Callable[[BinaryIO], object], *, check: Callable[[], None]) -> None:
+    """Write a new file beside ``target`` with ``write`` and rename it over ``target``.
+
+    ``check`` (which raises when ``target`` may not be replaced) runs before and again after writing:
+    the output may have changed meanwhile.
+    """
+    check()
     partial, descriptor = _create_beside(target, _new_file)
     try:
         with os.fdopen(descriptor, "wb") as handle:
-            write_parquet(handle, events=trace.events, files=trace.files, warnings=trace.warnings)
-        check_output(target, dataset=False, force=force)  # again: it may have changed meanwhile
+            write(handle)
+        check()
         partial.replace(target)
     finally:
         partial.unlink(missing_ok=True)
@@ -265,6 +278,25 @@ def check_output(output: str | Path, *, dataset: bool, force: bool) -> None:
     UsageError
         What the output is and why it is refused, with the fix.
     """
+    kind, place = ("a dataset", "directory") if dataset else ("a Parquet file", "file")
+    _check_existing(
+        output,
+        force=force,
+        refused=lambda target, mode: _not_replaceable(target, mode, dataset=dataset),
+        replaces=f"{kind} written by timeline convert",
+        place=place,
+    )
+
+
+def _check_existing(
+    output: str | Path,
+    *,
+    force: bool,
+    refused: Callable[[Path, int], str | None],
+    replaces: str,
+    place: str,
+) -> None:
+    """Refuse an existing ``output`` that ``refused`` names (by its ``lstat`` mode), or without ``force``."""
     target = Path(output)
     try:
         mode = target.lstat().st_mode
@@ -272,14 +304,11 @@ def check_output(output: str | Path, *, dataset: bool, force: bool) -> None:
         return
     except OSError as exc:
         raise UsageError(f"{output}: cannot be examined: {exc.strerror or exc}") from exc
-    what = _not_replaceable(target, mode, dataset=dataset)
+    what = refused(target, mode)
     if what is not None:
-        kind, place = ("a dataset", "directory") if dataset else ("a Parquet file", "file")
-        msg = (
-            f"{output}: exists and is {what}; --force replaces only {kind} written by timeline convert; "
-            f"choose another output {place}"
+        raise UsageError(
+            f"{output}: exists and is {what}; --force replaces only {replaces}; choose another output {place}"
         )
-        raise UsageError(msg)
     if not force:
         raise UsageError(f"{output}: exists; pass --force to overwrite it")
 
@@ -342,20 +371,13 @@ def check_file_output(
     UsageError
         What the output is and why it is refused, with the fix.
     """
-    target = Path(output)
-    try:
-        mode = target.lstat().st_mode
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise UsageError(f"{output}: cannot be examined: {exc.strerror or exc}") from exc
-    what = _not_replaceable(target, mode, dataset=False, recognise=recognise)
-    if what is not None:
-        raise UsageError(
-            f"{output}: exists and is {what}; --force replaces only {kind}; choose another output file"
-        )
-    if not force:
-        raise UsageError(f"{output}: exists; pass --force to overwrite it")
+    _check_existing(
+        output,
+        force=force,
+        refused=lambda target, mode: _not_replaceable(target, mode, dataset=False, recognise=recognise),
+        replaces=kind,
+        place="file",
+    )
 
 
 def write_file(
@@ -372,17 +394,11 @@ def write_file(
         As :func:`check_file_output`; a directory that cannot be written.
     """
     target = Path(output)
-    check_file_output(target, force=force, recognise=recognise, kind=kind)
-    partial, descriptor = _create_beside(target, _new_file)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-        check_file_output(
-            target, force=force, recognise=recognise, kind=kind
-        )  # it may have changed meanwhile
-        partial.replace(target)
-    finally:
-        partial.unlink(missing_ok=True)
+    _write_beside(
+        target,
+        lambda handle: handle.write(data),
+        check=lambda: check_file_output(target, force=force, recognise=recognise, kind=kind),
+    )
 
 
 def _written_dataset(directory: Path) -> bool:
