@@ -1,0 +1,143 @@
+"""Findings: what limits a job and what would fix it, as plain data.
+
+A :class:`Finding` is one cause with its evidence, the fix, and the step the fix is predicted to
+give. The diagnosis (``timeline.diagnosis``) and the Flight Recorder analysis build them; the
+``findings`` list of ``timeline analyze --json`` is :func:`finding_dict` of each, sorted by
+:func:`ranked` (largest predicted gain first). Every cause is defined in ``docs/diagnosis.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "CAUSES",
+    "COMMUNICATION_CAUSES",
+    "FINDINGS_VERSION",
+    "Basis",
+    "Evidence",
+    "Finding",
+    "finding_dict",
+    "gain_ratio",
+    "ranked",
+]
+
+FINDINGS_VERSION = 1
+"""The layout version of a finding's dict (:func:`finding_dict`)."""
+
+Basis = Literal["replay", "bound", "observed"]
+"""How ``predicted_step_ns`` was obtained: the what-if replay of the trace with the fix applied, a
+stated bound (the step minus the time the fix removes at most), or ``observed`` for findings with
+no prediction (a hang, a desync: the dumps show what happened, no replay applies)."""
+
+Evidence = Mapping[str, int | float | str | bool | list[int] | list[str] | None]
+"""Named numbers (and names) a finding rests on: waits, skews, idle, busbw, link use, sizes…"""
+
+CAUSES: dict[str, str] = {
+    "straggler": "one or a few ranks arrive late at the collectives and the others wait for them",
+    "imbalance": "lateness at the collectives rotates among the ranks",
+    "input_stall": "every rank idles between or before its steps (data loading, host synchronisation)",
+    "no_overlap": "communication runs after the compute that could have hidden it",
+    "bucketing": "bucket or fusion sizes launch the first collective late, or many small ones",
+    "slow_link": "transfers run at the link's capacity and the link is what limits",
+    "link_underused": "transfers run far below the link's capacity",
+    "compression": "what gradient compression would give, its encoding cost included",
+    "launch_bound": "the device idles between short kernels while the host launches them",
+    "exposed_dimension": "one mesh dimension's communication is exposed",
+    "hang": "ranks of a process group stopped in a collective the others wait in",
+    "desync": "ranks of a process group issued different collectives at the same position",
+}
+"""Every cause a finding may name, with its meaning (``docs/diagnosis.md`` defines each)."""
+
+COMMUNICATION_CAUSES = frozenset(
+    {"no_overlap", "bucketing", "slow_link", "link_underused", "compression", "exposed_dimension"}
+)
+"""Causes that make a job communication-bound when the largest gain is theirs."""
+
+
+def gain_ratio(measured_step_ns: float, predicted_step_ns: float | None) -> float | None:
+    """Return ``1 − predicted / measured`` (the share of the step the fix saves), None when unknown.
+
+    Examples
+    --------
+    >>> gain_ratio(100.0, 75.0)
+    0.25
+    >>> gain_ratio(0.0, 1.0) is None
+    True
+    """
+    if predicted_step_ns is None or measured_step_ns <= 0:
+        return None
+    return 1.0 - predicted_step_ns / measured_step_ns
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One cause of lost time, its evidence and its fix.
+
+    Attributes
+    ----------
+    cause
+        A key of :data:`CAUSES`.
+    summary
+        One sentence with the numbers.
+    fix
+        One sentence: what to change.
+    ranks
+        The ranks concerned, or None for all.
+    iterations
+        The iterations concerned, or None for all (or none known).
+    evidence
+        The named numbers the finding rests on.
+    predicted_step_ns
+        The step after the fix (None where no prediction applies).
+    predicted_gain_ratio
+        ``1 − predicted_step_ns / measured step`` (:func:`gain_ratio`); None with no prediction.
+    basis
+        How the prediction was made (:data:`Basis`).
+    """
+
+    cause: str
+    summary: str
+    fix: str
+    ranks: tuple[int, ...] | None = None
+    iterations: tuple[int, ...] | None = None
+    evidence: Evidence = field(default_factory=dict)
+    predicted_step_ns: int | None = None
+    predicted_gain_ratio: float | None = None
+    basis: Basis = "observed"
+
+    def __post_init__(self) -> None:
+        if self.cause not in CAUSES:
+            raise ValueError(f"unknown cause {self.cause!r}; known: {', '.join(CAUSES)}")
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    """Return a finding as the plain dict ``--json`` prints (lists for tuples, evidence copied)."""
+    return {
+        "cause": finding.cause,
+        "summary": finding.summary,
+        "ranks": None if finding.ranks is None else list(finding.ranks),
+        "iterations": None if finding.iterations is None else list(finding.iterations),
+        "evidence": dict(finding.evidence),
+        "fix": finding.fix,
+        "predicted_step_ns": finding.predicted_step_ns,
+        "predicted_gain_ratio": finding.predicted_gain_ratio,
+        "basis": finding.basis,
+    }
+
+
+def ranked(findings: Iterable[Finding]) -> list[Finding]:
+    """Return findings by predicted gain, largest first; findings without a gain keep their order, first.
+
+    A finding with no prediction (a hang, a desync) is about the job not running at all, so it
+    comes before every gain.
+    """
+    items = list(findings)
+    unpredicted = [f for f in items if f.predicted_gain_ratio is None]
+    predicted = sorted(
+        (f for f in items if f.predicted_gain_ratio is not None),
+        key=lambda f: (-(f.predicted_gain_ratio or 0.0), f.cause),
+    )
+    return [*unpredicted, *predicted]
