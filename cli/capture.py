@@ -1,8 +1,9 @@
-"""``timeline capture --demo``: run a small CPU DDP job under the profiler and leave a run folder.
+"""``timeline capture --demo``: run a small CPU job (gloo) under the profiler and leave a run folder.
 
 Registered by the main app as ``app.command("capture")(capture_command)``. Capturing your own
 training job is done from Python with :func:`timeline.capture.capture`; this command only runs
-the built-in demo (``docs/capturing.md``).
+the built-in demo jobs (``--demo-job``: ``ddp``, ``fsdp2_tp``, ``pipeline``, ``expert``;
+``docs/capturing.md``).
 """
 
 from __future__ import annotations
@@ -23,15 +24,32 @@ _TRACE_GLOB = "rank*.pt.trace.json.gz"
 def capture_command(
     demo: Annotated[
         bool,
-        typer.Option("--demo", help="Run the built-in demo job: a small DDP MLP on CPU processes (gloo)."),
+        typer.Option("--demo", help="Run a built-in demo job on CPU processes (gloo); see --demo-job."),
     ] = False,
+    demo_job_name: Annotated[
+        str,
+        typer.Option(
+            "--demo-job",
+            help="Which demo job: ddp (an MLP under DDP), fsdp2_tp (FSDP2 + tensor parallel on a "
+            "(2, ranks/2) dp x tp mesh), pipeline (2 pipeline stages with send/recv, DDP on dp) or "
+            "expert (mixture of experts, all_to_all with uneven splits on ep).",
+        ),
+    ] = "ddp",
     out: Annotated[
         Path,
         typer.Option("--out", help="Run folder to write the traces and manifest.json to."),
     ] = Path("runs/demo"),
     ranks: Annotated[
-        int, typer.Option("--ranks", min=1, max=64, help="Number of processes (world size).")
-    ] = 2,
+        int | None,
+        typer.Option(
+            "--ranks",
+            min=1,
+            max=64,
+            help="Number of processes (world size). Default: 2 for ddp, 4 for the other jobs (which need "
+            "an even number, at least 4).",
+            show_default=False,
+        ),
+    ] = None,
     steps: Annotated[
         int,
         typer.Option("--steps", min=5, help="Training steps per rank; steps 2-4 are recorded."),
@@ -47,18 +65,21 @@ def capture_command(
         bool, typer.Option("--force", help="Replace the traces and manifest of an earlier run in --out.")
     ] = False,
 ) -> None:
-    """Capture PyTorch-profiler traces of a demo DDP job, ready for `timeline analyze`.
+    """Capture PyTorch-profiler traces of a demo job on CPU processes, ready for `timeline analyze`.
 
     Exit codes: 0 traces written; 2 bad arguments, --out already holds a run, or torch missing; 3 a bug
     in timeline; 130 interrupted.
     """
-    from timeline.capture import MANIFEST_NAME, TorchMissingError, require_torch, run_demo
+    from timeline.capture import MANIFEST_NAME, TorchMissingError, demo_job, require_torch, run_demo
 
     if not demo:
         fail(
             "timeline capture runs only the built-in demo job: pass --demo; to capture your own "
             "training loop use timeline.capture.capture (see docs/capturing.md)"
         )
+    with user_errors():
+        job = demo_job(demo_job_name)
+        job.check(ranks=job.default_ranks if ranks is None else ranks, grad_ready_markers=grad_ready_markers)
     try:
         require_torch()
     except TorchMissingError as exc:
@@ -74,7 +95,7 @@ def capture_command(
     for path in earlier:
         path.unlink()
     with user_errors():
-        result = run_demo(out, ranks=ranks, steps=steps, grad_ready_markers=grad_ready_markers)
+        result = run_demo(out, job=job.name, ranks=ranks, steps=steps, grad_ready_markers=grad_ready_markers)
     total = sum(p.stat().st_size for p in result.files)
     typer.echo(f"wrote {len(result.files)} traces ({total / 1e3:.0f} kB) and {MANIFEST_NAME} to {shown(out)}")
     for path in result.files:

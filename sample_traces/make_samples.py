@@ -5,16 +5,35 @@ Usage::
     python sample_traces/make_samples.py            # every sample
     python sample_traces/make_samples.py ddp_gloo   # only the named ones
 
-Each sample is a run folder written by the demo job of ``timeline capture --demo`` (an MLP under
-``DistributedDataParallel(bucket_cap_mb=1)`` on CPU processes, gloo): gzipped Kineto traces named
-``rank<N>.2-4.pt.trace.json.gz`` (steps 2-4 recorded: wait 1, warmup 1, active 3) and a
-``manifest.json``. Timings differ from run to run, so regenerating changes the files; the event
-structure does not. The script refuses to leave more than 2 MB of samples in total.
+Each sample is a run folder written by a demo job of ``timeline capture --demo`` (CPU processes on
+127.0.0.1, gloo, one intra-op thread each; :mod:`timeline.capture.jobs`): gzipped Kineto traces
+named ``rank<N>.2-4.pt.trace.json.gz`` (steps 2-4 recorded: wait 1, warmup 1, active 3,
+``record_shapes=True``) and a ``manifest.json``. Timings differ from run to run, so regenerating
+changes the files; the event structure does not. Each sample is the same as
+``timeline capture --demo --demo-job JOB --ranks N --steps 6 --out sample_traces/NAME``.
 
-- ``ddp_gloo/``: 2 ranks, default capture settings;
-- ``ddp_gloo_markers/``: 2 ranks with gradient-ready markers (``timeline.grad_ready:<param>:<bytes>``);
-- ``ddp_gloo_4rank/``: 4 ranks on the same cores (oversubscribed on small machines: slower, noisier
-  steps, more exposed communication).
+- ``ddp_gloo/``: job ``ddp`` (an MLP under ``DistributedDataParallel(bucket_cap_mb=1)``), 2 ranks;
+- ``ddp_gloo_markers/``: the same with gradient-ready markers (``timeline.grad_ready:<param>:<bytes>``);
+- ``ddp_gloo_4rank/``: job ``ddp``, 4 ranks on the same cores (oversubscribed on small machines:
+  slower, noisier steps, more exposed communication);
+- ``fsdp2_tp_gloo/``: job ``fsdp2_tp``, 4 ranks on a 2 x 2 mesh ``("dp", "tp")``: FSDP2 all-gathers
+  and reduce-scatters on the ``mesh_dp`` groups {0, 2} and {1, 3}, tensor-parallel all-reduces on
+  the ``mesh_tp`` groups {0, 1} and {2, 3};
+- ``pipeline_gloo/``: job ``pipeline``, 4 ranks on a 2 x 2 mesh ``("pp", "dp")``: two pipeline
+  stages (``Schedule1F1B``, 4 micro-batches) exchanging activations and gradients by send/recv on
+  the ``mesh_pp`` groups {0, 2} and {1, 3}, one DDP all-reduce per step on the ``mesh_dp`` groups
+  {0, 1} and {2, 3};
+- ``expert_gloo/``: job ``expert``, 4 ranks on a 2 x 2 mesh ``("dp", "ep")``: tokens routed to
+  experts by ``all_to_all_single`` with uneven splits on the ``mesh_ep`` groups {0, 1} and {2, 3},
+  expert gradients all-reduced on the ``mesh_dp`` groups {0, 2} and {1, 3} and router gradients on
+  the default group.
+
+The samples of the parallel jobs (issue #20) show communication on several process groups: their
+traces carry ``distributedInfo.pg_config``, which lists the groups each rank belongs to (see
+docs/capturing.md for what a gloo trace does and does not say about groups).
+
+The script refuses to leave more than 2 MB of samples in total (the six folders take about
+1.2 MB: 30-75 kB per rank and trace).
 """
 
 from __future__ import annotations
@@ -38,14 +57,18 @@ class Sample:
     """One sample run folder and how to make it."""
 
     name: str
+    job: str
     ranks: int
-    grad_ready_markers: bool
+    grad_ready_markers: bool = False
 
 
 SAMPLES = (
-    Sample("ddp_gloo", ranks=2, grad_ready_markers=False),
-    Sample("ddp_gloo_markers", ranks=2, grad_ready_markers=True),
-    Sample("ddp_gloo_4rank", ranks=4, grad_ready_markers=False),
+    Sample("ddp_gloo", "ddp", ranks=2),
+    Sample("ddp_gloo_markers", "ddp", ranks=2, grad_ready_markers=True),
+    Sample("ddp_gloo_4rank", "ddp", ranks=4),
+    Sample("fsdp2_tp_gloo", "fsdp2_tp", ranks=4),
+    Sample("pipeline_gloo", "pipeline", ranks=4),
+    Sample("expert_gloo", "expert", ranks=4),
 )
 
 
@@ -55,7 +78,14 @@ def make(sample: Sample) -> list[Path]:
     out.mkdir(exist_ok=True)
     for old in [*out.glob("rank*.pt.trace.json.gz"), out / MANIFEST_NAME]:
         old.unlink(missing_ok=True)
-    result = run_demo(out, ranks=sample.ranks, steps=6, grad_ready_markers=sample.grad_ready_markers, seed=0)
+    result = run_demo(
+        out,
+        job=sample.job,
+        ranks=sample.ranks,
+        steps=6,
+        grad_ready_markers=sample.grad_ready_markers,
+        seed=0,
+    )
     return [*result.files, out / MANIFEST_NAME]
 
 

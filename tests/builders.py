@@ -11,6 +11,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -426,3 +427,83 @@ def write_json(path: Path, doc: Any) -> Path:
     """Write ``doc`` as JSON to ``path``; return the path."""
     path.write_text(json.dumps(doc))
     return path
+
+
+# -- real captures of the demo jobs on a device mesh (tests/capture/jobs) ----------------------
+
+
+def capture_job_traces(out: Path, job: str) -> dict[int, dict[str, Any]]:
+    """Run the demo ``job`` on 4 gloo ranks (steps 1-2 recorded) into ``out``; return the traces by rank.
+
+    The traces are read from the gzipped files with the standard library, independently of
+    timeline's importer. Takes 10-20 s on 2 cores.
+    """
+    from timeline.capture import run_demo
+
+    result = run_demo(out, job=job, ranks=4, steps=3, wait=0, warmup=1, active=2, timeout_s=240)
+    traces: dict[int, dict[str, Any]] = {}
+    for path in result.files:
+        with gzip.open(path, "rb") as f:
+            trace: dict[str, Any] = json.loads(f.read())
+        traces[trace["distributedInfo"]["rank"]] = trace
+    assert sorted(traces) == [0, 1, 2, 3], [p.name for p in result.files]
+    return traces
+
+
+def mesh_groups(rank: int, world_size: int) -> tuple[list[int], list[int]]:
+    """Return the ranks of ``rank``'s groups along dims 0 and 1 of a ``(2, world_size // 2)`` mesh.
+
+    The mesh is ``arange(world_size).view(2, -1)``: dim 0 groups are its columns, dim 1 groups its rows.
+    """
+    width = world_size // 2
+    return [rank % width, rank % width + width], [rank // width * width + i for i in range(width)]
+
+
+def groups_by_description(trace: dict[str, Any]) -> dict[str, tuple[str, list[int]]]:
+    """Return ``pg_desc → (pg_name, ranks)`` from a trace's ``distributedInfo.pg_config``."""
+    groups = {g["pg_desc"]: (g["pg_name"], g["ranks"]) for g in trace["distributedInfo"]["pg_config"]}
+    assert len(groups) == len(trace["distributedInfo"]["pg_config"]), "a description listed twice"
+    for group in trace["distributedInfo"]["pg_config"]:
+        assert group["pg_size"] == len(group["ranks"])
+    return groups
+
+
+def step_events(trace: dict[str, Any], name: str) -> list[list[dict[str, Any]]]:
+    """Return, for each ``ProfilerStep#`` in order, the complete events called ``name`` starting in it."""
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted(
+        (int(e["name"].removeprefix("ProfilerStep#")), e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e["name"].startswith("ProfilerStep#")
+    )
+    named = sorted((e for e in events if e["name"] == name), key=lambda e: e["ts"])
+    return [[e for e in named if start <= e["ts"] < end] for _, start, end in steps]
+
+
+def thread_names(trace: dict[str, Any]) -> dict[int, str]:
+    """Return ``tid → name`` from a trace's ``thread_name`` metadata records."""
+    return {
+        e["tid"]: e["args"]["name"]
+        for e in trace["traceEvents"]
+        if e.get("ph") == "M" and e.get("name") == "thread_name"
+    }
+
+
+def loaded_collectives(run_dir: Path) -> Counter[tuple[int, str]]:
+    """Count the communication events of a run folder by ``(rank, collective)`` through ``timeline.load``."""
+    from timeline.trace import load
+
+    events = load([run_dir], workers=1).events.filter(pl.col("kind") == "communication")
+    return Counter(
+        zip(events.get_column("rank").to_list(), events.get_column("collective").to_list(), strict=True)
+    )
+
+
+def raw_gloo_collectives(traces: dict[int, dict[str, Any]]) -> Counter[tuple[int, str]]:
+    """Count the ``gloo:<collective>`` events of raw traces by ``(rank, collective)``."""
+    return Counter(
+        (rank, e["name"].removeprefix("gloo:"))
+        for rank, trace in traces.items()
+        for e in trace["traceEvents"]
+        if e.get("ph") == "X" and e["name"].startswith("gloo:")
+    )

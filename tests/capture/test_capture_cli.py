@@ -71,6 +71,44 @@ def test_too_few_steps(tmp_path: Path) -> None:
     assert "--steps" in err
 
 
+def test_unknown_demo_job(tmp_path: Path) -> None:
+    earlier = tmp_path / "rank0.2-4.pt.trace.json.gz"
+    earlier.write_bytes(b"")
+    code, out, err = _invoke("--demo", "--demo-job", "zero3", "--out", str(tmp_path), "--force")
+    assert (code, out) == (2, "")
+    assert err == "error: demo job 'zero3': unknown; choose one of ddp, fsdp2_tp, pipeline, expert\n"
+    assert earlier.exists()  # refused before --force removed anything
+
+
+def test_mesh_job_with_an_odd_rank_count(tmp_path: Path) -> None:
+    code, out, err = _invoke("--demo", "--demo-job", "fsdp2_tp", "--ranks", "3", "--out", str(tmp_path / "r"))
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: ranks=3: the fsdp2_tp demo job runs on a (2, ranks/2) device mesh; pass an even number "
+        "of ranks, at least 4\n"
+    )
+    assert not (tmp_path / "r").exists()
+
+
+def test_grad_ready_markers_need_the_ddp_job(tmp_path: Path) -> None:
+    code, _, err = _invoke("--demo", "--demo-job", "pipeline", "--grad-ready-markers", "--out", str(tmp_path))
+    assert code == 2
+    assert err.startswith("error: grad_ready_markers: only the ddp demo job records them, not pipeline;")
+
+
+@pytest.mark.slow  # a real 4-rank run of a mesh job through the command line (10-20 s on 2 cores)
+def test_demo_job_runs_on_four_ranks_by_default(tmp_path: Path) -> None:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("needs torch")
+    code, out, err = _invoke("--demo", "--demo-job", "expert", "--out", str(tmp_path), "--steps", "5")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0].startswith("wrote 4 traces (")
+    manifest = read_manifest(tmp_path / MANIFEST_NAME)
+    assert manifest is not None
+    assert manifest.world_size == 4
+    assert manifest.files == [f"rank{rank}.2-4.pt.trace.json.gz" for rank in range(4)]
+
+
 @pytest.mark.slow  # a real 2-rank run, as in test_capture_ddp.py, through the command line
 def test_demo_replaces_an_earlier_run(tmp_path: Path) -> None:
     if importlib.util.find_spec("torch") is None:

@@ -8,7 +8,8 @@ importing this package works without torch (install it with ``pip install 'timel
 - gradient-ready markers (``grad_ready_markers=True``): ``timeline.grad_ready:<param>:<bytes>``
   ranges, parsed by :func:`parse_grad_ready_name`;
 - :func:`horovod_timeline_env`: the Horovod timeline settings for the same run folder;
-- :func:`run_demo`: the small CPU DDP job behind ``timeline capture --demo``.
+- :func:`run_demo`: the small CPU jobs behind ``timeline capture --demo`` (:data:`DEMO_JOBS`:
+  ``ddp``, and on a device mesh ``fsdp2_tp``, ``pipeline``, ``expert``; :func:`demo_job`).
 
 See ``docs/capturing.md``.
 """
@@ -18,21 +19,25 @@ from __future__ import annotations
 from timeline.capture._torch import TORCH_MISSING_MESSAGE, TorchMissingError, import_torch, require_torch
 from timeline.capture.demo import DemoResult, run_demo
 from timeline.capture.horovod import HOROVOD_TIMELINE_NAME, horovod_timeline_env
+from timeline.capture.jobs import DEMO_JOBS, DemoJob, demo_job
 from timeline.capture.manifest import MANIFEST_NAME, Manifest, RankEntry, read_manifest, trace_file_name
 from timeline.capture.markers import GRAD_READY_PREFIX, format_grad_ready_name, parse_grad_ready_name
 from timeline.capture.session import Capture, capture
 
 __all__ = [
+    "DEMO_JOBS",
     "GRAD_READY_PREFIX",
     "HOROVOD_TIMELINE_NAME",
     "MANIFEST_NAME",
     "TORCH_MISSING_MESSAGE",
     "Capture",
+    "DemoJob",
     "DemoResult",
     "Manifest",
     "RankEntry",
     "TorchMissingError",
     "capture",
+    "demo_job",
     "format_grad_ready_name",
     "horovod_timeline_env",
     "import_torch",

@@ -1,14 +1,14 @@
-"""The demo job: a small DDP training run on CPU (gloo), captured with :func:`~timeline.capture.capture`.
+"""The demo jobs' runner: spawn the ranks on CPU (gloo), train under :func:`~timeline.capture.capture`.
 
-Takes a run folder and a few sizes; gives a run folder that ``timeline analyze`` reads, and rank
-0's step times. Used by ``timeline capture --demo``, ``sample_traces/make_samples.py``, the tests
-and ``benchmarks/capture_overhead.py``.
+Takes a run folder, a job name (:mod:`timeline.capture.jobs`) and a few sizes; gives a run folder
+that ``timeline analyze`` reads, and rank 0's step times. Used by ``timeline capture --demo``,
+``sample_traces/make_samples.py``, the tests and ``benchmarks/capture_overhead.py``.
 
-The job: ``ranks`` processes started with the ``spawn`` method on 127.0.0.1 (gloo), each with one
-intra-op thread; an MLP (256 → 4 × 512 → 10, about 0.9 M parameters, 3.6 MB of gradients) wrapped
-in ``DistributedDataParallel(bucket_cap_mb=1)``, so the gradients travel in 4 buckets and the
-first all-reduces overlap the rest of the backward pass; SGD on fixed random batches of 64.
-Seeds are fixed: every run computes the same numbers (timings differ, of course).
+``ranks`` processes are started with the ``spawn`` method on 127.0.0.1 (gloo, a free port), each
+with one intra-op thread; each initialises the default process group, builds its part of the job
+(the job's ``setup``: the default ``ddp`` job is an MLP under ``DistributedDataParallel``; the
+others build a device mesh and its groups), waits at a barrier, then trains ``steps`` steps under
+the profiler. Seeds are fixed: every run computes the same numbers (timings differ, of course).
 """
 
 from __future__ import annotations
@@ -19,26 +19,19 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.queues import SimpleQueue
 from pathlib import Path
 
 from timeline.capture._torch import import_torch, require_torch
+from timeline.capture.jobs import DEMO_BUCKET_CAP_MB, DemoJob, Training, demo_job
 from timeline.capture.manifest import MANIFEST_NAME, read_manifest
 from timeline.capture.session import capture
 from timeline.errors import UsageError
 
 __all__ = ["DEMO_BUCKET_CAP_MB", "DemoResult", "run_demo"]
-
-DEMO_BUCKET_CAP_MB = 1.0
-_INPUT = 256
-_HIDDEN = 512
-_HIDDEN_LAYERS = 4
-_CLASSES = 10
-_BATCH = 64
-_BATCHES = 4
 
 
 @dataclass(frozen=True)
@@ -58,6 +51,7 @@ class DemoResult:
 
 @dataclass(frozen=True)
 class _Spec:
+    job: str
     out: str
     ranks: int
     steps: int
@@ -78,7 +72,8 @@ class _Spec:
 def run_demo(
     out: str | os.PathLike[str],
     *,
-    ranks: int = 2,
+    job: str = "ddp",
+    ranks: int | None = None,
     steps: int = 8,
     wait: int = 1,
     warmup: int = 1,
@@ -92,20 +87,24 @@ def run_demo(
     threads: int = 1,
     timeout_s: float = 300.0,
 ) -> DemoResult:
-    """Run the demo DDP job on ``ranks`` local CPU processes and capture it into ``out``.
+    """Run a demo job on ``ranks`` local CPU processes and capture it into ``out``.
 
     Parameters
     ----------
     out
         The run folder; created if missing. Existing files of the same names are replaced.
+    job
+        The job's name, a key of :data:`timeline.capture.jobs.DEMO_JOBS`: ``ddp`` (the default),
+        ``fsdp2_tp``, ``pipeline`` or ``expert``.
     ranks
-        Number of processes (world size).
+        Number of processes (world size); None gives the job's default (2 for ``ddp``, 4 for the
+        others, which need an even number, at least 4).
     steps
         Training steps per rank; at least ``wait + warmup + active`` when profiling.
     wait, warmup, active, repeat
         The profiler schedule.
     grad_ready_markers, record_shapes, with_stack
-        Passed to :func:`~timeline.capture.capture`.
+        Passed to :func:`~timeline.capture.capture` (grad-ready markers: ``ddp`` only).
     profile
         Capture traces; False runs the same job without the profiler (to measure its overhead).
     seed
@@ -125,19 +124,21 @@ def run_demo(
     TorchMissingError
         torch is not installed.
     UsageError
-        A count out of range.
+        An unknown job, a count out of range, or an option the job does not take.
     RuntimeError
         A rank failed (its traceback is on stderr) or the job timed out.
     """
-    _check_counts(
-        ranks=ranks, threads=threads, steps=steps, wait=wait, warmup=warmup, active=active, profile=profile
-    )
+    demo = demo_job(job)
+    world_size = demo.default_ranks if ranks is None else ranks
+    demo.check(ranks=world_size, grad_ready_markers=grad_ready_markers)
+    _check_counts(threads=threads, steps=steps, wait=wait, warmup=warmup, active=active, profile=profile)
     require_torch()
     run_dir = Path(out)
     run_dir.mkdir(parents=True, exist_ok=True)
     spec = _Spec(
+        job=demo.name,
         out=str(run_dir),
-        ranks=ranks,
+        ranks=world_size,
         steps=steps,
         port=_free_port(),
         wait=wait,
@@ -161,18 +162,14 @@ def run_demo(
     return DemoResult(run_dir=run_dir, files=files, step_times_s=tuple(times), step_cpu_s=tuple(cpu_times))
 
 
-def _check_counts(
-    *, ranks: int, threads: int, steps: int, wait: int, warmup: int, active: int, profile: bool
-) -> None:
-    """Refuse counts the demo job cannot run with (see :func:`run_demo`).
+def _check_counts(*, threads: int, steps: int, wait: int, warmup: int, active: int, profile: bool) -> None:
+    """Refuse counts no demo job can run with (see :func:`run_demo`).
 
     Raises
     ------
     UsageError
-        Fewer than one rank or thread, or too few steps to record one profiler window.
+        Fewer than one thread, or too few steps to record one profiler window.
     """
-    if ranks < 1:
-        raise UsageError(f"ranks={ranks}: need at least 1 rank")
     if threads < 1:
         raise UsageError(f"threads={threads}: need at least 1 thread per rank")
     window = wait + warmup + active
@@ -236,7 +233,7 @@ def _free_port() -> int:
 
 
 def _worker(rank: int, spec: _Spec, results: SimpleQueue[tuple[list[float], list[float]]]) -> None:
-    """Train one rank of the demo job (runs in a spawned process)."""
+    """Run one rank of the demo job (in a spawned process); rank 0 puts its step times on ``results``."""
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(spec.port),
@@ -255,59 +252,46 @@ def _worker(rank: int, spec: _Spec, results: SimpleQueue[tuple[list[float], list
         "gloo", rank=rank, world_size=spec.ranks, timeout=timedelta(seconds=spec.timeout_s)
     )
     try:
-        torch.manual_seed(spec.seed)
-        nn = torch.nn
-        layers = [nn.Linear(_INPUT, _HIDDEN), nn.ReLU()]
-        for _ in range(_HIDDEN_LAYERS - 1):
-            layers += [nn.Linear(_HIDDEN, _HIDDEN), nn.ReLU()]
-        layers.append(nn.Linear(_HIDDEN, _CLASSES))
-        model = nn.parallel.DistributedDataParallel(nn.Sequential(*layers), bucket_cap_mb=DEMO_BUCKET_CAP_MB)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-        loss_fn = nn.CrossEntropyLoss()
-        generator = torch.Generator().manual_seed(spec.seed + 1 + rank)
-        batches = [
-            (
-                torch.randn(_BATCH, _INPUT, generator=generator),
-                torch.randint(0, _CLASSES, (_BATCH,), generator=generator),
-            )
-            for _ in range(_BATCHES)
-        ]
-
-        def train_step(i: int) -> None:
-            inputs, targets = batches[i % len(batches)]
-            optimizer.zero_grad(set_to_none=True)
-            loss_fn(model(inputs), targets).backward()
-            optimizer.step()
-
-        times: list[float] = []
-        cpu_times: list[float] = []
+        job: DemoJob = demo_job(spec.job)
+        training = job.setup(torch, rank=rank, world_size=spec.ranks, seed=spec.seed)
         dist.barrier()
-        if spec.profile:
-            with capture(
-                spec.out,
-                wait=spec.wait,
-                warmup=spec.warmup,
-                active=spec.active,
-                repeat=spec.repeat,
-                grad_ready_markers=spec.grad_ready_markers,
-                model=model,
-                record_shapes=spec.record_shapes,
-                with_stack=spec.with_stack,
-            ) as cap:
-                for i in range(spec.steps):
-                    start, start_cpu = time.perf_counter(), time.thread_time()
-                    train_step(i)
-                    cap.step()
-                    times.append(time.perf_counter() - start)
-                    cpu_times.append(time.thread_time() - start_cpu)
-        else:
-            for i in range(spec.steps):
-                start, start_cpu = time.perf_counter(), time.thread_time()
-                train_step(i)
-                times.append(time.perf_counter() - start)
-                cpu_times.append(time.thread_time() - start_cpu)
+        times, cpu_times = _train(spec, training)
         dist.barrier()
         if rank == 0:
             results.put((times, cpu_times))
     finally:
         dist.destroy_process_group()
+
+
+def _train(spec: _Spec, training: Training) -> tuple[list[float], list[float]]:
+    """Run ``spec.steps`` training steps, under the profiler when ``spec.profile``; return step times.
+
+    Wall and main-thread CPU time of every step, in seconds (``cap.step()`` included).
+    """
+    times: list[float] = []
+    cpu_times: list[float] = []
+
+    def run(after_step: Callable[[], None]) -> None:
+        for i in range(spec.steps):
+            start, start_cpu = time.perf_counter(), time.thread_time()
+            training.step(i)
+            after_step()
+            times.append(time.perf_counter() - start)
+            cpu_times.append(time.thread_time() - start_cpu)
+
+    if not spec.profile:
+        run(lambda: None)
+        return times, cpu_times
+    with capture(
+        spec.out,
+        wait=spec.wait,
+        warmup=spec.warmup,
+        active=spec.active,
+        repeat=spec.repeat,
+        grad_ready_markers=spec.grad_ready_markers,
+        model=training.model,
+        record_shapes=spec.record_shapes,
+        with_stack=spec.with_stack,
+    ) as cap:
+        run(cap.step)
+    return times, cpu_times

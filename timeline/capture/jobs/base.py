@@ -1,0 +1,43 @@
+"""What every demo job gives the runner, and the pieces the parallel jobs share.
+
+Takes the ``torch`` module (imported by the runner in the rank's process, passed in as a
+:class:`types.ModuleType`, so nothing here imports torch and type checking never reads torch);
+gives :class:`Training` (one rank's step function and model), :func:`mesh_2d` (a named 2-D
+``DeviceMesh`` on CPU) and :func:`torch_module` (a torch submodule, imported on demand).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+__all__ = ["Training", "mesh_2d", "torch_module"]
+
+
+@dataclass(frozen=True)
+class Training:
+    """One rank's part of a demo job, built in that rank's process and ready to run."""
+
+    step: Callable[[int], None]
+    """Run training step ``i`` (forward, backward, communication, optimizer step)."""
+    model: object
+    """The module handed to :func:`~timeline.capture.capture` as ``model=`` (grad-ready markers)."""
+
+
+def torch_module(name: str) -> ModuleType:
+    """Return the torch submodule ``name`` (``"torch.distributed.fsdp"``), importing it on first use."""
+    return importlib.import_module(name)
+
+
+def mesh_2d(torch: ModuleType, *, world_size: int, names: tuple[str, str]) -> Any:
+    """Return a CPU ``DeviceMesh`` of shape ``(2, world_size // 2)`` with the dimension ``names``.
+
+    ``init_device_mesh`` makes one gloo process group per row and per column (``pg_desc``
+    ``mesh_<name>`` in the traces' ``distributedInfo.pg_config``) on top of the default group the
+    runner has initialised. ``world_size`` must be even (the jobs check it before starting).
+    """
+    device_mesh = torch_module("torch.distributed.device_mesh")
+    return device_mesh.init_device_mesh("cpu", (2, world_size // 2), mesh_dim_names=names)
