@@ -31,7 +31,7 @@ def capture_command(
         typer.Option(
             "--demo-job",
             help="Which demo job: ddp (an MLP under DDP), fsdp2_tp (FSDP2 + tensor parallel on a "
-            "(2, ranks/2) dp x tp mesh), pipeline (2 pipeline stages with send/recv, DDP on dp) or "
+            "(ranks/2, 2) dp x tp mesh), pipeline (2 pipeline stages with send/recv, DDP on dp) or "
             "expert (mixture of experts, all_to_all with uneven splits on ep).",
         ),
     ] = "ddp",

@@ -33,7 +33,7 @@ traces carry ``distributedInfo.pg_config``, which lists the groups each rank bel
 docs/capturing.md for what a gloo trace does and does not say about groups).
 
 The script refuses to leave more than 2 MB of samples in total (the six folders take about
-1.2 MB: 30-75 kB per rank and trace).
+1.1 MB: 30-75 kB per rank and trace; the budget was not raised for the parallel samples).
 """
 
 from __future__ import annotations

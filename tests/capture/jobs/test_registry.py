@@ -30,7 +30,7 @@ def test_an_unknown_job() -> None:
 @pytest.mark.parametrize("ranks", [1, 2, 3, 5])
 def test_mesh_jobs_need_an_even_number_of_ranks_from_4(job: str, ranks: int, tmp_path: Path) -> None:
     message = (
-        f"ranks={ranks}: the {job} demo job runs on a (2, ranks/2) device mesh; "
+        f"ranks={ranks}: the {job} demo job runs on a device mesh with a dimension of 2; "
         "pass an even number of ranks, at least 4"
     )
     with pytest.raises(UsageError) as info:

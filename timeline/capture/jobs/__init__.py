@@ -5,11 +5,12 @@ model and training step inside a spawned process (the runner, :func:`timeline.ca
 passes torch in: nothing here imports torch).
 
 - ``ddp``: an MLP under ``DistributedDataParallel`` (any number of ranks);
-- ``fsdp2_tp``: FSDP2 on ``dp`` and tensor parallelism on ``tp``, a ``(2, ranks/2)`` mesh;
-- ``pipeline``: two pipeline stages (``torch.distributed.pipelining``, 1F1B, point-to-point sends
-  and receives) on ``pp``, each stage under DDP on ``dp``;
-- ``expert``: a mixture-of-experts layer, tokens exchanged by ``all_to_all_single`` with uneven
-  splits on ``ep``, gradients all-reduced on ``dp`` and on the default group.
+- ``fsdp2_tp``: FSDP2 on ``dp`` and tensor parallelism on ``tp``, a ``(ranks/2, 2)`` mesh;
+- ``pipeline``: on a ``(2, ranks/2)`` mesh, two pipeline stages (``torch.distributed.pipelining``,
+  1F1B, point-to-point sends and receives) on ``pp``, each stage under DDP on ``dp``;
+- ``expert``: on a ``(2, ranks/2)`` mesh, a mixture-of-experts layer, tokens exchanged by
+  ``all_to_all_single`` with uneven splits on ``ep``, gradients all-reduced on ``dp`` and on the
+  default group.
 
 Each job's module docstring lists the collectives one step runs.
 """
@@ -38,7 +39,7 @@ class DemoJob:
     """One line: the parallelism and the collectives it shows."""
     default_ranks: int
     mesh_2d: bool
-    """Whether it runs on a ``(2, ranks // 2)`` device mesh (an even number of ranks, at least 4)."""
+    """Whether it runs on a 2-D device mesh with a dimension of 2 (an even number of ranks, at least 4)."""
     setup: Callable[..., Training]
     """``setup(torch, *, rank, world_size, seed) -> Training``, called in each rank's process."""
 
@@ -54,7 +55,7 @@ class DemoJob:
             raise UsageError(f"ranks={ranks}: need at least 1 rank")
         if self.mesh_2d and (ranks < 4 or ranks % 2):
             raise UsageError(
-                f"ranks={ranks}: the {self.name} demo job runs on a (2, ranks/2) device mesh; "
+                f"ranks={ranks}: the {self.name} demo job runs on a device mesh with a dimension of 2; "
                 "pass an even number of ranks, at least 4"
             )
         if grad_ready_markers and self.name != "ddp":
@@ -70,7 +71,7 @@ DEMO_JOBS: dict[str, DemoJob] = {
         DemoJob("ddp", "an MLP under DDP: gradient all-reduces in 4 buckets", 2, False, setup_ddp),
         DemoJob(
             "fsdp2_tp",
-            "FSDP2 on dp + tensor parallel on tp (2 x ranks/2 mesh): all-gathers, reduce-scatters, "
+            "FSDP2 on dp + tensor parallel on tp (ranks/2 x 2 mesh): all-gathers, reduce-scatters, "
             "all-reduces on two kinds of groups",
             4,
             True,

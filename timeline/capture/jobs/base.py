@@ -3,7 +3,8 @@
 Takes the ``torch`` module (imported by the runner in the rank's process, passed in as a
 :class:`types.ModuleType`, so nothing here imports torch and type checking never reads torch);
 gives :class:`Training` (one rank's step function and model), :func:`mesh_2d` (a named 2-D
-``DeviceMesh`` on CPU) and :func:`torch_module` (a torch submodule, imported on demand).
+``DeviceMesh`` on CPU, one of its dimensions of size 2) and :func:`torch_module` (a torch
+submodule, imported on demand).
 """
 
 from __future__ import annotations
@@ -32,12 +33,16 @@ def torch_module(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
-def mesh_2d(torch: ModuleType, *, world_size: int, names: tuple[str, str]) -> Any:
+def mesh_2d(torch: ModuleType, *, world_size: int, names: tuple[str, str], pair_last: bool = False) -> Any:
     """Return a CPU ``DeviceMesh`` of shape ``(2, world_size // 2)`` with the dimension ``names``.
 
-    ``init_device_mesh`` makes one gloo process group per row and per column (``pg_desc``
-    ``mesh_<name>`` in the traces' ``distributedInfo.pg_config``) on top of the default group the
-    runner has initialised. ``world_size`` must be even (the jobs check it before starting).
+    ``pair_last`` gives the shape ``(world_size // 2, 2)`` instead. ``init_device_mesh`` makes one
+    gloo process group per row and per column (``pg_desc`` ``mesh_<name>`` in the traces'
+    ``distributedInfo.pg_config``) on top of the default group the runner has initialised.
+    ``world_size`` must be even (the jobs check it before starting). With 4 ranks both shapes are
+    ``[[0, 1], [2, 3]]``: the first dimension's groups are {0, 2} and {1, 3}, the second's {0, 1}
+    and {2, 3}.
     """
     device_mesh = torch_module("torch.distributed.device_mesh")
-    return device_mesh.init_device_mesh("cpu", (2, world_size // 2), mesh_dim_names=names)
+    shape = (world_size // 2, 2) if pair_last else (2, world_size // 2)
+    return device_mesh.init_device_mesh("cpu", shape, mesh_dim_names=names)

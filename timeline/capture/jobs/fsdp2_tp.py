@@ -3,8 +3,9 @@
 Takes the ``torch`` module, the rank, the world size (even, at least 4) and a seed; gives the rank's
 :class:`~timeline.capture.jobs.base.Training`.
 
-The mesh: ``init_device_mesh("cpu", (2, world_size // 2), mesh_dim_names=("dp", "tp"))``; with 4
-ranks the ``dp`` groups are {0, 2} and {1, 3}, the ``tp`` groups {0, 1} and {2, 3}. The model: two
+The mesh: ``init_device_mesh("cpu", (world_size // 2, 2), mesh_dim_names=("dp", "tp"))`` (tensor
+parallelism on pairs of ranks, so every layer splits evenly); with 4 ranks the ``dp`` groups are
+{0, 2} and {1, 3}, the ``tp`` groups {0, 1} and {2, 3}. The model: two
 residual MLP blocks (64 → 256 → 64, about 66 k parameters); in each block the first linear layer is
 ``ColwiseParallel`` and the second ``RowwiseParallel`` on ``tp`` (``parallelize_module``), then
 each block and the root are sharded with FSDP2's ``fully_shard`` on ``dp``. A step on one rank
@@ -48,7 +49,7 @@ def setup_fsdp2_tp(torch: ModuleType, *, rank: int, world_size: int, seed: int) 
         The step function and the root FSDP module.
     """
     del rank  # the mesh knows it
-    mesh = mesh_2d(torch, world_size=world_size, names=("dp", "tp"))
+    mesh = mesh_2d(torch, world_size=world_size, names=("dp", "tp"), pair_last=True)
     parallel = torch_module("torch.distributed.tensor.parallel")
     fsdp = torch_module("torch.distributed.fsdp")
     nn = torch.nn
