@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib.util
 import json
 import subprocess
 import sys
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -438,8 +440,17 @@ def capture_job_traces(out: Path, job: str) -> dict[int, dict[str, Any]]:
     The traces are read from the gzipped files with the standard library, independently of
     timeline's importer. Takes 10-20 s on 2 cores.
     """
-    from timeline.capture import run_demo
+    import pytest
 
+    from timeline.capture import import_torch, run_demo
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("needs torch")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
+        dist = import_torch().distributed
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch was built without gloo")
     result = run_demo(out, job=job, ranks=4, steps=3, wait=0, warmup=1, active=2, timeout_s=240)
     traces: dict[int, dict[str, Any]] = {}
     for path in result.files:
@@ -457,6 +468,29 @@ def mesh_groups(rank: int, world_size: int) -> tuple[list[int], list[int]]:
     """
     width = world_size // 2
     return [rank % width, rank % width + width], [rank // width * width + i for i in range(width)]
+
+
+def assert_mesh_pg_config(traces: dict[int, dict[str, Any]], dims: tuple[str, str]) -> None:
+    """Assert each rank's ``pg_config``: the default group and its groups along the mesh ``dims``.
+
+    The mesh is ``(2, 2)`` over ranks 0-3; every member of a group must call it by the same
+    ``pg_name``, and the 5 groups (default, two per dimension) must have 5 different names.
+    """
+    names: dict[tuple[str, tuple[int, ...]], set[str]] = {}
+    for rank, trace in traces.items():
+        info = trace["distributedInfo"]
+        assert (info["backend"], info["rank"], info["world_size"], info["pg_count"]) == ("gloo", rank, 4, 5)
+        groups = groups_by_description(trace)
+        first, second = mesh_groups(rank, 4)
+        assert {desc: ranks for desc, (_, ranks) in groups.items()} == {
+            "default_pg": [0, 1, 2, 3],
+            f"mesh_{dims[0]}": first,
+            f"mesh_{dims[1]}": second,
+        }
+        for desc, (name, ranks) in groups.items():
+            names.setdefault((desc, tuple(ranks)), set()).add(name)
+    assert all(len(found) == 1 for found in names.values()), names
+    assert len({name for found in names.values() for name in found}) == len(names) == 5
 
 
 def groups_by_description(trace: dict[str, Any]) -> dict[str, tuple[str, list[int]]]:

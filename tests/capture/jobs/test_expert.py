@@ -9,27 +9,19 @@ The splits are read from the files with the standard library and checked across 
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.builders import (
+    assert_mesh_pg_config,
     capture_job_traces,
-    groups_by_description,
     loaded_collectives,
     mesh_groups,
     raw_gloo_collectives,
     step_events,
 )
-
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
-    torch = pytest.importorskip("torch")
-
-if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
-    pytest.skip("torch was built without gloo", allow_module_level=True)
 
 _TOKENS, _WIDTH = 32, 32
 _EXPERT_GRADS = 2 * (32 * 64 + 64 + 64 * 32 + 32)  # 2 local experts, all-reduced on dp
@@ -43,15 +35,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, dict[
 
 
 def test_pg_config_lists_the_mesh_groups_of_each_rank(run: tuple[Path, dict[int, dict[str, Any]]]) -> None:
-    _, traces = run
-    for rank, trace in traces.items():
-        dp, ep = mesh_groups(rank, 4)
-        groups = groups_by_description(trace)
-        assert {desc: ranks for desc, (_, ranks) in groups.items()} == {
-            "default_pg": [0, 1, 2, 3],
-            "mesh_dp": dp,
-            "mesh_ep": ep,
-        }
+    assert_mesh_pg_config(run[1], ("dp", "ep"))
 
 
 def _token_exchanges(trace: dict[str, Any]) -> list[tuple[list[int], list[int], int, int]]:

@@ -9,7 +9,6 @@ importer keeps them all).
 
 from __future__ import annotations
 
-import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,20 +16,12 @@ from typing import Any
 import pytest
 
 from tests.builders import (
+    assert_mesh_pg_config,
     capture_job_traces,
-    groups_by_description,
     loaded_collectives,
-    mesh_groups,
     raw_gloo_collectives,
     step_events,
 )
-
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
-    torch = pytest.importorskip("torch")
-
-if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
-    pytest.skip("torch was built without gloo", allow_module_level=True)
 
 # The model of timeline/capture/jobs/fsdp2_tp.py: blocks of Linear(64, 256) + Linear(256, 64). TP on 2
 # ranks halves up.weight, up.bias (Colwise) and down.weight (Rowwise); down.bias stays whole. FSDP2 on
@@ -47,23 +38,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, dict[
 
 
 def test_pg_config_lists_the_mesh_groups_of_each_rank(run: tuple[Path, dict[int, dict[str, Any]]]) -> None:
-    _, traces = run
-    names: dict[tuple[str, tuple[int, ...]], set[str]] = {}
-    for rank, trace in traces.items():
-        info = trace["distributedInfo"]
-        assert (info["backend"], info["rank"], info["world_size"]) == ("gloo", rank, 4)
-        groups = groups_by_description(trace)
-        dp, tp = mesh_groups(rank, 4)
-        assert {desc: ranks for desc, (_, ranks) in groups.items()} == {
-            "default_pg": [0, 1, 2, 3],
-            "mesh_dp": dp,
-            "mesh_tp": tp,
-        }
-        for desc, (name, ranks) in groups.items():
-            names.setdefault((desc, tuple(ranks)), set()).add(name)
-    # Every member of a group calls it by the same name; the two groups of one dimension differ.
-    assert all(len(found) == 1 for found in names.values()), names
-    assert len({name for found in names.values() for name in found}) == len(names) == 5
+    assert_mesh_pg_config(run[1], ("dp", "tp"))
 
 
 def test_each_step_runs_fsdp_on_dp_and_tp_all_reduces(run: tuple[Path, dict[int, dict[str, Any]]]) -> None:

@@ -7,27 +7,19 @@ paired across ranks from the files themselves, read with the standard library.
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.builders import (
+    assert_mesh_pg_config,
     capture_job_traces,
     groups_by_description,
     loaded_collectives,
-    mesh_groups,
     raw_gloo_collectives,
     step_events,
 )
-
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
-    torch = pytest.importorskip("torch")
-
-if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
-    pytest.skip("torch was built without gloo", allow_module_level=True)
 
 _MICROBATCH = [4, 64]  # 16 rows in 4 micro-batches, 64 features
 _STAGE_PARAMS = 64 * 128 + 128 + 128 * 64 + 64  # one DDP bucket: Linear(64, 128) + Linear(128, 64)
@@ -40,15 +32,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, dict[
 
 
 def test_pg_config_lists_the_mesh_groups_of_each_rank(run: tuple[Path, dict[int, dict[str, Any]]]) -> None:
-    _, traces = run
-    for rank, trace in traces.items():
-        pp, dp = mesh_groups(rank, 4)
-        groups = groups_by_description(trace)
-        assert {desc: ranks for desc, (_, ranks) in groups.items()} == {
-            "default_pg": [0, 1, 2, 3],
-            "mesh_pp": pp,
-            "mesh_dp": dp,
-        }
+    assert_mesh_pg_config(run[1], ("pp", "dp"))
 
 
 def _p2p(trace: dict[str, Any], op: str) -> list[tuple[int, int, str]]:

@@ -17,17 +17,16 @@ Each job's module docstring lists the collectives one step runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from timeline.capture.jobs.base import Training
+from timeline.capture.jobs.base import JobSetup, Training
 from timeline.capture.jobs.ddp import DEMO_BUCKET_CAP_MB, setup_ddp
 from timeline.capture.jobs.expert import setup_expert
 from timeline.capture.jobs.fsdp2_tp import setup_fsdp2_tp
 from timeline.capture.jobs.pipeline import setup_pipeline
 from timeline.errors import UsageError
 
-__all__ = ["DEMO_BUCKET_CAP_MB", "DEMO_JOBS", "DemoJob", "Training", "demo_job"]
+__all__ = ["DEMO_BUCKET_CAP_MB", "DEMO_JOBS", "DemoJob", "JobSetup", "Training", "demo_job"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class DemoJob:
     default_ranks: int
     mesh_2d: bool
     """Whether it runs on a 2-D device mesh with a dimension of 2 (an even number of ranks, at least 4)."""
-    setup: Callable[..., Training]
+    setup: JobSetup
     """``setup(torch, *, rank, world_size, seed) -> Training``, called in each rank's process."""
 
     def check(self, *, ranks: int, grad_ready_markers: bool) -> None:

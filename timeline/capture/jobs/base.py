@@ -2,7 +2,8 @@
 
 Takes the ``torch`` module (imported by the runner in the rank's process, passed in as a
 :class:`types.ModuleType`, so nothing here imports torch and type checking never reads torch);
-gives :class:`Training` (one rank's step function and model), :func:`mesh_2d` (a named 2-D
+gives :class:`JobSetup` (the signature every job's set-up has), :class:`Training` (one rank's
+step function and model), :func:`mesh_2d` (a named 2-D
 ``DeviceMesh`` on CPU, one of its dimensions of size 2) and :func:`torch_module` (a torch
 submodule, imported on demand).
 """
@@ -13,9 +14,9 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["Training", "mesh_2d", "torch_module"]
+__all__ = ["JobSetup", "Training", "mesh_2d", "torch_module"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,25 @@ class Training:
     """Run training step ``i`` (forward, backward, communication, optimizer step)."""
     model: object
     """The module handed to :func:`~timeline.capture.capture` as ``model=`` (grad-ready markers)."""
+
+
+class JobSetup(Protocol):
+    """Build one rank's part of a demo job, in that rank's process."""
+
+    def __call__(self, torch: ModuleType, *, rank: int, world_size: int, seed: int) -> Training:
+        """Return the rank's :class:`Training`.
+
+        Parameters
+        ----------
+        torch
+            The ``torch`` module, imported by the runner.
+        rank, world_size
+            This process' rank and the number of ranks; the default gloo group is initialised.
+        seed
+            The run's seed; each job derives the seeds of its weights and batches from it, so every
+            run computes the same numbers.
+        """
+        ...
 
 
 def torch_module(name: str) -> ModuleType:

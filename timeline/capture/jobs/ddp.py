@@ -29,19 +29,9 @@ _BATCHES = 4
 def setup_ddp(torch: ModuleType, *, rank: int, world_size: int, seed: int) -> Training:
     """Build this rank's DDP model, optimizer and batches; return its training step.
 
-    Parameters
-    ----------
-    torch
-        The ``torch`` module, imported by the caller.
-    rank, world_size
-        This process' rank and the number of ranks (the default process group is initialised).
-    seed
-        Seed of the model weights (``seed``) and the batches (``seed + 1 + rank``).
-
-    Returns
-    -------
-    Training
-        The step function and the DDP wrapper (the model for grad-ready markers).
+    The ``ddp`` job's :class:`~timeline.capture.jobs.base.JobSetup`. Seeds: the model weights
+    ``seed``, the batches ``seed + 1 + rank``. The returned training's model is the DDP wrapper
+    (for grad-ready markers).
     """
     del world_size  # DDP uses the whole default group
     torch.manual_seed(seed)

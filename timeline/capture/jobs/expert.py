@@ -36,20 +36,10 @@ _TOKENS = 32
 def setup_expert(torch: ModuleType, *, rank: int, world_size: int, seed: int) -> Training:
     """Build this rank's router and experts on a ``("dp", "ep")`` mesh; return its training step.
 
-    Parameters
-    ----------
-    torch
-        The ``torch`` module, imported by the caller.
-    rank, world_size
-        This process' rank and the number of ranks (the default gloo group is initialised).
-    seed
-        Seed of the router (``seed``, every rank), the experts (``seed + 1 + ep rank``, the same on
-        the ranks of one ``dp`` group) and the tokens (``seed + 100 + rank``).
-
-    Returns
-    -------
-    Training
-        The step function and a module holding the router and the local experts.
+    The ``expert`` job's :class:`~timeline.capture.jobs.base.JobSetup`. Seeds: the router ``seed``
+    (every rank), the experts ``seed + 1 + ep rank`` (the same on the ranks of one ``dp`` group),
+    the tokens ``seed + 100 + rank``. The returned training's model is a module holding the router
+    and the local experts.
     """
     mesh = mesh_2d(torch, world_size=world_size, names=("dp", "ep"))
     dist = torch.distributed

@@ -33,20 +33,9 @@ _BATCH = 16
 def setup_fsdp2_tp(torch: ModuleType, *, rank: int, world_size: int, seed: int) -> Training:
     """Build this rank's FSDP2 + TP model on a ``("dp", "tp")`` mesh; return its training step.
 
-    Parameters
-    ----------
-    torch
-        The ``torch`` module, imported by the caller.
-    rank, world_size
-        This process' rank and the number of ranks (the default gloo group is initialised).
-    seed
-        Seed of the model weights (``seed``, the same on every rank, as ``fully_shard`` and
-        ``parallelize_module`` expect) and of the batch (``seed + 1 + dp rank``).
-
-    Returns
-    -------
-    Training
-        The step function and the root FSDP module.
+    The ``fsdp2_tp`` job's :class:`~timeline.capture.jobs.base.JobSetup`. Seeds: the model weights
+    ``seed`` (the same on every rank, as ``fully_shard`` and ``parallelize_module`` expect), the
+    batch ``seed + 1 + dp rank``. The returned training's model is the root FSDP module.
     """
     del rank  # the mesh knows it
     mesh = mesh_2d(torch, world_size=world_size, names=("dp", "tp"), pair_last=True)

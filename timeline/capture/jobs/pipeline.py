@@ -33,21 +33,10 @@ _STAGES = 2
 def setup_pipeline(torch: ModuleType, *, rank: int, world_size: int, seed: int) -> Training:
     """Build this rank's pipeline stage on a ``("pp", "dp")`` mesh; return its training step.
 
-    Parameters
-    ----------
-    torch
-        The ``torch`` module, imported by the caller.
-    rank, world_size
-        This process' rank and the number of ranks (the default gloo group is initialised).
-    seed
-        Seed of the stage's weights (``seed + stage``, the same on the ranks of one stage, as DDP
-        expects) and of the batch and targets (``seed + 10 + dp rank``, the same on both stages of
-        one pipeline).
-
-    Returns
-    -------
-    Training
-        The step function and the stage's DDP wrapper.
+    The ``pipeline`` job's :class:`~timeline.capture.jobs.base.JobSetup`. Seeds: the stage's
+    weights ``seed + stage`` (the same on the ranks of one stage, as DDP expects), the batch and
+    targets ``seed + 10 + dp rank`` (the same on both stages of one pipeline). The returned
+    training's model is the stage's DDP wrapper.
     """
     del rank  # the mesh knows it
     mesh = mesh_2d(torch, world_size=world_size, names=("pp", "dp"))
