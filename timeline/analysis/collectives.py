@@ -813,11 +813,11 @@ def _group_summary(
     )
     summary = groups
     for part in (matched, how, paired, doubtful):
-        summary = summary.join(part, on="group", how="left")
+        summary = summary.join(part, on="group", how="left", maintain_order="left")
     summary = summary.with_columns(
         pl.col("collectives", "complete", "point_to_point", "ambiguous").fill_null(0)
     )
-    return validate(summary.sort("group"), COLLECTIVE_GROUPS_SCHEMA, what="collective groups")
+    return validate(summary, COLLECTIVE_GROUPS_SCHEMA, what="collective groups")
 
 
 def compute_iteration_utilisation(

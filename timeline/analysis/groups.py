@@ -235,7 +235,12 @@ class _Registry:
                 else:
                     listed = ",".join(map(str, g.ranks)) + (",..." if g.truncated else "")
                     g.group = f"{name}[{listed}]"
-        return sorted(out, key=lambda g: (g.group,))
+        return sorted(out, key=lambda g: _natural(g.group))
+
+
+def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that puts ``"2"`` before ``"10"`` (group names are numbers in creation order)."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
 
 
 def _named_events(events: pl.DataFrame) -> pl.DataFrame:
@@ -374,7 +379,8 @@ def group_instances(
     Returns
     -------
     pl.DataFrame
-        :data:`~timeline.analysis.schemas.GROUP_INSTANCES_SCHEMA`, sorted by ``group``.
+        :data:`~timeline.analysis.schemas.GROUP_INSTANCES_SCHEMA`, sorted by ``group`` (numbers in
+        numeric order: ``"2"`` before ``"10"``).
     """
     registry, _ = _registry(_communication(events), declared)
     node_map = None if nodes is None else dict(nodes.select("rank", "node").iter_rows())
