@@ -201,15 +201,17 @@ def default_schedule(dims: Sequence[tuple[str, int]]) -> list[Step]:
     steps: list[Step] = []
     for layer in range(2):
         if "pp" in names and layer == 0:
-            steps.append(Transfer("pp", 4096))
+            steps.append(Transfer("pp", 524_288))
         if "dp" in names:
-            steps.append(Collective("dp", "all_gather", 65_536 * (layer + 1)))
+            steps.append(Collective("dp", "all_gather", 2_097_152 * (layer + 1)))
         if "tp" in names:
-            steps.append(Collective("tp", "all_reduce", 32_768))
+            steps.append(Collective("tp", "all_reduce", 1_048_576))
     if "tp" in names:
-        steps.append(Collective("tp", "all_reduce", 32_768))
+        steps.append(Collective("tp", "all_reduce", 1_048_576))
     if "dp" in names:
-        steps.append(Collective("dp", "reduce_scatter", 131_072))
+        steps.append(Collective("dp", "reduce_scatter", 4_194_304))
+    if "ep" in names:
+        steps.append(Collective("ep", "all_to_all", 262_144))
     return steps
 
 
