@@ -6,6 +6,7 @@ hand from the rules of docs/collectives.md (Process groups and dimensions).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -24,7 +25,9 @@ from timeline.errors import UsageError
 from timeline.schema import FILES_SCHEMA, PROCESS_GROUPS_SCHEMA
 
 
-def declared(rows: list[tuple[int, str, str | None, list[int]]], *, truncated: bool = False) -> pl.DataFrame:
+def declared(
+    rows: Sequence[tuple[int, str, str | None, list[int]]], *, truncated: bool = False
+) -> pl.DataFrame:
     """A ``Trace.groups`` frame: (declaring rank, pg_name, pg_desc, ranks) rows."""
     return pl.DataFrame(
         [
