@@ -134,6 +134,33 @@ def _ambiguity(ambiguous: pl.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
+def _horovod_section(
+    trace: Trace, warnings: list[str], link_gbps: float | None, writer_trace: Callable[[int], Trace] | None
+) -> dict[str, Any]:
+    """Return the ``horovod`` object of the report; its warnings are added to ``warnings``."""
+    events = trace.events
+    clock = _horovod_clock(trace)
+    analysis = analyze_horovod(events, link_gbps=link_gbps, clock=clock)
+    attribution = None
+    limitations = analysis.limitations
+    if events.filter((pl.col("source") == "kineto") & (pl.col("rank") == 0)).height and clock == "epoch":
+        attributed = attribute_horovod_phases(writer_trace(0) if writer_trace is not None else trace)
+        warnings.extend(attributed.warnings)
+        limitations = horovod_limitations(clock=clock, with_framework_trace=True)
+        attribution = {"writer_rank": attributed.writer_rank, "iterations": _rows(attributed.iterations)}
+    too_fast = implausible_warning(_implausible(analysis.batches), link_gbps)
+    if too_fast is not None:
+        warnings.append(f"horovod fused batches: {too_fast}")
+    return {
+        "totals": _rows(analysis.totals)[0],
+        "tensors": _rows(analysis.tensors),
+        "batches": _rows(analysis.batches),
+        "negotiation": _rows(analysis.negotiation),
+        "limitations": list(limitations),
+        "attribution": attribution,
+    }
+
+
 def _horovod_clock(trace: Trace) -> str | None:
     clocks = trace.files.filter(pl.col("format") == "horovod").get_column("clock").to_list()
     return clocks[0] if clocks else None
@@ -223,24 +250,5 @@ def build_collectives_report(
             stragglers={"iterations": _rows(stragglers.iterations), "ranks": _rows(stragglers.ranks)},
         )
     if has_horovod:
-        clock = _horovod_clock(trace)
-        analysis = analyze_horovod(events, link_gbps=link_gbps, clock=clock)
-        attribution = None
-        limitations = analysis.limitations
-        if events.filter((pl.col("source") == "kineto") & (pl.col("rank") == 0)).height and clock == "epoch":
-            attributed = attribute_horovod_phases(writer_trace(0) if writer_trace is not None else trace)
-            report["warnings"].extend(attributed.warnings)
-            limitations = horovod_limitations(clock=clock, with_framework_trace=True)
-            attribution = {"writer_rank": attributed.writer_rank, "iterations": _rows(attributed.iterations)}
-        too_fast = implausible_warning(_implausible(analysis.batches), link_gbps)
-        if too_fast is not None:
-            report["warnings"].append(f"horovod fused batches: {too_fast}")
-        report["horovod"] = {
-            "totals": _rows(analysis.totals)[0],
-            "tensors": _rows(analysis.tensors),
-            "batches": _rows(analysis.batches),
-            "negotiation": _rows(analysis.negotiation),
-            "limitations": list(limitations),
-            "attribution": attribution,
-        }
+        report["horovod"] = _horovod_section(trace, report["warnings"], link_gbps, writer_trace)
     return report
