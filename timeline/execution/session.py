@@ -399,7 +399,7 @@ def align_events(trace: Trace) -> tuple[Trace, pl.DataFrame]:
         raise UsageError(msg)
     from timeline.plausibility import aligned_clock_note
 
-    offsets = estimate_clock_offsets(trace.events)
+    offsets = estimate_clock_offsets(trace.events, groups=trace.groups)
     # every rank with collectives on the reference clock: their times compare, whatever each counted from
     note = aligned_clock_note(trace.clock_note, offsets)
     return replace(trace, events=apply_clock_offsets(trace.events, offsets), clock_note=note), offsets
