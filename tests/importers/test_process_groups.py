@@ -248,3 +248,17 @@ def test_gloo_sends_and_receives_are_paired(tmp_path: Path) -> None:
         (2, 0, 0, True, base + 120_000, base + 420_000, 400),
     ]
     assert pairs["transfer_ns"].to_list() == [150_000, 150_000]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_chunked_reader_gives_the_same_columns_and_groups(job_dir: Path, workers: int) -> None:
+    from timeline.importers.stream import parse_kineto_stream
+
+    path = job_dir / "rank3.pt.trace.json"
+    whole = parse_kineto(path.read_bytes(), source=str(path))
+    chunked = parse_kineto_stream(path, source=str(path), chunk_bytes=4096, workers=workers)
+    assert chunked.events.equals(whole.events)
+    assert chunked.groups is not None
+    assert whole.groups is not None
+    assert chunked.groups.equals(whole.groups)
+    assert whole.events["comms_id"].drop_nulls().len() > 0
