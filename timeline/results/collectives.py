@@ -64,6 +64,26 @@ def _implausible(frame: pl.DataFrame) -> int:
     return int(frame.get_column("implausible").sum())
 
 
+def _match(
+    trace: Trace,
+    overlap: Overlap,
+    *,
+    link_gbps: float | None,
+    overrides: Mapping[str, str] | None,
+    nodes: pl.DataFrame | None = None,
+) -> CollectiveMatch:
+    """Match the trace's collectives within the groups it declares (the job's world size for ``*``)."""
+    return match_collectives(
+        trace.events,
+        windows=overlap.windows,
+        link_gbps=link_gbps,
+        world_size=world_size_of(trace),
+        groups=trace.groups,
+        overrides=overrides,
+        nodes=nodes,
+    )
+
+
 def utilisation_summary(
     trace: Trace, overlap: Overlap, link_gbps: float, *, overrides: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
@@ -78,14 +98,7 @@ def utilisation_summary(
     iterations: list[dict[str, Any]] = []
     implausible = 0
     if events.filter((pl.col("source") == "kineto") & (pl.col("kind") == "communication")).height:
-        match = match_collectives(
-            events,
-            windows=overlap.windows,
-            link_gbps=link_gbps,
-            world_size=world_size_of(trace),
-            groups=trace.groups,
-            overrides=overrides,
-        )
+        match = _match(trace, overlap, link_gbps=link_gbps, overrides=overrides)
         utilisation = compute_iteration_utilisation(
             match.collectives,
             link_gbps=link_gbps,
@@ -218,15 +231,8 @@ def build_collectives_report(
     }
     if kineto_comm:
         overlap = overlap if overlap is not None else compute_overlap(events)
-        match = match_collectives(
-            events,
-            windows=overlap.windows,
-            link_gbps=link_gbps,
-            world_size=world_size_of(trace),
-            groups=trace.groups,
-            overrides=overrides,
-            nodes=nodes_of(trace.files, gpus_per_node=gpus_per_node),
-        )
+        nodes = nodes_of(trace.files, gpus_per_node=gpus_per_node)
+        match = _match(trace, overlap, link_gbps=link_gbps, overrides=overrides, nodes=nodes)
         stragglers = find_stragglers(match, iteration_overlap=overlap.iterations)
         if trace.clock_note is not None:  # the ranks' clocks disagree (a load warning): no time compares
             match, stragglers = without_cross_rank_times(match), without_stragglers(stragglers)
