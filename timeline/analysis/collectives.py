@@ -667,6 +667,8 @@ def match_point_to_point(
         warnings (sends and receives without a peer, or without their other side).
     """
     p2p = attributed.filter(pl.col("group").is_not_null() & pl.col("collective").is_in(_DIRECTED))
+    if not p2p.height:  # most jobs: no sends
+        return pl.DataFrame(schema=POINT_TO_POINT_SCHEMA), ()
     no_peer = p2p.filter(pl.col("peer").is_null()).height
     is_send = pl.col("collective") == "send"
     sides = p2p.filter(pl.col("peer").is_not_null()).with_columns(
