@@ -254,3 +254,9 @@ def test_nodes_from_gpus_per_node_else_hosts() -> None:
         ("3", False),
         ("4", None),
     ]
+
+
+def test_the_other_rank_of_a_pair_is_the_peer() -> None:
+    groups = declared([(3, "4", "mesh_pp", [3, 7])])
+    events = make_events([comm(3, 0, "send", pg_name="4"), comm(3, 20, "recv", pg_name="4")])
+    assert attribute_groups(events, groups).sort("start_ns")["peer"].to_list() == [7, 7]

@@ -76,6 +76,7 @@ __all__ = [
     "PairTruth",
     "Step",
     "Transfer",
+    "default_schedule",
     "device_mesh_job",
     "mesh_groups",
     "write_job",

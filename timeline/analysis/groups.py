@@ -542,6 +542,8 @@ def _peer(group: GroupInstance, key: _Key) -> int | None:
         return key.peer
     if key.group_peer is not None and not group.truncated and key.group_peer < len(group.ranks):
         return group.ranks[key.group_peer]
+    if group.complete() and len(group.ranks) == 2 and key.rank in group.ranks:
+        return group.ranks[1 - group.ranks.index(key.rank)]  # the other rank of a pair
     return None
 
 
