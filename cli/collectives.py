@@ -11,7 +11,9 @@ from cli.options import (
     ROWS_MAX,
     AlignOption,
     CommKernelOption,
+    DimensionOption,
     ExecutorOption,
+    GpusPerNodeOption,
     IncludePythonOption,
     JsonOption,
     LinkOption,
@@ -38,6 +40,8 @@ def collectives_command(
             help="Rows per table (collectives, batches, tensors); --json has all.",
         ),
     ] = 20,
+    dimension: DimensionOption = None,
+    gpus_per_node: GpusPerNodeOption = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -45,17 +49,20 @@ def collectives_command(
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
-    """Match every collective across ranks: skew, wait vs transfer, bandwidth, link utilisation, stragglers.
+    """Match every collective across the ranks of its process group: skew, wait vs transfer, bandwidth.
 
+    Process groups and their dimensions, sends paired with receives, link utilisation, stragglers.
     Horovod timelines: per-tensor phases, fused batches and their bandwidth, negotiation wait per rank.
 
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
     """
     with user_errors():
+        from timeline.analysis.groups import parse_dimension_overrides
         from timeline.analysis.links import parse_link_gbps
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
+        overrides = parse_dimension_overrides(dimension or [])
         inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
         analysed = analyze(inputs, align=align)
         from timeline.results.collectives import build_collectives_report
@@ -68,6 +75,8 @@ def collectives_command(
             overlap=analysed.overlap,
             writer_trace=lambda writer: analysed.full_ranks([writer]),
             rank_rows=json_output,
+            overrides=overrides,
+            gpus_per_node=gpus_per_node,
         )
     echo_warnings(report["warnings"][len(trace.warnings) :])
     if json_output:

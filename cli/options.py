@@ -14,7 +14,9 @@ __all__ = [
     "ROWS_MAX",
     "AlignOption",
     "CommKernelOption",
+    "DimensionOption",
     "ExecutorOption",
+    "GpusPerNodeOption",
     "IncludePythonOption",
     "JsonOption",
     "LinkOption",
@@ -110,3 +112,26 @@ AlignOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+
+DimensionOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--dimension",
+        metavar="DESCRIPTION=LABEL",
+        help="Name the dimension of the process groups a description names, instead of the one read from "
+        "it (mesh_tp -> tp): --dimension mesh_dp_replicate=ddp. Repeatable.",
+        show_default=False,
+    ),
+]
+
+GpusPerNodeOption = Annotated[
+    int | None,
+    typer.Option(
+        "--gpus-per-node",
+        min=1,
+        max=RANK_MAX,
+        help="Ranks per node, numbered node by node (torchrun's layout): tells which process groups and "
+        "sends cross nodes. Default: the host names the traces record, when every rank's is known.",
+        show_default=False,
+    ),
+]

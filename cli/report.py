@@ -71,7 +71,7 @@ def _prepare(trace: Trace, compare: dict[str, Any] | None = None) -> ReportData:
     from timeline.report.data import prepare_report_data
     from timeline.report.whatif_view import whatif_sweep
 
-    data = prepare_report_data(trace.events, compute_overlap(trace.events))
+    data = prepare_report_data(trace.events, compute_overlap(trace.events), groups=trace.groups)
     return replace(data, whatif=whatif_sweep(trace), compare=compare)
 
 

@@ -7,7 +7,9 @@
   condition polled by the browser, with a bound that only a broken behaviour reaches.
 - No module imports from a ``test_*`` module, nor a private (``_name``) helper of another tests
   module, nor another package's helpers: builders shared by packages live in ``tests/builders.py``,
-  and a package's own ones in that package (``tests/report/builders.py``, ``tests/budgets/runs.py``).
+  generators of whole traces that copy real writers' layouts in ``tests/generators/`` (the NCCL
+  DeviceMesh jobs of ``tests/generators/nccl.py``, #20), and a package's own helpers in that package
+  (``tests/report/builders.py``, ``tests/budgets/runs.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 SHARED = "tests.builders"
+GENERATORS = "tests.generators"
+"""Trace generators shared by every package (they import no test module)."""
 
 # Functions of the ``time`` module that read the clock or wait for it.
 CLOCK = frozenset(
@@ -104,7 +108,7 @@ def _import_problem(module: Module, target: str, name: str | None) -> str | None
     if any(part.startswith("_") for part in dotted[1:]):
         return "a private name of another tests module"
     home = ".".join(dotted[:2])  # the module, or the package, the import reaches into
-    if home in ("tests", SHARED, module.area):
+    if home in ("tests", SHARED, GENERATORS, module.area):
         return None
     return f"another package's helpers ({home}): shared builders belong in {SHARED}"
 

@@ -352,7 +352,8 @@ def without_cross_rank_times(match: M) -> M:
     """Return a collective match without the figures that compare ranks' times.
 
     For ranks whose clocks disagree (:func:`clock_note`): the first and last start and end across
-    ranks, the skews, the first and last rank, and each rank's arrival and end lag become null;
+    ranks, the skews (a send/receive pair's too), the first and last rank, and each rank's arrival
+    and end lag become null;
     durations, transfer, wait and bandwidth (each measured on one rank's clock) stay.
     """
     cross = ("first_start_ns", "last_start_ns", "first_end_ns", "last_end_ns", "start_skew_ns", "end_skew_ns")
@@ -364,7 +365,9 @@ def without_cross_rank_times(match: M) -> M:
         pl.lit(None, dtype=match.ranks.schema[name]).alias(name)
         for name in ("arrival_lag_ns", "end_lag_ns", "last")
     )
-    return replace(match, collectives=collectives, ranks=ranks)
+    # a send's and its receive's starts are on two ranks' clocks: their difference is not a time
+    pairs = match.point_to_point.with_columns(start_skew_ns=pl.lit(None, dtype=pl.Int64))
+    return replace(match, collectives=collectives, ranks=ranks, point_to_point=pairs)
 
 
 S = TypeVar("S", bound="Stragglers")

@@ -16,6 +16,7 @@ __all__ = [
     "FILES_SCHEMA",
     "ITERATIONS_SCHEMA",
     "KIND",
+    "PROCESS_GROUPS_SCHEMA",
     "RANK_OVERLAP_SCHEMA",
     "SOURCE",
     "WINDOW",
@@ -64,8 +65,12 @@ EVENTS_SCHEMA = pl.Schema(
         "dtype": pl.Categorical(),
         "group_size": pl.Int32(),
         "pg_name": pl.Categorical(),
+        "pg_desc": pl.Categorical(),
         "pg_ranks": pl.String(),
         "seq": pl.Int64(),
+        "comms_id": pl.UInt64(),
+        "peer": pl.Int32(),
+        "group_peer": pl.Int32(),
         "tensor": pl.Categorical(),
     }
 )
@@ -85,6 +90,20 @@ FILES_SCHEMA = pl.Schema(
     }
 )
 """One row per loaded file: where each rank came from."""
+
+PROCESS_GROUPS_SCHEMA = pl.Schema(
+    {
+        "rank": pl.Int32(),
+        "pg_name": pl.String(),
+        "pg_desc": pl.String(),
+        "ranks": pl.List(pl.Int32()),
+        "ranks_text": pl.String(),
+        "ranks_truncated": pl.Boolean(),
+        "pg_size": pl.Int32(),
+        "backend": pl.String(),
+    }
+)
+"""One row per process group each rank's trace declares (``distributedInfo.pg_config``)."""
 
 ITERATIONS_SCHEMA = pl.Schema(
     {

@@ -34,7 +34,7 @@ from timeline.inputs import (
     several_timelines_error,
 )
 from timeline.plausibility import CLOCKS_SCHEMA, check_events, clock_note, clock_rows
-from timeline.schema import FILES_SCHEMA
+from timeline.schema import FILES_SCHEMA, PROCESS_GROUPS_SCHEMA
 
 __all__ = ["Progress", "Trace", "check_part_files", "load", "load_part"]
 
@@ -61,6 +61,10 @@ class Trace:
         Why the ranks' times cannot be compared (:func:`timeline.plausibility.clock_note`: clocks
         with different origins, or more than an hour apart), else None. Also one of ``warnings``.
         The analyses that compare ranks' times leave those figures out while it is set.
+    groups
+        The process groups each rank's trace declares (``distributedInfo.pg_config``), one row per
+        rank and group: :data:`timeline.schema.PROCESS_GROUPS_SCHEMA`, sorted by rank. The group
+        model (:mod:`timeline.analysis.groups`) reads it with the events.
     """
 
     events: pl.DataFrame
@@ -68,6 +72,7 @@ class Trace:
     warnings: tuple[str, ...] = field(default=())
     clocks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CLOCKS_SCHEMA))
     clock_note: str | None = None
+    groups: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA))
 
     @property
     def ranks(self) -> list[int]:
@@ -84,7 +89,7 @@ class Trace:
         """
         from timeline.importers.parquet import write_parquet
 
-        write_parquet(path, events=self.events, files=self.files, warnings=self.warnings)
+        write_parquet(path, events=self.events, files=self.files, warnings=self.warnings, groups=self.groups)
 
 
 def _parse_all(
@@ -228,6 +233,7 @@ def _combine(
     frames: list[pl.DataFrame] = []
     file_rows: list[dict[str, object]] = []
     clocks: list[pl.DataFrame] = []
+    groups: list[pl.DataFrame] = []
     warnings: list[str] = []
     owner: dict[int, Path] = {}
     # Files a capture manifest lists as successive windows of one rank may share that rank.
@@ -250,6 +256,8 @@ def _combine(
             }
             clocks.append(clock_rows(events, path=str(path), clock=on))
             frames.append(events)
+            if result.groups is not None:
+                groups.append(result.groups)
             continue
         file_rank, events, row = _rank_file(
             result, path, rank=rank, rank_regex=rank_regex, warnings=warnings, only_file=only_file
@@ -261,6 +269,8 @@ def _combine(
         clocks.append(clock_rows(events, path=str(path), clock=result.clock))
         frames.append(events)
         file_rows.append(row)
+        if result.groups is not None:
+            groups.append(result.groups.with_columns(rank=pl.lit(file_rank, dtype=pl.Int32)))
     events = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
     # one rank (a rank's task): ordered by time alone, which is cheaper than by two keys
     keys = ["start_ns"] if events.get_column("rank").n_unique() == 1 else ["rank", "start_ns"]
@@ -270,7 +280,14 @@ def _combine(
     note = None if part else check_part_files(files, spans)
     if note is not None:
         warnings.append(note)
-    return Trace(events=events, files=files, warnings=tuple(warnings), clocks=spans, clock_note=note)
+    declared = (
+        pl.concat(groups, how="vertical").sort("rank", maintain_order=True)
+        if groups
+        else pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA)
+    )
+    return Trace(
+        events=events, files=files, warnings=tuple(warnings), clocks=spans, clock_note=note, groups=declared
+    )
 
 
 def _rank_file(

@@ -34,10 +34,16 @@ def test_param_json_matches_every_collective() -> None:
         "collectives",
         "collective_ranks",
         "mismatches",
+        "gpus_per_node",
+        "groups",
+        "point_to_point",
+        "ambiguity",
+        "ambiguous",
         "utilisation",
         "stragglers",
         "horovod",
     } == set(data)
+    assert data["version"] == 2
     assert data["link_gbps"] == 2400.0
     collectives = data["collectives"]
     assert len(collectives) == 8

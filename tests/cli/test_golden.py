@@ -51,7 +51,86 @@ MADE_IN = {"<REPO>": "/work/main", "<SHARED>": "/work/shared"}
 CASES = Path(__file__).resolve().parent / "golden" / "cases"
 OUT = "{out}"  # placeholder, in a case's arguments, of the folder it writes its files into
 
-CHANGED_BY_ISSUE: dict[str, str] = {}
+CHANGED_BY_ISSUE: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "collectives-json--horovod.alcf_workshop__timeline_cpu_n1",
+            "collectives-json--horovod.alcf_workshop__timeline_gpu_n1",
+            "collectives-json--horovod.andrewor14_tf-logs__horovod_timeline__e2205b98",
+            "collectives-json--horovod.dexhunter.15gpu__15gpu-2dmesh",
+            "collectives-json--horovod.dexhunter.15gpu__15gpu-mpi",
+            "collectives-json--horovod.dexhunter.15gpu__15gpu-nccl",
+            "collectives-json--horovod.dexhunter.32gpu__100g-32-2dmesh-2",
+            "collectives-json--horovod.dexhunter.32gpu__100g-32-2dmesh-4",
+            "collectives-json--horovod.dexhunter.32gpu__100g-32-2dmesh",
+            "collectives-json--horovod.dexhunter.32gpu__100g-32-h-4",
+            "collectives-json--horovod.dexhunter.32gpu__100g-32-h",
+            "collectives-json--horovod.dexhunter.32gpu__100g-32-mpi",
+            "collectives-json--horovod.dexhunter.32gpu__100g-32-nccl-slow",
+            "collectives-json--horovod.dexhunter.32gpu__100g-32-ncclonly-2",
+            "collectives-json--horovod.dexhunter.32gpu__100g-32-newnccl",
+            "collectives-json--horovod.dexhunter.32gpu__10g-32-2dmesh-3",
+            "collectives-json--horovod.dexhunter.32gpu__10g-32-2dmesh-5",
+            "collectives-json--horovod.dexhunter.32gpu__10g-32-h-2",
+            "collectives-json--horovod.dexhunter.32gpu__10g-32-h-5",
+            "collectives-json--horovod.dexhunter.32gpu__10g-32-mpi-2",
+            "collectives-json--horovod.dexhunter.32gpu__10g-32-nccl-only",
+            "collectives-json--horovod.dexhunter.32gpu__10g-32-nccl",
+            "collectives-json--horovod.dexhunter.32gpu__10g-32-newnccl-2",
+            "collectives-json--horovod.dexhunter.32gpu__32-nccl-only",
+            "collectives-json--horovod.dexhunter.32gpu__logs__100g-mpi-fast",
+            "collectives-json--horovod.dexhunter.32gpu__logs__100g-mpi-slow",
+            "collectives-json--horovod.dexhunter.32gpu__logs__100g-nccl-only",
+            "collectives-json--horovod.dexhunter.32gpu__logs__100g__mpi-fast",
+            "collectives-json--horovod.dexhunter.32gpu__logs__100g__mpi-slow",
+            "collectives-json--horovod.dexhunter.32gpu__logs__100g__nccl-slow",
+            "collectives-json--horovod.dexhunter.32gpu__logs__10g-mpi-only",
+            "collectives-json--horovod.dexhunter.32gpu__logs__10g-nccl-fast",
+            "collectives-json--horovod.dexhunter.32gpu__logs__10g-nccl-slow",
+            "collectives-json--horovod.dexhunter.32gpu__logs__10g__mpi-only",
+            "collectives-json--horovod.dexhunter.32gpu__logs__10g__nccl-only",
+            "collectives-json--horovod.smdebug__horovod_timeline_small",
+            "collectives-json--kineto.hta_df_index_resolver",
+            "collectives-json--kineto.hta_nccl_parser_config",
+            "collectives-json--kineto.hta_negative_queue_length",
+            "collectives-json--kineto.hta_trace_diff.control",
+            "collectives-json--kineto.hta_trace_diff.test",
+            "collectives-json--kineto.hta_trace_filter_2rank",
+            "collectives-json--kineto.param_dlrm_8rank",
+            "collectives-json--sample.ddp_gloo",
+            "collectives-json--sample.ddp_gloo_4rank",
+            "collectives-json--sample.ddp_gloo_markers",
+            "collectives-json--sample.horovod.horovod_v015",
+            "collectives-json--sample.horovod.horovod_v016",
+            "collectives-json--sample.horovod.horovod_v016_cut",
+            "collectives-json--sample.horovod.horovod_v021",
+            "collectives-json--sample.horovod.horovod_v021_open",
+        ),
+        "#20: collectives --json layout 2: keys groups, point_to_point, ambiguity, ambiguous, gpus_per_node; "
+        "collectives rows gain dimension, attributed_by, spans_nodes (every value of layout 1 unchanged)",
+    ),
+    **dict.fromkeys(
+        (
+            "collectives--kineto.hta_nccl_parser_config",
+            "collectives--sample.ddp_gloo",
+            "collectives--sample.ddp_gloo_4rank",
+            "collectives--sample.ddp_gloo_markers",
+        ),
+        "#20: a Process groups table, and a dimension column in the collectives table "
+        "(every figure unchanged)",
+    ),
+    **dict.fromkeys(
+        (
+            "report-data--kineto.hta_trace_filter_2rank",
+            "report-data--kineto.param_dlrm_8rank",
+            "report-data--sample.ddp_gloo",
+            "report-data--sample.ddp_gloo_4rank",
+            "report-data--sample.ddp_gloo_markers",
+        ),
+        "#20: the collectives frames gain dimension, attributed_by, spans_nodes "
+        "(every other value unchanged)",
+    ),
+}
 """Case id → the issue that changed its output on purpose and why; those cases are skipped."""
 
 # The environment the goldens were made with (regenerate.py); None removes a variable.

@@ -375,3 +375,17 @@ def test_comm_intervals_by_hand() -> None:
     got = comm_intervals(events).with_columns(pl.col("state").cast(pl.String)).rows()
     # rank 1 has only a Horovod timeline: its exposure is unknown, so it has no interval
     assert got == [(0, "hidden", 50, 100), (0, "exposed", 100, 150), (0, "exposed", 200, 260)]
+
+
+def test_process_group_columns_read_back(tmp_path: Path) -> None:
+    """#20's columns travel through the export: description, Comms Id (beyond Int64), the peer."""
+    from tests.generators.nccl import device_mesh_job, write_job
+
+    write_job(device_mesh_job([("pp", 2), ("tp", 2)], steps=2, seed=9), tmp_path / "job")
+    trace_file = tmp_path / "job" / "rank2.pt.trace.json"
+    _export(trace_file, tmp_path / "run.json")
+    columns = ["start_ns", "pg_name", "pg_desc", "pg_ranks", "seq", "comms_id", "peer"]
+    before = load(trace_file).events.filter(pl.col("kind") == "communication").select(columns)
+    after = load(tmp_path / "run.json").events.filter(pl.col("kind") == "communication").select(columns)
+    assert after.sort("start_ns").equals(before.sort("start_ns"))
+    assert before["peer"].drop_nulls().len() > 0

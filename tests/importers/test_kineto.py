@@ -665,13 +665,15 @@ def test_rccl_generic_kernel_takes_collective_from_linked_op() -> None:
 
 
 def test_extra_comm_kernels_rule() -> None:
+    # a custom all-reduce kernel the defaults do not know (#20 made vLLM's cross_device_reduce_1stage
+    # a default: tests/importers/test_kernel_names.py)
     events = [
-        _kernel("void cross_device_reduce_1stage<float, 8>(float*)", EPOCH_US, 40, correlation=1),
+        _kernel("void my_allreduce_kernel<float, 8>(float*)", EPOCH_US, 40, correlation=1),
         _kernel("void gemm<float>()", EPOCH_US + 50, 40, correlation=2),
     ]
     default = _parse(_trace(events))
     assert default.events.get_column("kind").cast(pl.String).to_list() == ["compute", "compute"]
-    custom = _parse(_trace(events), rules=ClassificationRules(extra_comm_kernels=("cross_device_reduce",)))
+    custom = _parse(_trace(events), rules=ClassificationRules(extra_comm_kernels=("my_allreduce",)))
     assert custom.events.get_column("kind").cast(pl.String).to_list() == ["communication", "compute"]
 
 

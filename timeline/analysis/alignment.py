@@ -36,6 +36,7 @@ def estimate_clock_offsets(
     *,
     reference_rank: int | None = None,
     hosts: Mapping[int, str] | None = None,
+    groups: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Return each rank's clock offset relative to the reference rank, from collective ends.
 
@@ -49,6 +50,10 @@ def estimate_clock_offsets(
     hosts
         Rank → host name. When given, the ranks of one host get one offset: the median of their
         estimates (the reference's host is pinned to 0). Ranks not in the mapping keep their own.
+    groups
+        ``Trace.groups``: the process groups the traces declare, so that only collectives of one
+        group instance are compared (:func:`~timeline.analysis.collectives.collective_instances`;
+        collectives whose group is ambiguous are not used).
 
     Returns
     -------
@@ -71,7 +76,7 @@ def estimate_clock_offsets(
     >>> events = load("traces/").events  # doctest: +SKIP
     >>> aligned = apply_clock_offsets(events, estimate_clock_offsets(events))  # doctest: +SKIP
     """
-    every = collective_instances(events)
+    every = collective_instances(events, groups=groups)
     all_ranks = sorted(every.get_column("rank").unique().to_list())
     instances = every.filter(pl.col("collective").is_in(list(SYNCHRONISING_COLLECTIVES)))
     if instances.height == 0:

@@ -30,24 +30,30 @@ enters the skews directly: align the clocks first (:mod:`timeline.analysis.align
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import polars as pl
 
+from timeline.analysis.groups import ALL_COMMUNICATION_GROUP, attribute_groups, group_instances
 from timeline.analysis.iterations import assign_iterations, rank_modes
 from timeline.analysis.links import bandwidth_ceiling
 from timeline.analysis.schemas import (
+    AMBIGUOUS_COLLECTIVES_SCHEMA,
+    COLLECTIVE_GROUPS_SCHEMA,
     COLLECTIVE_MISMATCHES_SCHEMA,
     COLLECTIVE_RANKS_SCHEMA,
     COLLECTIVES_SCHEMA,
     ITERATION_UTILISATION_SCHEMA,
+    POINT_TO_POINT_SCHEMA,
 )
-from timeline.schema import validate
+from timeline.schema import PROCESS_GROUPS_SCHEMA, validate
 
 __all__ = [
     "ALL_COMMUNICATION_GROUP",
     "SYNCHRONISING_COLLECTIVES",
     "CollectiveMatch",
+    "attributed_communication",
     "bandwidth_columns",
     "bus_factor",
     "bus_factor_expr",
@@ -55,15 +61,17 @@ __all__ = [
     "compute_iteration_utilisation",
     "implausible_warning",
     "match_collectives",
+    "match_point_to_point",
 ]
 
 SYNCHRONISING_COLLECTIVES = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier"})
 """Collectives no rank can finish before every rank of the group has started them."""
 
-ALL_COMMUNICATION_GROUP = "*"
-"""The ``group`` of communication events without a process group name: all of a rank's collectives."""
-
 _POINT_TO_POINT = ("send", "recv", "send_recv")
+_DIRECTED = ("send", "recv")
+"""Point-to-point operations with a direction: paired (:func:`match_point_to_point`), not matched as
+collectives. ``send_recv`` (a SendRecv kernel without arguments: an all-to-all, or a batch of sends
+and receives) has none and is matched within its group as before."""
 _HALF_FACTOR = ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter")
 _UNIT_FACTOR = ("broadcast", "reduce", *_POINT_TO_POINT)
 _GATHERING = ("all_gather", "gather")
@@ -88,13 +96,26 @@ class CollectiveMatch:
         Groups where a rank has fewer collectives than another
         (:data:`~timeline.analysis.schemas.COLLECTIVE_MISMATCHES_SCHEMA`); empty when all match.
     warnings
-        One line per kind of oddity (count mismatches, collectives that differ across ranks).
+        One line per kind of oddity (count mismatches, collectives that differ across ranks,
+        collectives whose group is ambiguous, sends without a receive).
+    groups
+        One row per process group instance with what was matched on it
+        (:data:`~timeline.analysis.schemas.COLLECTIVE_GROUPS_SCHEMA`).
+    point_to_point
+        One row per send/receive pair (:data:`~timeline.analysis.schemas.POINT_TO_POINT_SCHEMA`),
+        sorted by ``pair_id`` (first start).
+    ambiguous
+        One row per communication event whose group could not be told
+        (:data:`~timeline.analysis.schemas.AMBIGUOUS_COLLECTIVES_SCHEMA`): matched across no rank.
     """
 
     collectives: pl.DataFrame
     ranks: pl.DataFrame
     mismatches: pl.DataFrame
     warnings: tuple[str, ...] = ()
+    groups: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=COLLECTIVE_GROUPS_SCHEMA))
+    point_to_point: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=POINT_TO_POINT_SCHEMA))
+    ambiguous: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=AMBIGUOUS_COLLECTIVES_SCHEMA))
 
 
 def bus_factor(collective: str | None, ranks: int) -> float | None:
@@ -136,27 +157,21 @@ def _sum_or_null(column: str) -> pl.Expr:
     return pl.when(pl.col(column).is_not_null().any()).then(pl.col(column).sum()).otherwise(None)
 
 
-def collective_instances(events: pl.DataFrame) -> pl.DataFrame:
-    """Return each rank's collectives, numbered within their process group.
+def attributed_communication(
+    events: pl.DataFrame,
+    *,
+    groups: pl.DataFrame | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
+    """Return the communication events the matching measures, each with its process group.
 
-    The building block of :func:`match_collectives` and the clock alignment: communication events
-    of Kineto ranks (collective kernels with a device on GPU ranks, CPU collectives on CPU-only
-    ranks; ``wait`` markers dropped), grouped by ``group`` (``pg_name``, else
-    :data:`ALL_COMMUNICATION_GROUP`), numbered by ``seq`` when every event of the group has one,
-    else by order of start on each rank.
-
-    Parameters
-    ----------
-    events
-        The canonical events frame.
-
-    Returns
-    -------
-    pl.DataFrame
-        Columns ``group``, ``index``, ``matched_by`` (``seq`` or ``order``), ``rank``,
-        ``collective``, ``events`` (events merged into the instance), ``start_ns``, ``end_ns``,
-        ``dur_ns``, ``in_bytes``, ``out_bytes`` (sums over the merged events), ``group_size``;
-        sorted by group, index and rank.
+    The events each rank's overlap analysis measures (collective kernels with a device on GPU
+    ranks, CPU collectives on CPU-only ranks; ``wait`` markers dropped), with the columns of
+    :func:`~timeline.analysis.groups.attribute_groups` (``group``, ``attributed_by``,
+    ``candidates``, ``dimension``, ``peer``), sorted by rank, group and start. ``groups``: the
+    process groups the traces declare (:attr:`timeline.trace.Trace.groups`; without them only
+    the groups the events name are known). The building block of :func:`collective_instances`
+    and of the exposure per dimension.
     """
     modes = rank_modes(events)
     mode = pl.col("mode")
@@ -170,7 +185,12 @@ def collective_instances(events: pl.DataFrame) -> pl.DataFrame:
             "device",
             "collective",
             "pg_name",
+            "pg_desc",
+            "pg_ranks",
             "seq",
+            "comms_id",
+            "peer",
+            "group_peer",
             "start_ns",
             "end_ns",
             "in_bytes",
@@ -180,22 +200,81 @@ def collective_instances(events: pl.DataFrame) -> pl.DataFrame:
         .filter((pl.col("kind") == "communication") & (pl.col("source") == "kineto"))
         .join(modes, on="rank", how="inner")
         .filter(((mode == "gpu") & on_device) | ((mode == "cpu") & ~on_device))
-        .with_columns(
-            collective=pl.col("collective").cast(pl.String),
-            group=pl.coalesce(pl.col("pg_name").cast(pl.String), pl.lit(ALL_COMMUNICATION_GROUP)),
-        )
         .filter(pl.col("collective").is_null() | (pl.col("collective") != "wait"))
-        .sort("rank", "group", "start_ns", "end_ns", maintain_order=True)
+        .drop("mode")
     )
+    declared = groups if groups is not None else pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA)
+    return (
+        attribute_groups(comm, declared, overrides=overrides)
+        .with_columns(collective=pl.col("collective").cast(pl.String))
+        .sort("rank", "group", "start_ns", "end_ns", maintain_order=True, nulls_last=True)
+    )
+
+
+def collective_instances(
+    events: pl.DataFrame,
+    *,
+    groups: pl.DataFrame | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
+    """Return each rank's collectives, numbered within their process group instance.
+
+    The building block of :func:`match_collectives` and the clock alignment: the events of
+    :func:`attributed_communication` whose group is known (``ambiguous`` ones are left out: they
+    are matched across no rank), sends and receives left out (paired by
+    :func:`match_point_to_point`), numbered within their group instance by ``comms_id`` when every
+    event of the group has one, else by ``seq`` when every event has one, else by order of start
+    on each rank. Events sharing a ``comms_id`` or ``seq`` on one rank (coalesced kernels) are one
+    instance.
+
+    Parameters
+    ----------
+    events
+        The canonical events frame.
+    groups
+        The process groups the traces declare (:attr:`timeline.trace.Trace.groups`).
+    overrides
+        Description → dimension label.
+
+    Returns
+    -------
+    pl.DataFrame
+        Columns ``group``, ``dimension``, ``index``, ``matched_by`` (``comms_id``, ``seq`` or
+        ``order``), ``attributed_by``, ``rank``, ``collective``, ``events`` (events merged into the
+        instance), ``start_ns``, ``end_ns``, ``dur_ns``, ``in_bytes``, ``out_bytes`` (sums over the
+        merged events), ``group_size``; sorted by group, index and rank.
+    """
+    return _numbered(attributed_communication(events, groups=groups, overrides=overrides)).drop("_key")
+
+
+def _numbered(attributed: pl.DataFrame) -> pl.DataFrame:
+    """Return the collectives of :func:`attributed_communication` numbered within their group."""
+    comm = attributed.filter(
+        pl.col("group").is_not_null() & ~pl.col("collective").is_in(_DIRECTED).fill_null(False)
+    )
+    use_comms = pl.col("comms_id").is_not_null().all().over("group")
     use_seq = pl.col("seq").is_not_null().all().over("group")
+    order = pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "group")
     numbered = comm.with_columns(
-        index=pl.when(use_seq)
-        .then(pl.col("seq"))
-        .otherwise(pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "group")),
-        matched_by=pl.when(use_seq).then(pl.lit("seq")).otherwise(pl.lit("order")),
+        _key=pl.when(use_comms)
+        .then(pl.format("c{}", pl.col("comms_id")))
+        .when(use_seq)
+        .then(pl.format("s{}", pl.col("seq")))
+        .otherwise(pl.format("o{}", order)),
+        _order=order,
+        matched_by=pl.when(use_comms)
+        .then(pl.lit("comms_id"))
+        .when(use_seq)
+        .then(pl.lit("seq"))
+        .otherwise(pl.lit("order")),
     )
-    instances = numbered.group_by("group", "index", "rank").agg(
+    instances = numbered.group_by("group", "_key", "rank").agg(
+        index=pl.when(pl.col("matched_by").first() == "order")
+        .then(pl.col("_order").min())
+        .otherwise(pl.coalesce(pl.col("seq").min(), pl.col("_order").min())),
         matched_by=pl.col("matched_by").first(),
+        attributed_by=pl.col("attributed_by").first(),
+        dimension=pl.col("dimension").first(),
         collective=pl.col("collective").drop_nulls().first(),
         events=pl.len().cast(pl.Int32),
         start_ns=pl.col("start_ns").min(),
@@ -208,8 +287,11 @@ def collective_instances(events: pl.DataFrame) -> pl.DataFrame:
         instances.with_columns(dur_ns=pl.col("end_ns") - pl.col("start_ns"))
         .select(
             "group",
+            "dimension",
             "index",
+            "_key",
             "matched_by",
+            "attributed_by",
             "rank",
             "collective",
             "events",
@@ -220,7 +302,7 @@ def collective_instances(events: pl.DataFrame) -> pl.DataFrame:
             "out_bytes",
             "group_size",
         )
-        .sort("group", "index", "rank")
+        .sort("group", "index", "_key", "rank")
     )
 
 
@@ -297,8 +379,11 @@ def match_collectives(
     windows: pl.DataFrame | None = None,
     link_gbps: float | None = None,
     world_size: int | None = None,
+    groups: pl.DataFrame | None = None,
+    overrides: Mapping[str, str] | None = None,
+    nodes: pl.DataFrame | None = None,
 ) -> CollectiveMatch:
-    """Match every collective across ranks and measure skew, wait, transfer and bandwidth.
+    """Match every collective across the ranks of its process group; pair sends with receives.
 
     Parameters
     ----------
@@ -316,9 +401,17 @@ def match_collectives(
         warning.
     world_size
         The ranks of the job (``distributedInfo.world_size``): the ranks expected in the group of the
-        communication without a process group name (:data:`ALL_COMMUNICATION_GROUP`), so a
-        collective matched on fewer ranks, because the other ranks' traces were not given, is not
-        ``complete``. A process group's size (``group_size``, from the kernels) counts likewise.
+        communication without a process group (:data:`ALL_COMMUNICATION_GROUP`), so a collective
+        matched on fewer ranks, because the other ranks' traces were not given, is not
+        ``complete``. A process group's size counts likewise.
+    groups
+        The process groups the traces declare (:attr:`timeline.trace.Trace.groups`): the groups an
+        event that names none may have run on (:func:`~timeline.analysis.groups.attribute_groups`).
+    overrides
+        Description → dimension label (``--dimension``).
+    nodes
+        ``rank`` → ``node`` (:func:`~timeline.analysis.groups.nodes_of`): whether each group spans
+        nodes (``spans_nodes``, null without).
 
     Returns
     -------
@@ -327,17 +420,20 @@ def match_collectives(
     Examples
     --------
     >>> from timeline import load  # doctest: +SKIP
-    >>> match = match_collectives(load("../shared/traces/kineto/param_dlrm_8rank").events)  # doctest: +SKIP
-    >>> match.collectives.select("collective", "start_skew_ns", "end_skew_ns", "last_rank")  # doctest: +SKIP
+    >>> trace = load("../shared/traces/kineto/param_dlrm_8rank")  # doctest: +SKIP
+    >>> match = match_collectives(trace.events, groups=trace.groups)  # doctest: +SKIP
+    >>> match.collectives.select("group", "collective", "start_skew_ns", "last_rank")  # doctest: +SKIP
     """
-    instances = collective_instances(events)
+    declared = groups if groups is not None else pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA)
+    attributed = attributed_communication(events, groups=declared, overrides=overrides)
     if windows is None:
         windows = assign_iterations(events)
-    instances = _with_iterations(instances, windows)
+    instances = _with_iterations(_numbered(attributed), windows)
     measured_ranks = (
         rank_modes(events).filter(pl.col("mode").is_in(["gpu", "cpu"])).get_column("rank").to_list()
     )
-    expected = _expected_ranks(instances, len(measured_ranks), world_size)
+    known = group_instances(events, declared, overrides=overrides, nodes=nodes)
+    expected = _expected_ranks(instances, known, len(measured_ranks), world_size)
     logical = _logical_collectives(instances, expected)
     per_rank = _per_rank_collectives(instances, logical)
     totals = per_rank.group_by("collective_id").agg(
@@ -347,31 +443,55 @@ def match_collectives(
     )
     logical = logical.join(totals, on="collective_id", how="left").with_columns(bandwidth_columns(link_gbps))
     collectives = validate(logical.sort("collective_id"), COLLECTIVES_SCHEMA, what="collectives")
-    ranks = validate(per_rank, COLLECTIVE_RANKS_SCHEMA, what="collective ranks")
+    ranks = validate(per_rank.drop("_key"), COLLECTIVE_RANKS_SCHEMA, what="collective ranks")
     mismatches, warnings = _mismatches(instances, logical, measured_ranks)
-    too_fast = implausible_warning(int(collectives.get_column("implausible").sum()), link_gbps)
+    pairs, p2p_warnings = match_point_to_point(attributed, windows=windows, link_gbps=link_gbps, nodes=nodes)
+    ambiguous = _ambiguous(attributed)
+    warnings = (*warnings, *p2p_warnings, *_ambiguity_warnings(ambiguous, known))
+    too_fast = implausible_warning(
+        int(collectives.get_column("implausible").sum()) + int(pairs.get_column("implausible").sum()),
+        link_gbps,
+    )
     if too_fast is not None:
         warnings = (*warnings, too_fast)
-    return CollectiveMatch(collectives=collectives, ranks=ranks, mismatches=mismatches, warnings=warnings)
+    return CollectiveMatch(
+        collectives=collectives,
+        ranks=ranks,
+        mismatches=mismatches,
+        warnings=warnings,
+        groups=_group_summary(known, attributed, collectives, pairs, ambiguous),
+        point_to_point=pairs,
+        ambiguous=ambiguous,
+    )
 
 
-def _expected_ranks(instances: pl.DataFrame, measured: int, world_size: int | None) -> pl.DataFrame:
+def _expected_ranks(
+    instances: pl.DataFrame, known: pl.DataFrame, measured: int, world_size: int | None
+) -> pl.DataFrame:
     """Count the ranks expected in each group: its size, at least the ranks with any of its collectives.
 
-    A group's size is the largest ``group_size`` its events carry (torch ≥ 2.4 kernels); for events
-    without a process group, also every rank whose communication is measured (``measured``) and
-    the job's ``world_size``. A subset of a job's traces thus leaves its collectives incomplete.
+    A group's size is its instance's (``pg_config``'s ``pg_size``, the kernels' ``Group size``, the
+    length of its rank list), else the largest ``group_size`` its events carry; for the events of
+    :data:`ALL_COMMUNICATION_GROUP`, also every rank whose communication is measured
+    (``measured``) and the job's ``world_size``. A subset of a job's traces thus leaves its
+    collectives incomplete. ``group_size`` is the size the bus factor uses.
     """
     expected = instances.group_by("group").agg(
         _seen=pl.col("rank").n_unique().cast(pl.Int32),
         _size=pl.col("group_size").max().cast(pl.Int32),
     )
+    expected = expected.join(
+        known.select("group", "spans_nodes", _instance=pl.col("size")), on="group", how="left"
+    )
     everyone = pl.max_horizontal(pl.lit(measured, dtype=pl.Int32), pl.lit(world_size or 0, dtype=pl.Int32))
+    size = pl.coalesce(pl.col("_instance"), pl.col("_size"))
     return expected.select(
         "group",
+        "spans_nodes",
+        group_size=size,
         expected_ranks=pl.max_horizontal(
             pl.col("_seen"),
-            pl.col("_size").fill_null(0),
+            size.fill_null(0),
             pl.when(pl.col("group") == ALL_COMMUNICATION_GROUP).then(everyone).otherwise(0),
         ).cast(pl.Int32),
     )
@@ -380,22 +500,26 @@ def _expected_ranks(instances: pl.DataFrame, measured: int, world_size: int | No
 def _logical_collectives(instances: pl.DataFrame, expected: pl.DataFrame) -> pl.DataFrame:
     """Group the instances into logical collectives, numbered by first start, with skews and checks.
 
-    One row per (group, index): its kind, iteration, ranks, first and last starts and ends, transfer,
-    first and last rank, whether it is synchronising, complete and consistent, and its bus factor.
+    One row per (group, key): its kind, iteration, ranks, first and last starts and ends, transfer,
+    first and last rank, whether it is synchronising, complete and consistent, and its bus factor
+    (over the group's size).
     """
     kind_class = (
         pl.when(pl.col("collective").is_in(_POINT_TO_POINT))
         .then(pl.lit("p2p"))
         .otherwise(pl.col("collective"))
     )
-    logical = instances.group_by("group", "index").agg(
+    logical = instances.group_by("group", "_key").agg(
+        index=pl.col("index").min(),
+        dimension=pl.col("dimension").first(),
         matched_by=pl.col("matched_by").first(),
+        attributed_by=pl.col("attributed_by").drop_nulls().mode().sort().first(),
         collective=pl.col("collective").drop_nulls().mode().sort().first(),
         iteration=pl.col("iteration").drop_nulls().mode().sort().first(),
         _kinds=kind_class.drop_nulls().n_unique(),
         _sizes=pl.col("in_bytes").drop_nulls().n_unique(),
         ranks=pl.col("rank").n_unique().cast(pl.Int32),
-        group_size=pl.col("group_size").max(),
+        _event_size=pl.col("group_size").max(),
         first_start_ns=pl.col("start_ns").min(),
         last_start_ns=pl.col("start_ns").max(),
         first_end_ns=pl.col("end_ns").min(),
@@ -406,18 +530,19 @@ def _logical_collectives(instances: pl.DataFrame, expected: pl.DataFrame) -> pl.
     )
     return (
         logical.join(expected, on="group", how="left")
-        .sort("first_start_ns", "group", "index")
+        .sort("first_start_ns", "group", "index", "_key")
         .with_row_index("collective_id")
         .with_columns(
             pl.col("collective_id").cast(pl.Int64),
+            group_size=pl.coalesce(pl.col("group_size"), pl.col("_event_size")),
             synchronising=pl.col("collective").is_in(list(SYNCHRONISING_COLLECTIVES)).fill_null(False),
             complete=pl.col("ranks") >= pl.col("expected_ranks"),
             consistent=(pl.col("_kinds") <= 1)
             & ((pl.col("_sizes") <= 1) | pl.col("collective").is_in(_UNEVEN).fill_null(False)),
             start_skew_ns=pl.col("last_start_ns") - pl.col("first_start_ns"),
             end_skew_ns=pl.col("last_end_ns") - pl.col("first_end_ns"),
-            _n=pl.coalesce(pl.col("group_size"), pl.col("expected_ranks")),
         )
+        .with_columns(_n=pl.coalesce(pl.col("group_size"), pl.col("expected_ranks")))
         .with_columns(bus_factor=bus_factor_expr(pl.col("collective"), pl.col("_n")))
     )
 
@@ -430,7 +555,7 @@ def _per_rank_collectives(instances: pl.DataFrame, logical: pl.DataFrame) -> pl.
     """
     logical_cols = logical.select(
         "group",
-        "index",
+        "_key",
         "collective_id",
         "_n",
         "first_start_ns",
@@ -441,7 +566,7 @@ def _per_rank_collectives(instances: pl.DataFrame, logical: pl.DataFrame) -> pl.
     )
     collective = pl.col("_logical_collective")
     return (
-        instances.join(logical_cols, on=["group", "index"], how="inner")
+        instances.join(logical_cols, on=["group", "_key"], how="inner")
         .with_columns(
             bytes=pl.when(collective.is_in(_GATHERING))
             .then(pl.coalesce(pl.col("out_bytes"), pl.col("in_bytes") * pl.col("_n")))
@@ -507,6 +632,194 @@ def _mismatches(
             "the k-th collectives of the ranks may not be the same operation"
         )
     return mismatches, tuple(warnings)
+
+
+def match_point_to_point(
+    attributed: pl.DataFrame,
+    *,
+    windows: pl.DataFrame,
+    link_gbps: float | None = None,
+    nodes: pl.DataFrame | None = None,
+) -> tuple[pl.DataFrame, tuple[str, ...]]:
+    """Pair each send with its receive: the k-th send from A to B with the k-th receive on B from A.
+
+    Within one process group instance (``*`` when nothing names or declares groups). A send's
+    destination and a receive's source are the ``peer`` the trace or the group makes certain
+    (:func:`~timeline.analysis.groups.attribute_groups`); sends and receives without one are not
+    paired (a warning counts them). Both sides block until the other is there, so, as for
+    collectives, the shorter side's duration is the transfer (``transfer_ns``) and each side's
+    remainder its wait (``send_wait_ns``, ``recv_wait_ns``); ``start_skew_ns = recv start − send
+    start``; bus factor 1 (nccl-tests: ``busbw = algbw`` for send/recv).
+
+    Parameters
+    ----------
+    attributed
+        :func:`attributed_communication` of the events.
+    windows
+        Iteration windows: a pair belongs to the iteration its send started in (else its receive).
+    link_gbps, nodes
+        As for :func:`match_collectives`.
+
+    Returns
+    -------
+    tuple[pl.DataFrame, tuple[str, ...]]
+        :data:`~timeline.analysis.schemas.POINT_TO_POINT_SCHEMA` sorted by ``pair_id``, and the
+        warnings (sends and receives without a peer, or without their other side).
+    """
+    p2p = attributed.filter(pl.col("group").is_not_null() & pl.col("collective").is_in(_DIRECTED))
+    if not p2p.height:  # most jobs: no sends
+        return pl.DataFrame(schema=POINT_TO_POINT_SCHEMA), ()
+    no_peer = p2p.filter(pl.col("peer").is_null()).height
+    is_send = pl.col("collective") == "send"
+    sides = p2p.filter(pl.col("peer").is_not_null()).with_columns(
+        src=pl.when(is_send).then(pl.col("rank")).otherwise(pl.col("peer")).cast(pl.Int32),
+        dst=pl.when(is_send).then(pl.col("peer")).otherwise(pl.col("rank")).cast(pl.Int32),
+    )
+    order = pl.int_range(pl.len(), dtype=pl.Int64).over(
+        "group", "src", "dst", "collective", order_by=["start_ns", "end_ns"]
+    )
+    sides = sides.with_columns(index=order)
+
+    def side(kind: str, nbytes: pl.Expr) -> pl.DataFrame:
+        prefix = "send" if kind == "send" else "recv"
+        return sides.filter(pl.col("collective") == kind).select(
+            "group",
+            "src",
+            "dst",
+            "index",
+            pl.col("dimension").alias(f"_{prefix}_dimension"),
+            pl.col("start_ns").alias(f"{prefix}_start_ns"),
+            pl.col("end_ns").alias(f"{prefix}_end_ns"),
+            nbytes.alias(f"_{prefix}_bytes"),
+        )
+
+    pairs = side("send", pl.col("in_bytes")).join(
+        side("recv", pl.coalesce("out_bytes", "in_bytes")),
+        on=["group", "src", "dst", "index"],
+        how="full",
+        coalesce=True,
+    )
+    pairs = _pair_figures(pairs, windows, nodes).with_columns(bandwidth_columns(link_gbps))
+    frame = validate(pairs, POINT_TO_POINT_SCHEMA, what="point to point")
+    return frame, _pair_warnings(frame, no_peer)
+
+
+def _pair_figures(pairs: pl.DataFrame, windows: pl.DataFrame, nodes: pl.DataFrame | None) -> pl.DataFrame:
+    """Add what a pair measures (:func:`match_point_to_point`): completeness, transfer, waits, node span."""
+    send_dur = pl.col("send_end_ns") - pl.col("send_start_ns")
+    recv_dur = pl.col("recv_end_ns") - pl.col("recv_start_ns")
+    complete = pl.col("send_start_ns").is_not_null() & pl.col("recv_start_ns").is_not_null()
+    transfer = pl.when(complete).then(pl.min_horizontal(send_dur, recv_dur))
+    with_sides = pairs.with_columns(
+        dimension=pl.coalesce("_send_dimension", "_recv_dimension"),
+        complete=complete,
+        consistent=pl.col("_send_bytes").is_null()
+        | pl.col("_recv_bytes").is_null()
+        | (pl.col("_send_bytes") == pl.col("_recv_bytes")),
+        bytes=pl.coalesce("_send_bytes", "_recv_bytes"),
+        start_skew_ns=pl.col("recv_start_ns") - pl.col("send_start_ns"),
+        transfer_ns=transfer,
+        send_wait_ns=send_dur - transfer,
+        recv_wait_ns=recv_dur - transfer,
+        bus_factor=pl.lit(1.0),
+        rank=pl.when(pl.col("send_start_ns").is_not_null()).then(pl.col("src")).otherwise(pl.col("dst")),
+        start_ns=pl.coalesce("send_start_ns", "recv_start_ns"),
+    )
+    located = _with_iterations(with_sides, windows)
+    if nodes is None:
+        spans = pl.lit(None, dtype=pl.Boolean)
+    else:
+        table = nodes.select(pl.col("rank").cast(pl.Int32), "node")
+        located = located.join(table.rename({"rank": "src", "node": "_src_node"}), on="src", how="left").join(
+            table.rename({"rank": "dst", "node": "_dst_node"}), on="dst", how="left"
+        )
+        spans = pl.col("_src_node") != pl.col("_dst_node")
+    return (
+        located.with_columns(spans_nodes=spans)
+        .sort("start_ns", "group", "src", "dst", "index")
+        .with_row_index("pair_id")
+        .with_columns(pl.col("pair_id").cast(pl.Int64))
+    )
+
+
+def _pair_warnings(pairs: pl.DataFrame, no_peer: int) -> tuple[str, ...]:
+    """Return the warnings of :func:`match_point_to_point`."""
+    warnings = []
+    if no_peer:
+        warnings.append(
+            f"{no_peer} send(s)/receive(s) name no peer the trace makes certain (no Dst/Src Rank, no "
+            "c10d::send/recv_ argument with record_shapes, or a group of more than two ranks): not paired"
+        )
+    alone = pairs.filter(~pl.col("complete")).height
+    if alone:
+        warnings.append(
+            f"{alone} send(s)/receive(s) without their other side in the traces given (complete = false): "
+            "no transfer or wait for them"
+        )
+    return tuple(warnings)
+
+
+def _ambiguous(attributed: pl.DataFrame) -> pl.DataFrame:
+    """Return the events whose group could not be told, one row each (``matched_by = "ambiguous"``)."""
+    rows = attributed.filter(pl.col("group").is_null()).with_columns(
+        matched_by=pl.lit("ambiguous"),
+        group_size=pl.col("group_size").cast(pl.Int32),
+        dur_ns=pl.col("end_ns") - pl.col("start_ns"),
+    )
+    return validate(rows.sort("rank", "start_ns"), AMBIGUOUS_COLLECTIVES_SCHEMA, what="ambiguous collectives")
+
+
+def _ambiguity_warnings(ambiguous: pl.DataFrame, known: pl.DataFrame) -> tuple[str, ...]:
+    """One warning for the events whose group stays ambiguous, naming the groups they could be on."""
+    if not ambiguous.height:
+        return ()
+    candidates = sorted(set(ambiguous.get_column("candidates").explode().drop_nulls().to_list()))
+    described = dict(known.select("group", "pg_desc").iter_rows())
+    named = ", ".join(f"{g} ({described.get(g) or 'no description'})" for g in candidates) or "none"
+    ranks = ambiguous.get_column("rank").n_unique()
+    return (
+        f"{ambiguous.height} collective(s) on {ranks} rank(s) do not say which process group they ran "
+        f"on and several could hold them (groups {named}): not matched across ranks "
+        "(matched_by = ambiguous); the trace does not tell them apart (gloo records no group)",
+    )
+
+
+def _group_summary(
+    known: pl.DataFrame,
+    attributed: pl.DataFrame,
+    collectives: pl.DataFrame,
+    pairs: pl.DataFrame,
+    ambiguous: pl.DataFrame,
+) -> pl.DataFrame:
+    """One row per group instance (and ``*`` when used): what was matched, paired, left ambiguous on it."""
+    used = attributed.filter(pl.col("group").is_not_null())
+    extra = (
+        used.filter(~pl.col("group").is_in(known.get_column("group").implode()))
+        .select("group")
+        .unique()
+        .with_columns(declared_by=pl.lit(0, dtype=pl.Int32))
+    )
+    groups = pl.concat([known, extra], how="diagonal_relaxed")
+    matched = collectives.group_by("group").agg(
+        collectives=pl.len().cast(pl.Int64),
+        complete=pl.col("complete").sum().cast(pl.Int64),
+        matched_by=pl.col("matched_by").unique().sort().str.join(","),
+    )
+    how = used.group_by("group").agg(attributed_by=pl.col("attributed_by").unique().sort().str.join(","))
+    paired = pairs.group_by("group").agg(point_to_point=pl.len().cast(pl.Int64))
+    doubtful = (
+        ambiguous.select(group=pl.col("candidates"))
+        .explode("group")
+        .group_by("group")
+        .agg(ambiguous=pl.len().cast(pl.Int64))
+    )
+    summary = groups
+    for part in (matched, how, paired, doubtful):
+        summary = summary.join(part, on="group", how="left", maintain_order="left")
+    summary = summary.with_columns(
+        pl.col("collectives", "complete", "point_to_point", "ambiguous").fill_null(0)
+    )
+    return validate(summary, COLLECTIVE_GROUPS_SCHEMA, what="collective groups")
 
 
 def compute_iteration_utilisation(

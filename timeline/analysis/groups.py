@@ -1,18 +1,54 @@
-"""Process groups and the parallelism dimension each one serves.
+"""Process groups, the parallelism dimension each one serves, and the group each collective ran on.
 
 A process group is named by torch (``pg_name``: ``"0"``, ``"1"``, … or a hash) and described by the
 job (``pg_desc``: ``mesh_tp``, ``mesh_dp_shard`` for a DeviceMesh dimension; Megatron's
 ``TENSOR_MODEL_PARALLEL_GROUP,0``; ``default_pg`` for the world; ``undefined`` when the job gave no
 description). The *dimension* of a group is a short label read from its description by one rule,
 never from a fixed list of known names, so any mesh dimension a job names gets its own label.
+
+Takes the communication events and the groups the traces declare (:attr:`timeline.trace.Trace.groups`)
+and gives:
+
+- the *group instances* (:func:`group_instances`): one per ``pg_name`` and rank set, from
+  ``distributedInfo.pg_config`` and from the events' own ``Process Group Name`` / ``Ranks``
+  (:data:`~timeline.analysis.schemas.GROUP_INSTANCES_SCHEMA`), each with its dimension, size,
+  backend and whether its ranks span nodes;
+- the group of each communication event (:func:`attribute_groups`), from what is certain only:
+  the group the event names (``named``); else, among the groups its rank belongs to (its own
+  ``pg_config``), the only one (``only_group``), the only one of the event's size (``size``) or
+  the only one holding its peer (``peer``). When several remain the event is ``ambiguous`` (its
+  ``candidates`` are listed) and is matched across no rank; when nothing declares any group and no
+  event names one, every event of a rank forms the one sequence of earlier versions
+  (``group = "*"``, ``attributed_by = "none"``).
+
+Every rule is defined in ``docs/collectives.md`` (Process groups and dimensions).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-__all__ = ["UNDESCRIBED", "WORLD_DIMENSION", "dimension_of"]
+import polars as pl
+
+from timeline.analysis.schemas import GROUP_INSTANCES_SCHEMA
+from timeline.errors import UsageError
+from timeline.importers.groups import parse_ranks
+from timeline.schema import validate
+
+__all__ = [
+    "ALL_COMMUNICATION_GROUP",
+    "ATTRIBUTIONS",
+    "UNDESCRIBED",
+    "WORLD_DIMENSION",
+    "GroupInstance",
+    "attribute_groups",
+    "dimension_of",
+    "group_instances",
+    "nodes_of",
+    "parse_dimension_overrides",
+]
 
 WORLD_DIMENSION = "world"
 """The dimension of the default process group (``default_pg``): every rank of the job."""
@@ -20,8 +56,16 @@ WORLD_DIMENSION = "world"
 UNDESCRIBED = frozenset({"", "undefined", "none", "null", "unknown"})
 """Descriptions that describe nothing: a group with one of them has no dimension (null)."""
 
+ALL_COMMUNICATION_GROUP = "*"
+"""The ``group`` of communication events when nothing names or declares a process group: all of a
+rank's collectives form one sequence (what timeline did before it knew groups)."""
+
+ATTRIBUTIONS = ("named", "only_group", "size", "peer", "none", "ambiguous")
+"""How an event's group is known (``attributed_by``); see :func:`attribute_groups`."""
+
 _INSTANCE_SUFFIX = re.compile(r"[,:#]\s*\d+$")
 _NOT_A_LABEL = re.compile(r"[^0-9a-z]+")
+_LABEL = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def dimension_of(desc: str | None, *, overrides: Mapping[str, str] | None = None) -> str | None:
@@ -63,3 +107,513 @@ def dimension_of(desc: str | None, *, overrides: Mapping[str, str] | None = None
     text = text.removesuffix("_group")
     label = _NOT_A_LABEL.sub("_", text).strip("_")
     return label or None
+
+
+def parse_dimension_overrides(values: Sequence[str]) -> dict[str, str]:
+    """Parse ``--dimension DESCRIPTION=LABEL`` values into description → label.
+
+    Raises
+    ------
+    UsageError
+        A value without ``=``, with an empty side, a label of other than letters, digits, ``_``,
+        ``.``, ``-``, or one description given two labels.
+
+    Examples
+    --------
+    >>> parse_dimension_overrides(["mesh_dp_replicate=ddp", "mesh_dp_shard=fsdp"])
+    {'mesh_dp_replicate': 'ddp', 'mesh_dp_shard': 'fsdp'}
+    """
+    overrides: dict[str, str] = {}
+    for value in values:
+        desc, sep, label = value.partition("=")
+        desc, label = desc.strip(), label.strip()
+        if not sep or not desc or not label:
+            msg = (
+                f"--dimension {value!r}: expected DESCRIPTION=LABEL, the group description as the trace "
+                "writes it and the label to show (--dimension mesh_dp_replicate=ddp)"
+            )
+            raise UsageError(msg)
+        if not _LABEL.fullmatch(label):
+            msg = f"--dimension {value!r}: a label is letters, digits, '_', '.' or '-' (e.g. ddp, tp_intra)"
+            raise UsageError(msg)
+        if overrides.get(desc, label) != label:
+            msg = f"--dimension: description {desc!r} is given two labels ({overrides[desc]!r}, {label!r})"
+            raise UsageError(msg)
+        overrides[desc] = label
+    return overrides
+
+
+@dataclass
+class GroupInstance:
+    """One process group instance: a ``pg_name`` with one rank set.
+
+    ``ranks`` are the known members, in the trace's order (a group-local rank indexes them);
+    ``truncated``: the list was cut short, so members beyond it are unknown.
+    """
+
+    pg_name: str
+    ranks: tuple[int, ...]
+    truncated: bool
+    size: int | None = None
+    pg_desc: str | None = None
+    backend: str | None = None
+    declared_by: set[int] = field(default_factory=set)
+    named: bool = False
+    """Whether events name it (their ``Process Group Name``)."""
+    group: str = ""
+
+    def may_hold(self, rank: int) -> bool:
+        """Whether ``rank`` is a member, or may be one (a list cut short)."""
+        return rank in self.ranks or self.truncated
+
+    def holds(self, rank: int) -> bool:
+        """Whether ``rank`` is certainly a member."""
+        return rank in self.ranks
+
+    def complete(self) -> bool:
+        """Whether every member is known."""
+        return not self.truncated and bool(self.ranks)
+
+
+def _merge(
+    instances: list[GroupInstance], *, pg_desc: str | None, size: int | None, backend: str | None
+) -> None:
+    """Fill what the first instance lacks from another source."""
+    target = instances[0]
+    target.pg_desc = target.pg_desc or pg_desc
+    target.size = target.size or size
+    target.backend = target.backend or backend
+
+
+class _Registry:
+    """The group instances met so far, by name; merges a list cut short into the full one it begins."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, list[GroupInstance]] = {}
+
+    def find(self, pg_name: str, ranks: tuple[int, ...], truncated: bool) -> GroupInstance | None:
+        """Return the instance of this name and rank set (a cut list matches the full list it begins)."""
+        for known in self.by_name.get(pg_name, []):
+            if (known.ranks, known.truncated) == (ranks, truncated):
+                return known
+            if truncated and not known.truncated and known.ranks[: len(ranks)] == ranks:
+                return known
+            if known.truncated and not truncated and ranks[: len(known.ranks)] == known.ranks:
+                known.ranks, known.truncated = ranks, False
+                return known
+        return None
+
+    def add(
+        self,
+        pg_name: str,
+        ranks: tuple[int, ...],
+        truncated: bool,
+        *,
+        pg_desc: str | None = None,
+        size: int | None = None,
+        backend: str | None = None,
+    ) -> GroupInstance:
+        """Return the instance of this name and rank set, made if new, filled with what it lacked."""
+        found = self.find(pg_name, ranks, truncated)
+        if found is None:
+            found = GroupInstance(pg_name=pg_name, ranks=ranks, truncated=truncated)
+            self.by_name.setdefault(pg_name, []).append(found)
+        _merge([found], pg_desc=pg_desc, size=size, backend=backend)
+        return found
+
+    def holding(self, pg_name: str, rank: int) -> list[GroupInstance]:
+        """Return the instances of this name that hold (or may hold) ``rank``."""
+        return [g for g in self.by_name.get(pg_name, []) if g.may_hold(rank)]
+
+    def all(self) -> list[GroupInstance]:
+        """Every instance, with its ``group`` id set: the name, or the name and ranks when names repeat."""
+        out = [g for groups in self.by_name.values() for g in groups]
+        for name, groups in self.by_name.items():
+            for g in groups:
+                if len(groups) == 1:
+                    g.group = name
+                else:
+                    listed = ",".join(map(str, g.ranks)) + (",..." if g.truncated else "")
+                    g.group = f"{name}[{listed}]"
+        return sorted(out, key=lambda g: _natural(g.group))
+
+
+def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that puts ``"2"`` before ``"10"`` (group names are numbers in creation order)."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def _named_events(events: pl.DataFrame) -> pl.DataFrame:
+    """Return the distinct (rank, name, ranks, description, size) of the events that name a group."""
+    return (
+        events.filter(pl.col("pg_name").is_not_null())
+        .select(
+            "rank",
+            pl.col("pg_name").cast(pl.String),
+            "pg_ranks",
+            pl.col("pg_desc").cast(pl.String),
+            "group_size",
+        )
+        .unique()
+        .sort(pl.all(), nulls_last=True)
+    )
+
+
+def _registry(
+    events: pl.DataFrame, declared: pl.DataFrame
+) -> tuple[_Registry, dict[int, list[GroupInstance]]]:
+    """Build the group instances; return them and, per rank, the instances its own trace declares."""
+    registry = _Registry()
+    own: dict[int, list[GroupInstance]] = {}
+    for row in declared.iter_rows(named=True):
+        if row["pg_name"] is None:
+            continue
+        instance = registry.add(
+            row["pg_name"],
+            tuple(row["ranks"] or ()),
+            bool(row["ranks_truncated"]),
+            pg_desc=row["pg_desc"],
+            size=row["pg_size"],
+            backend=row["backend"],
+        )
+        if row["rank"] is not None:
+            instance.declared_by.add(row["rank"])
+            own.setdefault(row["rank"], []).append(instance)
+    for row in _named_events(events).iter_rows(named=True):
+        parsed = parse_ranks(row["pg_ranks"]) if row["pg_ranks"] is not None else None
+        if parsed is not None:
+            ranks, truncated = tuple(parsed[0]), parsed[1]
+            named = registry.add(
+                row["pg_name"], ranks, truncated, pg_desc=row["pg_desc"], size=row["group_size"]
+            )
+            named.named = True
+            continue
+        holding = registry.holding(row["pg_name"], row["rank"])
+        if len(holding) == 1:
+            _merge(holding, pg_desc=row["pg_desc"], size=row["group_size"], backend=None)
+            holding[0].named = True
+        elif not holding:  # a group no trace lists: members unknown
+            named = registry.add(row["pg_name"], (), True, pg_desc=row["pg_desc"], size=row["group_size"])
+            named.named = True
+    for instance in registry.all():
+        if instance.size is None and instance.complete():
+            instance.size = len(instance.ranks)
+    registry.all()  # ids once every instance is known
+    return registry, own
+
+
+def nodes_of(files: pl.DataFrame, *, gpus_per_node: int | None = None) -> pl.DataFrame:
+    """Return the node of each rank: ``rank // gpus_per_node``, else the host its trace names.
+
+    Parameters
+    ----------
+    files
+        The file table (:attr:`timeline.trace.Trace.files`): ``rank`` and ``host`` (the trace's
+        ``host_name``).
+    gpus_per_node
+        Ranks per node, numbered node by node (torchrun's layout): given, it decides alone.
+
+    Returns
+    -------
+    pl.DataFrame
+        ``rank`` (Int32), ``node`` (String); ranks whose node is unknown are absent. Process ids do
+        not tell hosts apart (containers on one host repeat them), so they are not used.
+    """
+    ranks = files.filter(pl.col("rank").is_not_null() & (pl.col("format") != "horovod"))
+    if gpus_per_node is not None:
+        return (
+            ranks.select(pl.col("rank").cast(pl.Int32))
+            .unique()
+            .sort("rank")
+            .with_columns(node=(pl.col("rank") // gpus_per_node).cast(pl.String))
+        )
+    return (
+        ranks.filter(pl.col("host").is_not_null())
+        .group_by("rank")
+        .agg(node=pl.col("host").unique())
+        .filter(pl.col("node").list.len() == 1)  # a rank whose files name two hosts: unknown
+        .select(pl.col("rank").cast(pl.Int32), pl.col("node").list.first())
+        .sort("rank")
+    )
+
+
+def _span(
+    ranks: Iterable[int], complete: bool, nodes: Mapping[int, str] | None
+) -> tuple[int | None, bool | None]:
+    """Return (nodes, spans more than one) of a rank set: null when a member's node is unknown."""
+    if nodes is None:
+        return None, None
+    members = list(ranks)
+    seen = {nodes[r] for r in members if r in nodes}
+    if len(seen) > 1:
+        return len(seen), True  # two nodes among the known: spans, whatever the others
+    if not complete or any(r not in nodes for r in members) or not members:
+        return None, None
+    return len(seen), False
+
+
+def group_instances(
+    events: pl.DataFrame,
+    declared: pl.DataFrame,
+    *,
+    overrides: Mapping[str, str] | None = None,
+    nodes: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """Return every process group instance: from ``pg_config`` and from the events that name a group.
+
+    An instance is one ``pg_name`` with one rank set: the same name with other ranks (groups made by
+    each rank on its own) is another instance, whose ``group`` id then lists its ranks
+    (``"1[0,2]"``). A list cut short (``...``) is the instance whose full list it begins.
+
+    Parameters
+    ----------
+    events
+        The canonical events frame (its communication events are read).
+    declared
+        The groups the traces declare (:attr:`timeline.trace.Trace.groups`).
+    overrides
+        Description → dimension label (:func:`parse_dimension_overrides`).
+    nodes
+        ``rank`` → ``node`` (:func:`nodes_of`); without it ``hosts`` and ``spans_nodes`` are null.
+
+    Returns
+    -------
+    pl.DataFrame
+        :data:`~timeline.analysis.schemas.GROUP_INSTANCES_SCHEMA`, sorted by ``group`` (numbers in
+        numeric order: ``"2"`` before ``"10"``).
+    """
+    registry, _ = _registry(_communication(events), declared)
+    node_map = None if nodes is None else dict(nodes.select("rank", "node").iter_rows())
+    return _instances_frame(registry.all(), overrides, node_map)
+
+
+def _instances_frame(
+    instances: list[GroupInstance], overrides: Mapping[str, str] | None, nodes: Mapping[int, str] | None
+) -> pl.DataFrame:
+    rows = []
+    for g in instances:
+        hosts, spans = _span(g.ranks, g.complete(), nodes)
+        rows.append(
+            {
+                "group": g.group,
+                "pg_name": g.pg_name,
+                "pg_desc": g.pg_desc,
+                "dimension": dimension_of(g.pg_desc, overrides=overrides),
+                "ranks": list(g.ranks),
+                "ranks_truncated": g.truncated,
+                "size": g.size,
+                "backend": g.backend,
+                "declared_by": len(g.declared_by),
+                "hosts": hosts,
+                "spans_nodes": spans,
+            }
+        )
+    return validate(pl.DataFrame(rows, schema=GROUP_INSTANCES_SCHEMA), GROUP_INSTANCES_SCHEMA, what="groups")
+
+
+def _communication(events: pl.DataFrame) -> pl.DataFrame:
+    return events.filter((pl.col("kind") == "communication") & (pl.col("source") == "kineto"))
+
+
+_ATTRIBUTION_SCHEMA = pl.Schema(
+    {
+        "rank": pl.Int32(),
+        "pg_name": pl.String(),
+        "pg_ranks": pl.String(),
+        "size_hint": pl.Int32(),
+        "peer": pl.Int32(),
+        "group_peer": pl.Int32(),
+        "group": pl.String(),
+        "attributed_by": pl.String(),
+        "candidates": pl.List(pl.String()),
+        "resolved_peer": pl.Int32(),
+    }
+)
+
+
+def _size_hint() -> pl.Expr:
+    """Return the group size an event states, where it states one.
+
+    ``group_size``, else an all-gather's output over its input (a reduce-scatter's input over its
+    output) when the ratio is a whole number above 1.
+    """
+    ratio_of = {"all_gather": ("out_bytes", "in_bytes"), "reduce_scatter": ("in_bytes", "out_bytes")}
+    ratio = pl.lit(None, dtype=pl.Int64)
+    for collective, (big, small) in ratio_of.items():
+        exact = (pl.col(small) > 0) & (pl.col(big) % pl.col(small) == 0) & (pl.col(big) > pl.col(small))
+        ratio = (
+            pl.when((pl.col("collective") == collective) & exact)
+            .then(pl.col(big) // pl.col(small))
+            .otherwise(ratio)
+        )
+    return pl.coalesce(pl.col("group_size").cast(pl.Int64), ratio).cast(pl.Int32, strict=False)
+
+
+@dataclass(frozen=True)
+class _Key:
+    rank: int
+    pg_name: str | None
+    pg_ranks: str | None
+    size_hint: int | None
+    peer: int | None
+    group_peer: int | None
+
+
+def _attribute(
+    key: _Key, registry: _Registry, own: Mapping[int, list[GroupInstance]], anything: bool
+) -> dict[str, object]:
+    """Attribute one kind of event (:func:`attribute_groups`' rules); return its group columns."""
+    if key.pg_name is not None:
+        parsed = parse_ranks(key.pg_ranks) if key.pg_ranks is not None else None
+        if parsed is not None:
+            found = registry.find(key.pg_name, tuple(parsed[0]), parsed[1])
+            candidates = [found] if found is not None else []
+        else:
+            candidates = registry.holding(key.pg_name, key.rank)
+        return _decided(key, candidates, "named")
+    if not anything:
+        return _everything(key)
+    mine = own.get(key.rank)
+    complete_list = mine is not None
+    everyone = [g for gs in registry.by_name.values() for g in gs]
+    if mine is not None:  # its own pg_config, and groups created since that events name
+        base = [*mine, *(g for g in everyone if g.named and g.holds(key.rank) and g not in mine)]
+    else:
+        base = [g for g in everyone if g.may_hold(key.rank)]
+    if not base and not complete_list:
+        return _everything(key)
+    how = "only_group"
+    candidates = base
+    if key.size_hint is not None and len(candidates) > 1:
+        candidates = [g for g in candidates if g.size is None or g.size == key.size_hint]
+        how = "size"
+    if len(candidates) > 1 and (key.peer is not None or key.group_peer is not None):
+        candidates = [g for g in candidates if _could_reach(g, key)]
+        how = "peer"
+    if not complete_list:
+        return _ambiguous(key, candidates)  # the rank's own list of groups is unknown
+    return _decided(key, candidates, how)
+
+
+def _everything(key: _Key) -> dict[str, object]:
+    """Return the group of an event when nothing names or declares one: ``*``, all of its rank's."""
+    return {
+        "group": ALL_COMMUNICATION_GROUP,
+        "attributed_by": "none",
+        "candidates": [],
+        "resolved_peer": key.peer,
+    }
+
+
+def _could_reach(group: GroupInstance, key: _Key) -> bool:
+    """Whether a send or receive of ``key`` could run on ``group``: it holds the rank and the peer."""
+    if key.peer is not None:
+        return group.may_hold(key.peer)
+    assert key.group_peer is not None
+    if group.truncated:
+        return True
+    return key.group_peer < len(group.ranks) and group.ranks[key.group_peer] != key.rank
+
+
+def _decided(key: _Key, candidates: list[GroupInstance], how: str) -> dict[str, object]:
+    if len(candidates) != 1:
+        return _ambiguous(key, candidates)
+    (group,) = candidates
+    return {
+        "group": group.group,
+        "attributed_by": how,
+        "candidates": [group.group],
+        "resolved_peer": _peer(group, key),
+    }
+
+
+def _ambiguous(key: _Key, candidates: list[GroupInstance]) -> dict[str, object]:
+    return {
+        "group": None,
+        "attributed_by": "ambiguous",
+        "candidates": sorted(g.group for g in candidates),
+        "resolved_peer": key.peer,
+    }
+
+
+def _peer(group: GroupInstance, key: _Key) -> int | None:
+    """Return the global rank of a send's or receive's other side, once its group is known."""
+    if key.peer is not None:
+        return key.peer
+    if key.group_peer is not None and not group.truncated and key.group_peer < len(group.ranks):
+        return group.ranks[key.group_peer]
+    if group.complete() and len(group.ranks) == 2 and key.rank in group.ranks:
+        return group.ranks[1 - group.ranks.index(key.rank)]  # the other rank of a pair
+    return None
+
+
+def attribute_groups(
+    events: pl.DataFrame,
+    declared: pl.DataFrame,
+    *,
+    overrides: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
+    """Return the communication events of ``events`` with the process group each one ran on.
+
+    The rules, first that applies (``attributed_by``):
+
+    - ``named``: the event names its group (``pg_name``, with ``pg_ranks`` when the name has
+      several rank sets, else the instance of that name holding the event's rank);
+    - nothing declares a group and no event names one: ``group = "*"``, ``none`` (all of a rank's
+      communication is one sequence, as before timeline knew groups);
+    - the groups the rank's own trace declares (its ``pg_config``: every group it belongs to), and
+      the groups events name that hold it: ``only_group`` when there is one; ``size`` when one is
+      left once those of another size than the event states are dropped (``group_size``, or an
+      all-gather's output over its input); ``peer`` when one holds both the rank and the peer of a
+      send or receive;
+    - otherwise ``ambiguous``: ``group`` null, ``candidates`` the groups it could have run on (a
+      rank whose trace declares no groups has an unknown list: never attributed by elimination).
+
+    Parameters
+    ----------
+    events
+        The canonical events frame.
+    declared
+        :attr:`timeline.trace.Trace.groups`.
+    overrides
+        Description → dimension label.
+
+    Returns
+    -------
+    pl.DataFrame
+        The communication events of profiler traces (every column of ``events``) with ``group``,
+        ``attributed_by``, ``candidates`` (List(String)), ``dimension`` and ``peer`` resolved to a
+        global rank where the group makes it certain (a gloo send's ``group_peer`` through the
+        group's ranks).
+    """
+    comm = _communication(events)
+    registry, own = _registry(comm, declared)
+    anything = bool(registry.by_name)
+    keyed = comm.with_columns(size_hint=_size_hint(), pg_name_s=pl.col("pg_name").cast(pl.String))
+    keys = keyed.select(
+        "rank", pl.col("pg_name_s").alias("pg_name"), "pg_ranks", "size_hint", "peer", "group_peer"
+    ).unique()
+    rows = []
+    for values in keys.iter_rows(named=True):
+        key = _Key(**values)
+        rows.append({**values, **_attribute(key, registry, own, anything)})
+    table = pl.DataFrame(rows, schema=_ATTRIBUTION_SCHEMA)
+    dimensions = pl.DataFrame(
+        [
+            {"group": g.group, "dimension": dimension_of(g.pg_desc, overrides=overrides)}
+            for g in registry.all()
+        ],
+        schema={"group": pl.String, "dimension": pl.String},
+    )
+    return (
+        keyed.join(
+            table.rename({"pg_name": "pg_name_s"}),
+            on=["rank", "pg_name_s", "pg_ranks", "size_hint", "peer", "group_peer"],
+            how="left",
+            nulls_equal=True,
+            maintain_order="left",
+        )
+        .join(dimensions, on="group", how="left", maintain_order="left")
+        .with_columns(peer=pl.col("resolved_peer"))
+        .drop("pg_name_s", "resolved_peer", "size_hint")
+    )

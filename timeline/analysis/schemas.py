@@ -13,12 +13,15 @@ from __future__ import annotations
 import polars as pl
 
 __all__ = [
+    "AMBIGUOUS_COLLECTIVES_SCHEMA",
     "CLOCK_OFFSETS_SCHEMA",
     "COLLECTIVES_SCHEMA",
+    "COLLECTIVE_GROUPS_SCHEMA",
     "COLLECTIVE_MISMATCHES_SCHEMA",
     "COLLECTIVE_RANKS_SCHEMA",
     "COMM_INTERVALS_SCHEMA",
     "COMM_STATE",
+    "GROUP_INSTANCES_SCHEMA",
     "HOROVOD_BATCHES_SCHEMA",
     "HOROVOD_ITERATIONS_SCHEMA",
     "HOROVOD_NEGOTIATION_SCHEMA",
@@ -26,6 +29,7 @@ __all__ = [
     "HOROVOD_TENSORS_SCHEMA",
     "HOROVOD_TOTALS_SCHEMA",
     "ITERATION_UTILISATION_SCHEMA",
+    "POINT_TO_POINT_SCHEMA",
     "STRAGGLER_ITERATIONS_SCHEMA",
     "STRAGGLER_RANKS_SCHEMA",
     "VERDICT",
@@ -43,12 +47,44 @@ _BANDWIDTH: dict[str, pl.DataType] = {
     "link_utilisation_ratio": pl.Float64(),
 }
 
+GROUP_INSTANCES_SCHEMA = pl.Schema(
+    {
+        "group": pl.String(),
+        "pg_name": pl.String(),
+        "pg_desc": pl.String(),
+        "dimension": pl.String(),
+        "ranks": pl.List(pl.Int32()),
+        "ranks_truncated": pl.Boolean(),
+        "size": pl.Int32(),
+        "backend": pl.String(),
+        "declared_by": pl.Int32(),
+        "hosts": pl.Int32(),
+        "spans_nodes": pl.Boolean(),
+    }
+)
+"""One row per process group instance: a ``pg_name`` with one rank set (``group_instances``)."""
+
+COLLECTIVE_GROUPS_SCHEMA = pl.Schema(
+    {
+        **GROUP_INSTANCES_SCHEMA,
+        "collectives": pl.Int64(),
+        "complete": pl.Int64(),
+        "matched_by": pl.String(),
+        "attributed_by": pl.String(),
+        "point_to_point": pl.Int64(),
+        "ambiguous": pl.Int64(),
+    }
+)
+"""One row per group instance with what was matched on it (``CollectiveMatch.groups``)."""
+
 COLLECTIVES_SCHEMA = pl.Schema(
     {
         "collective_id": pl.Int64(),
         "group": pl.String(),
+        "dimension": pl.String(),
         "index": pl.Int64(),
         "matched_by": pl.String(),
+        "attributed_by": pl.String(),
         "collective": pl.String(),
         "iteration": pl.Int64(),
         "synchronising": pl.Boolean(),
@@ -72,9 +108,54 @@ COLLECTIVES_SCHEMA = pl.Schema(
         "bus_factor": pl.Float64(),
         **_BANDWIDTH,
         "implausible": pl.Boolean(),
+        "spans_nodes": pl.Boolean(),
     }
 )
 """One row per logical collective: the k-th collective of a process group across its ranks."""
+
+POINT_TO_POINT_SCHEMA = pl.Schema(
+    {
+        "pair_id": pl.Int64(),
+        "group": pl.String(),
+        "dimension": pl.String(),
+        "src": pl.Int32(),
+        "dst": pl.Int32(),
+        "index": pl.Int64(),
+        "iteration": pl.Int64(),
+        "complete": pl.Boolean(),
+        "consistent": pl.Boolean(),
+        "bytes": pl.Int64(),
+        "send_start_ns": pl.Int64(),
+        "send_end_ns": pl.Int64(),
+        "recv_start_ns": pl.Int64(),
+        "recv_end_ns": pl.Int64(),
+        "start_skew_ns": pl.Int64(),
+        "transfer_ns": pl.Int64(),
+        "send_wait_ns": pl.Int64(),
+        "recv_wait_ns": pl.Int64(),
+        "bus_factor": pl.Float64(),
+        **_BANDWIDTH,
+        "implausible": pl.Boolean(),
+        "spans_nodes": pl.Boolean(),
+    }
+)
+"""One row per point-to-point transfer: the k-th send from ``src`` to ``dst`` with the k-th receive."""
+
+AMBIGUOUS_COLLECTIVES_SCHEMA = pl.Schema(
+    {
+        "rank": pl.Int32(),
+        "collective": pl.String(),
+        "matched_by": pl.String(),
+        "candidates": pl.List(pl.String()),
+        "group_size": pl.Int32(),
+        "start_ns": pl.Int64(),
+        "end_ns": pl.Int64(),
+        "dur_ns": pl.Int64(),
+        "in_bytes": pl.Int64(),
+        "out_bytes": pl.Int64(),
+    }
+)
+"""One row per communication event whose group stays ambiguous: matched across no rank."""
 
 COLLECTIVE_RANKS_SCHEMA = pl.Schema(
     {

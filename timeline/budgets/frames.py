@@ -162,6 +162,7 @@ def frames_from_overlap(
     events: pl.DataFrame | None = None,
     files: pl.DataFrame | None = None,
     clock_note: str | None = None,
+    groups: pl.DataFrame | None = None,
 ) -> MetricFrames:
     """Return the frames of an overlap analysis, and of the collectives matched across ranks.
 
@@ -183,6 +184,9 @@ def frames_from_overlap(
         ``Trace.clock_note``: when the ranks' clocks disagree, the figures that compare ranks' times
         (start skews, arrival lags, stragglers) are left out, as the collectives report leaves them out
         (:func:`timeline.plausibility.without_cross_rank_times`); a budget on them then has no value.
+    groups
+        ``Trace.groups``: the process groups the traces declare, for the matching (a collective that
+        names no group may have run on one of them).
 
     Notes
     -----
@@ -201,7 +205,7 @@ def frames_from_overlap(
     if events is None:
         return frames
     world_size = None if files is None else world_size_of_files(files)
-    match = match_collectives(events, windows=overlap.windows, world_size=world_size)
+    match = match_collectives(events, windows=overlap.windows, world_size=world_size, groups=groups)
     utilisation = compute_iteration_utilisation(
         match.collectives, windows=overlap.windows, iteration_overlap=overlap.iterations
     )
@@ -342,6 +346,7 @@ def read_run(
         events=events,
         files=analysed.trace.files,
         clock_note=analysed.trace.clock_note,
+        groups=analysed.trace.groups,
     )
     if warn is not None:
         warn(frames.warnings)

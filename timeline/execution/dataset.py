@@ -127,7 +127,10 @@ def _write_unit(task: _WriteTask) -> _UnitWritten:
         directory = task.scratch / f"rank={rank}"
         directory.mkdir(exist_ok=True)
         target = directory / f"unit-{task.index}.parquet"
-        Trace(events=events, files=files, warnings=trace.warnings if i == 0 else ()).write_parquet(target)
+        groups = trace.groups.filter(pl.col("rank") == rank)
+        Trace(
+            events=events, files=files, warnings=trace.warnings if i == 0 else (), groups=groups
+        ).write_parquet(target)
         parts.append((rank, target))
     return _UnitWritten(
         files=trace.files,
@@ -243,7 +246,9 @@ def write_parquet_file(trace: Trace, output: str | Path, *, force: bool = False)
     target = Path(output)
     _write_beside(
         target,
-        lambda handle: write_parquet(handle, events=trace.events, files=trace.files, warnings=trace.warnings),
+        lambda handle: write_parquet(
+            handle, events=trace.events, files=trace.files, warnings=trace.warnings, groups=trace.groups
+        ),
         check=lambda: check_output(target, dataset=False, force=force),
     )
 

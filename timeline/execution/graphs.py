@@ -95,6 +95,7 @@ def graph_unit(unit: Unit) -> GraphReduction:
         horovod=horovod,
         event_ranks=tuple(events.get_column("rank").unique().drop_nulls().sort().to_list()),
         clocks=trace.clocks,
+        groups=trace.groups,
         parts=graph_parts(events),
     )
 

@@ -39,7 +39,7 @@ from timeline.importers.result import ImportOptions
 from timeline.inputs import PathsLike, Unit, check_claims, plan_inputs, unit_claims
 from timeline.plausibility import CLOCKS_SCHEMA
 from timeline.policy import small_input
-from timeline.schema import FILES_SCHEMA
+from timeline.schema import FILES_SCHEMA, PROCESS_GROUPS_SCHEMA
 from timeline.trace import Trace, check_part_files, load_part
 
 __all__ = [
@@ -76,6 +76,8 @@ class UnitReduction:
     clocks
         Where its files' events lie, on which clock (:data:`timeline.plausibility.CLOCKS_SCHEMA`),
         for the clock check across units.
+    groups
+        The process groups its files declare (:attr:`timeline.trace.Trace.groups`): a few rows.
     """
 
     paths: tuple[Path, ...]
@@ -85,6 +87,7 @@ class UnitReduction:
     horovod: tuple[str, ...]
     event_ranks: tuple[int, ...]
     clocks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CLOCKS_SCHEMA))
+    groups: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,8 +123,8 @@ class Analysis:
         (:func:`communication_events`): enough for ``match_collectives``,
         ``estimate_clock_offsets`` and ``analyze_horovod``, which give the same results on it as on
         all the events.
-    clocks, clock_note
-        As ``load(paths)``'s (:attr:`timeline.trace.Trace.clock_note`).
+    clocks, clock_note, groups
+        As ``load(paths)``'s (:attr:`timeline.trace.Trace.clock_note`, :attr:`~timeline.trace.Trace.groups`).
     """
 
     overlap: Overlap
@@ -132,6 +135,7 @@ class Analysis:
     """Each unit that was reduced, with the ranks of its events (for :meth:`load_ranks`)."""
     clocks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CLOCKS_SCHEMA))
     clock_note: str | None = None
+    groups: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA))
 
     def as_trace(self) -> Trace:
         """Return a :class:`~timeline.trace.Trace` whose events are :attr:`communication`.
@@ -145,6 +149,7 @@ class Analysis:
             warnings=self.warnings,
             clocks=self.clocks,
             clock_note=self.clock_note,
+            groups=self.groups,
         )
 
     def load_ranks(self, ranks: Sequence[int]) -> Trace:
@@ -319,6 +324,7 @@ def _reduction(paths: tuple[Path, ...], trace: Trace, *, communication: bool) ->
         horovod=horovod,
         event_ranks=tuple(events.get_column("rank").unique().drop_nulls().sort().to_list()),
         clocks=trace.clocks,
+        groups=trace.groups,
         overlap=overlap_with_modes(_overlap_events(events, modes), modes),
         communication=_communication_events(events, modes) if communication else events.clear(),
     )
@@ -389,6 +395,7 @@ class Collected:
         self.event_ranks: list[tuple[int, ...]] = []
         self.units: list[tuple[Unit, tuple[int, ...]]] = []
         self.clocks: list[pl.DataFrame] = []
+        self.groups: list[pl.DataFrame] = []
         self.clock_note: str | None = None
 
     def add(self, unit: Unit, result: UnitReduction) -> None:
@@ -400,6 +407,7 @@ class Collected:
         self.event_ranks.append(result.event_ranks)
         self.units.append((unit, result.event_ranks))
         self.clocks.append(result.clocks)
+        self.groups.append(result.groups)
 
     def regroup(self, group: Sequence[int], merged: Unit, result: UnitReduction) -> None:
         """Put the merged unit's result in place of the first of ``group``; empty the others."""
@@ -408,10 +416,12 @@ class Collected:
         self.units[first] = (merged, result.event_ranks)
         self.event_ranks[first] = result.event_ranks
         self.clocks[first] = result.clocks
+        self.groups[first] = result.groups
         for i in rest:
             self.files[i], self.warnings[i] = [], ()
             self.units[i], self.event_ranks[i] = (self.units[i][0], ()), ()
             self.clocks[i] = result.clocks.clear()
+            self.groups[i] = result.groups.clear()
 
     def clocks_frame(self) -> pl.DataFrame:
         """Return the clock rows of every unit, in unit order."""
@@ -426,6 +436,12 @@ class Collected:
             A rank outside the world, world sizes that disagree.
         """
         self.clock_note = check_part_files(self.files_frame(), self.clocks_frame())
+
+    def groups_frame(self) -> pl.DataFrame:
+        """Return the process groups every unit declared, sorted by rank (as ``load`` sorts them)."""
+        if not self.groups:
+            return pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA)
+        return pl.concat(self.groups, how="vertical").sort("rank", maintain_order=True)
 
     def files_frame(self) -> pl.DataFrame:
         """Return the file table of every unit, in unit order."""
@@ -498,6 +514,7 @@ def _reduce_packed(unit: Unit) -> _PackedReduction:
         horovod=reduction.horovod,
         event_ranks=reduction.event_ranks,
         clocks=reduction.clocks,
+        groups=reduction.groups,
         packed=_pack(reduction),
         overlap_warnings=reduction.overlap.warnings,
     )
@@ -644,6 +661,7 @@ def analyze_files(
         units=collected.held_units(),
         clocks=collected.clocks_frame(),
         clock_note=collected.clock_note,
+        groups=collected.groups_frame(),
     )
 
 

@@ -8,7 +8,7 @@ what-if graph goes the same way (:func:`graph_inputs`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -186,11 +186,19 @@ class Analysed:
         summary = build_summary(self.trace, self.overlap, top=top, offsets=self.offsets, link_gbps=link_gbps)
         return Result(summary)
 
-    def collectives(self, *, link_gbps: float | None = None) -> Result:
+    def collectives(
+        self,
+        *,
+        link_gbps: float | None = None,
+        dimensions: Mapping[str, str] | None = None,
+        gpus_per_node: int | None = None,
+    ) -> Result:
         """Return the report ``timeline collectives`` prints (collectives matched across ranks).
 
         :func:`~timeline.results.collectives.build_collectives_report` as a
-        :class:`~timeline.render.html.Result` (shown as HTML tables in a notebook).
+        :class:`~timeline.render.html.Result` (shown as HTML tables in a notebook). ``dimensions``:
+        description → dimension label (``--dimension``); ``gpus_per_node``: ranks per node
+        (``--gpus-per-node``).
 
         Raises
         ------
@@ -206,6 +214,8 @@ class Analysed:
             offsets=self.offsets,
             overlap=self.overlap,
             writer_trace=lambda writer: self.full_ranks([writer]),
+            overrides=dimensions,
+            gpus_per_node=gpus_per_node,
         )
         return Result(report)
 
@@ -389,7 +399,7 @@ def align_events(trace: Trace) -> tuple[Trace, pl.DataFrame]:
         raise UsageError(msg)
     from timeline.plausibility import aligned_clock_note
 
-    offsets = estimate_clock_offsets(trace.events)
+    offsets = estimate_clock_offsets(trace.events, groups=trace.groups)
     # every rank with collectives on the reference clock: their times compare, whatever each counted from
     note = aligned_clock_note(trace.clock_note, offsets)
     return replace(trace, events=apply_clock_offsets(trace.events, offsets), clock_note=note), offsets

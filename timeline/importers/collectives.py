@@ -126,10 +126,17 @@ _KERNEL_OPS: dict[str, str] = {
     "send": "send",
     "recv": "recv",
 }
+# ncclKernel_* (NCCL < 2.19), ncclDevKernel_* (2.19+), ncclSymDevKernel_* (2.27 symmetric kernels),
+# ncclSymkDevKernel_* (2.28+), rccl*/hccl* alike: the collective follows the first underscore.
 _KERNEL_OP = re.compile(
-    r"(?:nccl|rccl|hccl)[A-Za-z]*?(?:Kernel|DevKernel|SymDevKernel)?_(AllReduce|AllGather|ReduceScatter|"
-    r"AllToAll|Broadcast|Reduce|SendRecv|Send|Recv)",
+    r"(?:nccl|rccl|hccl)[A-Za-z]*?(?:Kernel|DevKernel|SymDevKernel|SymkDevKernel)?_(AllReduce|AllGather|"
+    r"ReduceScatter|AllToAll|Broadcast|Reduce|SendRecv|Send|Recv)",
     re.IGNORECASE,
+)
+# The custom all-reduce kernels of timeline.importers.rules.CUSTOM_ALL_REDUCE_KERNELS
+_CUSTOM_ALL_REDUCE = re.compile(
+    r"\b(?:cross_device_reduce_[12]stage|allreduce_fusion_kernel|(?:one|two)_shot_all_reduce_kernel|"
+    r"multimem_(?:one_shot_)?all_reduce_kernel)"
 )
 
 
@@ -161,7 +168,8 @@ def normalise_collective(name: str | None) -> str | None:
 def collective_from_kernel(kernel_name: str) -> str | None:
     """Return the collective a communication kernel implements, from its name, or None.
 
-    RCCL's ``ncclDevKernel_Generic`` does not name its collective: None.
+    RCCL's ``ncclDevKernel_Generic`` does not name its collective: None. The custom all-reduce
+    kernels of vLLM, SGLang, FlashInfer/TensorRT-LLM and torch's symmetric memory are ``all_reduce``.
 
     Examples
     --------
@@ -169,10 +177,14 @@ def collective_from_kernel(kernel_name: str) -> str | None:
     'all_reduce'
     >>> collective_from_kernel("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)")
     'send_recv'
+    >>> collective_from_kernel("ncclSymkDevKernel_AllGather_LLMC(ncclSymkDevWorkArgs4K)")
+    'all_gather'
+    >>> collective_from_kernel("void vllm::cross_device_reduce_2stage<__nv_bfloat16, 8>(vllm::RankData*)")
+    'all_reduce'
     """
     match = _KERNEL_OP.search(kernel_name)
     if match is None:
-        return None
+        return "all_reduce" if _CUSTOM_ALL_REDUCE.search(kernel_name) else None
     return _KERNEL_OPS[match.group(1).lower()]
 
 

@@ -28,6 +28,7 @@ import polars as pl
 
 from timeline.errors import TraceContentError, TraceFormatError, position_of
 from timeline.importers.collectives import collective_from_kernel, dtype_size, normalise_collective
+from timeline.importers.groups import declared_groups
 from timeline.importers.result import Clock, FileResult, ImportOptions
 from timeline.schema import EVENTS_SCHEMA, KIND, SOURCE, validate
 
@@ -66,12 +67,19 @@ class _Args(msgspec.Struct, gc=False):
     group_size: Any = msgspec.field(default=None, name="Group size")
     pg_name: Any = msgspec.field(default=None, name="Process Group Name")
     pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    pg_desc: Any = msgspec.field(default=None, name="Process Group Description")  # torch >= 2.4
     seq: Any = msgspec.field(default=None, name="Seq")  # 2026
+    # torch >= 2.10: c10::get_hash(pg name, seq, isP2P, rank start, stride, size), a size_t (uint64)
+    comms_id: Any = msgspec.field(default=None, name="Comms Id")
+    dst_rank: Any = msgspec.field(default=None, name="Dst Rank")  # send: the peer's global rank
+    src_rank: Any = msgspec.field(default=None, name="Src Rank")  # recv: the peer's global rank
     # Raw: kept as undecoded bytes, parsed only for the few collective ops that need them.
     # (msgspec does not accept ``Raw | None``: an empty Raw means absent. One shared empty Raw as
     # the default, not a default_factory: a factory is a Python call per event, a third of decoding.)
     input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+    # c10d::send / c10d::recv_ (record_shapes): [tensors, group, peer's rank in the group, tag]
+    concrete_inputs: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
 
 
 class _Event(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
@@ -164,6 +172,8 @@ _COMM_OP_PREFIXES: tuple[str, ...] = (
     "record_param_comms",
 )
 _COMM_OP_REGEX = r"^(?:nccl:|gloo:|mpi:|ucc:|hccl:|xccl:|record_param_comms$)"
+# The c10d ops of point-to-point transfers: their arguments name the peer (rank within the group).
+_P2P_OPS = frozenset({"c10d::send", "c10d::recv_"})
 _NO_DATA = ("wait", "barrier")
 _KERNEL_CATS = ("kernel", "Kernel", *_MTIA_DEVICE_CATS)
 _UNMEASURED_CATS = ("cpu_op", "Operator", "python_function")
@@ -305,7 +315,7 @@ def _document_from_generic(obj: Any, source: str) -> _Document:
                 for key, attr in arg_fields.items():
                     if key in raw_args:
                         value = raw_args[key]
-                        if attr in ("input_dims", "input_type"):
+                        if attr in ("input_dims", "input_type", "concrete_inputs"):
                             value = msgspec.Raw(msgspec.json.encode(value))
                         kwargs[attr] = value
                 args = _Args(**kwargs)
@@ -548,6 +558,7 @@ def finish_kineto(
         host=host if isinstance(host, str) else None,
         clock=clock,
         warnings=warnings,
+        groups=declared_groups(info),
         skipped=dropped.get(SKIPPED, 0),
     )
 
@@ -664,7 +675,56 @@ def _metadata_candidates(kept: list[Any], args: list[_Args]) -> list[int]:
         or a.in_nelems is not None
         or a.in_size is not None
         or (a.input_dims and isinstance(name := kept[i].name, str) and name.startswith(_COMM_OP_PREFIXES))
+        or (a.concrete_inputs and kept[i].name in _P2P_OPS)
     ]
+
+
+def _metadata_row(i: int, e: _Event, a: _Args) -> tuple[Any, ...]:
+    """Return the sparse metadata row of a candidate of :func:`_metadata_candidates` (row ``i``).
+
+    The order is that of :func:`_metadata_columns`: row, collective, in and out element counts,
+    dtype, group size, group name, ranks, sequence number, in and out bytes, description, comms id,
+    peer (global) and peer in the group.
+    """
+    if a.collective is not None or a.in_nelems is not None or a.in_size is not None:
+        return (
+            i,
+            a.collective,
+            a.in_nelems if a.in_nelems is not None else a.in_size,
+            a.out_nelems if a.out_nelems is not None else a.out_size,
+            a.dtype,
+            a.group_size,
+            a.pg_name,
+            a.pg_ranks,
+            a.seq,
+            None,
+            None,
+            a.pg_desc,
+            _as_int(a.comms_id),
+            a.dst_rank if a.dst_rank is not None else a.src_rank,
+            None,
+        )
+    if e.name in _P2P_OPS:
+        peer = _p2p_argument(a.concrete_inputs)
+        return (i, None, None, None, None, None, None, None, None, None, None, None, None, None, peer)
+    nbytes, dtype = _parse_dims_bytes(a.input_dims, a.input_type)
+    return (i, None, None, None, dtype, None, None, None, None, nbytes, None, None, None, None, None)
+
+
+def _p2p_argument(raw: msgspec.Raw) -> int | None:
+    """Return the peer's rank in its group from the ``Concrete Inputs`` of ``c10d::send`` / ``c10d::recv_``.
+
+    The op's schema is ``(Tensor[] tensors, ProcessGroup process_group, int dst|src, int tag)``
+    (``torch/csrc/distributed/c10d/Ops.cpp``): the third value, a decimal string, is the peer's rank
+    within the group the op ran on.
+    """
+    try:
+        values = _GENERIC.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(values, list) or len(values) < 3:
+        return None
+    return _as_int(values[2])
 
 
 def add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
@@ -813,29 +873,8 @@ def extract_columns(events: list[Any], options: ImportOptions, *, gpu: bool | No
         legacy = pl.Series(legacy_ids, dtype=pl.Int64(), strict=False)
         frame = frame.with_columns(pl.coalesce(pl.col("external_id"), legacy).alias("external_id"))
     # Collective metadata lives on few events: gather it sparsely.
-    meta_rows: list[tuple[Any, ...]] = []
-    for i in _metadata_candidates(kept, args):
-        e, a = kept[i], args[i]
-        if a.collective is not None or a.in_nelems is not None or a.in_size is not None:
-            meta_rows.append(
-                (
-                    i,
-                    a.collective,
-                    a.in_nelems if a.in_nelems is not None else a.in_size,
-                    a.out_nelems if a.out_nelems is not None else a.out_size,
-                    a.dtype,
-                    a.group_size,
-                    a.pg_name,
-                    a.pg_ranks,
-                    a.seq,
-                    None,
-                    None,
-                )
-            )
-        elif a.input_dims and isinstance(e.name, str) and e.name.startswith(_COMM_OP_PREFIXES):
-            nbytes, dtype = _parse_dims_bytes(a.input_dims, a.input_type)
-            meta_rows.append((i, None, None, None, dtype, None, None, None, None, nbytes, None))
-    # Kept sparse: a few thousand rows, not eleven mostly-null columns over every event.
+    meta_rows = [_metadata_row(i, kept[i], args[i]) for i in _metadata_candidates(kept, args)]
+    # Kept sparse: a few thousand rows, not fifteen mostly-null columns over every event.
     return Columns(frame=frame, meta=_metadata_frame(meta_rows), skipped=skipped, kernels=kernels)
 
 
@@ -899,7 +938,7 @@ def finish_columns(
 
 def _metadata_frame(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
     """Return the sparse collective metadata as typed columns keyed by row index."""
-    if not rows:  # most chunks: eleven empty series built once (a chunk's build is ~0.2 ms)
+    if not rows:  # most chunks: fifteen empty series built once (a chunk's build is ~0.2 ms)
         return _empty_metadata().clone()
     return _metadata_columns(rows)
 
@@ -910,7 +949,7 @@ def _empty_metadata() -> pl.DataFrame:
 
 
 def _metadata_columns(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
-    columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [() for _ in range(11)]
+    columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [() for _ in range(15)]
     pg_ranks = [r if r is None or isinstance(r, str) else msgspec.json.encode(r).decode() for r in columns[7]]
     return pl.DataFrame(
         {
@@ -927,6 +966,10 @@ def _metadata_columns(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
             "m_seq": pl.Series(columns[8], dtype=pl.Int64(), strict=False),
             "m_in_bytes": pl.Series(columns[9], dtype=pl.Int64(), strict=False),
             "m_out_bytes": pl.Series(columns[10], dtype=pl.Int64(), strict=False),
+            "m_pg_desc": pl.Series([None if p is None else str(p) for p in columns[11]], dtype=pl.String()),
+            "m_comms_id": pl.Series(columns[12], dtype=pl.UInt64(), strict=False),
+            "m_peer": pl.Series(columns[13], dtype=pl.Int32(), strict=False),
+            "m_group_peer": pl.Series(columns[14], dtype=pl.Int32(), strict=False),
         }
     )
 
@@ -976,6 +1019,7 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any], meta: pl.Data
         .select("_row", "name")
         .join(meta, on="_row", how="left", maintain_order="left")
         .join(linked, on="_row", how="left", maintain_order="left")
+        .join(_p2p_peers(frame, meta), on="_row", how="left", maintain_order="left")
     )
     values = _collective_values(comm, info)
     return _scatter_collective_columns(frame, values).drop("_row", "_comm_op")
@@ -1018,6 +1062,9 @@ def _collective_ops(frame: pl.DataFrame, meta: pl.DataFrame) -> pl.DataFrame:
         op_pg_name=pl.col("m_pg_name"),
         op_pg_ranks=pl.col("m_pg_ranks"),
         op_seq=pl.col("m_seq"),
+        op_pg_desc=pl.col("m_pg_desc"),
+        op_comms_id=pl.col("m_comms_id"),
+        op_peer=pl.col("m_peer"),
     )
 
 
@@ -1080,7 +1127,8 @@ def _collective_values(comm: pl.DataFrame, info: dict[str, Any]) -> pl.DataFrame
     carries_data = ~collective.is_in(_NO_DATA)
     # With a single process group in distributedInfo.pg_config, every collective belongs to it.
     pg_name = pl.coalesce("m_pg_name", "op_pg_name", pl.lit(_single_group_name(info), dtype=pl.String))
-    group_size = pl.coalesce("m_group_size", "op_group_size", _group_size_from_info(info, pg_name))
+    group_size = pl.coalesce("m_group_size", "op_group_size", _group_from_info(info, pg_name, "pg_size"))
+    pg_desc = pl.coalesce("m_pg_desc", "op_pg_desc", _group_from_info(info, pg_name, "pg_desc"))
     return comm.select(
         "_row",
         collective=collective,
@@ -1099,6 +1147,10 @@ def _collective_values(comm: pl.DataFrame, info: dict[str, Any]) -> pl.DataFrame
         pg_name=pg_name,
         pg_ranks=pl.coalesce("m_pg_ranks", "op_pg_ranks"),
         seq=pl.coalesce("m_seq", "op_seq"),
+        pg_desc=pg_desc,
+        comms_id=pl.coalesce("m_comms_id", "op_comms_id"),
+        peer=pl.coalesce("m_peer", "op_peer"),
+        group_peer=pl.col("p2p_group_peer"),
     )
 
 
@@ -1106,11 +1158,65 @@ def _scatter_collective_columns(frame: pl.DataFrame, values: pl.DataFrame) -> pl
     """Add the collective columns to ``frame``: the values at their ``_row``, null everywhere else."""
     rows = values.get_column("_row")
     columns = []
-    for name in ("collective", "in_bytes", "out_bytes", "dtype", "group_size", "pg_name", "pg_ranks", "seq"):
+    for name in _COLLECTIVE_COLUMNS:
         dtype = EVENTS_SCHEMA[name]
         empty = pl.repeat(None, frame.height, dtype=dtype, eager=True).alias(name)
         columns.append(empty.scatter(rows, values.get_column(name).cast(dtype)) if rows.len() else empty)
     return frame.with_columns(columns)
+
+
+_COLLECTIVE_COLUMNS = (
+    "collective",
+    "in_bytes",
+    "out_bytes",
+    "dtype",
+    "group_size",
+    "pg_name",
+    "pg_desc",
+    "pg_ranks",
+    "seq",
+    "comms_id",
+    "peer",
+    "group_peer",
+)
+"""The columns :func:`_attach_collectives` fills on communication events (null on the others)."""
+
+
+def _p2p_peers(frame: pl.DataFrame, meta: pl.DataFrame) -> pl.DataFrame:
+    """Return, per CPU send or receive (``gloo:send``), the peer's rank in the group from its c10d op.
+
+    gloo runs a send or receive on the calling thread, inside the ``c10d::send`` / ``c10d::recv_``
+    op whose arguments name the peer (:func:`_p2p_argument`): the innermost such op of the same
+    thread that holds the event's start. One row per linked event ``_row``, ``p2p_group_peer``.
+    """
+    ops = (
+        frame.filter(pl.col("name").cast(pl.String).is_in(list(_P2P_OPS)))
+        .select("_row", "pid", "tid", p_start="start_ns", p_end="end_ns")
+        .join(meta.select("_row", p2p_group_peer="m_group_peer"), on="_row", how="inner")
+        .drop("_row")
+        .filter(pl.col("p2p_group_peer").is_not_null())
+    )
+    empty = pl.DataFrame(schema={"_row": pl.UInt32, "p2p_group_peer": pl.Int32})
+    if not ops.height:
+        return empty
+    events = frame.filter((pl.col("kind") == "communication") & pl.col("device").is_null()).select(
+        "_row", "pid", "tid", "start_ns"
+    )
+    if not events.height:
+        return empty
+    return (
+        events.sort("start_ns")
+        .join_asof(
+            ops.sort("p_start"),
+            left_on="start_ns",
+            right_on="p_start",
+            by=["pid", "tid"],
+            strategy="backward",
+            check_sortedness=False,  # sorted just above; polars cannot check it per group
+        )
+        .filter(pl.col("p_end") >= pl.col("start_ns"))
+        .select("_row", "p2p_group_peer")
+    )
 
 
 def _single_group_name(info: dict[str, Any]) -> str | None:
@@ -1122,19 +1228,33 @@ def _single_group_name(info: dict[str, Any]) -> str | None:
     return None
 
 
-def _group_size_from_info(info: dict[str, Any], pg_name: pl.Expr) -> pl.Expr:
-    """Return the group size of a process group from ``distributedInfo.pg_config``, by its name."""
+def _group_from_info(info: dict[str, Any], pg_name: pl.Expr, key: str) -> pl.Expr:
+    """Return a process group's ``pg_size`` or ``pg_desc`` from ``distributedInfo.pg_config``, by its name.
+
+    A name the rank's ``pg_config`` lists with two different values gives null (never a guess).
+    """
     config = info.get("pg_config")
-    sizes: dict[str, int] = {}
-    if isinstance(config, list):
-        for entry in config:
-            if isinstance(entry, dict) and entry.get("pg_name") is not None:
-                size = _as_int(entry.get("pg_size"))
-                if size is not None and 0 < size <= _INT32_MAX:
-                    sizes[str(entry["pg_name"])] = size
-    if not sizes:
-        return pl.lit(None, dtype=pl.Int32)
-    return pg_name.replace_strict(sizes, default=None, return_dtype=pl.Int32)
+    values: dict[str, Any] = {}
+    seen: set[str] = set()
+    for entry in config if isinstance(config, list) else []:
+        if not (isinstance(entry, dict) and entry.get("pg_name") is not None):
+            continue
+        name, value = str(entry["pg_name"]), entry.get(key)
+        if key == "pg_size":
+            value = _as_int(value)
+            value = value if value is not None and 0 < value <= _INT32_MAX else None
+        elif value is not None:
+            value = str(value)
+        if name in seen and values.get(name) != value:
+            values[name] = None
+        elif value is not None and name not in seen:
+            values[name] = value
+        seen.add(name)
+    dtype = pl.Int32 if key == "pg_size" else pl.String
+    known = {k: v for k, v in values.items() if v is not None}
+    if not known:
+        return pl.lit(None, dtype=dtype)
+    return pg_name.replace_strict(known, default=None, return_dtype=dtype)
 
 
 def _collective_from_name(name: str) -> str | None:

@@ -1,7 +1,8 @@
 """Parquet files written by ``timeline convert``: the canonical events with the file table and warnings.
 
 :func:`write_parquet` writes the events frame, zstd-compressed, with the file table, the load
-warnings and a digest of the content as JSON and text in the file's key-value metadata;
+warnings, the process groups the traces declared and a digest of the content as JSON and text in
+the file's key-value metadata;
 :func:`read_parquet` reads such a file back as a :class:`~timeline.importers.result.FileResult`
 (a Parquet file from anywhere else is refused), checking the metadata, the columns and the digest,
 so that a file changed or damaged after timeline wrote it is refused rather than analysed.
@@ -34,12 +35,15 @@ import polars as pl
 
 from timeline.errors import TraceFormatError
 from timeline.importers.result import FileResult
-from timeline.schema import EVENTS_SCHEMA, validate
+from timeline.schema import EVENTS_SCHEMA, PROCESS_GROUPS_SCHEMA, validate
 
 __all__ = ["content_digest", "read_parquet", "write_parquet", "written_by_timeline"]
 
 _FILES_KEY = "timeline.files"
 _WARNINGS_KEY = "timeline.warnings"
+_GROUPS_KEY = "timeline.groups"
+"""The process groups the traces declared (:data:`~timeline.schema.PROCESS_GROUPS_SCHEMA`), as JSON
+rows; files written before it existed have no such key (no groups)."""
 _DIGEST_KEY = "timeline.digest"
 _DIGEST_SCHEME = "sha256-v1"
 """The digest's name and the version of its canonical form: ``sha256-v1:<64 hex digits>``."""
@@ -68,6 +72,39 @@ class _FileRow(msgspec.Struct, forbid_unknown_fields=False):
     host: str | None = None
     clock: str | None = None
     events: _Count | None = None
+
+
+class _GroupRow(msgspec.Struct, forbid_unknown_fields=False):
+    """One row of the process groups table (:data:`timeline.schema.PROCESS_GROUPS_SCHEMA`)."""
+
+    rank: _Int32 | None = None
+    pg_name: str | None = None
+    pg_desc: str | None = None
+    ranks: list[Annotated[int, msgspec.Meta(ge=0, lt=2**31)]] = msgspec.field(default_factory=list)
+    ranks_text: str | None = None
+    ranks_truncated: bool | None = None
+    pg_size: _Int32 | None = None
+    backend: str | None = None
+
+
+def _decode_groups(metadata: dict[str, str], source: str) -> pl.DataFrame:
+    """Return the process groups kept in the metadata (none in files written before they were kept).
+
+    Raises
+    ------
+    TraceFormatError
+        A key that is not JSON rows of that table.
+    """
+    text = metadata.get(_GROUPS_KEY)
+    if text is None:
+        return pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA)
+    try:
+        rows = msgspec.json.decode(text, type=list[_GroupRow])
+    except msgspec.DecodeError as exc:
+        what = f"metadata key {_GROUPS_KEY} is not a process group table"
+        msg = f"{source}: {what} ({_one_line(exc)}); {_RECREATE}"
+        raise TraceFormatError(msg) from exc
+    return pl.DataFrame([msgspec.structs.asdict(row) for row in rows], schema=PROCESS_GROUPS_SCHEMA)
 
 
 def _decode_metadata(metadata: dict[str, str], source: str) -> tuple[list[dict[str, Any]], list[str]]:
@@ -141,7 +178,13 @@ _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _DIGEST_THREADS = 4
 """Columns digested at once: past four, the memory bandwidth, not the cores, is the limit."""
 
-_WIDTHS: dict[pl.DataType, int] = {pl.UInt8(): 1, pl.Int32(): 4, pl.UInt32(): 4, pl.Int64(): 8}
+_WIDTHS: dict[pl.DataType, int] = {
+    pl.UInt8(): 1,
+    pl.Int32(): 4,
+    pl.UInt32(): 4,
+    pl.Int64(): 8,
+    pl.UInt64(): 8,
+}
 """Bytes per value of the fixed-width dtypes the canonical form uses."""
 
 
@@ -217,11 +260,15 @@ def _framed(data: bytes) -> bytes:
     return struct.pack("<q", len(data)) + data
 
 
-def content_digest(events: pl.DataFrame, *, files_json: str, warnings_json: str) -> str:
+def content_digest(
+    events: pl.DataFrame, *, files_json: str, warnings_json: str, groups_json: str | None = None
+) -> str:
     """Return the digest of an events frame of :data:`~timeline.schema.EVENTS_SCHEMA` and its metadata.
 
     The same content gives the same digest whatever its chunks or categorical codes, in any process
-    and with any polars version; ``events`` must have exactly the schema's columns and dtypes.
+    and with any polars version; ``events`` must have exactly the schema's columns and dtypes. The
+    process groups' JSON (``groups_json``) counts when the file keeps it: a file written before it
+    was kept digests as it did.
 
     Returns
     -------
@@ -233,6 +280,8 @@ def content_digest(events: pl.DataFrame, *, files_json: str, warnings_json: str)
     hasher = hashlib.sha256()
     hasher.update(_framed(files_json.encode()))
     hasher.update(_framed(warnings_json.encode()))
+    if groups_json is not None:
+        hasher.update(_framed(groups_json.encode()))
     hasher.update(struct.pack("<q", events.height))
     # columns in threads: polars and hashlib release the GIL on large buffers
     with ThreadPoolExecutor(max_workers=min(_DIGEST_THREADS, os.cpu_count() or 1)) as pool:
@@ -250,18 +299,30 @@ def write_parquet(
     events: pl.DataFrame,
     files: pl.DataFrame,
     warnings: tuple[str, ...],
+    groups: pl.DataFrame | None = None,
 ) -> None:
-    """Write events as Parquet, with the file table, warnings and content digest in the file's metadata.
+    """Write events as Parquet, with the file table, warnings, process groups and digest in the metadata.
 
-    ``target``: a path, or a file opened for writing in binary mode.
+    ``target``: a path, or a file opened for writing in binary mode. ``groups``: the process groups
+    the traces declared (:data:`~timeline.schema.PROCESS_GROUPS_SCHEMA`; none: an empty table).
     """
     events = validate(events, EVENTS_SCHEMA, what="the events")
     files_json = msgspec.json.encode(files.to_dicts()).decode()
     warnings_json = msgspec.json.encode(list(warnings)).decode()
+    table = validate(
+        groups if groups is not None else pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA),
+        PROCESS_GROUPS_SCHEMA,
+        what="the process groups",
+    )
+    groups_json = msgspec.json.encode(table.to_dicts()).decode()
+    digest = content_digest(
+        events, files_json=files_json, warnings_json=warnings_json, groups_json=groups_json
+    )
     metadata = {
         _FILES_KEY: files_json,
         _WARNINGS_KEY: warnings_json,
-        _DIGEST_KEY: content_digest(events, files_json=files_json, warnings_json=warnings_json),
+        _GROUPS_KEY: groups_json,
+        _DIGEST_KEY: digest,
     }
     events.write_parquet(target, compression="zstd", metadata=metadata)
 
@@ -312,6 +373,7 @@ def read_parquet(path: Path) -> FileResult:
         msg = f"{source}: a Parquet file not written by timeline convert; convert the original traces with it"
         raise TraceFormatError(msg)
     files, warnings = _decode_metadata(metadata, source)
+    groups = _decode_groups(metadata, source)
     try:
         raw = pl.read_parquet(path)
     except _READ_ERRORS as exc:
@@ -327,7 +389,12 @@ def read_parquet(path: Path) -> FileResult:
         _check_digest(events, metadata, expected, source)
     events = _drop_invalid_times(events, source, warnings)
     return FileResult(
-        events=events, format="parquet", claims_rank=False, warnings=warnings, stored_files=files
+        events=events,
+        format="parquet",
+        claims_rank=False,
+        warnings=warnings,
+        stored_files=files,
+        groups=groups,
     )
 
 
@@ -348,7 +415,10 @@ def _check_digest(events: pl.DataFrame, metadata: dict[str, str], expected: str,
         msg = f"{source}: metadata key {_DIGEST_KEY} is not a digest this timeline knows; {_RECREATE}"
         raise TraceFormatError(msg)
     actual = content_digest(
-        events, files_json=metadata[_FILES_KEY], warnings_json=metadata.get(_WARNINGS_KEY, "[]")
+        events,
+        files_json=metadata[_FILES_KEY],
+        warnings_json=metadata.get(_WARNINGS_KEY, "[]"),
+        groups_json=metadata.get(_GROUPS_KEY),
     )
     if actual != expected:
         msg = (

@@ -77,6 +77,10 @@ class FileResult:
     warnings: list[str] = field(default_factory=list)
     stored_files: list[dict[str, Any]] | None = None
     """For Parquet input: the file table of the original load, kept in the Parquet metadata."""
+    groups: pl.DataFrame | None = None
+    """The process groups the file declares (:data:`timeline.schema.PROCESS_GROUPS_SCHEMA`): a
+    profiler trace's ``distributedInfo.pg_config`` (``rank`` null: the loader fills it in), a
+    Parquet file's stored table; None when the format has none."""
     skipped: int = 0
     """Valid events left out of ``events`` on purpose (:attr:`ImportOptions.overlap_only`): the file
     table counts them, as a full load would."""

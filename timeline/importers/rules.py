@@ -1,9 +1,11 @@
 """Configurable rules that classify trace events into kinds.
 
 Defaults follow the format facts in ``docs/formats.md``: NCCL, RCCL (including the name-less
-``ncclDevKernel_Generic``), HCCL and MSCCL kernels are communication; gloo collectives are
-communication on CPU-only jobs; ``cuda_sync`` events are sync and never compute. Users add patterns for
-custom all-reduce kernels (``--comm-kernel 'cross_device_reduce_.*'``) or ops that block on a collective.
+``ncclDevKernel_Generic``), HCCL and MSCCL kernels, and the custom all-reduce kernels of vLLM,
+SGLang, FlashInfer/TensorRT-LLM and torch's symmetric memory (:data:`CUSTOM_ALL_REDUCE_KERNELS`),
+are communication; gloo collectives are communication on CPU-only jobs; ``cuda_sync`` events are
+sync and never compute. Users add patterns for other kernels (``--comm-kernel 'my_allreduce_.*'``)
+or ops that block on a collective.
 """
 
 from __future__ import annotations
@@ -13,14 +15,32 @@ from dataclasses import dataclass, field
 
 from timeline.errors import UsageError
 
-__all__ = ["ClassificationRules", "check_pattern"]
+__all__ = ["CUSTOM_ALL_REDUCE_KERNELS", "DEFAULT_COMM_KERNELS", "ClassificationRules", "check_pattern"]
+
+CUSTOM_ALL_REDUCE_KERNELS: tuple[str, ...] = (
+    # vLLM, SGLang (sgl-kernel) and AMD aiter's custom all-reduce (csrc/custom_all_reduce.cuh):
+    # cross_device_reduce_1stage / _2stage, aiter's cross_device_reduce_1stage_naive
+    r"\bcross_device_reduce_[12]stage",
+    # FlashInfer / TensorRT-LLM's fused all-reduce (trtllm_allreduce_fusion): allreduce_fusion_kernel_
+    # oneshot_lamport, allreduce_fusion_kernel_twoshot_sync
+    r"\ballreduce_fusion_kernel",
+    # torch symmetric memory (CUDASymmetricMemoryOps.cu): one_shot_all_reduce_kernel,
+    # two_shot_all_reduce_kernel(_inplace), multimem_all_reduce_kernel, multimem_one_shot_all_reduce_kernel
+    r"\b(?:one|two)_shot_all_reduce_kernel",
+    r"\bmultimem_(?:one_shot_)?all_reduce_kernel",
+)
+"""Custom all-reduce kernels by the names their sources give them (demangled: ``void
+vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(...)``): communication, collective ``all_reduce``
+(:func:`timeline.importers.collectives.collective_from_kernel`). They run outside NCCL and carry no
+process group: their group is told as for gloo's ops."""
 
 DEFAULT_COMM_KERNELS: tuple[str, ...] = (
-    r"^nccl",  # ncclKernel_*, ncclDevKernel_*, ncclSymDevKernel_*; RCCL keeps the nccl prefix
+    r"^nccl",  # ncclKernel_*, ncclDevKernel_*, ncclSymDevKernel_*, ncclSymkDevKernel_*; RCCL keeps the prefix
     r"^rccl",
     r"^hccl",
     r"^msccl",
     r"^c10d::",  # device-side collectives named by c10d (rare)
+    *CUSTOM_ALL_REDUCE_KERNELS,
 )
 DEFAULT_CPU_COMM_OPS: tuple[str, ...] = (
     r"^gloo:",  # torch >= 1.13: gloo:all_reduce etc., user_annotation on the gloo worker threads
@@ -101,8 +121,8 @@ class ClassificationRules:
     comm_kernels
         GPU kernels whose names match are communication; the other kernels are compute.
     extra_comm_kernels
-        User patterns added to ``comm_kernels`` (custom all-reduce kernels, e.g.
-        ``cross_device_reduce_1stage``, ``allreduce_fusion``).
+        User patterns added to ``comm_kernels`` (custom kernels the defaults do not know, e.g.
+        ``my_allreduce_kernel``).
     cpu_comm_ops
         CPU annotations/ops that are a collective running on a CPU thread (gloo on CPU-only jobs).
     cpu_sync_ops

@@ -61,8 +61,10 @@ _COLLECTIVE_ARGS: tuple[tuple[str, str], ...] = (
     ("collective", "Collective name"),
     ("group_size", "Group size"),
     ("pg_name", "Process Group Name"),
+    ("pg_desc", "Process Group Description"),
     ("pg_ranks", "Process Group Ranks"),
     ("seq", "Seq"),
+    ("comms_id", "Comms Id"),
 )
 
 
@@ -206,8 +208,11 @@ def _original_events(events: pl.DataFrame, tracks: pl.DataFrame, base: int) -> l
             dtype=pl.col("dtype").cast(pl.String),
             group_size=pl.col("group_size"),
             pg_name=pl.col("pg_name").cast(pl.String),
+            pg_desc=pl.col("pg_desc").cast(pl.String),
             pg_ranks=pl.col("pg_ranks"),
             seq=pl.col("seq"),
+            comms_id=pl.col("comms_id"),
+            peer=pl.col("peer"),
             tensor=pl.col("tensor").cast(pl.String),
         )
     )
@@ -243,6 +248,8 @@ def _args(row: dict[str, Any]) -> dict[str, Any]:
     for column, key in _COLLECTIVE_ARGS:
         if row[column] is not None:
             args[key] = row[column]
+    if row["peer"] is not None:  # as torch names the other side: a receive's source, a send's destination
+        args["Src Rank" if row["collective"] == "recv" else "Dst Rank"] = row["peer"]
     args.update(_sizes(row["dtype"], row["in_bytes"], row["out_bytes"]))
     return args
 

@@ -411,7 +411,9 @@ def _breakdown(overlap: Overlap, views: pl.DataFrame) -> pl.DataFrame:
     return validate(frame.sort("view", "rank"), BREAKDOWN_SCHEMA, what="breakdown")
 
 
-def prepare_report_data(events: pl.DataFrame, overlap: Overlap) -> ReportData:
+def prepare_report_data(
+    events: pl.DataFrame, overlap: Overlap, *, groups: pl.DataFrame | None = None
+) -> ReportData:
     """Return the lanes, views, segments and breakdowns the report draws.
 
     Parameters
@@ -420,6 +422,9 @@ def prepare_report_data(events: pl.DataFrame, overlap: Overlap) -> ReportData:
         The canonical events frame (``Trace.events``).
     overlap
         Its analysis (:func:`~timeline.analysis.overlap.compute_overlap`).
+    groups
+        The process groups the traces declare (``Trace.groups``), for the collectives matched
+        across ranks (an event that names no group may have run on one of them).
 
     Returns
     -------
@@ -449,7 +454,7 @@ def prepare_report_data(events: pl.DataFrame, overlap: Overlap) -> ReportData:
         breakdown=_breakdown(overlap, views),
         overlap=overlap,
         omitted=_omitted_events(events, drawn, base),
-        collectives=_collective_match(events, overlap, modes),
+        collectives=_collective_match(events, overlap, modes, groups),
     )
 
 
@@ -569,11 +574,13 @@ def _omitted_events(events: pl.DataFrame, drawn: pl.DataFrame, base: pl.DataFram
     return omitted.sort("events", "kind", descending=[True, False])
 
 
-def _collective_match(events: pl.DataFrame, overlap: Overlap, modes: pl.DataFrame) -> CollectiveMatch | None:
+def _collective_match(
+    events: pl.DataFrame, overlap: Overlap, modes: pl.DataFrame, groups: pl.DataFrame | None
+) -> CollectiveMatch | None:
     """Match the collectives across ranks when at least two ranks' communication is measured."""
     if modes.filter(pl.col("mode").is_in(["gpu", "cpu"])).height < 2:
         return None
-    return match_collectives(events, windows=overlap.windows)
+    return match_collectives(events, windows=overlap.windows, groups=groups)
 
 
 def bar_label(name: str | None, count: int) -> str:

@@ -31,11 +31,13 @@ def _report_data(run: Analysed | Trace) -> tuple[ReportData, int]:
     from timeline.analysis.overlap import compute_overlap
 
     if isinstance(run, Trace):
-        return prepare_report_data(run.events, compute_overlap(run.events)), run.files.height
+        return prepare_report_data(
+            run.events, compute_overlap(run.events), groups=run.groups
+        ), run.files.height
     ranks = run.overlap.ranks.get_column("rank").to_list()
     # rank by rank, the analysis holds the communication events only: every event is read again
     events = run.full_ranks(ranks).events if run.rank_by_rank else run.trace.events
-    return prepare_report_data(events, run.overlap), run.trace.files.height
+    return prepare_report_data(events, run.overlap, groups=run.trace.groups), run.trace.files.height
 
 
 def notebook_dashboard(

@@ -82,7 +82,9 @@ def read_diff_run(
         return read_summary(paths[0])
     analysed = analyze_inputs(inputs, communication=True, progress=progress, warn=warn)
     overlap, trace = analysed.overlap, analysed.trace
-    match = match_collectives(trace.events, windows=overlap.windows, world_size=world_size_of(trace))
+    match = match_collectives(
+        trace.events, windows=overlap.windows, world_size=world_size_of(trace), groups=trace.groups
+    )
     utilisation = compute_iteration_utilisation(
         match.collectives, windows=overlap.windows, iteration_overlap=overlap.iterations
     )

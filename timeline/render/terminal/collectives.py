@@ -131,22 +131,45 @@ def render_collectives_report(report: dict[str, Any], console: Console, *, limit
     """Print the report of ``timeline collectives`` as tables."""
     if report["clock_offsets"]:
         render_clock_offsets(report["clock_offsets"], console)
-    if report["collectives"]:
+    if report["collectives"] or report["point_to_point"] or report["ambiguity"]:
         _render_collectives(report, console, limit=limit)
     if report["horovod"] is not None:
         _render_horovod(report["horovod"], console, limit=limit, link=report["link_gbps"])
 
 
 def _render_collectives(report: dict[str, Any], console: Console, *, limit: int) -> None:
-    """Print the collectives matched across ranks, then the stragglers and the per-iteration verdicts."""
+    """Print the groups, the collectives matched across ranks, the pairs, the stragglers and verdicts."""
     collectives = report["collectives"]
     link = report["link_gbps"]
     ranks = report["ranks"]
     groups = {row["group"] for row in collectives}
-    console.print(
+    headline = (
         f"[bold]timeline collectives[/bold]: {len(collectives)} logical collective(s) in "
-        f"{len(groups)} group(s) across {len(ranks)} rank(s); {_matched_line(collectives, len(ranks))}"
+        f"{len(groups)} group(s) across {len(ranks)} rank(s)"
     )
+    if collectives:
+        headline += f"; {_matched_line(collectives, len(ranks))}"
+    pairs = report["point_to_point"]
+    if pairs:
+        headline += f"; {len(pairs)} send/receive pair(s)"
+    ambiguous = sum(row["events"] for row in report["ambiguity"])
+    if ambiguous:
+        headline += f"; {ambiguous} collective(s) whose process group is ambiguous, matched across no rank"
+    console.print(headline)
+    _render_groups(report["groups"], console)
+    _render_ambiguity(report["ambiguity"], console)
+    if collectives:
+        _render_collective_table(report, console, limit=limit)
+    _render_pairs(pairs, console, limit=limit, link=link)
+    _render_stragglers(report, console, limit=limit)
+    _render_iterations(report, console)
+
+
+def _render_collective_table(report: dict[str, Any], console: Console, *, limit: int) -> None:
+    """Print the logical collectives, those with the most wait first when they are too many."""
+    collectives = report["collectives"]
+    link = report["link_gbps"]
+    groups = {row["group"] for row in collectives}
     shown = collectives
     title = "Collectives across ranks"
     if len(collectives) > limit:
@@ -155,9 +178,11 @@ def _render_collectives(report: dict[str, Any], console: Console, *, limit: int)
     from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP
 
     show_group = groups != {ALL_COMMUNICATION_GROUP}
+    show_dimension = any(row["dimension"] for row in collectives)
     columns = [
         "#",
         *(["group"] if show_group else []),
+        *(["dimension"] if show_dimension else []),
         "collective",
         "iteration",
         "ranks",
@@ -176,6 +201,7 @@ def _render_collectives(report: dict[str, Any], console: Console, *, limit: int)
         cells = [
             str(row["collective_id"]),
             *([row["group"]] if show_group else []),
+            *([row["dimension"] or "-"] if show_dimension else []),
             row["collective"] or "-",
             _rank(row["iteration"]),
             f"{row['ranks']}/{row['expected_ranks']}",
@@ -193,8 +219,118 @@ def _render_collectives(report: dict[str, Any], console: Console, *, limit: int)
     console.print(table)
     if any(row["implausible"] for row in shown):
         console.print(_IMPLAUSIBLE_NOTE)
-    _render_stragglers(report, console, limit=limit)
-    _render_iterations(report, console)
+
+
+def _ranks_text(ranks: list[int] | None, truncated: bool | None) -> str:
+    """Write a rank list briefly: ``0-7``, ``0,2,4``, ``0,1,…`` when cut short; ``?`` when unknown."""
+    if not ranks:
+        return "?" if truncated else "-"
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[0] + len(ranks))):
+        text = f"{ranks[0]}-{ranks[-1]}"
+    else:
+        text = ",".join(map(str, ranks))
+    return text + (",…" if truncated else "")
+
+
+def _nodes(spans: bool | None) -> str:
+    return "-" if spans is None else ("inter-node" if spans else "intra-node")
+
+
+def _render_groups(groups: list[dict[str, Any]], console: Console) -> None:
+    """Print the process group instances and what was matched on each (when the traces know groups)."""
+    named = [row for row in groups if row["pg_name"] is not None]
+    if not named:
+        return
+    table = _table(
+        "Process groups",
+        [
+            "group",
+            "dimension",
+            "description",
+            "size",
+            "ranks",
+            "nodes",
+            "collectives",
+            "matched by",
+            "group known by",
+            "p2p pairs",
+            "ambiguous",
+        ],
+    )
+    for row in groups:
+        table.add_row(
+            row["group"],
+            row["dimension"] or "-",
+            row["pg_desc"] or "-",
+            _rank(row["size"]),
+            _ranks_text(row["ranks"], row["ranks_truncated"]),
+            _nodes(row["spans_nodes"]),
+            f"{row['complete']}/{row['collectives']}" if row["collectives"] else "0",
+            row["matched_by"] or "-",
+            row["attributed_by"] or "-",
+            str(row["point_to_point"]),
+            str(row["ambiguous"]),
+        )
+    console.print(table)
+    console.print(
+        "collectives: complete/matched; group known by: named (the trace names it), only_group, size, "
+        "peer (the only group of the rank that fits), none (no group known: one sequence per rank)"
+    )
+
+
+def _render_ambiguity(ambiguity: list[dict[str, Any]], console: Console) -> None:
+    """Print the collectives whose group could not be told, by the groups they could be on."""
+    if not ambiguity:
+        return
+    table = _table(
+        "Collectives whose process group is ambiguous (matched across no rank)",
+        ["could be on groups", "collective", "events", "ranks", "size"],
+    )
+    for row in ambiguity:
+        sizes = row["group_size"]
+        table.add_row(
+            ", ".join(row["candidates"]) or "none that fits",
+            row["collective"] or "-",
+            str(row["events"]),
+            _ranks_text(row["ranks"], False),
+            ",".join(map(str, sizes)) if sizes else "-",
+        )
+    console.print(table)
+
+
+def _render_pairs(pairs: list[dict[str, Any]], console: Console, *, limit: int, link: float | None) -> None:
+    """Print the send/receive pairs, those with the most wait first when they are too many."""
+    if not pairs:
+        return
+    shown = pairs
+    title = "Point-to-point: each send with its receive"
+    if len(pairs) > limit:
+        shown = sorted(pairs, key=lambda r: -((r["send_wait_ns"] or 0) + (r["recv_wait_ns"] or 0)))[:limit]
+        title += f" (the {limit} with the most wait of {len(pairs)}; --json for all)"
+    columns = ["#", "group", "send → recv", "k", "iteration", "bytes", "transfer", "send wait", "recv wait"]
+    columns += ["recv − send start", "busbw Gbit/s", "nodes"]
+    if link is not None:
+        columns.append("busbw/link")
+    table = _table(title, columns)
+    for row in shown:
+        cells = [
+            str(row["pair_id"]),
+            row["group"],
+            f"{row['src']} → {row['dst']}",
+            str(row["index"]),
+            _rank(row["iteration"]),
+            format_bytes(row["bytes"]),
+            format_ns(row["transfer_ns"]),
+            format_ns(row["send_wait_ns"]),
+            format_ns(row["recv_wait_ns"]),
+            format_ns(row["start_skew_ns"]),
+            _busbw(row),
+            _nodes(row["spans_nodes"]),
+        ]
+        if link is not None:
+            cells.append(format_ratio(row["link_utilisation_ratio"]))
+        table.add_row(*cells)
+    console.print(table)
 
 
 def _render_stragglers(report: dict[str, Any], console: Console, *, limit: int) -> None:
