@@ -157,7 +157,7 @@ def load_dumps(
 def _dump_rank(
     result: DumpResult, path: Path, *, rank: int | None, rank_regex: str | None
 ) -> tuple[int, str]:
-    """The rank of a dump: ``--rank``, a rank inside the dump, or its file name."""
+    """Return the rank of a dump: ``--rank``, a rank inside the dump, or its file name."""
     if rank is not None:
         return rank, "--rank"
     if result.rank is not None:
