@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import analyze, console, echo_warnings, inputs_of, user_errors
+from cli.common import analyze, console, echo_warnings, flight_inputs, flight_report, inputs_of, user_errors
 from cli.options import (
     ROWS_MAX,
     AlignOption,
@@ -41,9 +41,26 @@ def analyze_command(
 ) -> None:
     """Measure communication hidden under compute and exposed (stretching the step), per rank and iteration.
 
+    Given PyTorch Flight Recorder dumps: why the job stopped (which ranks, in which group and
+    collective, and how), as a verdict and findings.
+
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
     """
+    with user_errors():
+        dumps, traces = flight_inputs(paths, rank)
+        if dumps and not traces:
+            report = flight_report(dumps, rank=rank, rank_regex=rank_regex)
+    if dumps and not traces:
+        if json_output:
+            from timeline.render.json import render_json
+
+            typer.echo(render_json(report))
+            return
+        from timeline.render.terminal.flight_recorder import render_flight_verdict
+
+        render_flight_verdict(report, console(120))
+        return
     with user_errors():
         from timeline.analysis.links import parse_link_gbps
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
@@ -30,6 +31,8 @@ __all__ = [
     "console",
     "echo_warnings",
     "fail",
+    "flight_inputs",
+    "flight_report",
     "graph",
     "inputs_of",
     "interrupted",
@@ -204,6 +207,26 @@ def analyze(inputs: Inputs, *, align: bool = False, communication: bool = True) 
 
     with loading() as (progress, warn):
         return analyze_inputs(inputs, align=align, communication=communication, progress=progress, warn=warn)
+
+
+def flight_inputs(paths: Sequence[str], rank: int | None = None) -> tuple[list[Path], list[Path]]:
+    """Return ``(dumps, traces)``: the inputs' Flight Recorder dumps and the rest, recognised by content."""
+    from timeline.inputs import expand_inputs, input_paths, split_dumps
+
+    return split_dumps(expand_inputs(input_paths(list(paths)), rank=rank))
+
+
+def flight_report(
+    dumps: Sequence[Path], *, rank: int | None = None, rank_regex: str | None = None
+) -> dict[str, Any]:
+    """Return the Flight Recorder report of dumps, with a progress bar; print the load warnings."""
+    from timeline.dumps import load_dumps
+    from timeline.results.flight_recorder import build_flight_report
+
+    with loading() as (progress, warn):
+        loaded = load_dumps(list(dumps), rank=rank, rank_regex=rank_regex, progress=progress)
+        warn(loaded.warnings)
+    return build_flight_report(loaded)
 
 
 def graph(inputs: Inputs, *, link_gbps: float | None) -> TraceGraph:
