@@ -287,7 +287,7 @@ def _members(
 
 
 def _collective_states(progress: pl.DataFrame) -> pl.DataFrame:
-    """States of the ranks of collective groups, from their progress (module docstring)."""
+    """Return the states of the ranks of collective groups, from their progress (module docstring)."""
     e = pl.col("last_enqueued").fill_null(0)
     c = pl.col("last_completed").fill_null(0)
     known = pl.col("progress_from").is_not_null()
@@ -311,6 +311,16 @@ def _collective_states(progress: pl.DataFrame) -> pl.DataFrame:
         state.alias("state"), (e - c).alias("outstanding"), (c + 1).alias("stop_seq")
     )
     culprit = pl.col("state").is_in(["not_entered", "not_completed"])
+    # With timing on (last_started known): where every member entered and none completed, a member
+    # whose device never started the collective that its peers' devices started is the one stopped.
+    is_open, began = pl.col("state") == "open", pl.col("last_started") >= pl.col("stop_seq")
+    peers_began = (is_open & began.fill_null(False)).any().over("key")
+    frame = frame.with_columns(
+        pl.when(is_open & ~culprit.any().over("key") & peers_began & ~began.fill_null(True))
+        .then(pl.lit("not_completed"))
+        .otherwise(pl.col("state"))
+        .alias("state")
+    )
     frame = frame.with_columns(
         pl.when(pl.col("state") == "open")
         .then(pl.when(culprit.any().over("key")).then(pl.lit("waiting")).otherwise(pl.lit("stalled")))

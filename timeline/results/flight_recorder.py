@@ -159,11 +159,11 @@ def _first_op(members: pl.DataFrame, seq: int) -> str | None:
     return None if ops.is_empty() else str(ops[0])
 
 
-def _stall_finding(analysis: FlightAnalysis, explained: set[str]) -> Finding | None:
-    """With no root: the first group whose ranks all entered a collective none completed (a hang too)."""
-    stalled = analysis.groups.filter(
-        (pl.col("state") == "stalled") & ~pl.col("group").is_in(sorted(explained))
-    ).sort("stop_created_ns", "group", nulls_last=True)
+def _stall_finding(analysis: FlightAnalysis) -> Finding | None:
+    """Return, with no root, the first group whose ranks all entered a collective none completed."""
+    stalled = analysis.groups.filter(pl.col("state") == "stalled").sort(
+        "stop_created_ns", "group", nulls_last=True
+    )
     if not analysis.roots.is_empty() or stalled.is_empty():
         return None
     group = stalled.row(0, named=True)
@@ -197,7 +197,7 @@ def _stall_finding(analysis: FlightAnalysis, explained: set[str]) -> Finding | N
 
 
 def _desync_findings(analysis: FlightAnalysis) -> list[Finding]:
-    """One ``desync`` finding per group: its first sequence number whose collectives differ."""
+    """Return one ``desync`` finding per group: its first sequence number whose collectives differ."""
     out = []
     mismatches = analysis.mismatches.sort("group", "seq", "rank")
     for (group_name,), rows in mismatches.group_by("group", maintain_order=True):
@@ -207,15 +207,24 @@ def _desync_findings(analysis: FlightAnalysis) -> list[Finding]:
         ranks = [int(r) for r in first.get_column("rank")]
         info = analysis.groups.filter(pl.col("group") == group_name)
         described = _group_words(info.row(0, named=True)) if info.height else f"group {group_name}"
-        what = row["field"].replace("_", " ")
-        values = ", ".join(sorted(set(first.get_column("value").cast(pl.String).to_list())))
-        expected = row["expected"]
+        values = " / ".join(sorted(set(first.get_column("value").cast(pl.String).to_list())))
+        expected, field = row["expected"], row["field"]
+        others = f"{row['agreeing']} of the {row['ranks_compared']} ranks that recorded it"
+        if field == "collective":
+            did = f"issued {values} at #{seq}"
+            theirs = f"where {others} issued {expected}"
+        else:
+            did = f"issued #{seq} with {field.replace('_', ' ')} {values}"
+            theirs = f"where {others} have {expected}"
+        if expected is None:
+            theirs = "where no value is shared by more of the ranks that recorded it"
+        count = f"{rows.height} mismatch{'es' if rows.height != 1 else ''}"
         summary = (
-            f"{rank_list(ranks).capitalize()} of {described} issued another {what} at #{seq} "
-            f"({values}) than {row['agreeing']} of the {row['ranks_compared']} ranks that recorded it"
-            + (f" ({expected})" if expected is not None else " (no value is shared by more ranks)")
-            + f"; {rows.height} mismatch{'es' if rows.height != 1 else ''} in the group in all."
+            f"{rank_list(ranks).capitalize()} of {described} {did} {theirs}; {count} in the group in all."
         )
+        stalled = info.height > 0 and info.item(0, "state") == "stalled" and info.item(0, "stop_seq") == seq
+        if stalled:
+            summary += f" The group stalled there: its ranks entered #{seq} and none completed it."
         evidence: dict[str, Any] = {
             "group": group_name,
             "pg_name": row["pg_name"],
@@ -228,6 +237,7 @@ def _desync_findings(analysis: FlightAnalysis) -> list[Finding]:
             "agreeing": row["agreeing"],
             "ranks_compared": row["ranks_compared"],
             "mismatches": rows.height,
+            "stalled": stalled,
         }
         fix = (
             f"Make {rank_list(ranks)} issue the same collectives, in the same order and with the same shapes "
@@ -239,12 +249,17 @@ def _desync_findings(analysis: FlightAnalysis) -> list[Finding]:
 
 
 def flight_findings(analysis: FlightAnalysis) -> list[Finding]:
-    """Return the findings of an analysis of dumps: the hang (or the stall), then the desyncs."""
-    blocked = _blocked(analysis)
+    """Return the findings of an analysis of dumps.
+
+    The ``hang`` of the root ranks; the ``desync`` of each group whose collectives differ across
+    ranks; with neither, the ``hang`` of the first group whose ranks all entered a collective none
+    completed (no rank to name: ``ranks`` null).
+    """
     desyncs = _desync_findings(analysis)
-    hang = _hang_finding(analysis, blocked)
-    if hang is None:
-        hang = _stall_finding(analysis, {str(f.evidence["group"]) for f in desyncs})
+    hang = _hang_finding(analysis, _blocked(analysis))
+    if hang is None and not desyncs:
+        # every member entered and none completed: a hang no rank of the dumps explains
+        hang = _stall_finding(analysis)
     return ranked([*([hang] if hang else []), *desyncs])
 
 
