@@ -62,6 +62,16 @@ def _styled(state: str) -> str:
     return f"[{style}]{state}[/{style}]" if style else state
 
 
+def _wall_clock(ns: int | None) -> str:
+    """Return a time of the dumps (ns since the epoch, by its host's clock) in UTC, to the millisecond."""
+    if ns is None:
+        return "-"
+    from datetime import UTC, datetime
+
+    stamp = datetime.fromtimestamp(ns // 1_000_000_000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{stamp}.{ns % 1_000_000_000 // 1_000_000:03d} UTC"
+
+
 def _seq(value: int | None) -> str:
     return "-" if value is None else f"#{value}"
 
@@ -94,12 +104,12 @@ def render_flight_verdict(report: dict[str, Any], console: Console) -> None:
             no_wrap=True,
         )
         for row in report["roots"]:
-            at = "-" if row["stopped_at_ns"] is None else f"{row['stopped_at_ns']:,} ns"
+            at = _wall_clock(row["stopped_at_ns"])
             table.add_row(
                 str(row["rank"]), _styled(row["kind"]), str(row["groups"]), str(row["waited_on_by"]), at
             )
         console.print(table)
-        if report["first_stop"] is not None:
+        if report["first_stop"] is not None and len(report["roots"]) > 1:
             console.print(f"first to stop: rank {report['first_stop']}")
     _groups_table(report, console, stopped_only=True)
 
