@@ -24,6 +24,8 @@ a collective completes when every member started it and all issued the same one.
 
 from __future__ import annotations
 
+import ast
+import io
 import json
 import math
 import pickle
@@ -38,6 +40,10 @@ __all__ = [
     "Group",
     "Step",
     "clean_job",
+    "plain_progress",
+    "plain_states",
+    "read_dump_plainly",
+    "read_folder_plainly",
     "simulate",
     "to_json_dump",
     "write_dumps",
@@ -286,3 +292,71 @@ def clean_job(world: int = 4, steps: int = 6) -> tuple[list[Group], list[Step]]:
         if i % 2:
             program.append(Step("0", "broadcast", (16,), "Long"))
     return groups, program
+
+
+# --- an independent reading, for tests: plain Python over the raw dicts, no polars, no timeline ---
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"refused {module}.{name}")
+
+
+def read_dump_plainly(path: Path) -> dict[str, Any]:
+    """Return a dump's raw dict: pickle (classes refused) or JSON."""
+    data = path.read_bytes()
+    if data[:1] == b"\x80":
+        loaded: dict[str, Any] = _PlainUnpickler(io.BytesIO(data)).load()
+        return loaded
+    loaded = json.loads(data)
+    return loaded
+
+
+def read_folder_plainly(folder: Path, prefix: str = "_dump_") -> dict[int, dict[str, Any]]:
+    """Return every ``<prefix><rank>`` dump of a folder by rank."""
+    return {
+        int(p.name[len(prefix) :]): read_dump_plainly(p)
+        for p in folder.iterdir()
+        if p.name.startswith(prefix) and p.name[len(prefix) :].isdigit()
+    }
+
+
+def plain_progress(
+    dumps: Mapping[int, Mapping[str, Any]],
+) -> dict[tuple[str, tuple[int, ...]], dict[int, tuple[int, int, bool]]]:
+    """Per group (name, member ranks), per rank: ``(last_enqueued, last_completed, any_p2p_entry)``.
+
+    A ``pg_status`` id is named by the rank's entries, else by creation order (both numbered in the
+    order groups are created); -1 reads as 0.
+    """
+    out: dict[tuple[str, tuple[int, ...]], dict[int, tuple[int, int, bool]]] = {}
+    for rank, dump in dumps.items():
+        entries = dump.get("entries", [])
+        named = {str(e["pg_id"]): e["process_group"][0] for e in entries}
+        p2p = {e["process_group"][0] for e in entries if e["is_p2p"]}
+        ids = sorted(dump["pg_status"], key=int)
+        names = sorted(dump["pg_config"], key=int)
+        for i, pg_id in enumerate(ids):
+            name = named.get(pg_id, names[i])
+            ranks = tuple(ast.literal_eval(dump["pg_config"][name]["ranks"]))
+            status = dump["pg_status"][pg_id]
+            enqueued = max(int(status["last_enqueued_collective"]), 0)
+            completed = max(int(status["last_completed_collective"]), 0)
+            out.setdefault((name, ranks), {})[rank] = (enqueued, completed, name in p2p)
+    return out
+
+
+def plain_states(progress: Mapping[int, tuple[int, int, bool]]) -> dict[int, str]:
+    """The state of each rank of one collective group, by the rules of docs/flight-recorder.md."""
+    top = max(c for _, c, _ in progress.values())
+    ahead = max(e for e, _, _ in progress.values())
+    states = {}
+    for rank, (enqueued, completed, _) in progress.items():
+        if completed < top:
+            states[rank] = "not_completed" if enqueued > completed else "not_entered"
+        elif enqueued == completed:
+            states[rank] = "not_entered" if ahead > top else "idle"
+        else:
+            states[rank] = "open"
+    stopped = any(s.startswith("not_") for s in states.values())
+    return {r: ("waiting" if stopped else "stalled") if s == "open" else s for r, s in states.items()}

@@ -46,7 +46,8 @@ def _rank(rank: int, out: str, store: str) -> None:
         work = dist.all_reduce(tensor, async_op=True)
     else:
         kv.wait([f"dumped{r}" for r in range(WORLD) if r != LATE_RANK])
-    for encoding, dump in (("pickle", c10d._dump_fr_trace), ("json", c10d._dump_fr_trace_json)):
+    writers = (("pickle", c10d._dump_fr_trace), ("json", c10d._dump_fr_trace_json))  # type: ignore[attr-defined]
+    for encoding, dump in writers:
         folder = Path(out) / encoding
         folder.mkdir(parents=True, exist_ok=True)
         data = dump()
