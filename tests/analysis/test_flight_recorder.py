@@ -256,3 +256,53 @@ def test_a_member_without_a_dump(tmp_path: Path) -> None:
     group = analysis.groups.filter(pl.col("group") == "0").row(0, named=True)
     assert (group["state"], group["no_dump"], group["stalled"]) == ("stalled", [1], [0, 2, 3])
     assert analysis.roots.is_empty()
+
+
+def _kernel(op: str, seq: int, ts_us: float, nelems: int, dtype: str, correlation: int) -> dict[str, object]:
+    """A 2026-style NCCL kernel record: its collective, group name and sequence number in its args."""
+    kernel = {"allreduce": "AllReduce", "broadcast": "Broadcast"}[op]
+    return {
+        "ph": "X", "cat": "kernel", "name": f"ncclDevKernel_{kernel}_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+        "pid": 0, "tid": 7, "ts": ts_us, "dur": 50,
+        "args": {"device": 0, "stream": 7, "correlation": correlation, "Collective name": op,
+                 "Process Group Name": "0", "Seq": seq, "In msg nelems": nelems, "Out msg nelems": nelems,
+                 "dtype": dtype, "Group size": 4},
+    }  # fmt: skip
+
+
+def test_dump_collectives_matched_to_the_profilers_by_group_and_sequence(tmp_path: Path) -> None:
+    import json
+
+    import timeline
+    from tests.builders import EPOCH_US, gpu_run_kineto
+    from timeline.analysis.flight_recorder import match_profiler_collectives
+
+    groups, program = clean_job()
+    dumps = simulate(groups, program, faults=Faults(host_stop={1: 6}))
+    write_dumps(tmp_path / "dumps", dumps)
+    world = [e for e in dumps[0]["entries"] if e["process_group"][0] == "0"]
+    kernels = []
+    for i, entry in enumerate(world):
+        op = "allreduce" if entry["profiling_name"] == "nccl:all_reduce" else "broadcast"
+        shape = entry["input_sizes"][0][0]
+        # the last one says another size than the dump: a mismatch the match must show
+        nelems = shape * 2 if i == len(world) - 1 else shape
+        kernels.append(
+            _kernel(
+                op, entry["collective_seq_id"], EPOCH_US + 100 * i, nelems, entry["input_dtypes"][0], 900 + i
+            )
+        )
+    kernels.append(_kernel("allreduce", 99, EPOCH_US + 5000, 4096, "Float", 999))  # no such entry in the dump
+    trace = tmp_path / "rank0.json"
+    trace.write_text(json.dumps(gpu_run_kineto(0, world_size=4, extra=kernels)))
+    events = timeline.load(trace).events
+    loaded = load_dumps(tmp_path / "dumps")
+    matches = match_profiler_collectives(events, loaded.entries)
+    assert matches.get_column("rank").unique().to_list() == [0]
+    assert matches.get_column("seq").to_list() == [e["collective_seq_id"] for e in world]
+    assert matches.get_column("profiling_name").to_list() == [e["profiling_name"] for e in world]
+    assert matches.get_column("start_ns").to_list() == [
+        (EPOCH_US + 100 * i) * 1000 for i in range(len(world))
+    ]
+    assert matches.get_column("same_collective").all()
+    assert matches.get_column("same_bytes").to_list() == [True] * (len(world) - 1) + [False]

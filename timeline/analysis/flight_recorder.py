@@ -35,6 +35,7 @@ from timeline.schema import validate
 
 __all__ = [
     "FLIGHT_GROUPS_SCHEMA",
+    "FLIGHT_MATCHES_SCHEMA",
     "FLIGHT_MISMATCHES_SCHEMA",
     "FLIGHT_PROGRESS_SCHEMA",
     "FLIGHT_ROOTS_SCHEMA",
@@ -45,6 +46,7 @@ __all__ = [
     "find_mismatches",
     "group_progress",
     "group_stops",
+    "match_profiler_collectives",
 ]
 
 RANK_STATE = pl.Enum(
@@ -695,4 +697,78 @@ def analyze_dumps(
         roots=roots,
         headline=_headline(stops, roots),
         first_stop=first,
+    )
+
+
+FLIGHT_MATCHES_SCHEMA = pl.Schema(
+    {
+        "rank": pl.Int32(),
+        "pg_name": pl.String(),
+        "seq": pl.Int64(),
+        "profiling_name": pl.String(),
+        "state": pl.String(),
+        "time_created_ns": pl.Int64(),
+        "in_bytes": pl.Int64(),
+        "trace_name": pl.String(),
+        "trace_collective": pl.String(),
+        "start_ns": pl.Int64(),
+        "end_ns": pl.Int64(),
+        "trace_in_bytes": pl.Int64(),
+        "same_collective": pl.Boolean(),
+        "same_bytes": pl.Boolean(),
+    }
+)
+"""One row per dump entry matched to a profiler communication event of the same rank, group and
+sequence number."""
+
+
+def match_profiler_collectives(events: pl.DataFrame, entries: pl.DataFrame) -> pl.DataFrame:
+    """Return the dumps' collectives matched to the profiler's (:data:`FLIGHT_MATCHES_SCHEMA`).
+
+    A dump entry and a communication event of the profiler are the same collective when they have
+    the same rank, process group name (``pg_name``: the profiler's ``Process Group Name``) and
+    sequence number (the profiler's ``Seq``, recorded by torch's profiler since 2026, against the
+    entry's ``seq``, the number its group's ``pg_status`` counts). Where the profiler records a
+    collective as several events (a CPU op and its kernel), the GPU one (with a device) is kept, else
+    the first. ``same_collective`` and ``same_bytes`` say whether both name the same collective and
+    the same input bytes (null when either side does not say).
+
+    Parameters
+    ----------
+    events
+        A trace's events (:data:`timeline.schema.EVENTS_SCHEMA`).
+    entries
+        The dumps' entries (:data:`timeline.importers.flight_recorder.FLIGHT_ENTRIES_SCHEMA`).
+    """
+    profiler = (
+        events.filter(
+            (pl.col("kind") == "communication")
+            & pl.col("seq").is_not_null()
+            & pl.col("pg_name").is_not_null()
+        )
+        .select(
+            "rank",
+            pl.col("pg_name").cast(pl.String),
+            "seq",
+            pl.col("name").cast(pl.String).alias("trace_name"),
+            pl.col("collective").cast(pl.String).alias("trace_collective"),
+            "start_ns",
+            "end_ns",
+            pl.col("in_bytes").alias("trace_in_bytes"),
+            pl.col("device").is_null().alias("_cpu"),
+        )
+        .sort("_cpu", "start_ns")
+        .unique(["rank", "pg_name", "seq"], keep="first", maintain_order=True)
+        .drop("_cpu")
+    )
+    columns = ("rank", "pg_name", "seq", "profiling_name", "time_created_ns", "in_bytes", "collective")
+    dumped = entries.filter(pl.col("seq").is_not_null() & pl.col("pg_name").is_not_null()).select(
+        *columns, pl.col("state").cast(pl.String)
+    )
+    matched = dumped.join(profiler, on=["rank", "pg_name", "seq"], how="inner").with_columns(
+        (pl.col("collective") == pl.col("trace_collective")).alias("same_collective"),
+        (pl.col("in_bytes") == pl.col("trace_in_bytes")).alias("same_bytes"),
+    )
+    return validate(
+        matched.sort("rank", "pg_name", "seq"), FLIGHT_MATCHES_SCHEMA, what="flight recorder matches"
     )
