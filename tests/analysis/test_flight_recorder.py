@@ -262,7 +262,7 @@ def _kernel(op: str, seq: int, ts_us: float, nelems: int, dtype: str, correlatio
     """A 2026-style NCCL kernel record: its collective, group name and sequence number in its args."""
     kernel = {"allreduce": "AllReduce", "broadcast": "Broadcast"}[op]
     return {
-        "ph": "X", "cat": "kernel", "name": f"ncclDevKernel_{kernel}_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+        "ph": "X", "cat": "kernel", "name": f"ncclDevKernel_{kernel}_RING_LL(ncclDevKernelArgsStorage)",
         "pid": 0, "tid": 7, "ts": ts_us, "dur": 50,
         "args": {"device": 0, "stream": 7, "correlation": correlation, "Collective name": op,
                  "Process Group Name": "0", "Seq": seq, "In msg nelems": nelems, "Out msg nelems": nelems,
