@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import analyze, console, echo_warnings, flight_inputs, flight_report, inputs_of, user_errors
+from cli.common import analyze, console, echo_warnings, flight_dumps, flight_inputs, inputs_of, user_errors
 from cli.options import (
     ROWS_MAX,
     AlignOption,
@@ -57,7 +57,9 @@ def collectives_command(
     with user_errors():
         dumps, traces = flight_inputs(paths, rank)
         if dumps and not traces:
-            flight = flight_report(dumps, rank=rank, rank_regex=rank_regex)
+            from timeline.results.flight_recorder import build_flight_report
+
+            flight = build_flight_report(flight_dumps(dumps, rank=rank, rank_regex=rank_regex))
     if dumps and not traces:
         if json_output:
             from timeline.render.json import render_json

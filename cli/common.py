@@ -21,6 +21,7 @@ from timeline.errors import TimelineError, one_line
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from timeline.dumps import Dumps
     from timeline.execution.session import Analysed, Inputs
     from timeline.trace import Trace
     from timeline.whatif.graph import TraceGraph
@@ -31,8 +32,8 @@ __all__ = [
     "console",
     "echo_warnings",
     "fail",
+    "flight_dumps",
     "flight_inputs",
-    "flight_report",
     "graph",
     "inputs_of",
     "interrupted",
@@ -216,17 +217,14 @@ def flight_inputs(paths: Sequence[str], rank: int | None = None) -> tuple[list[P
     return split_dumps(expand_inputs(input_paths(list(paths)), rank=rank))
 
 
-def flight_report(
-    dumps: Sequence[Path], *, rank: int | None = None, rank_regex: str | None = None
-) -> dict[str, Any]:
-    """Return the Flight Recorder report of dumps, with a progress bar; print the load warnings."""
+def flight_dumps(dumps: Sequence[Path], *, rank: int | None = None, rank_regex: str | None = None) -> Dumps:
+    """Load Flight Recorder dumps, with a progress bar; print the load warnings."""
     from timeline.dumps import load_dumps
-    from timeline.results.flight_recorder import build_flight_report
 
     with loading() as (progress, warn):
         loaded = load_dumps(list(dumps), rank=rank, rank_regex=rank_regex, progress=progress)
         warn(loaded.warnings)
-    return build_flight_report(loaded)
+    return loaded
 
 
 def graph(inputs: Inputs, *, link_gbps: float | None) -> TraceGraph:

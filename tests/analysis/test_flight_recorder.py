@@ -21,6 +21,7 @@ from tests.generators.flight_recorder import (
     clean_job,
     plain_progress,
     plain_states,
+    profiler_kernel,
     read_folder_plainly,
     simulate,
     write_dumps,
@@ -258,18 +259,6 @@ def test_a_member_without_a_dump(tmp_path: Path) -> None:
     assert analysis.roots.is_empty()
 
 
-def _kernel(op: str, seq: int, ts_us: float, nelems: int, dtype: str, correlation: int) -> dict[str, object]:
-    """A 2026-style NCCL kernel record: its collective, group name and sequence number in its args."""
-    kernel = {"allreduce": "AllReduce", "broadcast": "Broadcast"}[op]
-    return {
-        "ph": "X", "cat": "kernel", "name": f"ncclDevKernel_{kernel}_RING_LL(ncclDevKernelArgsStorage)",
-        "pid": 0, "tid": 7, "ts": ts_us, "dur": 50,
-        "args": {"device": 0, "stream": 7, "correlation": correlation, "Collective name": op,
-                 "Process Group Name": "0", "Seq": seq, "In msg nelems": nelems, "Out msg nelems": nelems,
-                 "dtype": dtype, "Group size": 4},
-    }  # fmt: skip
-
-
 def test_dump_collectives_matched_to_the_profilers_by_group_and_sequence(tmp_path: Path) -> None:
     import json
 
@@ -287,12 +276,10 @@ def test_dump_collectives_matched_to_the_profilers_by_group_and_sequence(tmp_pat
         shape = entry["input_sizes"][0][0]
         # the last one says another size than the dump: a mismatch the match must show
         nelems = shape * 2 if i == len(world) - 1 else shape
-        kernels.append(
-            _kernel(
-                op, entry["collective_seq_id"], EPOCH_US + 100 * i, nelems, entry["input_dtypes"][0], 900 + i
-            )
-        )
-    kernels.append(_kernel("allreduce", 99, EPOCH_US + 5000, 4096, "Float", 999))  # no such entry in the dump
+        dtype, at = entry["input_dtypes"][0], EPOCH_US + 100 * i
+        kernels.append(profiler_kernel(op, entry["collective_seq_id"], at, nelems, dtype, 900 + i))
+    # a collective the dump does not hold
+    kernels.append(profiler_kernel("allreduce", 99, EPOCH_US + 5000, 4096, "Float", 999))
     trace = tmp_path / "rank0.json"
     trace.write_text(json.dumps(gpu_run_kineto(0, world_size=4, extra=kernels)))
     events = timeline.load(trace).events

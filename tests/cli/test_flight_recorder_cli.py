@@ -21,6 +21,7 @@ from tests.generators.flight_recorder import (
     clean_job,
     plain_progress,
     plain_states,
+    profiler_kernel,
     read_folder_plainly,
     simulate,
     write_dumps,
@@ -300,3 +301,35 @@ def test_other_commands_say_a_dump_is_not_a_trace(tmp_path: Path) -> None:
     result = run_timeline("whatif", path)
     assert result.returncode == 2
     assert "a PyTorch Flight Recorder dump, not a profiler trace" in result.stderr
+
+
+def test_profiler_traces_and_dumps_of_one_job_together(tmp_path: Path) -> None:
+    from tests.builders import EPOCH_US, gpu_run_kineto
+
+    groups, program = clean_job()
+    dumps = simulate(groups, program, faults=Faults(host_stop={1: 6}))
+    write_dumps(tmp_path / "dumps", dumps)
+    world = [e for e in dumps[0]["entries"] if e["process_group"][0] == "0"]
+    kernels = [
+        profiler_kernel(
+            "allreduce" if e["profiling_name"] == "nccl:all_reduce" else "broadcast",
+            e["collective_seq_id"], EPOCH_US + 100 * i, e["input_sizes"][0][0], e["input_dtypes"][0], 900 + i,
+        )
+        for i, e in enumerate(world)
+    ]  # fmt: skip
+    trace = tmp_path / "rank0.json"
+    trace.write_text(json.dumps(gpu_run_kineto(0, world_size=4, extra=kernels)))
+    summary = _json("analyze", trace, tmp_path / "dumps")
+    flight = summary["flight_recorder"]
+    assert flight["findings"][0]["ranks"] == [1]
+    matches = flight["matches"]
+    total = sum(len(d["entries"]) for d in dumps.values())
+    assert (matches["entries"], matches["trace_collectives"], matches["matched"]) == (
+        total,
+        len(world),
+        len(world),
+    )
+    assert (matches["different_collective"], matches["different_bytes"]) == (0, 0)
+    text = " ".join(run_timeline("analyze", trace, tmp_path / "dumps").stdout.split())
+    assert f"Profiler traces and dumps: {len(world)} of the dumps' {total} entries matched" in text
+    assert "1. hang (ranks 1)" in text

@@ -42,6 +42,7 @@ __all__ = [
     "clean_job",
     "plain_progress",
     "plain_states",
+    "profiler_kernel",
     "read_dump_plainly",
     "read_folder_plainly",
     "simulate",
@@ -360,3 +361,17 @@ def plain_states(progress: Mapping[int, tuple[int, int, bool]]) -> dict[int, str
             states[rank] = "open"
     stopped = any(s.startswith("not_") for s in states.values())
     return {r: ("waiting" if stopped else "stalled") if s == "open" else s for r, s in states.items()}
+
+
+def profiler_kernel(
+    op: str, seq: int, ts_us: float, nelems: int, dtype: str, correlation: int
+) -> dict[str, Any]:
+    """A 2026-style Kineto NCCL kernel record of group ``"0"``: collective, group and ``Seq`` in its args."""
+    kernel = {"allreduce": "AllReduce", "broadcast": "Broadcast"}[op]
+    return {
+        "ph": "X", "cat": "kernel", "name": f"ncclDevKernel_{kernel}_RING_LL(ncclDevKernelArgsStorage)",
+        "pid": 0, "tid": 7, "ts": ts_us, "dur": 50,
+        "args": {"device": 0, "stream": 7, "correlation": correlation, "Collective name": op,
+                 "Process Group Name": "0", "Seq": seq, "In msg nelems": nelems, "Out msg nelems": nelems,
+                 "dtype": dtype, "Group size": 4},
+    }  # fmt: skip

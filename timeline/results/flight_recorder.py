@@ -14,13 +14,13 @@ from typing import Any
 
 import polars as pl
 
-from timeline.analysis.flight_recorder import FlightAnalysis, analyze_dumps
+from timeline.analysis.flight_recorder import FlightAnalysis, analyze_dumps, match_profiler_collectives
 from timeline.dumps import Dumps
 from timeline.importers.collectives import normalise_collective
 from timeline.importers.flight_recorder import split_profiling_name
 from timeline.results.findings import FINDINGS_VERSION, Finding, finding_dict, ranked
 
-__all__ = ["FLIGHT_REPORT_VERSION", "build_flight_report", "flight_findings", "rank_list"]
+__all__ = ["FLIGHT_REPORT_VERSION", "build_flight_report", "flight_findings", "profiler_matches", "rank_list"]
 
 FLIGHT_REPORT_VERSION = 1
 """The layout version of :func:`build_flight_report` (``timeline analyze DUMPS --json``)."""
@@ -300,13 +300,15 @@ def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     return frame.with_columns(pl.col(pl.Enum).cast(pl.String)).to_dicts()
 
 
-def build_flight_report(dumps: Dumps) -> dict[str, Any]:
+def build_flight_report(dumps: Dumps, *, events: pl.DataFrame | None = None) -> dict[str, Any]:
     """Return the Flight Recorder report of a job's dumps (``timeline analyze DUMPS --json``).
 
     Keys: ``version`` (:data:`FLIGHT_REPORT_VERSION`), ``kind`` (``"flight_recorder"``), ``dumps``
     (the ranks, files, versions, whether timing was on), ``verdict``, ``findings`` (each
-    :func:`~timeline.results.findings.finding_dict`; ``findings_version``), ``roots``, ``groups``,
-    ``progress``, ``mismatches``, ``waits`` (rows of the analysis' frames), ``warnings``.
+    :func:`~timeline.results.findings.finding_dict`; ``findings_version``), ``roots``,
+    ``first_stop``, ``groups``, ``progress``, ``mismatches``, ``waits`` (rows of the analysis'
+    frames), ``warnings``; with the profiler's ``events`` of the same job, ``matches``
+    (:func:`profiler_matches`).
     """
     analysis = analyze_dumps(dumps.entries, dumps.status, dumps.groups, ranks=dumps.ranks)
     findings = flight_findings(analysis)
@@ -335,4 +337,27 @@ def build_flight_report(dumps: Dumps) -> dict[str, Any]:
         "mismatches": _rows(analysis.mismatches),
         "waits": _rows(analysis.waits),
         "warnings": list(dumps.warnings),
+        **({} if events is None else {"matches": profiler_matches(dumps, events)}),
+    }
+
+
+def profiler_matches(dumps: Dumps, events: pl.DataFrame) -> dict[str, Any]:
+    """Return the dumps' collectives matched to a profiler trace's of the same job.
+
+    Keys: ``entries`` (dump entries with a group and a sequence number), ``trace_collectives``
+    (the profiler's communication events that record both), ``matched``, ``different_collective``
+    and ``different_bytes`` (matched pairs that disagree), ``rows``
+    (:data:`~timeline.analysis.flight_recorder.FLIGHT_MATCHES_SCHEMA`).
+    """
+    matches = match_profiler_collectives(events, dumps.entries)
+    traced = events.filter(
+        (pl.col("kind") == "communication") & pl.col("seq").is_not_null() & pl.col("pg_name").is_not_null()
+    )
+    return {
+        "entries": dumps.entries.filter(pl.col("seq").is_not_null() & pl.col("pg_name").is_not_null()).height,
+        "trace_collectives": traced.select("rank", "pg_name", "seq").unique().height,
+        "matched": matches.height,
+        "different_collective": int((~matches.get_column("same_collective")).sum()),
+        "different_bytes": int((~matches.get_column("same_bytes")).sum()),
+        "rows": _rows(matches),
     }

@@ -112,6 +112,39 @@ def render_flight_verdict(report: dict[str, Any], console: Console) -> None:
         if report["first_stop"] is not None and len(report["roots"]) > 1:
             console.print(f"first to stop: rank {report['first_stop']}")
     _groups_table(report, console, stopped_only=True)
+    if "matches" in report:
+        _matches(report["matches"], console)
+
+
+def _matches(matches: dict[str, Any], console: Console) -> None:
+    """Print how many of the dumps' collectives the profiler's trace holds, and those that disagree."""
+    counts = (
+        f"{matches['matched']:,} of the dumps' {matches['entries']:,} entries matched to the profiler's "
+        f"{matches['trace_collectives']:,} collectives (by rank, group and sequence number)"
+    )
+    other = matches["different_collective"]
+    differ = f"{other:,} name another collective, {matches['different_bytes']:,} another size"
+    console.print(f"\nProfiler traces and dumps: {counts}; {differ}")
+    odd = [r for r in matches["rows"] if r["same_collective"] is False or r["same_bytes"] is False]
+    if not odd:
+        return
+    table = titled_table(
+        "Matched collectives that disagree",
+        ["rank", "group", "seq", "dump", "profiler", "dump bytes", "profiler bytes"],
+        numeric_first=("rank",),
+        no_wrap=True,
+    )
+    for row in odd[:10]:
+        table.add_row(
+            str(row["rank"]),
+            escape(row["pg_name"]),
+            _seq(row["seq"]),
+            escape(row["profiling_name"] or "-"),
+            escape(row["trace_name"] or "-"),
+            "-" if row["in_bytes"] is None else f"{row['in_bytes']:,}",
+            "-" if row["trace_in_bytes"] is None else f"{row['trace_in_bytes']:,}",
+        )
+    console.print(table)
 
 
 def _groups_table(
