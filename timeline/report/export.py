@@ -17,7 +17,7 @@ from timeline.errors import UsageError
 from timeline.report.dashboard import build_dashboard
 from timeline.report.data import ReportData
 
-__all__ = ["offline_resources", "render_report_html", "write_report"]
+__all__ = ["offline_resources", "render_report_html", "write_html", "write_report"]
 
 
 class _OfflineResources(Resources):
@@ -68,10 +68,25 @@ def write_report(
     """
     target = Path(path)
     folder = target.parent if str(target.parent) else Path()
+    if not folder.is_dir():  # before the report is drawn: a mistyped -o fails fast
+        msg = f"{target}: folder {folder} does not exist; create it or pick another -o"
+        raise UsageError(msg)
+    return write_html(render_report_html(data, title=title, files=files), target)
+
+
+def write_html(text: str, path: str | Path) -> Path:
+    """Write a standalone HTML page to ``path`` (through a temporary file beside it, then renamed).
+
+    Raises
+    ------
+    UsageError
+        If the folder of ``path`` does not exist or cannot be written.
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path()
     if not folder.is_dir():
         msg = f"{target}: folder {folder} does not exist; create it or pick another -o"
         raise UsageError(msg)
-    text = render_report_html(data, title=title, files=files)
     partial = target.with_name(f".{target.name}.partial")
     try:
         partial.write_text(text, encoding="utf-8")
