@@ -221,11 +221,8 @@ def _flight(
     """
     dumps, traces = flight_inputs(paths, rank)
     if dumps and traces:
-        echo_warnings(
-            [
-                f"the report draws the {len(traces)} profiler trace(s); for the {len(dumps)} dump(s): timeline analyze"
-            ]
-        )
+        drawn = f"the report draws the {len(traces)} profiler trace(s)"
+        echo_warnings([f"{drawn}; for the {len(dumps)} Flight Recorder dump(s): timeline analyze"])
         return None, [str(p) for p in traces]
     if not dumps:
         return None, paths
