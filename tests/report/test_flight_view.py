@@ -6,6 +6,7 @@ The cells are checked against a plain reading of the dumps (:func:`plain_progres
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,36 @@ def test_the_page_renders_in_a_browser(tmp_path: Path) -> None:
     stopped = {r for r, s in zip(data["rank"], data["state"], strict=True) if s == "not_completed"}
     assert stopped == {12, 14}
     assert (tmp_path / "dumps.png").stat().st_size > 10_000  # a page was painted, not a blank one
+
+
+def test_serve_serves_the_dumps_page_and_stops_on_ctrl_c() -> None:
+    import signal
+    import subprocess
+    import urllib.request
+
+    from tests.builders import timeline_command
+
+    server = subprocess.Popen(
+        [*timeline_command(), "serve", str(GPU_ERROR), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()  # printed once the server listens
+        match = re.fullmatch(
+            r"serving the timeline report at (http://127\.0\.0\.1:\d+/) \(Ctrl-C to stop\)\n", line
+        )
+        assert match is not None, line
+        with urllib.request.urlopen(match.group(1), timeout=60) as response:
+            assert response.status == 200
+            assert "bokeh" in response.read().decode().lower()
+        server.send_signal(signal.SIGINT)
+        _, stderr = server.communicate(timeout=60)
+        assert server.returncode == 0
+        assert stderr.endswith("stopped\n")
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate(timeout=20)
