@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.builders import TRACES
-from tests.generators.flight_recorder import (
+from tests.builders import (
+    TRACES,
     Faults,
     Group,
     Step,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.builders import TRACES, run_timeline
-from tests.generators.flight_recorder import (
+from tests.builders import (
+    TRACES,
     Faults,
     Step,
     clean_job,
@@ -23,6 +23,7 @@ from tests.generators.flight_recorder import (
     plain_states,
     profiler_kernel,
     read_folder_plainly,
+    run_timeline,
     simulate,
     write_dumps,
 )

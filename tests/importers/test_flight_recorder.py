@@ -18,12 +18,13 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.builders import TRACES, tiny_kineto
-from tests.generators.flight_recorder import (
+from tests.builders import (
+    TRACES,
     Faults,
     clean_job,
     read_dump_plainly,
     simulate,
+    tiny_kineto,
     to_json_dump,
     write_dumps,
 )

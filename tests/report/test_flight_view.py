@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from tests.builders import TRACES, run_timeline
-from tests.generators.flight_recorder import (
+from tests.builders import (
+    TRACES,
     clean_job,
     plain_progress,
     plain_states,
     read_folder_plainly,
+    run_timeline,
     simulate,
     write_dumps,
 )
