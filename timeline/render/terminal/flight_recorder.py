@@ -167,15 +167,16 @@ def _groups_table(
             "dimension",
             "ranks",
             "state",
-            "stopped at",
+            "at",
             "op",
             "not entered",
             "not completed",
             "waiting",
         ],
         numeric_first=(),
-        no_wrap=True,
     )
+    for column in (table.columns[1], table.columns[5]):  # long names: folded, never cut
+        column.overflow = "fold"
     for row in shown:
         table.add_row(
             escape(row["group"]),
