@@ -784,3 +784,22 @@ def profiler_kernel(
                  "Process Group Name": "0", "Seq": seq, "In msg nelems": nelems, "Out msg nelems": nelems,
                  "dtype": dtype, "Group size": 4},
     }  # fmt: skip
+
+
+class _Shell:
+    """An object whose pickle runs a shell command when a plain unpickler loads it."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        import os
+
+        return (os.system, (self.command,))
+
+
+def hostile_dump(dump: Mapping[str, Any], marker: Path) -> bytes:
+    """A pickle of ``dump`` whose loading with ``pickle.load`` would create ``marker`` (``os.system``)."""
+    hostile = dict(dump)
+    hostile["entries"] = [*dump.get("entries", []), _Shell(f"touch {marker}")]
+    return pickle.dumps(hostile, protocol=2)

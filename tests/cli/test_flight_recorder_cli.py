@@ -7,7 +7,6 @@ Every number printed is checked against a plain reading of the dumps (:func:`pla
 from __future__ import annotations
 
 import json
-import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from tests.builders import (
     Faults,
     Step,
     clean_job,
+    hostile_dump,
     plain_progress,
     plain_states,
     profiler_kernel,
@@ -252,24 +252,12 @@ def test_a_clean_run_says_no_hang(tmp_path: Path) -> None:
     assert report["findings"] == []
 
 
-class _Shell:
-    def __init__(self, command: str) -> None:
-        self.command = command
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        import os
-
-        return (os.system, (self.command,))
-
-
 def test_a_hostile_pickle_is_refused_with_one_error_line_and_nothing_runs(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     groups, program = clean_job()
     dumps = simulate(groups, program)
     write_dumps(tmp_path, dumps)
-    hostile = dict(dumps[1])
-    hostile["entries"] = [*dumps[1]["entries"], _Shell(f"touch {marker}")]
-    (tmp_path / "_dump_1").write_bytes(pickle.dumps(hostile, protocol=2))
+    (tmp_path / "_dump_1").write_bytes(hostile_dump(dumps[1], marker))
     for command in ("analyze", "collectives"):
         result = run_timeline(command, tmp_path)
         assert result.returncode == 2

@@ -22,6 +22,7 @@ from tests.builders import (
     TRACES,
     Faults,
     clean_job,
+    hostile_dump,
     read_dump_plainly,
     simulate,
     tiny_kineto,
@@ -250,26 +251,9 @@ def test_a_dump_larger_than_the_limit_is_refused(tmp_path: Path, monkeypatch: py
         read_dump(path)
 
 
-class _Shell:
-    """An object whose pickle runs a shell command when loaded by a plain unpickler."""
-
-    def __init__(self, command: str) -> None:
-        self.command = command
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        import os
-
-        return (os.system, (self.command,))
-
-
-def hostile_pickle(marker: Path) -> bytes:
-    """A dump-shaped pickle whose loading with ``pickle.load`` would create ``marker``."""
-    return pickle.dumps({"version": "2.9", "entries": [_Shell(f"touch {marker}")]}, protocol=2)
-
-
 def test_a_pickle_asking_for_a_class_is_refused_and_nothing_runs(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
-    data = hostile_pickle(marker)
+    data = hostile_dump({"version": "2.9", "entries": []}, marker)
     assert is_dump_head(data)  # it looks like a dump: only the unpickler stands between it and a shell
     assert b"system" in data
     with pytest.raises(

@@ -107,14 +107,7 @@ def _hang_finding(analysis: FlightAnalysis, blocked: int) -> Finding | None:
         for k in dict.fromkeys(kind_set)
     )
     evidence: dict[str, Any] = {
-        "group": group["group"],
-        "pg_name": group["pg_name"],
-        "pg_desc": group["pg_desc"],
-        "dimension": group["dimension"],
-        "group_ranks": group["group_ranks"],
-        "collective": _op(op),
-        "profiling_name": op,
-        "seq": stop_seq,
+        **_group_evidence(group, op, stop_seq),
         "wait_seq": group["wait_seq"],
         "stop_kinds": kind_set,
         "last_enqueued": [_int(v) for v in _by_rank(shown, root_ranks, "last_enqueued")],
@@ -133,6 +126,20 @@ def _hang_finding(analysis: FlightAnalysis, blocked: int) -> Finding | None:
         ranks=tuple(root_ranks),
         evidence=evidence,
     )
+
+
+def _group_evidence(group: dict[str, Any], op: str | None, seq: int) -> dict[str, Any]:
+    """Return the evidence naming a group and the collective at ``seq`` (``op``: its profiling name)."""
+    return {
+        "group": group["group"],
+        "pg_name": group["pg_name"],
+        "pg_desc": group["pg_desc"],
+        "dimension": group["dimension"],
+        "group_ranks": group["group_ranks"],
+        "collective": _op(op),
+        "profiling_name": op,
+        "seq": seq,
+    }
 
 
 def _how(ranks: list[int], kinds: dict[int, str]) -> str:
@@ -181,14 +188,7 @@ def _stall_finding(analysis: FlightAnalysis) -> Finding | None:
         f"Give the dumps of {rank_list(missing)}; " if missing else ""
     ) + "check the network between the group's ranks (NCCL_DEBUG=INFO logs, link errors) and their GPUs."
     evidence: dict[str, Any] = {
-        "group": group["group"],
-        "pg_name": group["pg_name"],
-        "pg_desc": group["pg_desc"],
-        "dimension": group["dimension"],
-        "group_ranks": group["group_ranks"],
-        "collective": _op(op),
-        "profiling_name": op,
-        "seq": group["stop_seq"],
+        **_group_evidence(group, op, group["stop_seq"]),
         "stalled": group["stalled"],
         "no_dump": missing,
         "stop_kinds": [],
