@@ -293,3 +293,23 @@ def test_dump_collectives_matched_to_the_profilers_by_group_and_sequence(tmp_pat
     ]
     assert matches.get_column("same_collective").all()
     assert matches.get_column("same_bytes").to_list() == [True] * (len(world) - 1) + [False]
+
+
+def test_without_pg_status_progress_comes_from_the_entries(tmp_path: Path) -> None:
+    """Older dumps have no pg_status: each rank's progress is read from its entries (counted warning)."""
+    groups, program = clean_job()
+    dumps = simulate(groups, program, faults=Faults(host_stop={1: 6}))
+    for dump in dumps.values():
+        del dump["pg_status"]
+    write_dumps(tmp_path, dumps)
+    loaded = load_dumps(tmp_path)
+    assert len(loaded.warnings) == 4
+    analysis = analyze_dumps(loaded.entries, loaded.status, loaded.groups, ranks=loaded.ranks)
+    assert _roots(analysis) == {1: "not_entered"}
+    world = analysis.progress.filter(pl.col("group") == "0")
+    assert set(world.get_column("progress_from")) == {"entries"}
+    # rank 0 issued the world group's 9 collectives (6 all-reduces, 3 broadcasts) and completed the first 2
+    row = world.filter(pl.col("rank") == 0).row(0, named=True)
+    issued = [e for e in dumps[0]["entries"] if e["process_group"][0] == "0"]
+    done = [e for e in issued if e["state"] == "completed"]
+    assert (row["last_enqueued"], row["last_completed"]) == (len(issued), len(done))
