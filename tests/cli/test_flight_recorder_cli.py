@@ -139,6 +139,15 @@ def test_analyze_json_names_the_faulted_ranks_group_collective_and_kind(name: st
         group_states = plain.states[group_key]
         for state in ("not_entered", "not_completed", "waiting", "stalled"):
             assert row[state] == sorted(r for r, s in group_states.items() if s == state)
+        busy = [members_c + 1 for r, (_, members_c, _) in plain.progress[group_key].items()
+                if group_states[r] != "idle"]  # fmt: skip
+        assert row["stop_seq"] == (min(busy) if busy else None)
+        waiting_c = [plain.progress[group_key][r][1] + 1 for r, st in group_states.items() if st == "waiting"]
+        assert row["wait_seq"] == (max(waiting_c) if waiting_c else None)
+        name, stop = group_key[0], row["stop_seq"]
+        at_stop = {e["profiling_name"] for d in plain.raw.values() for e in d["entries"]
+                   if e["process_group"][0] == name and e["collective_seq_id"] == stop}  # fmt: skip
+        assert {row["stop_op"]} == (at_stop or {None})
 
 
 @pytest.mark.parametrize("name", SETS)
@@ -163,10 +172,12 @@ def test_analyze_text_prints_the_same_answer(name: str) -> None:
     assert f"wait in #{evidence['wait_seq']}" in text
     assert f"{plain.blocked()} other ranks blocked in all" in text
     for row in report["roots"]:
-        assert re.search(
-            rf"│ +{row['rank']} │ +{row['kind']} │ +{row['groups']} │ +{row['waited_on_by']} │ +- │",
-            result.stdout,
-        )
+        line = rf"│ +{row['rank']} │ +{row['kind']} │ +{row['groups']} │ +{row['waited_on_by']} │ +- │"
+        assert re.search(line, result.stdout)
+    for row in report["groups"]:
+        if row["state"] in ("stopped", "stalled"):
+            line = rf"│ {re.escape(row['group'])} +│.*│ +{row['state']} │ +#{row['stop_seq']} │"
+            assert re.search(line, result.stdout), line
 
 
 def test_collectives_lists_every_groups_progress() -> None:
