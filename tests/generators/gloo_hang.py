@@ -40,6 +40,7 @@ def _rank(rank: int, out: str, store: str) -> None:
         if rank in (0, 1):
             dist.all_reduce(tensor, group=pair)
     dist.barrier()
+    _settle(c10d)
     kv = dist.distributed_c10d._get_default_store()
     work = None
     if rank != LATE_RANK:
@@ -59,6 +60,22 @@ def _rank(rank: int, out: str, store: str) -> None:
         dist.all_reduce(tensor)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def _settle(c10d: object) -> None:
+    """Return once this rank's Flight Recorder has recorded every completion.
+
+    gloo's worker thread updates ``pg_status`` after it wakes the thread waiting on the work, so a
+    dump taken right after a collective may not count it completed yet: a lag a dump taken on a
+    timeout, minutes later, never shows. Wait on the recorder's own status, not on the clock.
+    """
+    import json
+
+    for _ in range(1_000_000):
+        status = json.loads(c10d._dump_fr_trace_json())["pg_status"]  # type: ignore[attr-defined]
+        if all(s["last_enqueued_collective"] == s["last_completed_collective"] for s in status.values()):
+            return
+    raise SystemExit("the Flight Recorder never recorded this rank's last completions")
 
 
 def run(out: Path) -> None:
