@@ -737,7 +737,8 @@ def plain_progress(
     """Per group (name, member ranks), per rank: ``(last_enqueued, last_completed, any_p2p_entry)``.
 
     A ``pg_status`` id is named by the rank's entries, else by creation order (both numbered in the
-    order groups are created); -1 reads as 0.
+    order groups are created); -1 reads as 0. An entry found completed (NCCL: its state; gloo:
+    retired) with a higher number than ``pg_status`` says counts as the last completed.
     """
     out: dict[tuple[str, tuple[int, ...]], dict[int, tuple[int, int, bool]]] = {}
     for rank, dump in dumps.items():
@@ -751,7 +752,13 @@ def plain_progress(
             ranks = tuple(ast.literal_eval(dump["pg_config"][name]["ranks"]))
             status = dump["pg_status"][pg_id]
             enqueued = max(int(status["last_enqueued_collective"]), 0)
-            completed = max(int(status["last_completed_collective"]), 0)
+            done = [
+                e["op_id"] if e["profiling_name"].startswith("gloo:") else e["collective_seq_id"]
+                for e in entries
+                if e["process_group"][0] == name and not e["is_p2p"]
+                and (e["state"] == "completed" or (e["retired"] and e["profiling_name"].startswith("gloo:")))
+            ]  # fmt: skip
+            completed = max([int(status["last_completed_collective"]), 0, *done])
             out.setdefault((name, ranks), {})[rank] = (enqueued, completed, name in p2p)
     return out
 

@@ -63,19 +63,19 @@ def _rank(rank: int, out: str, store: str) -> None:
 
 
 def _settle(c10d: object) -> None:
-    """Return once this rank's Flight Recorder has recorded every completion.
+    """Return once this rank's Flight Recorder has retired every entry of the collectives it waited on.
 
-    gloo's worker thread updates ``pg_status`` after it wakes the thread waiting on the work, so a
-    dump taken right after a collective may not count it completed yet: a lag a dump taken on a
-    timeout, minutes later, never shows. Wait on the recorder's own status, not on the clock.
+    gloo's worker threads retire an entry (and update ``pg_status``) after they wake the thread
+    waiting on the work, so a dump taken right after a collective may not count it done yet: a lag a
+    dump taken on a timeout, minutes later, never shows. Wait on the recorder itself, not the clock.
     """
     import json
 
     for _ in range(1_000_000):
-        status = json.loads(c10d._dump_fr_trace_json())["pg_status"]  # type: ignore[attr-defined]
-        if all(s["last_enqueued_collective"] == s["last_completed_collective"] for s in status.values()):
+        entries = json.loads(c10d._dump_fr_trace_json()).get("entries", [])  # type: ignore[attr-defined]
+        if all(entry["retired"] for entry in entries):
             return
-    raise SystemExit("the Flight Recorder never recorded this rank's last completions")
+    raise SystemExit("the Flight Recorder never retired this rank's last collectives")
 
 
 def run(out: Path) -> None:

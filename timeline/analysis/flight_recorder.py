@@ -242,7 +242,12 @@ def _outstanding_entries(entries: pl.DataFrame) -> pl.Expr:
 def _members(
     instances: pl.DataFrame, status: pl.DataFrame, entries: pl.DataFrame, ranks: list[int]
 ) -> pl.DataFrame:
-    """One row per instance and member rank with its progress: ``pg_status``, else its entries."""
+    """Return one row per instance and member rank with its progress: ``pg_status`` and its entries.
+
+    ``pg_status`` gives the last operation enqueued and completed; an entry enqueued or completed
+    later than it says counts too (the highest of both). Without ``pg_status``, the entries alone:
+    the last enqueued, and the one before the first not completed.
+    """
     listed = (
         instances.filter(pl.col("group_ranks").is_not_null())
         .select("key", pl.col("group_ranks").alias("rank"))
@@ -269,6 +274,7 @@ def _members(
         ),
         pl.lit("entries").alias("_from"),
         pl.col("_out").sum().alias("_open"),
+        pl.col("seq").filter(~pl.col("_out")).max().alias("_done"),
     )
     progress = members.join(from_status, on=["key", "rank"], how="left").join(
         from_entries, on=["key", "rank"], how="left", suffix="_e"
@@ -280,10 +286,21 @@ def _members(
         pl.col("rank").is_in(ranks).alias("has_dump"),
         pl.coalesce("pg_id", "pg_id_e").alias("pg_id"),
         pl.coalesce("_from", "_from_e").alias("progress_from"),
-        *(
-            pl.when(use_entries).then(pl.col(f"{c}_e")).otherwise(pl.col(c)).alias(c)
-            for c in ("last_enqueued", "last_started", "last_completed")
-        ),
+        pl.when(use_entries)
+        .then(pl.col("last_enqueued_e"))
+        .otherwise(pl.max_horizontal("last_enqueued", "last_enqueued_e"))
+        .alias("last_enqueued"),
+        pl.when(use_entries)
+        .then(pl.col("last_started_e"))
+        .otherwise(pl.col("last_started"))
+        .alias("last_started"),
+        # pg_status keeps the last completion recorded, which gloo's worker threads may record out
+        # of order and NCCL's watchdog records after the dump found it: an entry found completed
+        # counts too
+        pl.when(use_entries)
+        .then(pl.col("last_completed_e"))
+        .otherwise(pl.max_horizontal("last_completed", "_done"))
+        .alias("last_completed"),
         pl.col("_open").fill_null(0).alias("_open"),
     )
 
