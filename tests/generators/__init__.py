@@ -1,0 +1,1 @@
+"""Writers of synthetic traces that copy real writers' layouts, for tests and benchmarks."""
