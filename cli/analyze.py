@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from cli.common import analyze, console, echo_warnings, inputs_of, user_errors
+from cli.common import analyze, console, echo_warnings, flight_dumps, flight_inputs, inputs_of, user_errors
 from cli.options import (
     ROWS_MAX,
     AlignOption,
@@ -41,21 +41,41 @@ def analyze_command(
 ) -> None:
     """Measure communication hidden under compute and exposed (stretching the step), per rank and iteration.
 
+    Given PyTorch Flight Recorder dumps: why the job stopped (which ranks, in which group and
+    collective, and how), as a verdict and findings.
+
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
     """
     with user_errors():
+        dumps, traces = flight_inputs(paths, rank)
+        loaded = flight_dumps(dumps, rank=None if traces else rank, rank_regex=rank_regex) if dumps else None
+        flight = None
+        if loaded is not None:
+            from timeline.results.flight_recorder import build_flight_report
+
+            flight = build_flight_report(loaded)
+    if flight is not None and not traces:
+        _print(flight, json_output)
+        return
+    with user_errors():
         from timeline.analysis.links import parse_link_gbps
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
-        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
-        # rank by rank, the communication events are kept only for the utilisation (and --align)
-        analysed = analyze(inputs, align=align, communication=link is not None)
+        given = [str(p) for p in traces] if flight is not None else paths
+        inputs = inputs_of(given, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+        # rank by rank, the communication events are kept only for the utilisation, --align and dumps
+        analysed = analyze(inputs, align=align, communication=link is not None or flight is not None)
         from timeline.results.summary import build_summary
 
         summary = build_summary(
             analysed.trace, analysed.overlap, top=top, offsets=analysed.offsets, link_gbps=link
         )
+        if flight is not None and loaded is not None:
+            from timeline.results.flight_recorder import profiler_matches
+
+            flight["matches"] = profiler_matches(loaded, analysed.trace.events)
+            summary["flight_recorder"] = flight
     # the load warnings were printed while loading; the analysis' own follow (transfers faster than the link)
     echo_warnings(summary["warnings"][len(analysed.trace.warnings) :])
     if json_output:
@@ -63,6 +83,20 @@ def analyze_command(
 
         typer.echo(render_json(summary))
         return
+    if flight is not None:
+        _print(flight, json_output)
     from timeline.render.terminal.summary import render_summary
 
     render_summary(summary, console(120))
+
+
+def _print(flight: dict[str, Any], json_output: bool) -> None:
+    """Print the dumps' report alone (``--json``), or its verdict and findings (and profiler matches)."""
+    if json_output:
+        from timeline.render.json import render_json
+
+        typer.echo(render_json(flight))
+        return
+    from timeline.render.terminal.flight_recorder import render_flight_verdict
+
+    render_flight_verdict(flight, console(120))

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import analyze, console, echo_warnings, inputs_of, user_errors
+from cli.common import analyze, console, echo_warnings, flight_dumps, flight_inputs, inputs_of, user_errors
 from cli.options import (
     ROWS_MAX,
     AlignOption,
@@ -53,10 +53,28 @@ def collectives_command(
 
     Process groups and their dimensions, sends paired with receives, link utilisation, stragglers.
     Horovod timelines: per-tensor phases, fused batches and their bandwidth, negotiation wait per rank.
+    Flight Recorder dumps: each process group's progress per rank (last enqueued, started, completed)
+    and where it stopped.
 
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
     """
+    with user_errors():
+        dumps, traces = flight_inputs(paths, rank)
+        if dumps and not traces:
+            from timeline.results.flight_recorder import build_flight_report
+
+            flight = build_flight_report(flight_dumps(dumps, rank=rank, rank_regex=rank_regex))
+    if dumps and not traces:
+        if json_output:
+            from timeline.render.json import render_json
+
+            typer.echo(render_json(flight))
+            return
+        from timeline.render.terminal.flight_recorder import render_flight_progress
+
+        render_flight_progress(flight, console(150), limit=limit)
+        return
     with user_errors():
         from timeline.analysis.groups import parse_dimension_overrides
         from timeline.analysis.links import parse_link_gbps

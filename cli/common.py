@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
@@ -20,6 +21,7 @@ from timeline.errors import TimelineError, one_line
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from timeline.dumps import Dumps
     from timeline.execution.session import Analysed, Inputs
     from timeline.trace import Trace
     from timeline.whatif.graph import TraceGraph
@@ -30,6 +32,8 @@ __all__ = [
     "console",
     "echo_warnings",
     "fail",
+    "flight_dumps",
+    "flight_inputs",
     "graph",
     "inputs_of",
     "interrupted",
@@ -204,6 +208,23 @@ def analyze(inputs: Inputs, *, align: bool = False, communication: bool = True) 
 
     with loading() as (progress, warn):
         return analyze_inputs(inputs, align=align, communication=communication, progress=progress, warn=warn)
+
+
+def flight_inputs(paths: Sequence[str], rank: int | None = None) -> tuple[list[Path], list[Path]]:
+    """Return ``(dumps, traces)``: the inputs' Flight Recorder dumps and the rest, recognised by content."""
+    from timeline.inputs import expand_inputs, input_paths, split_dumps
+
+    return split_dumps(expand_inputs(input_paths(list(paths)), rank=rank))
+
+
+def flight_dumps(dumps: Sequence[Path], *, rank: int | None = None, rank_regex: str | None = None) -> Dumps:
+    """Load Flight Recorder dumps, with a progress bar; print the load warnings."""
+    from timeline.dumps import load_dumps
+
+    with loading() as (progress, warn):
+        loaded = load_dumps(list(dumps), rank=rank, rank_regex=rank_regex, progress=progress)
+        warn(loaded.warnings)
+    return loaded
 
 
 def graph(inputs: Inputs, *, link_gbps: float | None) -> TraceGraph:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.common import echo_warnings, fail, inputs_of, load, loading, user_errors
+from cli.common import echo_warnings, fail, flight_dumps, flight_inputs, inputs_of, load, loading, user_errors
 from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
 from timeline.errors import shown
 
@@ -153,17 +153,18 @@ def serve_command(
 
         origins = list(allow_origin or ())
         parse_origins(origins)  # a bad one stops before the traces are read
-        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
-        diff = _compare(compare, inputs)
-        trace = load(inputs)
-        data = _prepare(trace, diff)
+        flight, paths = _flight(paths, rank, rank_regex, compare)
+        if flight is None:
+            inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
+            diff = _compare(compare, inputs)
+            trace = load(inputs)
+        data: ReportData | dict[str, Any] = _prepare(trace, diff) if flight is None else flight
+        files = len(flight["dumps"]["ranks"]) if flight is not None else trace.files.height
 
         def ready(listening: Listening) -> None:
             _announce(listening, host=host, origins=host != _DEFAULT_HOST or bool(origins))
 
-        serve_report(
-            data, host=host, port=port, files=trace.files.height, allow_origins=origins, on_ready=ready
-        )
+        serve_report(data, host=host, port=port, files=files, allow_origins=origins, on_ready=ready)
     typer.echo("stopped", err=True)
 
 
@@ -195,11 +196,38 @@ def report_command(
                 f"{shown(output)}: is one of the inputs; choose another output file (inputs are never "
                 "modified)"
             )
-        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
-        diff = _compare(compare, inputs)
-        trace = load(inputs)
-        data = _prepare(trace, diff)
-        from timeline.report.export import write_report
+        flight, paths = _flight(paths, rank, rank_regex, compare)
+        if flight is not None:
+            from timeline.report.flight_view import write_flight_report
 
-        written = write_report(data, output, files=trace.files.height)
+            written = write_flight_report(flight, output)
+        else:
+            inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
+            diff = _compare(compare, inputs)
+            trace = load(inputs)
+            data = _prepare(trace, diff)
+            from timeline.report.export import write_report
+
+            written = write_report(data, output, files=trace.files.height)
     typer.echo(f"wrote {shown(written)}")
+
+
+def _flight(
+    paths: list[str], rank: int | None, rank_regex: str | None, compare: str | None
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Return the Flight Recorder report when the inputs are dumps, and the inputs the Gantt reads.
+
+    Dumps and traces together: the report draws the traces (``timeline analyze`` reads both).
+    """
+    dumps, traces = flight_inputs(paths, rank)
+    if dumps and traces:
+        drawn = f"the report draws the {len(traces)} profiler trace(s)"
+        echo_warnings([f"{drawn}; for the {len(dumps)} Flight Recorder dump(s): timeline analyze"])
+        return None, [str(p) for p in traces]
+    if not dumps:
+        return None, paths
+    if compare is not None:
+        fail("--compare compares profiler traces; the inputs are Flight Recorder dumps")
+    from timeline.results.flight_recorder import build_flight_report
+
+    return build_flight_report(flight_dumps(dumps, rank=rank, rank_regex=rank_regex)), paths

@@ -11,6 +11,8 @@ The documented surface (``docs/architecture.md``):
 - analyses: :func:`compute_overlap` (:class:`Overlap`), :func:`match_collectives`;
 - results, plain versioned data: :func:`build_summary`, :func:`build_collectives_report`,
   :func:`build_whatif_report`;
+- PyTorch Flight Recorder dumps: :func:`load_dumps` (a :class:`Dumps`), :func:`build_flight_report`
+  (why the job stopped: verdict, findings, each group's progress per rank);
 - classification: :class:`ClassificationRules`;
 - errors: :class:`TimelineError` and its subclasses.
 
@@ -41,9 +43,11 @@ from timeline.lazy import lazy_names
 if TYPE_CHECKING:
     from timeline.analysis.collectives import match_collectives
     from timeline.analysis.overlap import Overlap, compute_overlap
+    from timeline.dumps import Dumps, load_dumps
     from timeline.execution.session import Analysed, Inputs, analyze
     from timeline.importers.rules import ClassificationRules
     from timeline.results.collectives import build_collectives_report
+    from timeline.results.flight_recorder import build_flight_report
     from timeline.results.summary import build_summary
     from timeline.results.whatif import build_whatif_report
     from timeline.trace import Trace, load
@@ -52,6 +56,7 @@ __all__ = [
     "Analysed",
     "BudgetError",
     "ClassificationRules",
+    "Dumps",
     "Inputs",
     "ManifestError",
     "Overlap",
@@ -63,10 +68,12 @@ __all__ = [
     "UsageError",
     "analyze",
     "build_collectives_report",
+    "build_flight_report",
     "build_summary",
     "build_whatif_report",
     "compute_overlap",
     "load",
+    "load_dumps",
     "match_collectives",
 ]
 __version__ = "0.1.0"
@@ -74,15 +81,18 @@ __version__ = "0.1.0"
 _LAZY = {
     "Analysed": "timeline.execution.session",
     "ClassificationRules": "timeline.importers.rules",
+    "Dumps": "timeline.dumps",
     "Inputs": "timeline.execution.session",
     "Overlap": "timeline.analysis.overlap",
     "Trace": "timeline.trace",
     "analyze": "timeline.execution.session",
     "build_collectives_report": "timeline.results.collectives",
+    "build_flight_report": "timeline.results.flight_recorder",
     "build_summary": "timeline.results.summary",
     "build_whatif_report": "timeline.results.whatif",
     "compute_overlap": "timeline.analysis.overlap",
     "load": "timeline.trace",
+    "load_dumps": "timeline.dumps",
     "match_collectives": "timeline.analysis.collectives",
 }
 

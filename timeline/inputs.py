@@ -7,6 +7,9 @@ Takes files, directories, glob patterns, Parquet files and Parquet datasets part
   files, a capture run folder the files its manifest lists);
 - :func:`plan_units`: the units of work over those files (one per file; one per rank whose capture
   wrote several windows), which rank-by-rank analyses run as separate tasks;
+- Flight Recorder dumps: :func:`split_dumps` (which inputs are dumps, recognised by content; a
+  directory gives its dumps too, whatever their names), :func:`rank_from_dump_name` (torch names a
+  dump ``<prefix><rank>``: ``nccl_trace_rank_3``, Megatron's ``_dump_3``);
 - rank resolution: :func:`resolve_rank` (``distributedInfo.rank``, ``--rank``, the file name; a
   single input file naming no rank is rank 0, said in a warning; several such files are an error),
   :func:`claim_rank` and :func:`check_claims` (two files claiming one rank, several Horovod
@@ -49,9 +52,11 @@ __all__ = [
     "manifest_windows",
     "plan_inputs",
     "plan_units",
+    "rank_from_dump_name",
     "rank_from_name",
     "resolve_rank",
     "several_timelines_error",
+    "split_dumps",
     "unit_claims",
 ]
 
@@ -63,6 +68,9 @@ _NOT_TRACES = (MANIFEST_NAME,)  # the run manifest written by timeline.capture
 # rank3, rank-3, rank_3, worker3, worker-3 (worker<N> is torch-tb-profiler's convention); not the
 # digits of a larger word or number.
 _RANK_IN_NAME = re.compile(r"(?<![a-z0-9])(?:rank|worker)[-_]?(\d+)(?![0-9])", re.IGNORECASE)
+# torch's DebugInfoWriter names a dump <prefix><rank> (TORCH_NCCL_DEBUG_INFO_TEMP_FILE, default
+# /tmp/nccl_trace_rank_): the rank is the digits that end the name (a .json or .pkl suffix aside).
+_RANK_ENDING_NAME = re.compile(r"(?<![0-9])(\d{1,9})(?:\.json|\.pkl|\.pickle)?$", re.IGNORECASE)
 _PARTITION = re.compile(r"^rank=(\d+)$")
 _PART = re.compile(r"^part-(\d+)\.parquet$")
 
@@ -139,12 +147,18 @@ def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
 
 
 def _directory_traces(path: Path, text: str) -> list[Path]:
-    """Return the trace files of a directory (a capture run folder: those its manifest lists)."""
+    """Return the trace files of a directory (a capture run folder: those its manifest lists).
+
+    Besides the files named as traces, the Flight Recorder dumps it holds, recognised by content:
+    torch names them ``<prefix><rank>``, with no suffix.
+    """
     listed = manifest_windows(path)
     members = sorted(
         p
         for p in path.iterdir()
-        if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES) and p.name not in _NOT_TRACES
+        if p.is_file()
+        and p.name not in _NOT_TRACES
+        and (p.name.lower().endswith(_TRACE_SUFFIXES) or _is_dump_file(p))
     )
     if listed:
         # A capture run folder: exactly the files its manifest lists (stale traces of an
@@ -156,9 +170,54 @@ def _directory_traces(path: Path, text: str) -> list[Path]:
             msg = f"{missing[0]}: listed in {manifest} but missing; re-copy the run folder"
             raise UsageError(msg)
     if not members:
-        msg = f"{text}: directory holds no trace files (*.json, *.json.gz, *.parquet)"
+        msg = (
+            f"{text}: directory holds no trace files (*.json, *.json.gz, *.parquet) nor Flight Recorder dumps"
+        )
         raise UsageError(msg)
     return members
+
+
+def _is_dump_file(path: Path) -> bool:
+    """Whether a file's text begins as a Flight Recorder dump's (gzip recognised; unreadable: no)."""
+    from timeline.errors import TimelineError
+    from timeline.importers.files import sniff_path
+
+    try:
+        return sniff_path(path) == "flight_recorder"
+    except TimelineError:
+        return False
+
+
+def split_dumps(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """Return ``(dumps, traces)``: which of the expanded input files are Flight Recorder dumps.
+
+    Recognised by content (:func:`timeline.importers.files.sniff_path`, gzip included); a file
+    that is neither is left with the traces, whose reader says what is wrong with it.
+    """
+    dumps: list[Path] = []
+    traces: list[Path] = []
+    for path in paths:
+        (dumps if _is_dump_file(path) else traces).append(path)
+    return dumps, traces
+
+
+def rank_from_dump_name(path: Path, *, rank_regex: str | None = None) -> int | None:
+    """Return the rank a dump's file name states: ``--rank-regex``, ``rank<N>``, or the digits ending it.
+
+    torch writes a dump to ``<prefix><rank>`` (``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``, default
+    ``/tmp/nccl_trace_rank_``; Megatron and NVIDIA's resiliency tools use ``_dump_``), so the digits
+    that end the name are the rank.
+
+    Examples
+    --------
+    >>> rank_from_dump_name(Path("_dump_12")), rank_from_dump_name(Path("nccl_trace_rank_3"))
+    (12, 3)
+    """
+    named = rank_from_name(path, rank_regex=rank_regex)
+    if named is not None or rank_regex is not None:
+        return named
+    match = _RANK_ENDING_NAME.search(path.name)
+    return int(match.group(1)) if match else None
 
 
 def _partitions(directory: Path) -> list[tuple[int, Path]]:

@@ -2,7 +2,8 @@
 
 Reads the text of one file (gzip recognised by its magic number, not by its name) through
 :class:`TraceText`, which decompresses as it is read and never holds more than a block of it, and
-names its format: Kineto JSON, Horovod JSON, or a Parquet file written by ``timeline convert``.
+names its format: Kineto JSON, Horovod JSON, a Parquet file written by ``timeline convert``, or a
+PyTorch Flight Recorder dump (pickle or JSON: :func:`is_dump_head`).
 
 Hostile input is met with limits rather than with memory: the size a gzip trailer records is never
 trusted; text past :data:`MAX_TEXT_BYTES`, or gzip data expanding more than :data:`MAX_GZIP_RATIO`
@@ -33,6 +34,7 @@ __all__ = [
     "ReadLimitError",
     "TextTooLargeError",
     "TraceText",
+    "is_dump_head",
     "open_file",
     "read_trace_bytes",
     "size_text",
@@ -67,6 +69,13 @@ _BLANKS = b" \t\r\n"
 _SPACES = b" " * BLANK_RUN_BYTES
 _NOT_BLANK = re.compile(rb"[^ \t\r\n]")
 _LEADING = b"\xef\xbb\xbf \t\r\n"  # what may come before the first byte of a document
+# A Flight Recorder dump: torch pickles its dict with protocol 2 (FlightRecorderDetail.hpp, dump:
+# pickle_str), a newer pickler may frame it (protocol 4+: FRAME and its 8-byte length); its JSON
+# writer (nlohmann::json, keys sorted) starts with one of these keys.
+_DUMP_PICKLE_HEAD = re.compile(rb"^\x80[\x02-\x05](?:\x95.{8})?\}", re.DOTALL)
+_DUMP_JSON_HEAD = re.compile(
+    rb'^\s*\{\s*"(?:comm_lib_version|entries|nccl_comm_state|nccl_version|pg_config|pg_status|version)"\s*:'
+)
 
 
 def _decompressor() -> Any:
@@ -366,6 +375,16 @@ def sniff_path(path: Path, *, source: str | None = None) -> TraceFormat:
     return sniff_format(head.lstrip(_LEADING) if skipped else head, name)
 
 
+def is_dump_head(head: bytes) -> bool:
+    r"""Whether the first bytes of a file's text are those of a Flight Recorder dump (pickle or JSON).
+
+    A pickle of protocol 2 to 5 whose first object is a dict (torch writes ``\x80\x02}``), or a JSON
+    object whose first key is one torch's JSON writer can put first (``comm_lib_version``,
+    ``entries``…: it sorts keys) or ``version``.
+    """
+    return bool(_DUMP_PICKLE_HEAD.match(head) or _DUMP_JSON_HEAD.match(head))
+
+
 def sniff_format(data: bytes, source: str) -> TraceFormat:
     """Return the format of a file from its first bytes.
 
@@ -376,6 +395,8 @@ def sniff_format(data: bytes, source: str) -> TraceFormat:
     """
     if data[:4] == _PARQUET_MAGIC:
         return "parquet"
+    if is_dump_head(data[:65536]):
+        return "flight_recorder"
     head = data[:65536].lstrip(_LEADING)
     if not head:
         raise TraceFormatError(

@@ -30,6 +30,12 @@ def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> FileR
     """
     source = str(path)
     fmt = sniff_path(path, source=source)
+    if fmt == "flight_recorder":
+        msg = (
+            f"{source}: a PyTorch Flight Recorder dump, not a profiler trace: timeline analyze, "
+            "collectives and report read dumps (alone or beside the traces of the same job)"
+        )
+        raise TraceFormatError(msg)
     if fmt == "parquet":
         from timeline.importers.parquet import read_parquet
 

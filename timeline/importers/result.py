@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Clock", "FileResult", "ImportOptions", "TraceFormat"]
 
-TraceFormat = Literal["kineto", "horovod", "parquet"]
+TraceFormat = Literal["kineto", "horovod", "parquet", "flight_recorder"]
 Clock = Literal["epoch", "relative", "boot"]
 """``epoch``: ns since the Unix epoch; ``relative``: ns since the start of the trace or an unknown
 origin (Horovod v0.9-v0.15); ``boot``: ns since machine boot (Horovod v0.16-v0.20 writer bug)."""

@@ -17,7 +17,7 @@ from timeline.errors import UsageError
 from timeline.report.dashboard import build_dashboard
 from timeline.report.data import ReportData
 
-__all__ = ["offline_resources", "render_report_html", "write_report"]
+__all__ = ["offline_resources", "render_report_html", "write_html", "write_report"]
 
 
 class _OfflineResources(Resources):
@@ -66,12 +66,29 @@ def write_report(
     UsageError
         If the folder of ``path`` does not exist or cannot be written.
     """
+    target = _writable(path)  # before the report is drawn: a mistyped -o fails fast
+    return write_html(render_report_html(data, title=title, files=files), target)
+
+
+def _writable(path: str | Path) -> Path:
+    """Return ``path`` as a Path; raise :class:`UsageError` if its folder does not exist."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path()
     if not folder.is_dir():
         msg = f"{target}: folder {folder} does not exist; create it or pick another -o"
         raise UsageError(msg)
-    text = render_report_html(data, title=title, files=files)
+    return target
+
+
+def write_html(text: str, path: str | Path) -> Path:
+    """Write a standalone HTML page to ``path`` (through a temporary file beside it, then renamed).
+
+    Raises
+    ------
+    UsageError
+        If the folder of ``path`` does not exist or cannot be written.
+    """
+    target = _writable(path)
     partial = target.with_name(f".{target.name}.partial")
     try:
         partial.write_text(text, encoding="utf-8")

@@ -1,6 +1,7 @@
 """The live report: a bokeh server app on localhost, one dashboard document per browser session.
 
 Takes :class:`~timeline.report.data.ReportData` (prepared once) and serves the ``live`` dashboard
+(or, given the Flight Recorder report of dumps, its page: :mod:`timeline.report.flight_view`)
 of :mod:`timeline.report.dashboard`, whose zoom and selection callbacks re-query the polars frames
 in this process. Binds ``127.0.0.1`` unless told otherwise: the page shows kernel names, sizes and
 timings of the job. Ctrl-C (SIGINT) or SIGTERM stops the server cleanly and returns.
@@ -27,6 +28,7 @@ import signal
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bokeh.application import Application
 from bokeh.application.handlers.function import FunctionHandler
@@ -218,21 +220,29 @@ def listening_of(
     )
 
 
+def _layout(data: ReportData | dict[str, Any], files: int | None) -> Any:
+    """Return the page of one session: the live dashboard, or the page of Flight Recorder dumps."""
+    if isinstance(data, dict):
+        from timeline.report.flight_view import build_flight_page
+
+        return build_flight_page(data)
+    return build_dashboard(data, mode="live", files=files).layout
+
+
 def make_application(
-    data: ReportData, *, files: int | None = None, title: str = "timeline report"
+    data: ReportData | dict[str, Any], *, files: int | None = None, title: str = "timeline report"
 ) -> Application:
     """Return the bokeh application: each session gets its own live dashboard document."""
 
     def make_document(doc: Document) -> None:
-        dashboard = build_dashboard(data, mode="live", files=files)
-        doc.add_root(dashboard.layout)
+        doc.add_root(_layout(data, files))
         doc.title = title
 
     return Application(FunctionHandler(make_document))
 
 
 def serve_report(
-    data: ReportData,
+    data: ReportData | dict[str, Any],
     *,
     host: str = "127.0.0.1",
     port: int = 5006,
@@ -245,7 +255,8 @@ def serve_report(
     Parameters
     ----------
     data
-        The prepared report data.
+        The prepared report data, or the Flight Recorder report of dumps
+        (:func:`timeline.results.flight_recorder.build_flight_report`).
     host
         The address to listen on (``127.0.0.1``: this machine only).
     port
@@ -272,7 +283,7 @@ def serve_report(
     # Build one dashboard now: the first page then opens without waiting for imports, and a bug
     # shows before the URL is printed.
     try:
-        build_dashboard(data, mode="live", files=files)
+        _layout(data, files)
     except BaseException:
         for sock in sockets:
             sock.close()
