@@ -42,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -58,6 +59,7 @@ __all__ = [
     "BUSY_RATIO",
     "CASES",
     "GAIN_TOLERANCE",
+    "ROOT_NICE",
     "BucketSweep",
     "Case",
     "CaseRun",
@@ -67,6 +69,7 @@ __all__ = [
     "analyze_command",
     "analyze_json",
     "check_findings",
+    "default_nice",
     "main",
     "measured_gain",
     "measured_step_ns",
@@ -82,10 +85,11 @@ _REPO = Path(__file__).resolve().parents[1]
 """The repository root: the ranks run ``python -m experiments.diagnosis_validation`` from it."""
 GAIN_TOLERANCE = 0.10
 """The largest ``|predicted gain − measured gain|`` a case passes with (issue 21's acceptance)."""
-BUSY_RATIO = 0.10
-"""Above this share of the machine's CPU used by other programs during a job, its timings are not
-evidence: on 2 shared cores, a rank that waits gives its core to the others, and the step times
-then measure the machine's load, not the job (``docs/diagnosis-validation.md``)."""
+ROOT_NICE = -19
+"""The ranks' nice value when run as root (:func:`default_nice`)."""
+BUSY_RATIO = 0.15
+"""Above this share of their time spent waiting for a CPU, the ranks' step times are not evidence:
+they measure the machine's load, not the job (:attr:`CaseRun.busy`, ``docs/diagnosis-validation.md``)."""
 _WINDOW_FILE = re.compile(r"rank(\d+)\.(\d+)-(\d+)\.pt\.trace\.json\.gz")
 _WAIT, _WARMUP = 1, 1
 """Steps of each profiler window before the ``active`` recorded ones."""
@@ -448,7 +452,8 @@ class _JobSpec:
     out: str
     timeout_s: float
     nice: int = 0
-    """Added to each rank's nice value (negative: a larger share of a loaded machine; root only)."""
+    """The ranks' nice value (and their autogroup's): negative gives them a larger share of a
+    shared machine (root only)."""
 
     @property
     def windows(self) -> int:
@@ -490,7 +495,8 @@ def _run_job(spec: _JobSpec, link: Link | None) -> None:
         ]  # fmt: skip
         if link is not None:
             command = ["ip", "netns", "exec", link.namespaces[rank], *command]
-        processes.append(subprocess.Popen(command, env=env, cwd=_REPO))
+        # a session of its own: with autogroup scheduling, the rank's nice value then counts
+        processes.append(subprocess.Popen(command, env=env, cwd=_REPO, start_new_session=True))
     deadline = time.monotonic() + spec.timeout_s
     try:
         for k in range(spec.windows - 1 if link is not None else 0):
@@ -561,6 +567,7 @@ class _JobResult:
     wall_s: float
     load_average: tuple[float, float]
     background_cpu_ratio: float
+    run_queue_ratio: float
 
 
 def _busy_cpu_s() -> float:
@@ -598,16 +605,20 @@ def _job(spec: _JobSpec) -> _JobResult:
     background = max(0.0, others) / (elapsed * (os.cpu_count() or 1))
     folders = _split_windows(spec)
     cpu: dict[str, list[int]] = {p.label: [] for p in spec.phases}
+    queued = wall = 0
     for rank_file in sorted(Path(spec.out).glob("steps.rank*.json")):
         for record in msgspec.json.decode(rank_file.read_bytes()):
             if record["active"]:
                 cpu[record["phase"]].append(record["cpu_ns"])
+                queued += record["run_queue_ns"]
+                wall += record["wall_ns"]
     return _JobResult(
         folders=folders,
         cpu_step_ns={label: float(statistics.median(v)) if v else float("nan") for label, v in cpu.items()},
         wall_s=time.monotonic() - started,
         load_average=(load_before, os.getloadavg()[0]),
         background_cpu_ratio=background,
+        run_queue_ratio=queued / wall if wall else 0.0,
     )
 
 
@@ -618,7 +629,7 @@ def _worker(args: argparse.Namespace) -> None:
     """One rank of a validation job: train, switching phase between profiler windows."""
     spec = msgspec.json.decode(args.spec, type=_JobSpec)
     if spec.nice:
-        os.nice(spec.nice)
+        _raise_priority(spec.nice)
     os.environ.update(
         MASTER_ADDR=args.master,
         MASTER_PORT=str(args.port),
@@ -626,7 +637,7 @@ def _worker(args: argparse.Namespace) -> None:
         WORLD_SIZE="2",
         GLOO_SOCKET_IFNAME=args.iface,
     )
-    from timeline.capture import capture, import_torch
+    from timeline.capture import import_torch
 
     torch = import_torch()
     torch.set_num_threads(1)
@@ -634,37 +645,86 @@ def _worker(args: argparse.Namespace) -> None:
     dist.init_process_group("gloo", rank=args.rank, world_size=2, timeout=timedelta(seconds=spec.timeout_s))
     try:
         train = _Trainer(torch, spec, args.rank)
-        out = Path(spec.out)
-        records: list[dict[str, Any]] = []
         for phase in spec.phases:  # one-time costs (allocations, DDP's bucket rebuild) before recording
             for _ in range(_UNRECORDED_WARMUP):
                 train.step(phase)
         dist.barrier()
-        with capture(
-            out,
-            wait=_WAIT,
-            warmup=_WARMUP,
-            active=spec.active,
-            repeat=spec.windows,
-            grad_ready_markers=True,
-            model=train.net,
-        ) as cap:
-            for k in range(spec.windows):
-                phase = spec.phases[k % len(spec.phases)]
-                for i in range(_WAIT + _WARMUP + spec.active):
-                    cpu = time.process_time_ns()
-                    train.step(phase)
-                    cap.step()
-                    cpu = time.process_time_ns() - cpu
-                    records.append(
-                        {"window": k, "phase": phase.label, "active": i >= _WAIT + _WARMUP, "cpu_ns": cpu}
-                    )
-                if k < spec.windows - 1:
-                    _between_windows(spec, args.rank, k, dist)
+        records = _recorded_windows(spec, args.rank, train, dist)
         dist.barrier()
-        (out / f"steps.rank{args.rank}.json").write_bytes(msgspec.json.encode(records))
+        (Path(spec.out) / f"steps.rank{args.rank}.json").write_bytes(msgspec.json.encode(records))
     finally:
         dist.destroy_process_group()
+
+
+def default_nice() -> int:
+    """Return the ranks' nice value by default: -19 as root (:data:`ROOT_NICE`), else 0.
+
+    On a shared machine the ranks otherwise wait for a CPU most of the time, and their step times
+    measure the machine's load rather than the job (``docs/diagnosis-validation.md``).
+    """
+    return ROOT_NICE if hasattr(os, "geteuid") and os.geteuid() == 0 else 0
+
+
+def _raise_priority(nice: int) -> None:
+    """Give this rank a larger share of a shared machine (root only).
+
+    With autogroup scheduling (``/proc/sys/kernel/sched_autogroup_enabled``), a nice value only
+    ranks a process against those of its session, and each session gets an equal share of the
+    CPU: the rank runs in a session of its own (the parent started it with ``start_new_session``)
+    whose autogroup gets the nice value too.
+    """
+    autogroup = Path("/proc/self/autogroup")
+    if autogroup.exists():
+        autogroup.write_text(str(nice))
+    os.nice(nice)
+
+
+def _run_queue_wait_ns() -> int:
+    """Return how long this thread has waited for a CPU while runnable (``schedstat``), 0 if unknown."""
+    try:
+        return int(Path(f"/proc/self/task/{threading.get_native_id()}/schedstat").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _recorded_windows(spec: _JobSpec, rank: int, train: _Trainer, dist: Any) -> list[dict[str, Any]]:
+    """Train the profiled windows, the phases in turn; return one record per step.
+
+    A record: the window, its phase, whether the step was recorded, and the step's wall time,
+    the CPU time of the rank's process (every thread) and the time the training thread waited
+    for a CPU while runnable.
+    """
+    from timeline.capture import capture
+
+    records: list[dict[str, Any]] = []
+    with capture(
+        spec.out,
+        wait=_WAIT,
+        warmup=_WARMUP,
+        active=spec.active,
+        repeat=spec.windows,
+        grad_ready_markers=True,
+        model=train.net,
+    ) as cap:
+        for k in range(spec.windows):
+            phase = spec.phases[k % len(spec.phases)]
+            for i in range(_WAIT + _WARMUP + spec.active):
+                wall, cpu, queued = time.perf_counter_ns(), time.process_time_ns(), _run_queue_wait_ns()
+                train.step(phase)
+                cap.step()
+                records.append(
+                    {
+                        "window": k,
+                        "phase": phase.label,
+                        "active": i >= _WAIT + _WARMUP,
+                        "wall_ns": time.perf_counter_ns() - wall,
+                        "cpu_ns": time.process_time_ns() - cpu,
+                        "run_queue_ns": _run_queue_wait_ns() - queued,
+                    }
+                )
+            if k < spec.windows - 1:
+                _between_windows(spec, rank, k, dist)
+    return records
 
 
 def _between_windows(spec: _JobSpec, rank: int, k: int, dist: Any) -> None:
@@ -790,14 +850,19 @@ class CaseRun:
     load_average: tuple[float, float]
     """The 1-minute load average before and after the job (the machine's other work)."""
     background_cpu_ratio: float
-    """The share of the machine's CPU time other programs used while the job ran (:attr:`busy`)."""
+    """The share of the machine's CPU time other programs used while the job ran."""
+    run_queue_ratio: float
+    """The share of the recorded steps' time the ranks' training threads waited for a CPU while
+    runnable (``/proc/…/schedstat``), both ranks together (:attr:`busy`)."""
     uptime: str
     """``uptime``'s line when the job started."""
+    nice: int
+    """The ranks' nice value."""
 
     @property
     def busy(self) -> bool:
-        """Whether other programs used more than :data:`BUSY_RATIO` of the CPU during the job."""
-        return self.background_cpu_ratio > BUSY_RATIO
+        """Whether the training threads waited for a CPU more than :data:`BUSY_RATIO` of the time."""
+        return self.run_queue_ratio > BUSY_RATIO
 
 
 def analyze_command(folder: str | os.PathLike[str], *, link_gbps: float | None) -> list[str]:
@@ -839,7 +904,7 @@ def run_case(
     active: int = _ACTIVE,
     pairs: int = _PAIRS,
     repetition: int = 0,
-    nice: int = 0,
+    nice: int | None = None,
     timeout_s: float = 300.0,
 ) -> CaseRun:
     """Run ``case`` (its job with the cause and without, alternating), measure and check it.
@@ -857,7 +922,7 @@ def run_case(
     repetition
         A number recorded with the result.
     nice
-        Added to the ranks' nice value (negative, as root: a larger share of a loaded machine).
+        The ranks' nice value (:func:`default_nice` when None).
     timeout_s
         Give up on the job after this long.
 
@@ -877,7 +942,7 @@ def run_case(
         cycles=pairs,
         out=str(out),
         timeout_s=timeout_s,
-        nice=nice,
+        nice=default_nice() if nice is None else nice,
     )
     job = _job(spec)
     with_dir, removed_dir = job.folders[case.with_cause.label], job.folders[case.removed.label]
@@ -911,7 +976,9 @@ def run_case(
         wall_s=job.wall_s,
         load_average=job.load_average,
         background_cpu_ratio=job.background_cpu_ratio,
+        run_queue_ratio=job.run_queue_ratio,
         uptime=uptime,
+        nice=spec.nice,
     )
 
 
@@ -924,6 +991,8 @@ class BucketSweep:
     """``{cap MB: measured step ns}`` (:func:`measured_step_ns` of the cap's windows)."""
     background_cpu_ratio: float
     """The share of the machine's CPU other programs used during the job."""
+    run_queue_ratio: float
+    """The share of the recorded steps' time the training threads waited for a CPU."""
     folder: str
 
 
@@ -934,7 +1003,7 @@ def sweep_buckets(
     model: Model,
     active: int = _ACTIVE,
     cycles: int = _PAIRS,
-    nice: int = 0,
+    nice: int | None = None,
     timeout_s: float = 300.0,
 ) -> BucketSweep:
     """Measure the step of one DDP job at each bucket cap: its windows cycle through the caps.
@@ -944,11 +1013,17 @@ def sweep_buckets(
     """
     phases = tuple(Phase(f"cap-{cap:g}", bucket_mb=cap) for cap in caps_mb)
     spec = _JobSpec(
-        phases=phases, model=model, active=active, cycles=cycles, out=str(out), timeout_s=timeout_s, nice=nice
+        phases=phases,
+        model=model,
+        active=active,
+        cycles=cycles,
+        out=str(out),
+        timeout_s=timeout_s,
+        nice=default_nice() if nice is None else nice,
     )
     job = _job(spec)
     steps = {cap: measured_step_ns(job.folders[p.label]) for cap, p in zip(caps_mb, phases, strict=True)}
-    return BucketSweep(list(caps_mb), steps, job.background_cpu_ratio, str(out))
+    return BucketSweep(list(caps_mb), steps, job.background_cpu_ratio, job.run_queue_ratio, str(out))
 
 
 # -- reporting ------------------------------------------------------------------------------------
@@ -957,12 +1032,12 @@ def sweep_buckets(
 def render_table(runs: Sequence[CaseRun]) -> str:
     """Return the runs as a plain-text table, one line per run, then one line per problem.
 
-    Steps in ms (one decimal), gains and errors as ratios (three decimals), the other programs'
-    share of the CPU during the job in percent; a busy run (:attr:`CaseRun.busy`) is marked.
+    Steps in ms (one decimal), gains and errors as ratios (three decimals), the share of the time
+    the training threads waited for a CPU in percent; a busy run (:attr:`CaseRun.busy`) is marked.
     """
     header = (
         "case", "rep", "step with", "step removed", "gain", "top finding", "ranks", "predicted", "error",
-        "others' CPU", "result",
+        "CPU wait", "result",
     )  # fmt: skip
     rows = [header]
     for run in runs:
@@ -978,7 +1053,7 @@ def render_table(runs: Sequence[CaseRun]) -> str:
                 "-" if top.get("ranks") is None else ",".join(str(r) for r in top["ranks"]),
                 "-" if run.predicted_gain is None else f"{run.predicted_gain:.3f}",
                 "-" if run.gain_error is None else f"{run.gain_error:.3f}",
-                f"{run.background_cpu_ratio:.0%}" + (" busy" if run.busy else ""),
+                f"{run.run_queue_ratio:.0%}" + (" busy" if run.busy else ""),
                 "pass" if run.passed else "FAIL",
             )
         )
@@ -1032,7 +1107,9 @@ def _parser() -> argparse.ArgumentParser:
         "--pairs", type=int, default=_PAIRS, help=f"windows with the cause (default {_PAIRS})"
     )
     parser.add_argument("--active", type=int, default=_ACTIVE, help=f"recorded steps per window ({_ACTIVE})")
-    parser.add_argument("--nice", type=int, default=0, help="added to the ranks' nice value (negative: root)")
+    parser.add_argument(
+        "--nice", type=int, default=None, help="the ranks' nice value (default: -19 as root, else 0)"
+    )
     parser.add_argument(
         "--bucket-sweep",
         default=None,
@@ -1108,7 +1185,10 @@ def _main_sweep(args: argparse.Namespace, out: Path) -> int:
     best = min(sweep.step_ns, key=lambda cap: sweep.step_ns[cap])
     for cap, step in sweep.step_ns.items():
         print(f"bucket_cap_mb={cap:g}: step {step / 1e6:.1f} ms{'  (best)' if cap == best else ''}")
-    print(f"others' CPU during the job: {sweep.background_cpu_ratio:.0%}; {uptime}")
+    print(
+        f"training threads waited for a CPU {sweep.run_queue_ratio:.0%} of the time; "
+        f"others used {sweep.background_cpu_ratio:.0%} of the CPU; {uptime}"
+    )
     if args.json:
         record = {**asdict(sweep), "step_ns": list(sweep.step_ns.values()), "best_mb": best, "uptime": uptime}
         Path(args.json).write_bytes(msgspec.json.format(msgspec.json.encode(record), indent=2) + b"\n")

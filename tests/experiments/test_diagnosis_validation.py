@@ -207,7 +207,7 @@ def test_check_tolerance_is_inclusive_and_ranks_of_an_every_rank_cause_are_not_c
 
 
 def _run(
-    case: str, *, passed: bool, top: dict[str, Any] | None, problems: list[str], background: float = 0.04
+    case: str, *, passed: bool, top: dict[str, Any] | None, problems: list[str], run_queue: float = 0.04
 ) -> CaseRun:
     return CaseRun(
         case=case,
@@ -233,8 +233,10 @@ def _run(
         analyze_command=["timeline", "analyze", "w", "--json"],
         wall_s=1.0,
         load_average=(1.0, 1.0),
-        background_cpu_ratio=background,
+        background_cpu_ratio=0.5,
+        run_queue_ratio=run_queue,
         uptime="up",
+        nice=0,
     )
 
 
@@ -242,15 +244,15 @@ def test_report_table() -> None:
     stall = "no findings; expected input_stall"
     runs = [
         _run("straggler", passed=True, top=_finding("straggler", 0.7, [1]), problems=[]),
-        _run("input_stall", passed=False, top=None, problems=[stall], background=0.5),
+        _run("input_stall", passed=False, top=None, problems=[stall], run_queue=0.5),
     ]
     assert not runs[0].busy
-    assert runs[1].busy  # others used half the CPU: more than BUSY_RATIO
+    assert runs[1].busy  # the training threads waited for a CPU half the time: more than BUSY_RATIO
     assert BUSY_RATIO < 0.5
     lines = render_table(runs).splitlines()
     assert lines[0].split() == [
         "case", "rep", "step", "with", "step", "removed", "gain", "top", "finding", "ranks",
-        "predicted", "error", "others'", "CPU", "result",
+        "predicted", "error", "CPU", "wait", "result",
     ]  # fmt: skip
     # 1 - 20.33 / 60.18 = 0.6622; |0.7 - 0.6622| = 0.0378
     assert lines[1].split() == [
@@ -309,8 +311,8 @@ def test_quick_case_top_finding_is_the_injected_cause_with_the_measured_gain(
     run = run_case(case, tmp_path / name)
     if run.busy:
         pytest.skip(
-            f"other programs used {run.background_cpu_ratio:.0%} of the CPU during the job: "
-            "its step times measure the machine's load, not the job"
+            f"the training threads waited for a CPU {run.run_queue_ratio:.0%} of the time: "
+            "the step times measure the machine's load, not the job"
         )
     assert run.passed, f"{name}: " + "; ".join(run.problems) + "\n" + render_table([run])
     top = run.top_finding
