@@ -16,14 +16,18 @@ What one case does:
    (1 wait, 1 warm-up and ``active`` recorded steps each) that alternate between the job *with the
    cause* and the same job *with the cause removed* (the phases of :class:`Case`). Alternating
    inside one job keeps both under the same background load: this machine is shared, and CPU
-   contention moves step times between runs minutes apart;
+   contention moves step times between runs minutes apart. As root each rank runs in a session of
+   its own at nice -19 (:func:`default_nice`): with the kernel's autogroup scheduling, that is what
+   keeps other users' programs from taking the ranks' cores;
 2. moves the windows of each phase into their own run folder (``with/``, ``removed/``, each with
    its manifest), so each is a capture run of its own;
 3. measures each folder's step (:func:`measured_step_ns`, read from the trace JSON in plain
    Python, the definition of ``step_ns`` of ``timeline analyze``) and the gain
    ``1 − step(removed) / step(with)`` (:func:`measured_gain`);
 4. runs ``timeline analyze <with>/ --json`` (with ``--link-gbps`` when the case knows its link) in a
-   subprocess and checks its ``findings`` (:func:`check_findings`).
+   subprocess and checks its ``findings`` (:func:`check_findings`);
+5. records how long the ranks' training threads waited for a CPU while runnable: above
+   :data:`BUSY_RATIO` of the time the run is marked busy (its timings measure the machine's load).
 
 The cases, how each injects and removes its cause, and the numbers measured on the project's
 machine are in ``docs/diagnosis-validation.md``; ``tests/experiments/test_diagnosis_validation.py``
@@ -87,13 +91,13 @@ GAIN_TOLERANCE = 0.10
 """The largest ``|predicted gain − measured gain|`` a case passes with (issue 21's acceptance)."""
 ROOT_NICE = -19
 """The ranks' nice value when run as root (:func:`default_nice`)."""
-BUSY_RATIO = 0.15
+BUSY_RATIO = 0.25
 """Above this share of their time spent waiting for a CPU, the ranks' step times are not evidence:
 they measure the machine's load, not the job (:attr:`CaseRun.busy`, ``docs/diagnosis-validation.md``)."""
 _WINDOW_FILE = re.compile(r"rank(\d+)\.(\d+)-(\d+)\.pt\.trace\.json\.gz")
 _WAIT, _WARMUP = 1, 1
 """Steps of each profiler window before the ``active`` recorded ones."""
-_ACTIVE, _PAIRS = 3, 6
+_ACTIVE, _PAIRS = 5, 8
 """Recorded steps per window, and windows per phase, by default."""
 _UNRECORDED_WARMUP = 3
 """Steps of each phase the job runs before the profiler starts."""
@@ -255,6 +259,25 @@ def unavailable(case: Case) -> str | None:
 # -- measuring ------------------------------------------------------------------------------------
 
 
+class _Event(msgspec.Struct):
+    """The fields of a trace event the measurement reads; ``ts`` and ``dur`` as exact decimals."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: Decimal | None = None
+    dur: Decimal | None = None
+
+
+class _Trace(msgspec.Struct):
+    traceEvents: list[_Event]  # the trace's own key
+
+
+_TRACE = msgspec.json.Decoder(_Trace)
+
+
 def step_windows_ns(trace: str | os.PathLike[str]) -> dict[int, int]:
     """Return the length of every iteration window of one rank's trace file, by step number (ns).
 
@@ -279,28 +302,25 @@ def step_windows_ns(trace: str | os.PathLike[str]) -> dict[int, int]:
     raw = path.read_bytes()
     if path.suffix == ".gz":
         raw = gzip.decompress(raw)
-    doc = msgspec.json.Decoder(float_hook=Decimal).decode(raw)
-    events = [e for e in doc["traceEvents"] if e.get("ph") == "X" and "dur" in e]
+    events = [
+        e for e in _TRACE.decode(raw).traceEvents if e.ph == "X" and e.ts is not None and e.dur is not None
+    ]
 
-    def span(e: Mapping[str, Any]) -> tuple[int, int]:
-        start = int(Decimal(e["ts"]) * 1000)
-        return start, start + int(Decimal(e["dur"]) * 1000)
+    def span(e: _Event) -> tuple[int, int]:
+        start = int(e.ts * 1000)  # type: ignore[operator]  # checked above
+        return start, start + int(e.dur * 1000)  # type: ignore[operator]
 
     steps = sorted(
         (*span(e), int(match[1]))
         for e in events
-        if e.get("cat") == "user_annotation" and (match := _STEP.match(str(e["name"])))
+        if e.cat == "user_annotation" and (match := _STEP.match(e.name))
     )
-    comm_threads = {(e["pid"], e["tid"]) for e in events if _COMM.match(str(e["name"]))}
+    comm_threads = {(e.pid, e.tid) for e in events if _COMM.match(e.name)}
     activities = [
         span(e)
         for e in events
-        if _COMM.match(str(e["name"]))
-        or (
-            e.get("cat") == "cpu_op"
-            and (e["pid"], e["tid"]) not in comm_threads
-            and not _SYNC.match(str(e["name"]))
-        )
+        if _COMM.match(e.name)
+        or (e.cat == "cpu_op" and (e.pid, e.tid) not in comm_threads and not _SYNC.match(e.name))
     ]
     windows: dict[int, int] = {}
     previous_end: int | None = None
@@ -331,14 +351,7 @@ def measured_step_ns(folder: str | os.PathLike[str]) -> float:
     ValueError
         ``folder`` has no trace file with a ``ProfilerStep#`` span.
     """
-    lengths = [
-        length
-        for trace in sorted(Path(folder).glob("rank*.pt.trace.json*"))
-        for length in step_windows_ns(trace).values()
-    ]
-    if not lengths:
-        raise ValueError(f"{folder}: no trace with a ProfilerStep# span; pass a capture run folder")
-    return float(statistics.median(lengths))
+    return _steps(_window_lengths(folder), folder)[0]
 
 
 def window_steps_ns(folder: str | os.PathLike[str]) -> list[float]:
@@ -346,10 +359,24 @@ def window_steps_ns(folder: str | os.PathLike[str]) -> list[float]:
 
     The spread of these is the noise inside one run (each window is a few consecutive steps).
     """
+    return _steps(_window_lengths(folder), folder)[1]
+
+
+def _window_lengths(folder: str | os.PathLike[str]) -> dict[int, list[int]]:
+    """Return every iteration window's length of a capture run folder, by profiler window (first step)."""
     by_window: dict[int, list[int]] = {}
-    for trace in Path(folder).glob("rank*.pt.trace.json*"):
+    for trace in sorted(Path(folder).glob("rank*.pt.trace.json*")):
         by_window.setdefault(_first_step(trace.name), []).extend(step_windows_ns(trace).values())
-    return [float(statistics.median(by_window[k])) for k in sorted(by_window)]
+    return by_window
+
+
+def _steps(by_window: Mapping[int, list[int]], folder: str | os.PathLike[str]) -> tuple[float, list[float]]:
+    """Return the measured step (the median of every window) and each profiler window's median."""
+    lengths = [length for k in sorted(by_window) for length in by_window[k]]
+    if not lengths:
+        raise ValueError(f"{folder}: no trace with a ProfilerStep# span; pass a capture run folder")
+    windows = [float(statistics.median(by_window[k])) for k in sorted(by_window) if by_window[k]]
+    return float(statistics.median(lengths)), windows
 
 
 def measured_gain(with_cause_ns: float, removed_ns: float) -> float:
@@ -847,6 +874,9 @@ class CaseRun:
     removed_dir: str
     analyze_command: list[str]
     wall_s: float
+    """How long the job ran (both phases, start-up included)."""
+    total_s: float
+    """How long the whole case took: the job, the measurements and ``timeline analyze``."""
     load_average: tuple[float, float]
     """The 1-minute load average before and after the job (the machine's other work)."""
     background_cpu_ratio: float
@@ -934,7 +964,7 @@ def run_case(
     why = unavailable(case)
     if why is not None:
         raise RuntimeError(f"validation: case {case.name} {why}")
-    uptime = _uptime()
+    started, uptime = time.monotonic(), _uptime()
     spec = _JobSpec(
         phases=case.phases,
         model=case.model,
@@ -946,9 +976,10 @@ def run_case(
     )
     job = _job(spec)
     with_dir, removed_dir = job.folders[case.with_cause.label], job.folders[case.removed.label]
-    with_step, removed_step = measured_step_ns(with_dir), measured_step_ns(removed_dir)
+    (with_step, with_windows), (removed_step, removed_windows) = (
+        _steps(_window_lengths(folder), folder) for folder in (with_dir, removed_dir)
+    )
     gain = measured_gain(with_step, removed_step)
-    with_windows, removed_windows = window_steps_ns(with_dir), window_steps_ns(removed_dir)
     analysis = analyze_json(with_dir, link_gbps=case.link_gbps)
     check = check_findings(analysis, cause=case.cause, ranks=case.ranks, gain=gain)
     return CaseRun(
@@ -974,6 +1005,7 @@ def run_case(
         removed_dir=str(removed_dir),
         analyze_command=analyze_command(with_dir, link_gbps=case.link_gbps),
         wall_s=job.wall_s,
+        total_s=time.monotonic() - started,
         load_average=job.load_average,
         background_cpu_ratio=job.background_cpu_ratio,
         run_queue_ratio=job.run_queue_ratio,

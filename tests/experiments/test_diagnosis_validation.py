@@ -232,6 +232,7 @@ def _run(
         removed_dir="r",
         analyze_command=["timeline", "analyze", "w", "--json"],
         wall_s=1.0,
+        total_s=2.0,
         load_average=(1.0, 1.0),
         background_cpu_ratio=0.5,
         run_queue_ratio=run_queue,
