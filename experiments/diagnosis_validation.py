@@ -226,7 +226,7 @@ CASES: dict[str, Case] = {
             ranks=None,
             with_cause=Phase("with", bucket_mb=0.01),
             removed=Phase("removed", bucket_mb=1.0),
-            injection="DDP bucket_cap_mb=0.01: one all-reduce per parameter (latency-bound small ones)",
+            injection="DDP bucket_cap_mb=0.01: one all-reduce per layer, 24 of 66 KB a step (latency-bound)",
             removal="bucket_cap_mb=1, the best cap of a measured sweep",
             model=Model(inputs=128, hidden=128, layers=24),
         ),
