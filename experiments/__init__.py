@@ -9,6 +9,7 @@ shipped: ``pyproject.toml`` installs ``timeline`` and ``cli`` only. Run them fro
   again with it removed, checking ``timeline analyze``'s findings against the measured gain
   (``docs/diagnosis-validation.md``);
 - :mod:`experiments.netns`: the two namespaces, the veth pair and the ``tc`` rate both use;
+- :mod:`experiments.ranks`: joining the 2-rank gloo group and switching conditions between windows;
 - :mod:`experiments.seed_simulator`: the seed paper's simulator on its released backward profiles
   (``docs/whatif.md`` §8).
 """

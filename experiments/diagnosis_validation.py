@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gzip
 import os
 import re
@@ -50,7 +51,6 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ from typing import Any
 import msgspec
 
 from experiments.netns import Link, experiment_unavailable, rate_bps, terminate_cleanly
+from experiments.ranks import drive, join_gloo, wait_for_parent
 
 __all__ = [
     "BUSY_RATIO",
@@ -491,10 +492,6 @@ class _JobSpec:
         return any(p.rate is not None for p in self.phases)
 
 
-def _phase_files(out: Path, k: int) -> tuple[Path, Path]:
-    return out / f".window{k}.done", out / f".window{k}.go"
-
-
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -524,25 +521,11 @@ def _run_job(spec: _JobSpec, link: Link | None) -> None:
             command = ["ip", "netns", "exec", link.namespaces[rank], *command]
         # a session of its own: with autogroup scheduling, the rank's nice value then counts
         processes.append(subprocess.Popen(command, env=env, cwd=_REPO, start_new_session=True))
-    deadline = time.monotonic() + spec.timeout_s
-    try:
-        for k in range(spec.windows - 1 if link is not None else 0):
-            done, go = _phase_files(out, k)
-            while not done.exists():
-                if any(p.poll() not in (None, 0) for p in processes) or time.monotonic() > deadline:
-                    raise RuntimeError(f"validation: the job stopped or timed out in window {k}")
-                time.sleep(0.02)
-            link.shape(spec.phases[(k + 1) % len(spec.phases)].rate or _FAST_RATE)  # type: ignore[union-attr]
-            go.touch()
-        for process in processes:
-            code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
-            if code != 0:
-                raise RuntimeError(f"validation: a rank exited with code {code} (its error is above)")
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+    switches = []
+    if link is not None:  # the next window's rate, at the end of each window
+        rates = [spec.phases[(k + 1) % len(spec.phases)].rate or _FAST_RATE for k in range(spec.windows - 1)]
+        switches = [functools.partial(link.shape, rate) for rate in rates]
+    drive(processes, out, switches=switches, timeout_s=spec.timeout_s, what="validation")
 
 
 def _split_windows(spec: _JobSpec) -> dict[str, Path]:
@@ -657,19 +640,10 @@ def _worker(args: argparse.Namespace) -> None:
     spec = msgspec.json.decode(args.spec, type=_JobSpec)
     if spec.nice:
         _raise_priority(spec.nice)
-    os.environ.update(
-        MASTER_ADDR=args.master,
-        MASTER_PORT=str(args.port),
-        RANK=str(args.rank),
-        WORLD_SIZE="2",
-        GLOO_SOCKET_IFNAME=args.iface,
+    torch = join_gloo(
+        rank=args.rank, master=args.master, port=args.port, iface=args.iface, timeout_s=spec.timeout_s
     )
-    from timeline.capture import import_torch
-
-    torch = import_torch()
-    torch.set_num_threads(1)
     dist = torch.distributed
-    dist.init_process_group("gloo", rank=args.rank, world_size=2, timeout=timedelta(seconds=spec.timeout_s))
     try:
         train = _Trainer(torch, spec, args.rank)
         for phase in spec.phases:  # one-time costs (allocations, DDP's bucket rebuild) before recording
@@ -757,10 +731,7 @@ def _recorded_windows(spec: _JobSpec, rank: int, train: _Trainer, dist: Any) -> 
 def _between_windows(spec: _JobSpec, rank: int, k: int, dist: Any) -> None:
     """Wait, on a link job, while the parent sets the next window's rate; then meet at a barrier."""
     if spec.link and rank == 0:
-        done, go = _phase_files(Path(spec.out), k)
-        done.touch()
-        while not go.exists():
-            time.sleep(0.01)
+        wait_for_parent(Path(spec.out), k)
     dist.barrier()
 
 

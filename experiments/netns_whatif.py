@@ -35,6 +35,7 @@ it (marked slow, skipped without root or ``ip netns``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -44,7 +45,6 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ from experiments.netns import (
     require_tools,
     terminate_cleanly,
 )
+from experiments.ranks import drive, join_gloo, wait_for_parent
 
 __all__ = [
     "ExperimentConfig",
@@ -127,10 +128,6 @@ class ExperimentResult:
     out: str
 
 
-def _phase_files(out: Path, k: int) -> tuple[Path, Path]:
-    return out / f".phase{k}.done", out / f".phase{k}.go"
-
-
 def _train(link: Link, config: ExperimentConfig, out: Path) -> None:
     """Run the 2-rank job, switching the rate between profiler windows, captured into ``out``."""
     rates = [config.fast, config.slow] * config.pairs
@@ -147,45 +144,19 @@ def _train(link: Link, config: ExperimentConfig, out: Path) -> None:
         path = os.pathsep.join(p for p in (str(_REPO), os.environ.get("PYTHONPATH")) if p)
         env = {**os.environ, "KINETO_LOG_LEVEL": "6", "PYTHONPATH": path}
         processes.append(subprocess.Popen(command, env=env))
-    deadline = time.monotonic() + config.timeout_s
-    try:
-        for k, rate in enumerate(rates[1:]):
-            done, go = _phase_files(out, k)
-            while not done.exists():
-                if any(p.poll() not in (None, 0) for p in processes) or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"experiment: the job stopped or timed out in window {k} (its error is above)"
-                    )
-                time.sleep(0.05)
-            link.shape(rate)
-            go.touch()
-        for process in processes:
-            code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
-            if code != 0:
-                raise RuntimeError(f"experiment: a rank exited with code {code} (its error is above)")
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+    switches = [functools.partial(link.shape, rate) for rate in rates[1:]]
+    drive(processes, out, switches=switches, timeout_s=config.timeout_s, what="experiment")
 
 
 def _worker(args: argparse.Namespace) -> None:
     """One rank of the experiment's training job (runs inside a namespace)."""
     config = ExperimentConfig(**json.loads(args.config))
-    os.environ.update(
-        MASTER_ADDR=args.master,
-        MASTER_PORT=str(args.port),
-        RANK=str(args.rank),
-        WORLD_SIZE="2",
-        GLOO_SOCKET_IFNAME=args.iface,
+    torch = join_gloo(
+        rank=args.rank, master=args.master, port=args.port, iface=args.iface, timeout_s=config.timeout_s
     )
-    from timeline.capture import capture, import_torch
+    from timeline.capture import capture
 
-    torch = import_torch()
-    torch.set_num_threads(1)
     dist = torch.distributed
-    dist.init_process_group("gloo", rank=args.rank, world_size=2, timeout=timedelta(seconds=config.timeout_s))
     try:
         torch.manual_seed(0)
         nn = torch.nn
@@ -214,10 +185,7 @@ def _worker(args: argparse.Namespace) -> None:
                 if k == windows - 1:
                     break
                 if args.rank == 0:  # the parent changes the rate while both ranks wait here
-                    done, go = _phase_files(out, k)
-                    done.touch()
-                    while not go.exists():
-                        time.sleep(0.01)
+                    wait_for_parent(out, k)
                 dist.barrier()
         dist.barrier()
     finally:
