@@ -165,8 +165,11 @@ class Case:
     injection: str
     removal: str
     model: Model = field(default_factory=Model)
-    quick: bool = True
-    """Runs without namespaces (and so in the test suite)."""
+
+    @property
+    def quick(self) -> bool:
+        """Whether it runs without namespaces (and so without root, in the test suite)."""
+        return all(phase.rate is None for phase in self.phases)
 
     @property
     def link_gbps(self) -> float | None:
@@ -239,7 +242,6 @@ CASES: dict[str, Case] = {
             removed=Phase("removed", rate=_FAST_RATE),
             injection=f"the veth link between the two ranks' namespaces limited to {_SLOW_RATE} (tc tbf)",
             removal=f"the same link at {_FAST_RATE}",
-            quick=False,
         ),
     )
 }
@@ -823,6 +825,8 @@ class CaseRun:
     case: str
     cause: str
     ranks: list[int] | None
+    injection: str
+    removal: str
     repetition: int
     with_step_ns: float
     removed_step_ns: float
@@ -957,6 +961,8 @@ def run_case(
         case=case.name,
         cause=case.cause,
         ranks=None if case.ranks is None else list(case.ranks),
+        injection=case.injection,
+        removal=case.removal,
         repetition=repetition,
         with_step_ns=with_step,
         removed_step_ns=removed_step,
@@ -1127,23 +1133,36 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _usage_problem(args: argparse.Namespace, names: Sequence[str]) -> str | None:
+    """Return what is wrong with the command line (checked before anything runs), or None."""
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        return f"unknown case {', '.join(unknown)}; known: {', '.join(CASES)}"
+    if min(args.repeat, args.pairs, args.active) < 1:
+        return "--repeat, --pairs and --active must be at least 1"
+    if args.nice is not None and args.nice < 0 and os.geteuid() != 0:
+        return f"--nice {args.nice}: a negative nice value needs root"
+    for name in [] if args.bucket_sweep else names:
+        why = unavailable(CASES[name])
+        if why is not None:
+            return f"case {name} {why}; leave it out of --cases"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: run the cases, print the table, write the JSON; exit 1 when a run fails."""
     args = _parser().parse_args(argv)
     if args.worker:
         _worker(args)
         return 0
+    names = [n.strip() for n in args.cases.split(",") if n.strip()]
+    problem = _usage_problem(args, names)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="timeline-diagnosis-"))
     if args.bucket_sweep:
         return _main_sweep(args, out)
-    names = [n.strip() for n in args.cases.split(",") if n.strip()]
-    unknown = [n for n in names if n not in CASES]
-    if unknown:
-        print(f"error: unknown case {', '.join(unknown)}; known: {', '.join(CASES)}", file=sys.stderr)
-        return 2
-    if min(args.repeat, args.pairs, args.active) < 1:
-        print("error: --repeat, --pairs and --active must be at least 1", file=sys.stderr)
-        return 2
     runs: list[CaseRun] = []
     for repetition in range(args.repeat):  # interleaved: each case once, then each again
         for name in names:

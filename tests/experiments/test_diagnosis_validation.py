@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from experiments import diagnosis_validation as validation
 from experiments.diagnosis_validation import (
     BUSY_RATIO,
     CASES,
@@ -213,6 +214,8 @@ def _run(
         case=case,
         cause=CASES[case].cause,
         ranks=None,
+        injection=CASES[case].injection,
+        removal=CASES[case].removal,
         repetition=2,
         with_step_ns=60_180_000.0,
         removed_step_ns=20_330_000.0,
@@ -265,6 +268,22 @@ def test_report_table() -> None:
     ]  # fmt: skip
     assert lines[3] == f"input_stall #2: {stall}"
     assert len(lines) == 4
+
+
+def test_command_line_refuses_what_it_cannot_run_before_running_anything(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[str] = []
+    monkeypatch.setattr(validation, "run_case", lambda case, *a, **k: ran.append(case.name))
+    assert validation.main(["--cases", "straggler,nope"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown case nope; known: straggler, straggler_input,")
+    assert validation.main(["--cases", "straggler", "--pairs", "0"]) == 2
+    assert capsys.readouterr().err == "error: --repeat, --pairs and --active must be at least 1\n"
+    monkeypatch.setattr(validation, "experiment_unavailable", lambda: "needs root (ip netns, tc)")
+    assert validation.main(["--cases", "straggler,slow_link"]) == 2
+    refused = "error: case slow_link needs root (ip netns, tc); leave it out of --cases\n"
+    assert capsys.readouterr().err == refused
+    assert ran == []
 
 
 def _findings_in_analyze() -> bool:
