@@ -9,6 +9,7 @@ the findings check against every way a finding can miss. The acceptance test run
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import statistics
@@ -286,6 +287,7 @@ def test_command_line_refuses_what_it_cannot_run_before_running_anything(
     assert ran == []
 
 
+@functools.cache
 def _findings_in_analyze() -> bool:
     """Whether ``timeline analyze --json`` prints ``findings`` (the diagnosis engine has landed)."""
     return "findings" in analyze_json(SAMPLES / "ddp_gloo", link_gbps=None)
