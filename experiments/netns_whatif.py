@@ -25,6 +25,9 @@ What it does:
    both self-replay errors and the reverse prediction (fast from slow);
 4. always deletes the namespaces (and with them the veth pair), even on failure.
 
+The namespaces, the veth pair and the rate limits are :mod:`experiments.netns`'s, shared with
+:mod:`experiments.diagnosis_validation`.
+
 The results are recorded in ``docs/whatif.md``; ``tests/experiments/test_netns_whatif.py`` runs
 it (marked slow, skipped without root or ``ip netns``).
 """
@@ -32,22 +35,29 @@ it (marked slow, skipped without root or ``ip netns``).
 from __future__ import annotations
 
 import argparse
-import contextlib
+import functools
 import json
 import os
 import re
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+from experiments.netns import (
+    Link,
+    MissingToolError,
+    experiment_unavailable,
+    missing_tools,
+    rate_bps,
+    require_tools,
+    terminate_cleanly,
+)
+from experiments.ranks import drive, join_gloo, wait_for_parent
 
 __all__ = [
     "ExperimentConfig",
@@ -63,10 +73,6 @@ __all__ = [
 
 _REPO = Path(__file__).resolve().parents[1]
 """The repository root: the workers run ``python -m experiments.netns_whatif`` from a path that has it."""
-_TOOLS = {"ip": "iproute2", "tc": "iproute2"}
-"""The commands the experiment runs, and the Debian package that provides each."""
-_RATE = re.compile(r"(?P<value>[0-9]*\.?[0-9]+)\s*(?P<unit>kbit|mbit|gbit)", re.IGNORECASE)
-_SCALE = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 
 
 @dataclass(frozen=True)
@@ -122,149 +128,7 @@ class ExperimentResult:
     out: str
 
 
-def rate_bps(rate: str) -> float:
-    """Return bit/s of a tc rate such as ``1gbit``, ``200mbit``, ``500kbit``."""
-    match = _RATE.fullmatch(rate.strip())
-    if match is None:
-        raise ValueError(f"{rate!r}: write a tc rate such as 1gbit, 200mbit or 500kbit")
-    return float(match["value"]) * _SCALE[match["unit"].lower()]
-
-
-class MissingToolError(RuntimeError):
-    """A command the experiment needs is not installed; the message names the Debian package."""
-
-
-def missing_tools() -> dict[str, str]:
-    """Return the commands the experiment needs that are not on ``PATH``, with their Debian package."""
-    return {tool: package for tool, package in _TOOLS.items() if shutil.which(tool) is None}
-
-
-def _missing_message(missing: dict[str, str]) -> str:
-    packages = " ".join(sorted(set(missing.values())))
-    return f"needs {', '.join(sorted(missing))} (not on PATH): install the Debian package {packages}"
-
-
-def require_tools() -> None:
-    """Check that the commands the experiment runs exist; it never installs them.
-
-    Raises
-    ------
-    MissingToolError
-        One is missing; the message says which Debian package to install (``apt-get install iproute2``).
-    """
-    missing = missing_tools()
-    if missing:
-        raise MissingToolError(f"experiment: {_missing_message(missing)}")
-
-
-def experiment_unavailable() -> str | None:
-    """Return why the experiment cannot run here (not root, no ``ip``/``tc``, no torch), or None."""
-    if sys.platform != "linux":
-        return "needs Linux network namespaces"
-    missing = missing_tools()
-    if missing:
-        return _missing_message(missing)
-    if os.geteuid() != 0:
-        return "needs root (ip netns, tc)"
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return "needs torch: pip install 'timeline[torch]'"
-    probe = f"tlwiprobe{os.getpid()}"
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, check=False)
-    if made.returncode != 0:
-        return f"ip netns add fails here: {made.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, check=False)
-    return None
-
-
-def _run(*args: str) -> None:
-    done = subprocess.run(list(args), capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)}: {done.stderr.strip()}")
-
-
-class _Link:
-    """Two namespaces joined by a veth pair; deleted on exit."""
-
-    def __init__(self) -> None:
-        tag = os.getpid() % 100_000
-        self.namespaces = (f"tlwi{tag}a", f"tlwi{tag}b")
-        self.devices = (f"tlwi{tag}a", f"tlwi{tag}b")
-        subnet = 1 + tag % 250
-        self.addresses = (f"10.213.{subnet}.1", f"10.213.{subnet}.2")
-
-    def __enter__(self) -> _Link:
-        try:
-            for ns in self.namespaces:
-                _run("ip", "netns", "add", ns)
-            a, b = self.devices
-            _run("ip", "link", "add", a, "type", "veth", "peer", "name", b)
-            for ns, dev, address in zip(self.namespaces, self.devices, self.addresses, strict=True):
-                _run("ip", "link", "set", dev, "netns", ns)
-                _run("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", dev)
-                _run("ip", "-n", ns, "link", "set", dev, "up")
-                _run("ip", "-n", ns, "link", "set", "lo", "up")
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Delete both namespaces (the veth pair goes with them)."""
-        for ns in self.namespaces:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
-
-    def shape(self, rate: str) -> None:
-        """Limit both directions to ``rate`` with a token bucket filter."""
-        burst = max(32 * 1024, int(rate_bps(rate) / 8 * 0.002))
-        for ns, dev in zip(self.namespaces, self.devices, strict=True):
-            _run(
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "tc",
-                "qdisc",
-                "replace",
-                "dev",
-                dev,
-                "root",
-                "tbf",
-                "rate",
-                rate,
-                "burst",
-                str(burst),
-                "latency",
-                "50ms",
-            )
-
-
-@contextlib.contextmanager
-def _terminate_cleanly() -> Iterator[None]:
-    """Turn SIGTERM into an exception while the namespaces exist, so that they are always deleted."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _phase_files(out: Path, k: int) -> tuple[Path, Path]:
-    return out / f".phase{k}.done", out / f".phase{k}.go"
-
-
-def _train(link: _Link, config: ExperimentConfig, out: Path) -> None:
+def _train(link: Link, config: ExperimentConfig, out: Path) -> None:
     """Run the 2-rank job, switching the rate between profiler windows, captured into ``out``."""
     rates = [config.fast, config.slow] * config.pairs
     link.shape(rates[0])
@@ -280,45 +144,19 @@ def _train(link: _Link, config: ExperimentConfig, out: Path) -> None:
         path = os.pathsep.join(p for p in (str(_REPO), os.environ.get("PYTHONPATH")) if p)
         env = {**os.environ, "KINETO_LOG_LEVEL": "6", "PYTHONPATH": path}
         processes.append(subprocess.Popen(command, env=env))
-    deadline = time.monotonic() + config.timeout_s
-    try:
-        for k, rate in enumerate(rates[1:]):
-            done, go = _phase_files(out, k)
-            while not done.exists():
-                if any(p.poll() not in (None, 0) for p in processes) or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"experiment: the job stopped or timed out in window {k} (its error is above)"
-                    )
-                time.sleep(0.05)
-            link.shape(rate)
-            go.touch()
-        for process in processes:
-            code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
-            if code != 0:
-                raise RuntimeError(f"experiment: a rank exited with code {code} (its error is above)")
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+    switches = [functools.partial(link.shape, rate) for rate in rates[1:]]
+    drive(processes, out, switches=switches, timeout_s=config.timeout_s, what="experiment")
 
 
 def _worker(args: argparse.Namespace) -> None:
     """One rank of the experiment's training job (runs inside a namespace)."""
     config = ExperimentConfig(**json.loads(args.config))
-    os.environ.update(
-        MASTER_ADDR=args.master,
-        MASTER_PORT=str(args.port),
-        RANK=str(args.rank),
-        WORLD_SIZE="2",
-        GLOO_SOCKET_IFNAME=args.iface,
+    torch = join_gloo(
+        rank=args.rank, master=args.master, port=args.port, iface=args.iface, timeout_s=config.timeout_s
     )
-    from timeline.capture import capture, import_torch
+    from timeline.capture import capture
 
-    torch = import_torch()
-    torch.set_num_threads(1)
     dist = torch.distributed
-    dist.init_process_group("gloo", rank=args.rank, world_size=2, timeout=timedelta(seconds=config.timeout_s))
     try:
         torch.manual_seed(0)
         nn = torch.nn
@@ -347,10 +185,7 @@ def _worker(args: argparse.Namespace) -> None:
                 if k == windows - 1:
                     break
                 if args.rank == 0:  # the parent changes the rate while both ranks wait here
-                    done, go = _phase_files(out, k)
-                    done.touch()
-                    while not go.exists():
-                        time.sleep(0.01)
+                    wait_for_parent(out, k)
                 dist.barrier()
         dist.barrier()
     finally:
@@ -392,7 +227,7 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str]) -> Exp
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     run_dir = root / "run"
-    with _terminate_cleanly(), _Link() as link:
+    with terminate_cleanly(), Link("tlwi") as link:
         _train(link, config, run_dir)
     fast_gbps, slow_gbps = rate_bps(config.fast) / 1e9, rate_bps(config.slow) / 1e9
     windows = _windows_by_phase(run_dir)
