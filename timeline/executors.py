@@ -102,15 +102,24 @@ class LocalExecutor:
             for _ in range(helpers):
                 self._started.submit(preload_module, preload)
 
+    @property
+    def started(self) -> bool:
+        """Whether helper processes were started (:meth:`start`) and wait for the next :meth:`map`."""
+        return self._started is not None
+
+    def stop(self) -> None:
+        """Stop helper processes started for a :meth:`map` that did not come (nothing if none)."""
+        if self._started is not None:
+            self._started.shutdown(wait=False, cancel_futures=True)
+            self._started = None
+
     def map(
         self, fn: Callable[[T], R], items: Sequence[T], *, progress: TaskProgress | None = None
     ) -> Iterator[R]:
         """Yield ``fn(item)`` for every item, in order; the first failing item, in order, raises."""
         total = len(items)
         if self.workers == 1 or total <= 1 or not can_spawn():
-            if self._started is not None:  # started for nothing: one item runs here
-                self._started.shutdown(wait=False, cancel_futures=True)
-                self._started = None
+            self.stop()  # helpers started for nothing: one item runs here
             for done, item in enumerate(items, 1):
                 result = fn(item)
                 if progress:

@@ -25,7 +25,9 @@ __all__ = [
     "pools_started",
     "preload_module",
     "process_pool",
+    "release_at_exit",
     "spawn_context",
+    "stop_workers",
     "worker_environment",
     "worker_settings",
 ]
@@ -82,6 +84,37 @@ def process_pool(processes: int) -> ProcessPoolExecutor:
 def pools_started() -> int:
     """How many process pools this process has started (their clean-up at exit matters)."""
     return _pools_started
+
+
+def stop_workers(timeout_s: float = 10.0) -> None:
+    """Terminate the worker processes this process started, and wait for them (at most ``timeout_s`` each).
+
+    For a command that is done (its workers idle, or tearing down) or interrupted (their tasks no
+    longer wanted): it goes on, or exits, without waiting for them to finish.
+    """
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    for child in children:
+        child.join(timeout_s)
+
+
+def release_at_exit() -> bool:
+    """Stop the workers and release what their pools hold, for a process about to end with ``os._exit``.
+
+    A pool's queues hold named semaphores, which multiprocessing unlinks at a normal exit (its
+    exit finalizers); ended without them, its resource tracker warns about each one on stderr. Runs
+    those finalizers (``multiprocessing.util._run_finalizers``, what a normal exit runs first); returns
+    False, having done nothing, where this Python has no such function (the caller exits normally).
+    """
+    from multiprocessing import util
+
+    run_finalizers = getattr(util, "_run_finalizers", None)
+    if run_finalizers is None:
+        return False
+    stop_workers()
+    run_finalizers(0)  # the finalizers a normal exit runs before it joins the workers: the semaphores
+    return True
 
 
 def preload_module(name: str) -> None:
