@@ -54,7 +54,6 @@ from timeline.importers.kineto import (
     finish_columns,
     finish_kineto,
 )
-from timeline.importers.repair import nesting_error
 from timeline.importers.result import FileResult, ImportOptions
 
 if TYPE_CHECKING:
@@ -108,6 +107,16 @@ def _open(path: Path, source: str | None = None) -> Iterator[TraceText]:
     """Open ``path`` for reading its text (gzip recognised by its magic number), within the limits."""
     with TraceText(path, source=source) as handle:
         yield handle
+
+
+def _nesting_error(source: str) -> TraceFormatError:
+    """Return :func:`~timeline.importers.repair.nesting_error`, imported for damaged input only.
+
+    Its module's regexes take milliseconds to compile, at every start of a process reading a trace.
+    """
+    from timeline.importers.repair import nesting_error
+
+    return nesting_error(source)
 
 
 def read_head(path: Path, *, size: int = 4096) -> bytes:
@@ -179,7 +188,7 @@ def _read_header(handle: io.RawIOBase, source: str, position: _Position) -> tupl
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             parsed = None  # damaged metadata: the events may still be fine
         except RecursionError:
-            raise nesting_error(source) from None
+            raise _nesting_error(source) from None
         if isinstance(parsed, dict):
             metadata.update(parsed)
     rest = head[bracket + 1 :]
@@ -220,7 +229,7 @@ def _decode_tail(
     except msgspec.DecodeError as exc:
         message = str(exc)
     except RecursionError:
-        raise nesting_error(source) from None
+        raise _nesting_error(source) from None
     else:
         return decode_events(text, source, repairs=repairs), {}
     trailing = _TRAILING.search(message)
@@ -236,7 +245,7 @@ def _decode_tail(
                 warnings.append(f"{source}: unreadable metadata after traceEvents ignored")
                 parsed = None
             except RecursionError:
-                raise nesting_error(source) from None
+                raise _nesting_error(source) from None
             if isinstance(parsed, dict):
                 metadata = parsed
         return events, metadata
@@ -467,7 +476,7 @@ def _too_long(buffer: bytearray, end: int, source: str, position: _Position) -> 
             if "truncated" not in message and "trailing characters" not in message:
                 return _malformed(message, source, position)
         except RecursionError:
-            return nesting_error(source)
+            return _nesting_error(source)
     line, col = position.locate(0)
     msg = (
         f"{source}:{line}:{col}: no end of an event in the {size_text(MAX_EVENT_BYTES)} of text from "
