@@ -6,6 +6,7 @@ one large trace (:mod:`timeline.importers.stream`): :func:`process_pool` is the 
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -19,6 +20,7 @@ from multiprocessing.context import SpawnContext
 from pathlib import Path
 
 __all__ = [
+    "GC_THRESHOLDS",
     "WORKER_MALLOC_ENV",
     "can_spawn",
     "polars_threads",
@@ -30,6 +32,7 @@ __all__ = [
     "stop_workers",
     "worker_environment",
     "worker_settings",
+    "worker_started",
 ]
 
 # glibc malloc settings of worker processes. A task allocates and frees a few hundred MB (decompressed
@@ -41,6 +44,10 @@ WORKER_MALLOC_ENV = {
     "MALLOC_TRIM_THRESHOLD_": str(1 << 32),
     "MALLOC_TOP_PAD_": str(64 << 20),
 }
+
+
+GC_THRESHOLDS = (50_000, 20, 20)
+"""The garbage collector's thresholds of a command and of its workers (``gc.set_threshold``)."""
 
 
 def polars_threads(processes: int) -> int:
@@ -74,11 +81,22 @@ def process_pool(processes: int) -> ProcessPoolExecutor:
     """Return a pool of ``processes`` spawned worker processes: the one way timeline starts workers.
 
     Start them inside :func:`worker_environment` (they copy the environment when they start, on the
-    first submissions).
+    first submissions). Each worker first sets the garbage collector as the command line does
+    (:func:`worker_started`).
     """
     global _pools_started
     _pools_started += 1
-    return ProcessPoolExecutor(max_workers=processes, mp_context=spawn_context())
+    return ProcessPoolExecutor(max_workers=processes, mp_context=spawn_context(), initializer=worker_started)
+
+
+def worker_started() -> None:
+    """Set up a worker process before its first task: the collector's thresholds of the command line.
+
+    Importing polars and decoding traces allocate many long-lived objects and few cycles; the
+    default first-generation threshold (700) runs dozens of collections for nothing while a worker
+    imports polars.
+    """
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def pools_started() -> int:
