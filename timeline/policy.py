@@ -16,6 +16,7 @@ way: only time and memory differ).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -131,14 +132,15 @@ def reads_in_halves(paths: Sequence[str | Path], *, workers: int | None = None) 
 
     For a single Kineto trace decoded in chunks (:func:`decoding_of`: from
     :data:`STREAM_SERIAL_MIN_BYTES` of text; larger ones go rank by rank), with ``workers`` (default:
-    the cores) of two or more: a helper process started first thing imports polars while this one
-    does, then decodes the first half of the text while this one decodes the second. Loading is done
-    in one process otherwise (the results are the same either way).
+    the cores) of two or more, in a process that has not imported polars yet: a helper process
+    started then imports polars while this one does (its start, about 0.25 s, is hidden), then
+    decodes the first half of the text while this one decodes the second. Loading is done in one
+    process otherwise (the results are the same either way).
     """
     from timeline.importers.files import sniff_path
     from timeline.inputs import expand_paths
 
-    if (workers or os.cpu_count() or 1) < 2:
+    if (workers or os.cpu_count() or 1) < 2 or _polars_imported():
         return False
     try:
         files = expand_paths(paths)
@@ -147,6 +149,11 @@ def reads_in_halves(paths: Sequence[str | Path], *, workers: int | None = None) 
         return sniff_path(files[0]) == "kineto"
     except TimelineError:
         return False  # the load reports it
+
+
+def _polars_imported() -> bool:
+    """Whether this process imported polars already (a helper started now would start alone)."""
+    return "polars" in sys.modules
 
 
 def small_input(paths: Sequence[Path]) -> bool:

@@ -371,6 +371,8 @@ def test_the_policy_reads_one_mid_size_kineto_trace_in_halves(
     one.write_bytes(text)
     monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", len(text))
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert not timeline.policy.reads_in_halves([one])  # polars is imported here: the helper would start alone
+    monkeypatch.setattr(timeline.policy, "_polars_imported", lambda: False)  # as in a command, before it
     assert timeline.policy.reads_in_halves([one])
     assert timeline.policy.reads_in_halves([one.parent])
     assert not timeline.policy.reads_in_halves([one], workers=1)
@@ -395,6 +397,7 @@ def test_the_analysis_of_one_trace_reads_it_in_halves_with_the_same_results(
     inputs = Inputs(paths=[str(path)])
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(timeline.policy, "_polars_imported", lambda: False)  # as in a command
     halves: list[FileResult | None] = []
     original = timeline.importers.stream._parse_halves
 
