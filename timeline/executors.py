@@ -108,10 +108,31 @@ class LocalExecutor:
         return self._started is not None
 
     def stop(self) -> None:
-        """Stop helper processes started for a :meth:`map` that did not come (nothing if none)."""
+        """Stop the helper processes started (:meth:`start`), once their tasks are done (nothing if none).
+
+        Tasks already handed to them (:meth:`submit`) still run; this process does not wait for them.
+        """
         if self._started is not None:
             self._started.shutdown(wait=False, cancel_futures=True)
             self._started = None
+
+    def submit(self, fn: Callable[[T], R], item: T) -> Future[R]:
+        """Hand ``fn(item)`` to the helpers started (:meth:`start`): a helper runs it once it is ready.
+
+        For work shared with this process outside :meth:`map` (one trace decoded in two halves);
+        :meth:`stop` ends the helpers when it is done.
+
+        Raises
+        ------
+        RuntimeError
+            No helper was started.
+        BrokenProcessPool
+            The helpers died.
+        """
+        if self._started is None:
+            raise RuntimeError("LocalExecutor.submit: no helper started (LocalExecutor.start)")
+        with worker_environment(polars_threads(self.workers), task=fn):
+            return self._started.submit(fn, item)
 
     def map(
         self, fn: Callable[[T], R], items: Sequence[T], *, progress: TaskProgress | None = None

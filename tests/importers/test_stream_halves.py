@@ -11,10 +11,11 @@ from __future__ import annotations
 import gzip
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
+from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
 from polars.testing import assert_frame_equal
@@ -51,33 +52,53 @@ TARGET = TRACES / "kineto" / "hta_df_index_resolver" / "df_index_resolver.json.g
 OPTIONS = {"all": ImportOptions(), "overlap_only": ImportOptions(overlap_only=True)}
 
 
-class HereExecutor:
-    """Runs the halves one after the other in this process, recording what each gave."""
+class Helper:
+    """A stand-in for a started :class:`LocalExecutor`: its helper takes the half it is handed at once
+    (``ready``), or only once this process is done (``ready=False``: busy, or slow to start)."""
 
-    name = "here"
-
-    def __init__(self) -> None:
+    def __init__(self, *, ready: bool = True) -> None:
+        self.ready = ready
         self.results: list[Any] = []
+        self.waiting: list[tuple[Callable[[Any], Any], Any, Future[Any]]] = []
+        self.stopped = False
 
-    def map(
-        self, fn: Callable[[T], R], items: Sequence[T], *, progress: Callable[[int, int], None] | None = None
-    ) -> Iterator[R]:
-        for item in items:
-            result = fn(item)
-            self.results.append(result)
-            yield result
+    def submit(self, fn: Callable[[T], R], item: T) -> Future[R]:
+        future: Future[R] = Future()
+        self.waiting.append((fn, item, future))
+        if self.ready:
+            self._run()
+        return future
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._run()  # what was handed over still runs, late
+
+    def _run(self) -> None:
+        for fn, item, future in self.waiting:
+            try:
+                result = fn(item)
+            except Exception as exc:
+                self.results.append(exc)
+                future.set_exception(exc)
+            else:
+                self.results.append(result)
+                future.set_result(result)
+        self.waiting = []
 
 
-class BrokenExecutor:
-    """A helper that died: its task fails as a dead process's does."""
+class BrokenHelper:
+    """A helper that died: handing it a task fails as a broken pool does."""
 
-    name = "broken"
-
-    def map(
-        self, fn: Callable[[T], R], items: Sequence[T], *, progress: Callable[[int, int], None] | None = None
-    ) -> Iterator[R]:
+    def submit(self, fn: Callable[[T], R], item: T) -> Future[R]:
         raise BrokenProcessPool("A process in the process pool was terminated abruptly")
-        yield  # pragma: no cover - a generator, as an executor's map is
+
+    def stop(self) -> None:
+        pass
+
+
+def _as_executor(helper: Helper | BrokenHelper) -> LocalExecutor:
+    """The stand-in, typed as what it stands in for (it has what the reader uses: submit, stop)."""
+    return cast("LocalExecutor", helper)
 
 
 def _same(expected: FileResult, got: FileResult) -> None:
@@ -91,14 +112,17 @@ def _same(expected: FileResult, got: FileResult) -> None:
     )
 
 
-def _halves(path: Path, options: ImportOptions, chunk_bytes: int | None = None) -> tuple[FileResult, bool]:
-    """Read ``path`` in halves here; return the result and whether it was split (no serial fallback)."""
-    here = HereExecutor()
+def _halves(
+    path: Path, options: ImportOptions, chunk_bytes: int | None = None, *, ready: bool = True
+) -> tuple[FileResult, bool]:
+    """Read ``path`` in halves here; return the result and whether the helper's half split the text."""
+    helper = Helper(ready=ready)
     result = parse_kineto_stream(
-        path, source=str(path), options=options, chunk_bytes=chunk_bytes, helper=here
+        path, source=str(path), options=options, chunk_bytes=chunk_bytes, helper=_as_executor(helper)
     )
-    split = len(here.results) == 2 and all(isinstance(r, HalfResult) and r.split for r in here.results)
-    return result, split
+    assert helper.stopped
+    assert not list(Path(timeline.importers.stream._shared_directory()).glob("timeline-half-*"))
+    return result, ready and [r.split for r in helper.results if isinstance(r, HalfResult)] == [True]
 
 
 def _serial(path: Path, options: ImportOptions, chunk_bytes: int | None = None) -> FileResult:
@@ -186,11 +210,12 @@ def test_a_split_point_inside_an_event_falls_back_to_the_serial_reader(
     serial = _serial(path, ImportOptions(), chunk_bytes=4096)
     inside = text.index('{"b": 2}', len(text) // 2) - 3
     monkeypatch.setattr(timeline.importers.stream, "SPLIT_SHARE", inside / len(text))
-    here = HereExecutor()
     with pytest.raises(timeline.importers.stream._SplitFailedError):
         decode_half(timeline.importers.stream.Half(path, str(path), ImportOptions(), inside, True, 4096))
-    result = parse_kineto_stream(path, source=str(path), chunk_bytes=4096, helper=here)
-    assert here.results == []  # the first half failed: read serially
+    helper = Helper()
+    result = parse_kineto_stream(path, source=str(path), chunk_bytes=4096, helper=_as_executor(helper))
+    [failed] = helper.results  # the first half failed: read serially
+    assert isinstance(failed, timeline.importers.stream._SplitFailedError)
     _same(serial, result)
     assert result.events.height == 300
 
@@ -226,10 +251,10 @@ def test_a_split_point_beyond_the_text_reads_it_all_in_the_first_half(
     monkeypatch.setattr(timeline.importers.stream, "SPLIT_SHARE", 10.0)
     path = tmp_path / "rank3.json.gz"
     path.write_bytes(gzip.compress(stream_trace_text(300, metadata_after=True).encode()))
-    here = HereExecutor()
-    result = parse_kineto_stream(path, source=str(path), chunk_bytes=4096, helper=here)
-    first, second = here.results
-    assert (first.split, second.split, second.frame) == (False, False, None)
+    helper = Helper()
+    result = parse_kineto_stream(path, source=str(path), chunk_bytes=4096, helper=_as_executor(helper))
+    [first] = helper.results
+    assert (first.split, first.taken) == (False, True)
     _same(_serial(path, ImportOptions(), chunk_bytes=4096), result)
 
 
@@ -253,8 +278,8 @@ def test_a_file_cut_off_gives_the_serial_result(tmp_path: Path, where: float) ->
 
 def test_blank_text_and_bytes_after_the_gzip_data_are_noted_once(tmp_path: Path) -> None:
     """Notes come from the half that read to the end: the whole file's, once."""
-    text = stream_trace_text(300, metadata_after=False).encode()
-    at = text.index(b'{"ph"', len(text) // 4)
+    text = stream_trace_text(3000, metadata_after=False).encode()
+    at = text.index(b'{"ph"', len(text) // 10)  # in the first part, which the second half skips
     padded = text[:at] + b" " * (300 * 1024) + text[at:]
     path = tmp_path / "rank3.json.gz"
     path.write_bytes(gzip.compress(padded) + b"job finished\n")
@@ -303,8 +328,22 @@ def test_values_repaired_in_both_halves_are_counted_as_the_serial_reader_counts_
 def test_a_helper_that_fails_leaves_the_file_to_the_serial_reader() -> None:
     path = GPU_HEADER[0]
     options = ImportOptions(overlap_only=True)
-    result = parse_kineto_stream(path, source=str(path), options=options, helper=BrokenExecutor())
+    broken = _as_executor(BrokenHelper())
+    result = parse_kineto_stream(path, source=str(path), options=options, helper=broken)
     _same(_serial(path, options), result)
+
+
+@pytest.mark.parametrize("options", OPTIONS.values(), ids=OPTIONS.keys())
+def test_a_helper_not_started_yet_leaves_both_halves_to_this_process(options: ImportOptions) -> None:
+    """Busy, or slow to start: this process claims the helper's half too; the helper, late, skips it."""
+    path = GPU_HEADER[0]
+    helper = Helper(ready=False)
+    result = parse_kineto_stream(path, source=str(path), options=options, helper=_as_executor(helper))
+    [late] = helper.results  # run once this process was done: the claim was gone
+    assert (late.taken, late.frame) == (False, None)
+    _same(_serial(path, options), result)
+    again, _ = _halves(path, options, ready=False)
+    _same(result, again)
 
 
 def _started_helper() -> LocalExecutor:
@@ -314,22 +353,37 @@ def _started_helper() -> LocalExecutor:
     return helper
 
 
-def test_halves_on_a_helper_process_equal_the_serial_reader() -> None:
-    """The first half's frames come back from the helper process (pickled), the second is read here."""
+def test_a_half_decoded_by_a_helper_process_comes_back_whole() -> None:
+    """Its frames are pickled back from the helper process: the same as decoded here."""
     path = TRACES / "kineto" / "hta_negative_queue_length" / "rank0.json.gz"
     options = ImportOptions(overlap_only=True)
-    spy: list[HalfResult] = []
+    half = timeline.importers.stream.Half(path, str(path), options, 12_000_000, True, 1 << 20)
     helper = _started_helper()
-    original = helper.map
+    try:
+        there = helper.submit(decode_half, half).result(timeout=300)
+    finally:
+        helper.stop()
+    here = decode_half(half)
+    assert (there.split, there.taken, there.gpu, there.kernels) == (
+        here.split,
+        here.taken,
+        here.gpu,
+        here.kernels,
+    )
+    assert here.frame is not None
+    assert there.frame is not None
+    assert here.meta is not None
+    assert there.meta is not None
+    assert_frame_equal(here.frame, there.frame)
+    assert_frame_equal(here.meta, there.meta)
 
-    def recording(fn: Callable[[Any], Any], items: Sequence[Any], **kwargs: Any) -> Iterator[Any]:
-        for result in original(fn, items, **kwargs):
-            spy.append(result)
-            yield result
 
-    helper.map = recording  # type: ignore[method-assign]
+def test_halves_with_a_helper_process_equal_the_serial_reader() -> None:
+    """Whichever process decodes the first half (the helper, or this one if it is not started yet)."""
+    path = TRACES / "kineto" / "hta_negative_queue_length" / "rank0.json.gz"
+    options = ImportOptions(overlap_only=True)
+    helper = _started_helper()
     result = parse_kineto_stream(path, source=str(path), options=options, helper=helper)
-    assert [r.split for r in spy] == [True, True]
     assert not helper.started  # used once: stopped
     _same(_serial(path, options), result)
 

@@ -17,13 +17,13 @@ from timeline.importers.files import ReadLimitError, TextTooLargeError, read_tra
 from timeline.importers.result import FileResult, ImportOptions
 
 if TYPE_CHECKING:
-    from timeline.executors import Executor
+    from timeline.executors import LocalExecutor
 
 __all__ = ["parse_file", "parse_one"]
 
 
 def parse_file(
-    path: Path, options: ImportOptions, *, workers: int = 1, helper: Executor | None = None
+    path: Path, options: ImportOptions, *, workers: int = 1, helper: LocalExecutor | None = None
 ) -> FileResult:
     """Read and parse one file of any supported format.
 
@@ -52,7 +52,7 @@ def parse_file(
 
 
 def _parse_kineto_file(
-    path: Path, source: str, options: ImportOptions, workers: int, helper: Executor | None
+    path: Path, source: str, options: ImportOptions, workers: int, helper: LocalExecutor | None
 ) -> FileResult:
     """Parse a Kineto trace whole, or in chunks from :data:`timeline.policy.STREAM_SERIAL_MIN_BYTES`.
 

@@ -20,6 +20,14 @@ chunks, in order, and the text travels to them through reusable shared-memory sl
 falls inside a string, or damage, makes that reading stop, and the file is read again serially,
 which checks every cut and locates damage as FILE:LINE:COL.
 
+With a ``helper`` (a started :class:`~timeline.executors.LocalExecutor`), the text is read in two
+halves (:func:`decode_half`): the helper decodes it up to the first ``}, {`` past
+:data:`SPLIT_SHARE` of it, this process decompresses and skips that part and decodes the rest, each
+as the serial reader does, and the frames are put one after the other. The first half must end where
+the array closes (its ``}`` ends an event); if not, damage, or a helper that fails, the file is read
+again serially. A helper not started on its half when this process is done with its own leaves it to
+this process (whichever claims it first decodes it).
+
 With :attr:`ImportOptions.overlap_only`, a trace's CPU operators are skipped only if it holds GPU
 kernels, which a profiler writes after its CPU operators: a chunk cannot tell by itself. The header
 does: a trace whose ``deviceProperties`` list a GPU is read as one with kernels from its first chunk
@@ -36,7 +44,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +65,7 @@ from timeline.importers.kineto import (
 from timeline.importers.result import FileResult, ImportOptions
 
 if TYPE_CHECKING:
-    from timeline.executors import Executor
+    from timeline.executors import LocalExecutor
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
@@ -618,7 +626,7 @@ def parse_kineto_stream(
     chunk_bytes: int | None = None,
     workers: int = 1,
     spare_core: bool = True,
-    helper: Executor | None = None,
+    helper: LocalExecutor | None = None,
 ) -> FileResult:
     """Parse a Kineto trace of any size in chunks, with memory bounded by the chunk size.
 
@@ -644,9 +652,10 @@ def parse_kineto_stream(
     helper
         A :class:`~timeline.executors.LocalExecutor` whose helper process is already started
         (:meth:`~timeline.executors.LocalExecutor.start`, importing this module): the text is
-        decoded in two halves, the first by the helper, the second here, each as the serial reader
-        does (:func:`decode_half`). Used once (the executor stops its helper when done). Where the
-        halves do not decode, or the helper fails, the file is read serially.
+        decoded in two halves, the first (:data:`SPLIT_SHARE`) by the helper, or here if it has not
+        started it when the second is done, each as the serial reader does (:func:`decode_half`).
+        Used once: its helper is stopped when done. Where the halves do not decode, or the helper
+        fails, the file is read serially.
 
     Returns
     -------
@@ -808,10 +817,12 @@ def _read_events(
         end = 1 + end - rest
 
 
-SPLIT_SHARE = 0.5
+SPLIT_SHARE = 0.4
 """Where the text of a trace read in two halves (:func:`parse_kineto_stream` with a ``helper``) is
-split, as a share of its size: the first half goes to the helper, the second is read here after
-decompressing (and skipping) the first."""
+split, as a share of its size: the first part goes to the helper, the rest is read here after
+decompressing (and skipping) the first. Less than half: the helper, started with the command, is
+ready a little after this process (both import polars), and this process decodes the rest of the
+file, if the helper has not started it, in any case."""
 _PARTIAL_BOUNDARY = re.compile(rb"\s*(?:,\s*)?")
 
 
@@ -968,6 +979,9 @@ class Half:
     """The text offset from which the split point is looked for."""
     first: bool
     chunk_bytes: int
+    claim: str | None = None
+    """A file whose removal claims the half (:func:`_claimed`): the helper's first half is taken by
+    whichever process claims it first (this one, done with its own half before the helper started)."""
 
 
 @dataclass
@@ -989,6 +1003,8 @@ class HalfResult:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """What reading the text met (:meth:`TraceText.notes`); the half that read to the end has the whole's."""
+    taken: bool = True
+    """False: the half's claim was taken by the other process first, and the half was not read."""
 
 
 def decode_half(half: Half) -> HalfResult:
@@ -1003,6 +1019,8 @@ def decode_half(half: Half) -> HalfResult:
     TimelineError
         Bad input; the caller reads the file serially, which reports it.
     """
+    if half.claim is not None and not _claimed(half.claim):
+        return HalfResult(frame=None, meta=None, split=False, taken=False)
     warnings: list[str] = []
     position = _Position(half.path)
     with _open(half.path, half.source) as handle:
@@ -1040,22 +1058,51 @@ def decode_half(half: Half) -> HalfResult:
     )
 
 
+def _claimed(claim: str) -> bool:
+    """Claim a half by removing its claim file: True for the one process that removes it."""
+    try:
+        Path(claim).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+@contextmanager
+def _claim_file() -> Iterator[str]:
+    """Yield the path of a new claim file (:attr:`Half.claim`), removed at the end if still there."""
+    import tempfile
+
+    fd, claim = tempfile.mkstemp(prefix="timeline-half-", dir=_shared_directory())
+    os.close(fd)
+    try:
+        yield claim
+    finally:
+        _claimed(claim)
+
+
 def _parse_halves(
-    path: Path, source: str, options: ImportOptions, chunk_bytes: int, helper: Executor
+    path: Path, source: str, options: ImportOptions, chunk_bytes: int, helper: LocalExecutor
 ) -> FileResult | None:
     """Decode the two halves of a trace's text, the first on the helper; None if that did not work.
 
-    The result is the serial reader's (the frames of the halves one after the other, the counts
-    added up, the notes of the half that read the text to its end).
+    This process decodes the second half, then the first as well if the helper has not started it
+    yet (busy or slow to start: the one of the two that claims it first decodes it). The result is
+    the serial reader's (the frames of the halves one after the other, the counts added up, the
+    notes of the half that read the text to its end).
     """
     from timeline.policy import text_size
 
     split_at = int(text_size(path) * SPLIT_SHARE)
     halves = [Half(path, source, options, split_at, first, chunk_bytes) for first in (True, False)]
     try:
-        first, second = helper.map(decode_half, halves)
+        with _claim_file() as claim:
+            task = helper.submit(decode_half, replace(halves[0], claim=claim))
+            second = decode_half(halves[1])
+            first = decode_half(halves[0]) if _claimed(claim) else task.result()
     except Exception:
         return None  # bad input, a split point inside a string, a helper that died: read serially
+    finally:
+        helper.stop()
     if first.split != second.split or first.frame is None or first.meta is None:
         return None
     frame, meta, dropped, repairs = first.frame, first.meta, dict(first.dropped), dict(first.repairs)
