@@ -821,8 +821,8 @@ SPLIT_SHARE = 0.45
 """Where the text of a trace read in two halves (:func:`parse_kineto_stream` with a ``helper``) is
 split, as a share of its size: the first part goes to the helper, the rest is read here after
 decompressing (and skipping) the first. Less than half: the helper, started by the command once it
-knows what it reads, is ready a little after this process (both import polars; measured, in CPU
-time: 0.08 s later for the 54 MB trace, whose decoding takes 0.45 s; see docs/performance.md)."""
+knows what it reads, is ready a little after this process reaches the trace (both import polars
+meanwhile), about a fifth of the decoding's time later (docs/performance.md)."""
 _PARTIAL_BOUNDARY = re.compile(rb"\s*(?:,\s*)?")
 
 
