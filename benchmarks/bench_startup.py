@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/bench_startup.py [--runs 5] [--cases help sample single r8] [--no-hta] \\
-        [--wait-quiet CORES] [--importtime] [--out docs/performance.md] \\
+        [--setup-hta] [--wait-quiet CORES] [--importtime] [--out docs/performance.md] \\
         [--json benchmarks/out/bench_startup.json]
 
 What a user waits for, from the shell prompt back to the shell prompt: every measurement is one fresh
@@ -35,7 +35,7 @@ and the floor: ``python -c pass`` and the bare import of the command line's libr
 The Markdown goes to stdout; ``--out`` rewrites the section of that file between
 ``<!-- bench_startup:start -->`` and ``<!-- bench_startup:end -->`` (the import analysis is printed,
 not written there). HTA runs in its own virtual environment (``benchmarks/.venv-hta``, see
-benchmarks/README.md); without it HTA is skipped.
+benchmarks/README.md); without it HTA is skipped, unless ``--setup-hta`` creates it first.
 """
 
 from __future__ import annotations
@@ -322,6 +322,19 @@ def timeline_env(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)}
 
 
+def make_hta_venv(python: Path, log: Callable[[str], None]) -> None:
+    """Create HTA's virtual environment (``python`` is its interpreter), as benchmarks/README.md says.
+
+    ``python3 -m venv`` and ``pip install holistictraceanalysis``: HTA pulls pandas and Jupyter
+    packages timeline does not need, so it never shares timeline's environment.
+    """
+    venv = python.parent.parent
+    log(f"creating HTA's environment in {venv} (python3 -m venv; pip install holistictraceanalysis)")
+    subprocess.run(["python3", "-m", "venv", str(venv)], check=True)
+    pip = [str(python), "-m", "pip", "install", "--quiet", "holistictraceanalysis"]
+    subprocess.run(pip, check=True, stdout=sys.stderr)
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace, env: dict[str, str]) -> None:
         self.args = args
@@ -329,8 +342,10 @@ class Bench:
         self.env = timeline_env(env)
         self.timeline = timeline_script()
         self.hta_python: Path | None = None if args.no_hta else args.hta_python
+        if self.hta_python is not None and not self.hta_python.exists() and args.setup_hta:
+            make_hta_venv(self.hta_python, self.log)
         if self.hta_python is not None and not self.hta_python.exists():
-            self.log(f"{self.hta_python} not found: HTA skipped (create it: see benchmarks/README.md)")
+            self.log(f"{self.hta_python} not found: HTA skipped (--setup-hta creates it)")
             self.hta_python = None
 
     def log(self, text: str) -> None:
@@ -710,6 +725,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs of each first (default 1)")
     parser.add_argument("--cases", nargs="+", choices=ALL_CASES, default=list(ALL_CASES))
     parser.add_argument("--no-hta", action="store_true", help="skip HTA")
+    parser.add_argument(
+        "--setup-hta",
+        action="store_true",
+        help="create HTA's environment first if it is missing",
+    )
     parser.add_argument("--hta-python", type=Path, default=HTA_PYTHON, help="the Python of HTA's virtual env")
     parser.add_argument("--importtime", action="store_true", help="also print the -X importtime analysis")
     parser.add_argument("--out", type=Path, help="rewrite the bench_startup section of this Markdown file")

@@ -73,13 +73,7 @@ def interrupted() -> NoReturn:
     """
     workers = sys.modules.get("timeline.workers")
     if workers is not None and workers.pools_started():
-        import multiprocessing
-
-        children = multiprocessing.active_children()
-        for child in children:
-            child.terminate()
-        for child in children:
-            child.join(10)
+        workers.stop_workers()
     typer.echo("interrupted", err=True)
     raise typer.Exit(130)
 

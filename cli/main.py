@@ -211,6 +211,7 @@ def run() -> None:
     """
     # A command allocates many long-lived objects (modules, decoded traces) and few cycles: the
     # collector's default gen-0 threshold (700) runs hundreds of collections for nothing.
+    # (timeline.workers.GC_THRESHOLDS, which its worker processes take, not imported here: --help)
     gc.set_threshold(50_000, 20, 20)
     try:
         main()
@@ -223,28 +224,29 @@ def run() -> None:
 _NEEDS_TEARDOWN = ("ray", "bokeh", "tornado")
 
 
-def _workers_started() -> bool:
-    """Whether this process started worker processes: their queues' semaphores are released at exit."""
+def _workers_released() -> bool:
+    """Whether the worker processes this process started, if any, are stopped and their queues released."""
     workers = sys.modules.get("timeline.workers")
-    return workers is not None and bool(workers.pools_started())
+    return workers is None or not workers.pools_started() or workers.release_at_exit()
 
 
 def exit_now(code: int | str | None) -> None:
     """End the process with ``code`` without the interpreter's teardown, when nothing needs it.
 
     Python's teardown of polars and the modules a command imported takes 30-50 ms (more after a
-    large trace: its frames are freed one by one), after the command's output is complete. It is
-    skipped only when no module that cleans up at exit was imported (:data:`_NEEDS_TEARDOWN`) and
-    no worker process was started (multiprocessing releases their queues at exit); stdout and
-    stderr are flushed first. Returns (and the caller exits normally) otherwise.
+    large trace: its frames are freed one by one), after the command's output is complete; with
+    worker processes, it also waits for theirs. It is skipped only when no module that cleans up at
+    exit was imported (:data:`_NEEDS_TEARDOWN`); stdout and stderr are flushed first, and worker
+    processes, their work done, are stopped and their queues released
+    (:func:`timeline.workers.release_at_exit`). Returns (and the caller exits normally) otherwise.
     """
-    if any(module in sys.modules for module in _NEEDS_TEARDOWN) or _workers_started():
-        return
+    if any(module in sys.modules for module in _NEEDS_TEARDOWN) or isinstance(code, str):
+        return  # a message to print: the normal exit prints it
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):
         return  # a closed or broken stream: the normal exit reports it
-    if isinstance(code, str):
-        return  # a message to print: the normal exit prints it
+    if not _workers_released():
+        return
     os._exit(0 if code is None else code)

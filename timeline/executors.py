@@ -102,15 +102,45 @@ class LocalExecutor:
             for _ in range(helpers):
                 self._started.submit(preload_module, preload)
 
+    @property
+    def started(self) -> bool:
+        """Whether helper processes were started (:meth:`start`) and wait for the next :meth:`map`."""
+        return self._started is not None
+
+    def stop(self) -> None:
+        """Stop the helper processes started (:meth:`start`), once their tasks are done (nothing if none).
+
+        Tasks already handed to them (:meth:`submit`) still run; this process does not wait for them.
+        """
+        if self._started is not None:
+            self._started.shutdown(wait=False, cancel_futures=True)
+            self._started = None
+
+    def submit(self, fn: Callable[[T], R], item: T) -> Future[R]:
+        """Hand ``fn(item)`` to the helpers started (:meth:`start`): a helper runs it once it is ready.
+
+        For work shared with this process outside :meth:`map` (one trace decoded in two halves);
+        :meth:`stop` ends the helpers when it is done.
+
+        Raises
+        ------
+        RuntimeError
+            No helper was started.
+        BrokenProcessPool
+            The helpers died.
+        """
+        if self._started is None:
+            raise RuntimeError("LocalExecutor.submit: no helper started (LocalExecutor.start)")
+        with worker_environment(polars_threads(self.workers), task=fn):
+            return self._started.submit(fn, item)
+
     def map(
         self, fn: Callable[[T], R], items: Sequence[T], *, progress: TaskProgress | None = None
     ) -> Iterator[R]:
         """Yield ``fn(item)`` for every item, in order; the first failing item, in order, raises."""
         total = len(items)
         if self.workers == 1 or total <= 1 or not can_spawn():
-            if self._started is not None:  # started for nothing: one item runs here
-                self._started.shutdown(wait=False, cancel_futures=True)
-                self._started = None
+            self.stop()  # helpers started for nothing: one item runs here
             for done, item in enumerate(items, 1):
                 result = fn(item)
                 if progress:

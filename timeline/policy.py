@@ -9,16 +9,19 @@ way: only time and memory differ).
 - :func:`parses_in_parallel`: whether loading several files in memory parses them in worker processes.
 - :func:`decoding_of`: how one file is decoded: whole, in chunks in this process, or in chunks over
   worker processes.
+- :func:`reads_in_halves`: whether loading one trace in memory decodes it in two halves, the first
+  by a helper process started before this one imports polars.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from timeline.errors import UsageError
+from timeline.errors import TimelineError, UsageError
 
 __all__ = [
     "PARALLEL_MIN_BYTES",
@@ -27,6 +30,7 @@ __all__ = [
     "Decoding",
     "decoding_of",
     "parses_in_parallel",
+    "reads_in_halves",
     "reads_rank_by_rank",
     "small_input",
     "text_size",
@@ -121,6 +125,35 @@ def reads_rank_by_rank(paths: Sequence[str | Path], *, executor: str | None, ray
     if len(files) == 1:
         return files[0].suffix != ".parquet" and text_size(files[0]) >= STREAM_MIN_BYTES
     return sum(f.stat().st_size for f in files) >= PARALLEL_MIN_BYTES
+
+
+def reads_in_halves(paths: Sequence[str | Path], *, workers: int | None = None) -> bool:
+    """Whether loading ``paths`` in memory decodes one trace in two halves, in this process and a helper.
+
+    For a single Kineto trace decoded in chunks (:func:`decoding_of`: from
+    :data:`STREAM_SERIAL_MIN_BYTES` of text; larger ones go rank by rank), with ``workers`` (default:
+    the cores) of two or more, in a process that has not imported polars yet: a helper process
+    started then imports polars while this one does (its start, about 0.25 s, is hidden), then
+    decodes the first half of the text while this one decodes the second. Loading is done in one
+    process otherwise (the results are the same either way).
+    """
+    from timeline.importers.files import sniff_path
+    from timeline.inputs import expand_paths
+
+    if (workers or os.cpu_count() or 1) < 2 or _polars_imported():
+        return False
+    try:
+        files = expand_paths(paths)
+        if len(files) != 1 or decoding_of(text_size(files[0])) != "chunks":
+            return False
+        return sniff_path(files[0]) == "kineto"
+    except TimelineError:
+        return False  # the load reports it
+
+
+def _polars_imported() -> bool:
+    """Whether this process imported polars already (a helper started now would start alone)."""
+    return "polars" in sys.modules
 
 
 def small_input(paths: Sequence[Path]) -> bool:

@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -35,6 +36,9 @@ from timeline.inputs import (
 )
 from timeline.plausibility import CLOCKS_SCHEMA, check_events, clock_note, clock_rows
 from timeline.schema import FILES_SCHEMA, PROCESS_GROUPS_SCHEMA
+
+if TYPE_CHECKING:
+    from timeline.executors import LocalExecutor
 
 __all__ = ["Progress", "Trace", "check_part_files", "load", "load_part"]
 
@@ -93,7 +97,11 @@ class Trace:
 
 
 def _parse_all(
-    paths: list[Path], options: ImportOptions, workers: int, progress: Progress | None
+    paths: list[Path],
+    options: ImportOptions,
+    workers: int,
+    progress: Progress | None,
+    helper: LocalExecutor | None = None,
 ) -> list[FileResult]:
     """Parse files, in parallel worker processes when :func:`timeline.policy.parses_in_parallel`."""
     from timeline.importers.parse import parse_file, parse_one
@@ -101,8 +109,11 @@ def _parse_all(
     total = len(paths)
     if not policy.parses_in_parallel(paths, workers=workers):
         out = []
+        alone = total == 1  # a single file has every worker, and the helper
         for i, p in enumerate(paths, 1):
-            out.append(parse_file(p, options, workers=workers if total == 1 else 1))
+            out.append(
+                parse_file(p, options, workers=workers if alone else 1, helper=helper if alone else None)
+            )
             if progress:
                 progress(p.name, i, total)
         return out
@@ -123,6 +134,7 @@ def load(
     workers: int | None = None,
     progress: Progress | None = None,
     overlap_only: bool = False,
+    helper: LocalExecutor | None = None,
 ) -> Trace:
     """Load traces of one run into a :class:`Trace`, every event in memory.
 
@@ -151,6 +163,11 @@ def load(
     overlap_only
         Keep only the events the overlap analysis reads (``ImportOptions.overlap_only``): the
         overlap is the same, the events frame smaller; the file table counts every event.
+    helper
+        A local executor with a helper process started (:meth:`LocalExecutor.start
+        <timeline.executors.LocalExecutor.start>`, preloading ``timeline.importers.stream``): a single
+        trace read in chunks is then decoded in two halves, the first by the helper
+        (:func:`timeline.policy.reads_in_halves` says when that pays). The same result either way.
 
     Returns
     -------
@@ -167,7 +184,7 @@ def load(
     options = ImportOptions(
         rules=rules or ClassificationRules(), include_python=include_python, overlap_only=overlap_only
     )
-    parsed = _parse_all(path_list, options, workers or os.cpu_count() or 1, progress)
+    parsed = _parse_all(path_list, options, workers or os.cpu_count() or 1, progress, helper)
     return _combine(parsed, path_list, rank=rank, rank_regex=rank_regex, only_file=len(path_list) == 1)
 
 

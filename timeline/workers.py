@@ -6,6 +6,7 @@ one large trace (:mod:`timeline.importers.stream`): :func:`process_pool` is the 
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -19,15 +20,19 @@ from multiprocessing.context import SpawnContext
 from pathlib import Path
 
 __all__ = [
+    "GC_THRESHOLDS",
     "WORKER_MALLOC_ENV",
     "can_spawn",
     "polars_threads",
     "pools_started",
     "preload_module",
     "process_pool",
+    "release_at_exit",
     "spawn_context",
+    "stop_workers",
     "worker_environment",
     "worker_settings",
+    "worker_started",
 ]
 
 # glibc malloc settings of worker processes. A task allocates and frees a few hundred MB (decompressed
@@ -39,6 +44,10 @@ WORKER_MALLOC_ENV = {
     "MALLOC_TRIM_THRESHOLD_": str(1 << 32),
     "MALLOC_TOP_PAD_": str(64 << 20),
 }
+
+
+GC_THRESHOLDS = (50_000, 20, 20)
+"""The garbage collector's thresholds of a command and of its workers (``gc.set_threshold``)."""
 
 
 def polars_threads(processes: int) -> int:
@@ -72,16 +81,58 @@ def process_pool(processes: int) -> ProcessPoolExecutor:
     """Return a pool of ``processes`` spawned worker processes: the one way timeline starts workers.
 
     Start them inside :func:`worker_environment` (they copy the environment when they start, on the
-    first submissions).
+    first submissions). Each worker first sets the garbage collector as the command line does
+    (:func:`worker_started`).
     """
     global _pools_started
     _pools_started += 1
-    return ProcessPoolExecutor(max_workers=processes, mp_context=spawn_context())
+    return ProcessPoolExecutor(max_workers=processes, mp_context=spawn_context(), initializer=worker_started)
+
+
+def worker_started() -> None:
+    """Set up a worker process before its first task: the collector's thresholds of the command line.
+
+    Importing polars and decoding traces allocate many long-lived objects and few cycles; the
+    default first-generation threshold (700) runs dozens of collections for nothing while a worker
+    imports polars.
+    """
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def pools_started() -> int:
     """How many process pools this process has started (their clean-up at exit matters)."""
     return _pools_started
+
+
+def stop_workers(timeout_s: float = 10.0) -> None:
+    """Terminate the worker processes this process started, and wait for them (at most ``timeout_s`` each).
+
+    For a command that is done (its workers idle, or tearing down) or interrupted (their tasks no
+    longer wanted): it goes on, or exits, without waiting for them to finish.
+    """
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    for child in children:
+        child.join(timeout_s)
+
+
+def release_at_exit() -> bool:
+    """Stop the workers and release what their pools hold, for a process about to end with ``os._exit``.
+
+    A pool's queues hold named semaphores, which multiprocessing unlinks at a normal exit (its
+    exit finalizers); ended without them, its resource tracker warns about each one on stderr. Runs
+    those finalizers (``multiprocessing.util._run_finalizers``, what a normal exit runs first); returns
+    False, having done nothing, where this Python has no such function (the caller exits normally).
+    """
+    from multiprocessing import util
+
+    run_finalizers = getattr(util, "_run_finalizers", None)
+    if run_finalizers is None:
+        return False
+    stop_workers()
+    run_finalizers(0)  # the finalizers a normal exit runs before it joins the workers: the semaphores
+    return True
 
 
 def preload_module(name: str) -> None:

@@ -57,41 +57,65 @@ def test_help_and_mistakes_get_every_command(
         assert f"  {name} " in listed
 
 
-def test_the_installed_command_exits_at_once_with_the_exit_code(tmp_path: Path) -> None:
-    """``timeline`` (``cli.main:run``) skips the interpreter's teardown and keeps the exit code."""
-    script = (
-        "import atexit, sys\n"
-        "atexit.register(lambda: print('teardown ran', file=sys.stderr))\n"
-        "sys.argv = ['timeline', *sys.argv[1:]]\n"
-        "from cli.main import run\n"
-        "run()\n"
-    )
-    ok = subprocess.run(
-        [sys.executable, "-c", script, "analyze", str(PARAM), "--json"],
+_RUN = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: print('teardown ran', file=sys.stderr))\n"
+    "sys.argv = ['timeline', *sys.argv[1:]]\n"
+    "{patch}"
+    "from cli.main import run\n"
+    "run()\n"
+)
+"""The installed command's entry point (``cli.main:run``), run as a script; ``{patch}``: code before it."""
+
+
+def _run(*args: str, patch: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _RUN.format(patch=patch), *args],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
+
+
+def test_the_installed_command_exits_at_once_with_the_exit_code(tmp_path: Path) -> None:
+    """``timeline`` (``cli.main:run``) skips the interpreter's teardown and keeps the exit code."""
+    ok = _run("analyze", str(PARAM), "--json")
     assert ok.returncode == 0
     assert ok.stdout.startswith("{")
     assert "teardown ran" not in ok.stderr
-    bad = subprocess.run(
-        [sys.executable, "-c", script, "analyze", str(tmp_path / "missing")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    bad = _run("analyze", str(tmp_path / "missing"))
     assert bad.returncode == 2
     assert bad.stderr.startswith("error: ")
     assert "teardown ran" not in bad.stderr
 
 
-def test_teardown_is_kept_after_worker_processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Worker processes were started: the normal exit, which releases their queues."""
+def test_after_worker_processes_the_command_exits_at_once_and_releases_them() -> None:
+    """Worker processes were started: stopped, their queues released, and the teardown skipped all the same.
+
+    Released means no warning of multiprocessing's resource tracker about semaphores left behind
+    (it prints one for each pool whose queues were not released, once the command has ended): the
+    control run, which skips the release, shows it.
+    """
+    ok = _run("analyze", "--executor", "local", str(PARAM), "--json")
+    assert ok.returncode == 0
+    assert ok.stdout.startswith("{")
+    assert "teardown ran" not in ok.stderr
+    assert ok.stderr == ""
+    # the workers stopped, their queues not released
+    skipped = "import timeline.workers as w\nw.release_at_exit = lambda: w.stop_workers() or True\n"
+    control = _run("analyze", "--executor", "local", str(PARAM), "--json", patch=skipped)
+    assert control.returncode == 0
+    assert "leaked semaphore" in control.stderr
+
+
+def test_teardown_is_kept_where_the_workers_cannot_be_released(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python without multiprocessing's exit finalizers: the normal exit, which releases the queues."""
+    import multiprocessing.util
+
     import timeline.workers
 
+    monkeypatch.delattr(multiprocessing.util, "_run_finalizers")
     monkeypatch.setattr(timeline.workers, "_pools_started", 0)
     pool = timeline.workers.process_pool(1)
     pool.shutdown()

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from timeline.analysis.horovod_phases import horovod_wire_sets
 from timeline.analysis.intervals import (
     Formula,
     covered_length,
@@ -131,6 +130,10 @@ def _measured_sets(
     phases as communication (:func:`~timeline.analysis.horovod_phases.horovod_wire_sets`).
     """
     sets = activity_sets(events, modes)
+    if not (events.get_column("source") == "horovod").any():
+        return sets, sets, ()  # no Horovod timeline, no wire phases (and its module is not imported)
+    from timeline.analysis.horovod_phases import horovod_wire_sets
+
     wire, warnings = horovod_wire_sets(events, modes)
     if wire.height == 0:
         return sets, sets, warnings

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from timeline.analysis.overlap import Overlap
     from timeline.execution.reduce import Analysis
-    from timeline.executors import Executor
+    from timeline.executors import Executor, LocalExecutor
     from timeline.render.html import Result
     from timeline.trace import Trace
     from timeline.whatif.graph import TraceGraph
@@ -97,20 +97,39 @@ class Inputs:
         """Load every event, in memory (:func:`timeline.load`).
 
         ``overlap_only``: only the events the overlap analysis reads (the same overlap, a smaller
-        frame; the file table still counts every event).
+        frame; the file table still counts every event). A single trace decoded in two halves
+        (:func:`timeline.policy.reads_in_halves`) has its helper process started here, before this
+        process imports polars.
         """
-        from timeline.trace import load
+        helper = self._half_helper()
+        try:
+            from timeline.trace import load
 
-        options = self.options
-        return load(
-            input_paths(self.paths),
-            rank=self.rank,
-            rank_regex=self.rank_regex,
-            rules=options.rules,
-            include_python=options.include_python,
-            progress=progress,
-            overlap_only=overlap_only,
-        )
+            options = self.options
+            return load(
+                input_paths(self.paths),
+                rank=self.rank,
+                rank_regex=self.rank_regex,
+                rules=options.rules,
+                include_python=options.include_python,
+                progress=progress,
+                overlap_only=overlap_only,
+                helper=helper,
+            )
+        finally:
+            if helper is not None:
+                helper.stop()  # not needed after all (the file was read otherwise)
+
+    def _half_helper(self) -> LocalExecutor | None:
+        """Return a local executor with its helper process starting, if one trace is read in halves."""
+        paths = input_paths(self.paths)
+        if not policy.reads_in_halves(paths):
+            return None
+        from timeline.executors import LocalExecutor
+
+        helper = LocalExecutor(2)
+        helper.start(preload="timeline.importers.stream")
+        return helper if helper.started else None
 
     def runner(self, *, preload: str) -> Executor:
         """Return the executor of a rank-by-rank analysis, its helper processes already starting.

@@ -186,6 +186,7 @@ _DIGITS = re.compile(r"(\d+)")
 # Timestamps below this many µs (~1973) are not epoch times: they count from baseTimeNanoseconds.
 _EPOCH_US_FLOOR = 1e14
 _NUMBER_TYPES = frozenset({int, float, type(None)})
+_INT_OR_NONE = frozenset({int, type(None)})
 _STEP_NUMBER = re.compile(r"\d+")  # as the iteration pattern reads it: any Unicode digit
 _NAN = float("nan")
 _INT32_MAX = 2**31 - 1
@@ -390,6 +391,11 @@ def _id_column(values: list[Any]) -> pl.Series:
     Legacy torch 1.9 writes tids as strings ("25738", "stream 7"); some pids are labels ("Spans",
     "Traces"): those become null, as do ids of any other type and integers beyond Int64.
     """
+    if set(map(type, values)) <= _INT_OR_NONE:  # the usual case, in one scan in C
+        try:
+            return pl.Series(values, dtype=pl.Int64())
+        except (OverflowError, TypeError):  # an id beyond Int64: below
+            pass
     types = list(map(type, values))  # the scans below run in C: no Python loop over every event
     n_str = types.count(str)
     if n_str + types.count(int) + types.count(type(None)) != len(values):
@@ -648,7 +654,15 @@ def _measured(
     their :func:`_invalid` reason, the valid ones under :data:`SKIPPED`.
     """
     needed = f"{_COMM_OP_REGEX}|{options.rules.cpu_comm_regex()}|^ProfilerStep#"
-    keep = (~cat.is_in(_UNMEASURED_CATS)).fill_null(True) | name.str.contains(needed).fill_null(False)
+    # one query (each Series method is one, with its fixed cost, per chunk)
+    keep = (
+        pl.DataFrame({"cat": cat, "name": name})
+        .select(
+            (~pl.col("cat").is_in(_UNMEASURED_CATS)).fill_null(True)
+            | pl.col("name").str.contains(needed).fill_null(False)
+        )
+        .to_series()
+    )
     n_skipped = keep.len() - int(keep.sum())
     if n_skipped == 0 or _all_valid(ts, dur):
         # the usual case: every time is valid, so every skipped event counts under SKIPPED
@@ -747,11 +761,25 @@ def _all_valid(ts: pl.Series, dur: pl.Series) -> bool:
 
     Cheaper than evaluating the three masks: the usual trace has no invalid time at all.
     """
-    if ts.null_count() or dur.null_count() or ts.is_nan().any() or dur.is_nan().any():
+    if ts.null_count() or dur.null_count():
         return False
     if ts.len() == 0:
         return True
-    low, high, shortest, longest = (float(x) for x in (ts.min(), ts.max(), dur.min(), dur.max()))  # type: ignore[arg-type]
+    ts_, dur_ = pl.col("ts"), pl.col("dur")
+    nan, *extremes = (
+        pl.DataFrame({"ts": ts, "dur": dur})
+        .select(  # one query: each Series method is one, with its fixed cost
+            nan=ts_.is_nan().any() | dur_.is_nan().any(),
+            low=ts_.min(),
+            high=ts_.max(),
+            shortest=dur_.min(),
+            longest=dur_.max(),
+        )
+        .row(0)
+    )
+    if nan:
+        return False
+    low, high, shortest, longest = (float(x) for x in extremes)
     return abs(low) <= _MAX_US and abs(high) <= _MAX_US and shortest >= 0 and longest <= _MAX_US
 
 
@@ -830,17 +858,18 @@ def extract_columns(events: list[Any], options: ImportOptions, *, gpu: bool | No
     complete = _Event
     kept = [e for e in events if e.__class__ is complete]
     cats = [e.cat for e in kept]
-    if not options.include_python and "python_function" in cats:
+    cat = pl.Series(cats, dtype=pl.String())
+    if not options.include_python and (cat == "python_function").any():
         kept = [e for e, c in zip(kept, cats, strict=True) if c != "python_function"]
         cats = [c for c in cats if c != "python_function"]
-    cat = pl.Series(cats, dtype=pl.String())
+        cat = pl.Series(cats, dtype=pl.String())
     name = pl.Series([e.name for e in kept], dtype=pl.String())
     ts = _float_column([e.ts for e in kept])
     dur = _float_column([e.dur for e in kept])
     skipped: dict[str, int] = {}
     kernels = False
     if options.overlap_only:
-        kernels = any(c in cats for c in _KERNEL_CATS)
+        kernels = bool(cat.is_in(_KERNEL_CATS).any())
         if kernels or gpu:
             # of the skipped events, only the times are read (to count them as a full load would)
             keep, skipped = _measured(cat, name, ts, dur, options)

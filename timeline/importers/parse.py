@@ -9,19 +9,27 @@ within the limits of :mod:`timeline.importers.files`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from timeline import policy
 from timeline.errors import TraceFormatError
 from timeline.importers.files import ReadLimitError, TextTooLargeError, read_trace_bytes, sniff_path
 from timeline.importers.result import FileResult, ImportOptions
 
+if TYPE_CHECKING:
+    from timeline.executors import LocalExecutor
+
 __all__ = ["parse_file", "parse_one"]
 
 
-def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> FileResult:
+def parse_file(
+    path: Path, options: ImportOptions, *, workers: int = 1, helper: LocalExecutor | None = None
+) -> FileResult:
     """Read and parse one file of any supported format.
 
-    ``workers``: processes that may decode a large trace's chunks in parallel.
+    ``workers``: processes that may decode a large trace's chunks in parallel. ``helper``: an
+    executor whose helper process is started, to decode a trace read in chunks in two halves
+    (:func:`timeline.importers.stream.parse_kineto_stream`).
 
     Raises
     ------
@@ -41,7 +49,7 @@ def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> FileR
 
         return read_parquet(path)
     if fmt == "kineto":
-        return _parse_kineto_file(path, source, options, workers)
+        return _parse_kineto_file(path, source, options, workers, helper)
     from timeline.importers.horovod import parse_horovod
 
     warnings: list[str] = []
@@ -49,7 +57,9 @@ def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> FileR
     return _warned(parse_horovod(data, source=source, options=options), warnings)
 
 
-def _parse_kineto_file(path: Path, source: str, options: ImportOptions, workers: int) -> FileResult:
+def _parse_kineto_file(
+    path: Path, source: str, options: ImportOptions, workers: int, helper: LocalExecutor | None
+) -> FileResult:
     """Parse a Kineto trace whole, or in chunks from :data:`timeline.policy.STREAM_SERIAL_MIN_BYTES`.
 
     The size is known once the text is read: a gzip trailer (:func:`timeline.policy.text_size`) may
@@ -74,7 +84,12 @@ def _parse_kineto_file(path: Path, source: str, options: ImportOptions, workers:
     try:
         # workers == 1: every core runs a file's parse (or a rank's task); no spare core
         return parse_kineto_stream(
-            path, source=source, options=options, workers=parallel, spare_core=workers > 1
+            path,
+            source=source,
+            options=options,
+            workers=parallel,
+            spare_core=workers > 1,
+            helper=helper if decoding == "chunks" else None,
         )
     except ReadLimitError:
         raise  # past a limit: no other reader would hold it

@@ -20,6 +20,14 @@ chunks, in order, and the text travels to them through reusable shared-memory sl
 falls inside a string, or damage, makes that reading stop, and the file is read again serially,
 which checks every cut and locates damage as FILE:LINE:COL.
 
+With a ``helper`` (a started :class:`~timeline.executors.LocalExecutor`), the text is read in two
+halves (:func:`decode_half`): the helper decodes it up to the first ``}, {`` past
+:data:`SPLIT_SHARE` of it, this process decompresses and skips that part and decodes the rest, each
+as the serial reader does, and the frames are put one after the other. The first half must end where
+the array closes (its ``}`` ends an event); if not, damage, or a helper that fails, the file is read
+again serially. A helper not started on its half when this process is done with its own leaves it to
+this process (whichever claims it first decodes it).
+
 With :attr:`ImportOptions.overlap_only`, a trace's CPU operators are skipped only if it holds GPU
 kernels, which a profiler writes after its CPU operators: a chunk cannot tell by itself. The header
 does: a trace whose ``deviceProperties`` list a GPU is read as one with kernels from its first chunk
@@ -36,8 +44,9 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import polars as pl
@@ -53,10 +62,22 @@ from timeline.importers.kineto import (
     finish_columns,
     finish_kineto,
 )
-from timeline.importers.repair import nesting_error
 from timeline.importers.result import FileResult, ImportOptions
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "MAX_EVENT_BYTES", "SERIAL_CHUNK_BYTES", "parse_kineto_stream", "read_head"]
+if TYPE_CHECKING:
+    from timeline.executors import LocalExecutor
+
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "MAX_EVENT_BYTES",
+    "SERIAL_CHUNK_BYTES",
+    "SPLIT_SHARE",
+    "Half",
+    "HalfResult",
+    "decode_half",
+    "parse_kineto_stream",
+    "read_head",
+]
 
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
 """Chunk size of the parallel reader: a task per chunk, about 32 MiB of JSON each."""
@@ -94,6 +115,16 @@ def _open(path: Path, source: str | None = None) -> Iterator[TraceText]:
     """Open ``path`` for reading its text (gzip recognised by its magic number), within the limits."""
     with TraceText(path, source=source) as handle:
         yield handle
+
+
+def _nesting_error(source: str) -> TraceFormatError:
+    """Return :func:`~timeline.importers.repair.nesting_error`, imported for damaged input only.
+
+    Its module's regexes take milliseconds to compile, at every start of a process reading a trace.
+    """
+    from timeline.importers.repair import nesting_error
+
+    return nesting_error(source)
 
 
 def read_head(path: Path, *, size: int = 4096) -> bytes:
@@ -165,7 +196,7 @@ def _read_header(handle: io.RawIOBase, source: str, position: _Position) -> tupl
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             parsed = None  # damaged metadata: the events may still be fine
         except RecursionError:
-            raise nesting_error(source) from None
+            raise _nesting_error(source) from None
         if isinstance(parsed, dict):
             metadata.update(parsed)
     rest = head[bracket + 1 :]
@@ -206,7 +237,7 @@ def _decode_tail(
     except msgspec.DecodeError as exc:
         message = str(exc)
     except RecursionError:
-        raise nesting_error(source) from None
+        raise _nesting_error(source) from None
     else:
         return decode_events(text, source, repairs=repairs), {}
     trailing = _TRAILING.search(message)
@@ -222,7 +253,7 @@ def _decode_tail(
                 warnings.append(f"{source}: unreadable metadata after traceEvents ignored")
                 parsed = None
             except RecursionError:
-                raise nesting_error(source) from None
+                raise _nesting_error(source) from None
             if isinstance(parsed, dict):
                 metadata = parsed
         return events, metadata
@@ -313,17 +344,23 @@ class _Frames:
         while len(self.pending) > 1:
             self.add(self.pending.popleft().result())
 
-    def finish(self, metadata: dict[str, Any], *, source: str, warnings: list[str]) -> FileResult:
+    def collect(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Finish every batch; return the frame of the events read and its metadata, each one frame."""
         self._flush()
         while self.pending:
             self.add(self.pending.popleft().result())
-        if self.gpu and self.options.overlap_only and not self.kernels:
-            raise _NoKernelsError
         if not self.frames:
             self.add(build_frame([], self.options))
         frames, metas = self.frames, self.metas
         frame = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
         meta = pl.concat(metas, how="vertical") if len(metas) > 1 else metas[0]
+        self.frames, self.metas = [frame], [meta]
+        return frame, meta
+
+    def finish(self, metadata: dict[str, Any], *, source: str, warnings: list[str]) -> FileResult:
+        frame, meta = self.collect()
+        if self.gpu and self.options.overlap_only and not self.kernels:
+            raise _NoKernelsError
         self.frames, self.metas = [], []
         return finish_kineto(frame, self.dropped, metadata, source=source, warnings=warnings, meta=meta)
 
@@ -447,7 +484,7 @@ def _too_long(buffer: bytearray, end: int, source: str, position: _Position) -> 
             if "truncated" not in message and "trailing characters" not in message:
                 return _malformed(message, source, position)
         except RecursionError:
-            return nesting_error(source)
+            return _nesting_error(source)
     line, col = position.locate(0)
     msg = (
         f"{source}:{line}:{col}: no end of an event in the {size_text(MAX_EVENT_BYTES)} of text from "
@@ -573,9 +610,12 @@ def _read_warnings(handle: TraceText, out: _Frames, warnings: list[str]) -> list
     What reading the text met (:meth:`TraceText.notes`), what the decoding repaired (as
     :func:`~timeline.importers.repair.repair_json` words it), then the rest.
     """
-    repairs = sorted(out.repairs.items())
-    repaired = [f"{handle.source}: repaired malformed JSON: {what} ({n})" for what, n in repairs if n]
-    return [*handle.notes(), *repaired, *warnings]
+    return [*handle.notes(), *_repaired(handle.source, out.repairs), *warnings]
+
+
+def _repaired(source: str, repairs: dict[str, int]) -> list[str]:
+    """Return the warnings of what the decoding repaired, as the whole-file reader words them."""
+    return [f"{source}: repaired malformed JSON: {what} ({n})" for what, n in sorted(repairs.items()) if n]
 
 
 def parse_kineto_stream(
@@ -586,6 +626,7 @@ def parse_kineto_stream(
     chunk_bytes: int | None = None,
     workers: int = 1,
     spare_core: bool = True,
+    helper: LocalExecutor | None = None,
 ) -> FileResult:
     """Parse a Kineto trace of any size in chunks, with memory bounded by the chunk size.
 
@@ -608,6 +649,13 @@ def parse_kineto_stream(
         the next chunks are decoded (serial reading). False when every core runs a process of the
         same job (a rank's task): the thread would only add hand-overs between threads and GIL
         waits.
+    helper
+        A :class:`~timeline.executors.LocalExecutor` whose helper process is already started
+        (:meth:`~timeline.executors.LocalExecutor.start`, importing this module): the text is
+        decoded in two halves, the first (:data:`SPLIT_SHARE`) by the helper, or here if it has not
+        started it when the second is done, each as the serial reader does (:func:`decode_half`).
+        Used once: its helper is stopped when done. Where the halves do not decode, or the helper
+        fails, the file is read serially.
 
     Returns
     -------
@@ -623,6 +671,10 @@ def parse_kineto_stream(
     """
     options = options or ImportOptions()
     try:
+        if helper is not None and workers == 1:
+            halves = _parse_halves(path, source, options, chunk_bytes or SERIAL_CHUNK_BYTES, helper)
+            if halves is not None:
+                return halves
         return _parse_chunks(
             path, source, options, chunk_bytes, workers, gpu_header=True, spare_core=spare_core
         )
@@ -706,44 +758,364 @@ def _parse_serial(
         out = _Frames(options, pool)
         metadata, head_rest = _read_header(handle, source, position)
         out.gpu = gpu_header and lists_gpus(metadata)
-        # buffer[0] is the "[" that makes each chunk a JSON array; the text follows it
-        buffer = bytearray(1 + max(len(head_rest), chunk_bytes) + chunk_bytes // 4)
-        buffer[0] = 0x5B  # "["
-        buffer[1 : 1 + len(head_rest)] = head_rest
-        end = 1 + len(head_rest)
-        del head_rest
-        eof = False
-        floor = 0  # where the text with no usable cut begins (see _searched_to)
-        while True:
-            while not eof and end < chunk_bytes:
-                end, eof = _read_more(handle, buffer, end, chunk_bytes)
-            # At the end, the cut stays clear of the last 64 KiB (the metadata after the array):
-            # what is left there is decoded once by _decode_tail.
-            events, used = (
-                ([], 0)
-                if eof and end <= _TAIL_BYTES
-                else _decode_front(buffer, end - eof * _TAIL_BYTES, source, out.repairs, floor)
-            )
-            if used == 0 and eof:
-                events, trailer = _decode_tail(buffer[1:end], source, position, warnings, out.repairs)
-                out.add_events(events)
-                metadata.update(trailer)
-                break
-            if used == 0:
-                if end > MAX_EVENT_BYTES:
-                    raise _too_long(buffer, end, source, position)
-                # no cut in a whole chunk: one giant event, or damage; read more before deciding
-                floor = _searched_to(end)
-                end, eof = _read_more(handle, buffer, end, chunk_bytes)
-                continue
-            floor = 0
-            # msgspec.Raw values (Input Dims) point into the buffer: build the frame before moving it
-            out.add_events(events)
-            del events
-            rest = used
-            while rest < end and buffer[rest] in b" \t\r\n,":
-                rest += 1
-            position.advance(rest - 1)
-            buffer[1 : 1 + end - rest] = buffer[rest:end]  # the unread text (less than an event)
-            end = 1 + end - rest
+        metadata.update(_read_events(handle, head_rest, out, chunk_bytes, source, position, warnings))
         return out.finish(metadata, source=source, warnings=_read_warnings(handle, out, warnings))
+
+
+def _read_events(
+    handle: io.RawIOBase,
+    head_rest: bytes | bytearray,
+    out: _Frames,
+    chunk_bytes: int,
+    source: str,
+    position: _Position,
+    warnings: list[str],
+) -> dict[str, Any]:
+    """Read the events of the ``traceEvents`` array into ``out``, one chunk of text at a time.
+
+    ``head_rest``: the text after the array's ``[`` already read; ``handle`` gives the rest. Returns
+    the metadata that follows the array.
+    """
+    # buffer[0] is the "[" that makes each chunk a JSON array; the text follows it
+    buffer = bytearray(1 + max(len(head_rest), chunk_bytes) + chunk_bytes // 4)
+    buffer[0] = 0x5B  # "["
+    buffer[1 : 1 + len(head_rest)] = head_rest
+    end = 1 + len(head_rest)
+    del head_rest
+    eof = False
+    floor = 0  # where the text with no usable cut begins (see _searched_to)
+    while True:
+        while not eof and end < chunk_bytes:
+            end, eof = _read_more(handle, buffer, end, chunk_bytes)
+        # At the end, the cut stays clear of the last 64 KiB (the metadata after the array):
+        # what is left there is decoded once by _decode_tail.
+        events, used = (
+            ([], 0)
+            if eof and end <= _TAIL_BYTES
+            else _decode_front(buffer, end - eof * _TAIL_BYTES, source, out.repairs, floor)
+        )
+        if used == 0 and eof:
+            events, trailer = _decode_tail(buffer[1:end], source, position, warnings, out.repairs)
+            out.add_events(events)
+            return trailer
+        if used == 0:
+            if end > MAX_EVENT_BYTES:
+                raise _too_long(buffer, end, source, position)
+            # no cut in a whole chunk: one giant event, or damage; read more before deciding
+            floor = _searched_to(end)
+            end, eof = _read_more(handle, buffer, end, chunk_bytes)
+            continue
+        floor = 0
+        # msgspec.Raw values (Input Dims) point into the buffer: build the frame before moving it
+        out.add_events(events)
+        del events
+        rest = used
+        while rest < end and buffer[rest] in b" \t\r\n,":
+            rest += 1
+        position.advance(rest - 1)
+        buffer[1 : 1 + end - rest] = buffer[rest:end]  # the unread text (less than an event)
+        end = 1 + end - rest
+
+
+SPLIT_SHARE = 0.45
+"""Where the text of a trace read in two halves (:func:`parse_kineto_stream` with a ``helper``) is
+split, as a share of its size: the first part goes to the helper, the rest is read here after
+decompressing (and skipping) the first. Less than half: the helper, started by the command once it
+knows what it reads, is ready a little after this process reaches the trace (both import polars
+meanwhile), about a fifth of the decoding's time later (docs/performance.md)."""
+_PARTIAL_BOUNDARY = re.compile(rb"\s*(?:,\s*)?")
+
+
+class _SplitFailedError(Exception):
+    """The split point of a trace read in halves fell inside a string or an event: read it serially."""
+
+
+class _HalfText(io.RawIOBase):
+    """The text of a trace after its ``traceEvents`` ``[``, before or after its split point.
+
+    The split point is the first ``}, {`` (the end of one value, the start of the next) that starts
+    at or after the text offset ``split_at``. The first half is the text up to its ``}``, with a
+    ``]`` that closes the array; the second half is the text from its ``{`` on. Both halves find the
+    same point, whatever the sizes of their reads: it depends on the text alone. Whether it lies
+    between two events is checked by decoding: if it is inside a string or an event, the first half
+    does not end where its ``]`` is (see :func:`decode_half`).
+
+    No such boundary within :data:`MAX_EVENT_BYTES` of ``split_at`` (or none at all): no split, the
+    first half is the whole text and the second is empty. The text held while the point is looked for
+    stays within that limit.
+
+    Parameters
+    ----------
+    handle
+        The text, read on from where ``pending`` ends.
+    pending
+        The text already read from ``handle`` (after the array's ``[``), at text offset ``offset``.
+    """
+
+    def __init__(
+        self, handle: io.RawIOBase, pending: bytes | bytearray, offset: int, split_at: int, first: bool
+    ) -> None:
+        super().__init__()
+        self.handle = handle
+        self.first = first
+        self.pending = bytearray(pending)
+        self.offset = offset
+        """The text offset of ``pending[0]`` (or of the next byte read, when nothing is pending)."""
+        self.start = max(split_at, offset)
+        """Where the split point is looked for from."""
+        self.cut: int | None = None
+        """The text offset just after the ``}`` of the split point; -1: no split; None: not known yet."""
+        self.resume = 0
+        """The text offset of the ``{`` the second half starts with."""
+        self._closed = False  # the first half's "]" was given
+
+    def readable(self) -> bool:
+        """Return True: the text can be read."""
+        return True
+
+    def split(self) -> bool:
+        """Find the split point (reading up to it); return whether there is one."""
+        while self.cut is None:
+            if self.offset < self.start:
+                self._before_start()
+            else:
+                self._look()
+        return self.cut >= 0
+
+    def readinto(self, buffer: Any) -> int:
+        """Read the half's text into ``buffer``; return how many bytes (0 at its end)."""
+        with memoryview(buffer) as view:
+            while True:
+                if self.cut is None and self.offset < self.start:
+                    if not self.first:
+                        self._before_start()  # the second half drops the text before the point
+                        continue
+                    # the first half gives the text before the split point as it comes
+                    n = self._give(view, self.start - self.offset)
+                    if n:
+                        return n
+                    if self.offset < self.start:
+                        self.cut = -1  # the text ends before the split point
+                    continue
+                if self.cut is None:
+                    self._look()
+                    continue
+                if self.cut < 0:
+                    return self._give(view, len(view))
+                if self.first:
+                    n = self._give(view, self.cut - self.offset)
+                    if n or self._closed:
+                        return n
+                    view[0] = 0x5D  # "]": the first half is an array of its own
+                    self._closed = True
+                    return 1
+                if self.offset < self.resume:
+                    del self.pending[: self.resume - self.offset]
+                    self.offset = self.resume
+                return self._give(view, len(view))
+
+    def _give(self, view: memoryview, most: int) -> int:
+        """Copy up to ``most`` bytes of the text into ``view``: what is pending first, else from the file."""
+        most = min(most, len(view))
+        if most <= 0:
+            return 0
+        if self.pending:
+            n = min(most, len(self.pending))
+            view[:n] = self.pending[:n]
+            del self.pending[:n]
+        else:
+            n = self.handle.readinto(view[:most]) or 0
+        self.offset += n
+        return n
+
+    def _before_start(self) -> None:
+        """Drop the text before the point is looked for (the second half); mark the end of a short text."""
+        if self.pending:
+            n = min(len(self.pending), self.start - self.offset)
+            del self.pending[:n]
+            self.offset += n
+            return
+        block = self.handle.read(min(_HEAD_BLOCK, self.start - self.offset))
+        if not block:
+            self.cut = -1
+        self.offset += len(block)
+
+    def _look(self) -> None:
+        """Read on from the start of the search until the split point is found (or not)."""
+        searched = 0
+        while True:
+            match = _BOUNDARY.search(self.pending, searched)
+            if match is not None:
+                if match.start() < MAX_EVENT_BYTES:
+                    self.cut = self.offset + match.start() + 1
+                    self.resume = self.offset + match.end() - 1
+                else:
+                    self.cut = -1
+                return
+            # a boundary not yet read whole starts at the last "}", if only blanks and a comma follow it
+            brace = self.pending.rfind(b"}", searched)
+            if brace >= 0 and _PARTIAL_BOUNDARY.fullmatch(self.pending, brace + 1):
+                searched = brace
+            else:
+                searched = len(self.pending)
+            if searched >= MAX_EVENT_BYTES:
+                self.cut = -1
+                return
+            block = self.handle.read(_HEAD_BLOCK)
+            if not block:
+                self.cut = -1
+                return
+            self.pending += block
+
+
+@dataclass(frozen=True)
+class Half:
+    """One half of a trace's text to decode: a task of the reader in halves (:func:`decode_half`)."""
+
+    path: Path
+    source: str
+    options: ImportOptions
+    split_at: int
+    """The text offset from which the split point is looked for."""
+    first: bool
+    chunk_bytes: int
+    claim: str | None = None
+    """A file whose removal claims the half (:func:`_claimed`): the helper's first half is taken by
+    whichever process claims it first (this one, done with its own half before the helper started)."""
+
+
+@dataclass
+class HalfResult:
+    """What :func:`decode_half` read: the half's frame and what it counted and met."""
+
+    frame: pl.DataFrame | None
+    """The events (None for an empty second half)."""
+    meta: pl.DataFrame | None
+    """Their sparse collective metadata, keyed by row in ``frame``."""
+    split: bool
+    """Whether the text was split; if not, the first half holds all of it and the second nothing."""
+    gpu: bool = False
+    kernels: bool = False
+    dropped: dict[str, int] = field(default_factory=dict)
+    repairs: dict[str, int] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """The first half: the metadata before the array; the half with the end: the metadata after it."""
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What reading the text met (:meth:`TraceText.notes`); the half that read to the end has the whole's."""
+    taken: bool = True
+    """False: the half's claim was taken by the other process first, and the half was not read."""
+
+
+def decode_half(half: Half) -> HalfResult:
+    """Decode one half of a trace's text as the serial reader does (a helper's task, or this process's).
+
+    With :attr:`ImportOptions.overlap_only`, a trace whose header lists no GPU keeps its CPU
+    operators until a kernel comes: the second half cannot know whether one came before it, so the
+    text is not split (the first half reads it all).
+
+    Raises
+    ------
+    TimelineError
+        Bad input; the caller reads the file serially, which reports it.
+    """
+    if half.claim is not None and not _claimed(half.claim):
+        return HalfResult(frame=None, meta=None, split=False, taken=False)
+    warnings: list[str] = []
+    position = _Position(half.path)
+    with _open(half.path, half.source) as handle:
+        out = _Frames(half.options)
+        metadata, head_rest = _read_header(handle, half.source, position)
+        out.gpu = lists_gpus(metadata)
+        whole = half.options.overlap_only and not out.gpu
+        if whole and not half.first:
+            return HalfResult(frame=None, meta=None, split=False)
+        text = None if whole else _HalfText(handle, head_rest, position.offset, half.split_at, half.first)
+        if text is not None and not half.first:
+            if not text.split():
+                return HalfResult(frame=None, meta=None, split=False)
+            position.advance(text.resume - position.offset)
+        trailer = (
+            _read_events(handle, head_rest, out, half.chunk_bytes, half.source, position, warnings)
+            if text is None
+            else _read_events(text, b"", out, half.chunk_bytes, half.source, position, warnings)
+        )
+        split = text is not None and text.split()
+        if half.first and split and out.repairs.get(_CUT_OFF):
+            raise _SplitFailedError  # the first half did not end where its "]" is
+        frame, meta = out.collect()
+    return HalfResult(
+        frame=frame,
+        meta=meta,
+        split=split,
+        gpu=out.gpu,
+        kernels=out.kernels,
+        dropped=out.dropped,
+        repairs=out.repairs,
+        metadata={**metadata, **trailer} if half.first else trailer,
+        warnings=warnings,
+        notes=handle.notes(),
+    )
+
+
+def _claimed(claim: str) -> bool:
+    """Claim a half by removing its claim file: True for the one process that removes it."""
+    try:
+        Path(claim).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+@contextmanager
+def _claim_file() -> Iterator[str]:
+    """Yield the path of a new claim file (:attr:`Half.claim`), removed at the end if still there."""
+    import tempfile
+
+    fd, claim = tempfile.mkstemp(prefix="timeline-half-", dir=_shared_directory())
+    os.close(fd)
+    try:
+        yield claim
+    finally:
+        _claimed(claim)
+
+
+def _parse_halves(
+    path: Path, source: str, options: ImportOptions, chunk_bytes: int, helper: LocalExecutor
+) -> FileResult | None:
+    """Decode the two halves of a trace's text, the first on the helper; None if that did not work.
+
+    This process decodes the second half, then the first as well if the helper has not started it
+    yet (busy or slow to start: the one of the two that claims it first decodes it). The result is
+    the serial reader's (the frames of the halves one after the other, the counts added up, the
+    notes of the half that read the text to its end).
+    """
+    from timeline.policy import text_size
+
+    split_at = int(text_size(path) * SPLIT_SHARE)
+    halves = [Half(path, source, options, split_at, first, chunk_bytes) for first in (True, False)]
+    try:
+        with _claim_file() as claim:
+            task = helper.submit(decode_half, replace(halves[0], claim=claim))
+            second = decode_half(halves[1])
+            first = decode_half(halves[0]) if _claimed(claim) else task.result()
+    except Exception:
+        return None  # bad input, a split point inside a string, a helper that died: read serially
+    finally:
+        helper.stop()
+    if first.split != second.split or first.frame is None or first.meta is None:
+        return None
+    frame, meta, dropped, repairs = first.frame, first.meta, dict(first.dropped), dict(first.repairs)
+    if second.frame is not None and second.meta is not None:
+        frame = pl.concat([frame, second.frame], how="vertical")
+        meta = pl.concat(
+            [meta, second.meta.with_columns(pl.col("_row") + first.frame.height)], how="vertical"
+        )
+        add_counts(dropped, second.dropped)
+        add_counts(repairs, second.repairs)
+    if first.gpu and options.overlap_only and not (first.kernels or second.kernels):
+        raise _NoKernelsError
+    notes = second.notes if second.split else first.notes
+    warnings = [*notes, *_repaired(source, repairs), *first.warnings, *second.warnings]
+    metadata = {**first.metadata, **second.metadata}
+    return finish_kineto(frame, dropped, metadata, source=source, warnings=warnings, meta=meta)
