@@ -61,6 +61,8 @@ __all__ = [
     "replay",
     "self_replay",
     "single_replay",
+    "window_lengths",
+    "window_rows",
 ]
 
 MAX_LATENCY_S = 3600.0
@@ -840,9 +842,17 @@ def _resume(wait: WaitPoint, shift: int, latest: int | None) -> int:
 # Results
 
 
-def _window_frame(graph: TraceGraph, timeline: _Timeline, plan: _Plan | None) -> pl.DataFrame:
-    """Per window: replayed start and end."""
-    rows = graph.windows.select("rank", "iteration", "window_id", "start_ns", "end_ns").to_dicts()
+def window_rows(graph: TraceGraph) -> list[dict[str, int]]:
+    """Return the rows of ``graph.windows`` the replay reads (``rank``, ``iteration``, ``window_id``,
+    ``start_ns``, ``end_ns``), to give :func:`window_lengths` again and again."""
+    return graph.windows.select("rank", "iteration", "window_id", "start_ns", "end_ns").to_dicts()
+
+
+def _window_bounds(
+    graph: TraceGraph, timeline: _Timeline, plan: _Plan | None, rows: list[dict[str, int]] | None = None
+) -> list[dict[str, int]]:
+    """Per window (the rows of ``graph.windows``): its measured and replayed start and end."""
+    rows = window_rows(graph) if rows is None else rows
     ends: dict[int, int] = {}
     if plan is not None:
         for i, op in enumerate(plan.ops):
@@ -854,8 +864,13 @@ def _window_frame(graph: TraceGraph, timeline: _Timeline, plan: _Plan | None) ->
         end = row["end_ns"] + timeline.shift(row["rank"], row["end_ns"])
         end = max(end, ends.get(row["window_id"], end), start)
         out.append({**row, "p_start": start, "p_end": end})
+    return out
+
+
+def _window_frame(graph: TraceGraph, timeline: _Timeline, plan: _Plan | None) -> pl.DataFrame:
+    """Per window: replayed start and end."""
     return pl.DataFrame(
-        out,
+        _window_bounds(graph, timeline, plan),
         schema={
             "rank": pl.Int32,
             "iteration": pl.Int64,
@@ -937,6 +952,32 @@ def single_replay(graph: TraceGraph) -> pl.DataFrame:
     timeline = _simulate(graph, scenario, plan)
     frame = _window_frame(graph, timeline, None)
     return frame.select("window_id", single_ns=pl.col("p_end") - pl.col("p_start"))
+
+
+def window_lengths(
+    graph: TraceGraph, *, scenario: Scenario | None = None, windows: list[dict[str, int]] | None = None
+) -> dict[int, int]:
+    """Return each window's replayed length (``window_id`` → ns) under a scenario, and nothing else.
+
+    The ``predicted_ns`` column of :func:`replay`'s windows (with ``Scenario(communication=False)``:
+    ``single_ns``, as :func:`single_replay` gives it), without the exposure measures and the frames:
+    what a search over many scenarios needs (:mod:`timeline.diagnosis`). ``windows``: the graph's
+    :func:`window_rows`, when the caller keeps them (the same for every graph that changes no window).
+
+    Raises
+    ------
+    UsageError
+        As :func:`replay`.
+    """
+    scenario = scenario or Scenario()
+    if not scenario.communication:
+        plan = _Plan(ops=[], instances=[], waits=[(w, ()) for w in graph.waits], warnings=[])
+        bounds = _window_bounds(graph, _simulate(graph, scenario, plan), None, windows)
+    else:
+        plan = _plan(graph, scenario)
+        _cost(graph, scenario, plan)
+        bounds = _window_bounds(graph, _simulate(graph, scenario, plan), plan, windows)
+    return {row["window_id"]: row["p_end"] - row["p_start"] for row in bounds}
 
 
 def replay(

@@ -1,0 +1,390 @@
+"""Causes on the communication's side: ``no_overlap``, ``bucketing``, ``slow_link``, ``link_underused``,
+``compression``, ``exposed_dimension``.
+
+Takes a :class:`~timeline.diagnosis.context.Context`; gives at most one finding per cause. The
+predictions replay the graph of the diagnosed iterations: gradient collectives launched when their
+gradients were ready (:func:`~timeline.whatif.transform.launch_when_ready`), other bucket caps, the
+link used in full, a faster link, compressed gradients; ``exposed_dimension`` is a stated bound.
+Each rule is defined, with its thresholds, in ``docs/diagnosis.md``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+import polars as pl
+
+from timeline.analysis.groups import dimension_of
+from timeline.diagnosis.context import Context, predicted
+from timeline.diagnosis.facts import mean_int
+from timeline.diagnosis.thresholds import (
+    BUCKET_CAPS_MIB,
+    COMPRESSION_RATIO,
+    FASTER_LINK,
+    LINK_UNDERUSED_RATIO,
+    MIN_GAIN,
+    MIN_SHARE,
+)
+from timeline.results.findings import Finding
+from timeline.units import format_ns
+
+__all__ = [
+    "GRADIENT_KINDS",
+    "exposed_gradient_ns",
+    "find_bucketing",
+    "find_compression",
+    "find_exposed_dimension",
+    "find_link",
+    "find_no_overlap",
+    "gradient_bytes",
+]
+
+GRADIENT_KINDS = ("all_reduce", "reduce_scatter")
+"""The collectives that carry gradients (data parallelism: DDP, Horovod; FSDP, ZeRO)."""
+
+_SIGNALLED = ("markers", "accumulate_grad")
+
+
+def _per_rank_iteration(context: Context, column: str, *, kinds: tuple[str, ...] | None) -> int:
+    """Mean over the diagnosed iterations of the median over ranks of a sum over communication events."""
+    facts = context.facts
+    rows = context.overlap.collectives
+    if kinds is not None:
+        rows = rows.filter(pl.col("collective").is_in(kinds))
+    whole = facts.iterations == (None,)
+    sums: dict[tuple[int | None, int], int] = defaultdict(int)
+    for rank, iteration, value in rows.select("rank", "iteration", column).iter_rows():
+        key_iteration = None if whole else iteration
+        if key_iteration in facts.iterations and value is not None:
+            sums[(key_iteration, rank)] += int(value)
+    if not facts.ranks:
+        return 0
+    return mean_int(statistics.median(sums.get((i, r), 0) for r in facts.ranks) for i in facts.iterations)
+
+
+def exposed_gradient_ns(context: Context) -> int:
+    """The gradient collectives' exposed time: mean per iteration of the median over ranks."""
+    return _per_rank_iteration(context, "exposed_ns", kinds=GRADIENT_KINDS)
+
+
+def gradient_bytes(context: Context) -> int:
+    """The gradient collectives' bytes (``in_bytes``): mean per iteration of the median over ranks."""
+    return _per_rank_iteration(context, "in_bytes", kinds=GRADIENT_KINDS)
+
+
+def _signalled(context: Context) -> bool:
+    """Whether the replay knows when gradients became ready; notes it when not."""
+    replayer = context.replayer
+    if replayer is None:
+        return False
+    if replayer.graph.gradient_source not in _SIGNALLED:
+        context.note(
+            "no_overlap, bucketing and compression need gradient-ready times (AccumulateGrad ops in the "
+            "trace, or timeline.capture's grad_ready_markers): not examined"
+        )
+        return False
+    return True
+
+
+def find_no_overlap(context: Context) -> Finding | None:
+    """Gradient collectives leave after the compute that could have hidden them."""
+    facts = context.facts
+    exposed = exposed_gradient_ns(context)
+    if facts.share(exposed) < MIN_SHARE or not _signalled(context):
+        return None
+    from timeline.whatif.transform import launch_when_ready
+
+    replayer = context.replayer
+    assert replayer is not None
+    ready = launch_when_ready(replayer.graph)
+    prediction = predicted(context, replayer.predict(ready), "replay")
+    if prediction.gain_ratio < MIN_GAIN:
+        return None
+    moved = [
+        (old.ready_ns - new.ready_ns)
+        for old, new in zip(replayer.graph.ops, ready.ops, strict=True)
+        if old.gradient and new.ready_ns < old.ready_ns
+    ]
+    gradient_ops = [o for o in replayer.graph.ops if o.gradient]
+    evidence = {
+        "exposed_gradient_comm_ns": exposed,
+        "gradient_collectives": len(gradient_ops),
+        "launched_late": len(moved),
+        "mean_launch_lateness_ns": mean_int(moved),
+        "gradient_source": replayer.graph.gradient_source,
+        "iterations": len(facts.iterations),
+    }
+    return Finding(
+        cause="no_overlap",
+        summary=(
+            f"{len(moved)} of {len(gradient_ops)} gradient collectives leave on average "
+            f"{format_ns(mean_int(moved))} after their gradients were ready; {format_ns(exposed)} of gradient "
+            "communication per iteration is exposed"
+        ),
+        fix="reduce each gradient as soon as it is ready, during the backward pass (DistributedDataParallel "
+        "or FSDP instead of all-reducing after backward(); no synchronous collective in the step)",
+        ranks=None,
+        iterations=None,
+        evidence=evidence,
+        predicted_step_ns=prediction.step_ns,
+        predicted_gain_ratio=prediction.gain_ratio,
+        basis=prediction.basis,
+    )
+
+
+def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding | None:
+    """Other bucket caps would start the gradient collectives earlier, or send fewer, larger ones."""
+    facts = context.facts
+    exposed = exposed_gradient_ns(context)
+    if no_overlap is not None or facts.share(exposed) < MIN_SHARE or not _signalled(context):
+        return None
+    from timeline.whatif.bucketing import DDPBuckets
+    from timeline.whatif.replay import Scenario
+
+    replayer = context.replayer
+    assert replayer is not None
+    caps = [int(c) for c in BUCKET_CAPS_MIB]
+    steps = [replayer.predict(scenario=Scenario(buckets=DDPBuckets(cap_bytes=cap * 2**20))) for cap in caps]
+    best = min(range(len(caps)), key=lambda k: (steps[k], k))
+    prediction = predicted(context, steps[best], "replay")
+    if prediction.gain_ratio < MIN_GAIN:
+        return None
+    ops = [o for o in replayer.graph.ops if o.gradient]
+    windows = {(o.rank, o.window_id) for o in ops}
+    sizes = [o.nbytes for o in ops if o.nbytes is not None]
+    evidence = {
+        "buckets_per_iteration": round(len(ops) / max(1, len(windows))),
+        "median_bucket_bytes": round(statistics.median(sizes)) if sizes else None,
+        "first_bucket_delay_ns": _first_bucket_delay(context),
+        "exposed_gradient_comm_ns": exposed,
+        "caps_mib": caps,
+        "predicted_step_by_cap_ns": [min(s, facts.step_ns) for s in steps],
+        "best_cap_mib": caps[best],
+    }
+    return Finding(
+        cause="bucketing",
+        summary=(
+            f"{evidence['buckets_per_iteration']} gradient buckets per iteration (median "
+            f"{_mib(evidence['median_bucket_bytes'])}); a {caps[best]} MiB bucket cap is predicted to hide more of "
+            f"the {format_ns(exposed)} of exposed gradient communication"
+        ),
+        fix=f"set the bucket cap to {caps[best]} MiB (DistributedDataParallel(bucket_cap_mb={caps[best]}), "
+        "Horovod's fusion threshold)",
+        ranks=None,
+        iterations=None,
+        evidence=evidence,
+        predicted_step_ns=prediction.step_ns,
+        predicted_gain_ratio=prediction.gain_ratio,
+        basis=prediction.basis,
+    )
+
+
+def _mib(value: object) -> str:
+    return "unknown size" if not isinstance(value, int) else f"{value / 2**20:.2f} MiB"
+
+
+def _first_bucket_delay(context: Context) -> int:
+    """Mean over rank-windows of the first gradient collective's ready time minus the first gradient's."""
+    replayer = context.replayer
+    assert replayer is not None
+    first_op: dict[tuple[int, int | None], int] = {}
+    for o in replayer.graph.ops:
+        if o.gradient:
+            key = (o.rank, o.window_id)
+            first_op[key] = min(first_op.get(key, o.ready_ns), o.ready_ns)
+    first_gradient: dict[tuple[int, int | None], int] = {}
+    for g in replayer.graph.gradients:
+        if g.signal:
+            key = (g.rank, g.window_id)
+            first_gradient[key] = min(first_gradient.get(key, g.ready_ns), g.ready_ns)
+    return mean_int(max(0, first_op[k] - first_gradient[k]) for k in first_op if k in first_gradient)
+
+
+def _utilisation(context: Context) -> tuple[float | None, int]:
+    """Byte-weighted bus bandwidth over the link in the diagnosed iterations, and the collectives counted."""
+    match = context.match
+    if match is None or context.link_gbps is None:
+        return None, 0
+    rows = match.collectives
+    if context.facts.iterations != (None,):
+        rows = rows.filter(pl.col("iteration").is_in([i for i in context.facts.iterations if i is not None]))
+    usable = rows.filter(
+        pl.col("bytes").is_not_null()
+        & (pl.col("transfer_ns") > 0)
+        & pl.col("bus_factor").is_not_null()
+        & ~pl.col("implausible")
+    )
+    if usable.height == 0:
+        return None, 0
+    bus_bits = (
+        float((usable.get_column("bytes").cast(pl.Float64) * usable.get_column("bus_factor")).sum()) * 8
+    )
+    transfer = float(usable.get_column("transfer_ns").sum())
+    return (bus_bits / transfer) / context.link_gbps, usable.height
+
+
+def find_link(context: Context) -> Finding | None:
+    """``link_underused`` below half the link, else ``slow_link``, when the exposed transfers matter."""
+    facts = context.facts
+    if context.link_gbps is None:
+        context.note("slow_link and link_underused need the link's bandwidth (--link-gbps): not examined")
+        return None
+    exposed = facts.median_mean("exposed_comm_ns")
+    utilisation, counted = _utilisation(context)
+    if utilisation is None or facts.share(exposed) < MIN_SHARE or context.replayer is None:
+        return None
+    from timeline.whatif.replay import Scenario
+
+    replayer = context.replayer
+    link = context.link_gbps
+    evidence = {
+        "link_gbps": link,
+        "busbw_gbps": utilisation * link,
+        "link_utilisation_ratio": min(utilisation, 1.0),
+        "collectives": counted,
+        "exposed_comm_ns": exposed,
+    }
+    if utilisation < LINK_UNDERUSED_RATIO:
+        prediction = predicted(context, replayer.predict(scenario=Scenario(efficiency="full")), "replay")
+        cause, summary = (
+            "link_underused",
+            f"transfers reach {utilisation:.0%} of the {link:g} Gbit/s link (bus bandwidth "
+            f"{utilisation * link:.3g} Gbit/s) while {format_ns(exposed)} of communication per iteration is exposed",
+        )
+        fix = "find what keeps transfers below the link (too few channels or connections, small messages, "
+        fix += "CPU-bound reductions, a slower path than the link: NCCL_DEBUG=INFO shows it)"
+    else:
+        faster = FASTER_LINK * link
+        prediction = predicted(context, replayer.predict(scenario=Scenario(bandwidth_gbps=faster)), "replay")
+        cause, summary = (
+            "slow_link",
+            f"transfers run at {utilisation:.0%} of the {link:g} Gbit/s link and {format_ns(exposed)} of "
+            "communication per iteration is exposed: the link limits them",
+        )
+        fix = f"a faster link ({faster:g} Gbit/s replayed), or less data on it (compression, larger local batches)"
+        evidence["faster_link_gbps"] = faster
+    if prediction.gain_ratio < MIN_GAIN:
+        return None
+    return Finding(
+        cause=cause,
+        summary=summary,
+        fix=fix,
+        evidence=evidence,
+        predicted_step_ns=prediction.step_ns,
+        predicted_gain_ratio=prediction.gain_ratio,
+        basis=prediction.basis,
+    )
+
+
+def find_compression(context: Context) -> Finding | None:
+    """What :data:`COMPRESSION_RATIO` compression of the gradients would give, codec cost included."""
+    facts = context.facts
+    exposed = exposed_gradient_ns(context)
+    if facts.share(exposed) < MIN_SHARE or not _signalled(context):
+        return None
+    replayer = context.replayer
+    assert replayer is not None
+    if not any(o.gradient and o.nbytes for o in replayer.graph.ops):
+        return None
+    from timeline.whatif.compression import Compression
+    from timeline.whatif.replay import Scenario
+
+    codec = None if context.codec_gbps is None else context.codec_gbps * 1e9 / 8
+    scenario = Scenario(compression=Compression(ratio=COMPRESSION_RATIO, codec_bytes_per_s=codec))
+    prediction = predicted(context, replayer.predict(scenario=scenario), "replay")
+    saved = facts.step_ns - prediction.step_ns
+    nbytes = gradient_bytes(context)
+    # MLSys'22: encode and decode (each S / R) must cost less than what compression saves
+    break_even = 2 * nbytes * 8 / saved if saved > 0 else None  # bits per ns = Gbit/s
+    evidence = {
+        "ratio": COMPRESSION_RATIO,
+        "codec_gbps": context.codec_gbps,
+        "gradient_bytes": nbytes,
+        "exposed_gradient_comm_ns": exposed,
+        "break_even_codec_gbps": break_even,
+    }
+    helps = prediction.gain_ratio >= MIN_GAIN
+    codec_text = (
+        "with a free codec" if context.codec_gbps is None else f"with a {context.codec_gbps:g} Gbit/s codec"
+    )
+    if helps:
+        summary = (
+            f"{COMPRESSION_RATIO:g}x gradient compression would save {prediction.gain_ratio:.0%} of the step "
+            f"{codec_text}"
+        )
+        if break_even is not None:
+            summary += f"; it pays only with a codec faster than {break_even:.3g} Gbit/s (encode and decode)"
+        fix = "compress gradients (a DDP communication hook: PowerSGD, fp16/bf16 compression) if the codec is that fast"
+    else:
+        summary = (
+            f"{COMPRESSION_RATIO:g}x gradient compression would not help ({prediction.gain_ratio:.1%} {codec_text}): "
+            "the gradient communication is not what delays the step"
+        )
+        fix = "do not compress gradients: fix the larger causes first"
+    return Finding(
+        cause="compression",
+        summary=summary,
+        fix=fix,
+        evidence=evidence,
+        predicted_step_ns=prediction.step_ns,
+        predicted_gain_ratio=prediction.gain_ratio,
+        basis=prediction.basis,
+    )
+
+
+def find_exposed_dimension(context: Context) -> Finding | None:
+    """One mesh dimension's communication holds most of the exposed time (events with ``pg_desc``)."""
+    events = context.events
+    if "pg_desc" not in events.columns:
+        return None
+    facts = context.facts
+    groups = (
+        events.filter(pl.col("pg_name").is_not_null() & pl.col("pg_desc").is_not_null())
+        .select(pl.col("pg_name").cast(pl.String), pl.col("pg_desc").cast(pl.String))
+        .unique()
+    )
+    label = {name: dimension_of(desc) for name, desc in groups.iter_rows()}
+    whole = facts.iterations == (None,)
+    sums: dict[tuple[str, int | None, int], int] = defaultdict(int)
+    for rank, iteration, group, exposed in context.overlap.collectives.select(
+        "rank", "iteration", "pg_name", "exposed_ns"
+    ).iter_rows():
+        dimension = label.get(group)
+        key_iteration = None if whole else iteration
+        if dimension is None or key_iteration not in facts.iterations or exposed is None:
+            continue
+        sums[(dimension, key_iteration, rank)] += int(exposed)
+    dimensions = sorted({d for d, _i, _r in sums})
+    if len(dimensions) < 2:
+        return None
+    per_dimension = {
+        d: mean_int(statistics.median(sums.get((d, i, r), 0) for r in facts.ranks) for i in facts.iterations)
+        for d in dimensions
+    }
+    total = sum(per_dimension.values())
+    top = max(dimensions, key=lambda d: (per_dimension[d], d))
+    exposed = per_dimension[top]
+    if total <= 0 or exposed / total < 0.5 or facts.share(exposed) < MIN_SHARE:
+        return None
+    prediction = predicted(context, facts.step_ns - exposed, "bound")
+    if prediction.gain_ratio < MIN_GAIN:
+        return None
+    return Finding(
+        cause="exposed_dimension",
+        summary=(
+            f"the {top} dimension's communication is {format_ns(exposed)} per iteration exposed, "
+            f"{exposed / total:.0%} of the exposed communication of every dimension"
+        ),
+        fix=f"overlap the {top} dimension's collectives with compute, or shrink that dimension (place it on the "
+        "fastest links)",
+        evidence={
+            "dimension": top,
+            "dimensions": dimensions,
+            "exposed_ns_by_dimension": [per_dimension[d] for d in dimensions],
+            "exposed_comm_ns": exposed,
+        },
+        predicted_step_ns=prediction.step_ns,
+        predicted_gain_ratio=prediction.gain_ratio,
+        basis=prediction.basis,
+    )

@@ -1,0 +1,92 @@
+"""What every rule of the diagnosis reads, gathered once.
+
+Takes the loaded trace, its overlap analysis and facts, and the replays when there is a graph;
+gives a :class:`Context` and :func:`predicted`, the one way a rule turns a predicted step into a
+finding's prediction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from timeline.diagnosis.facts import Facts
+from timeline.results.findings import Basis, gain_ratio
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from timeline.analysis.collectives import CollectiveMatch
+    from timeline.analysis.overlap import Overlap
+    from timeline.diagnosis.replays import Replayer
+
+__all__ = ["Context", "Prediction", "predicted"]
+
+
+@dataclass
+class Context:
+    """The inputs of the rules.
+
+    Attributes
+    ----------
+    facts
+        The measured facts of the diagnosed iterations.
+    overlap
+        The overlap analysis.
+    events
+        The events loaded (in memory: those the overlap and the cross-rank analyses read; rank by
+        rank: the communication events only).
+    match
+        The collectives matched across ranks (None with one rank, or clocks that disagree).
+    replayer
+        The replays of the what-if graph (None when there is no graph: a note says why).
+    link_gbps
+        The link's one-direction bandwidth, when known.
+    codec_gbps
+        The compression codec's throughput, when given (else it is counted as free).
+    launch_gaps
+        ``(iteration, rank)`` → launch-bound device idle (:mod:`timeline.analysis.launches`), or
+        None when it could not be measured.
+    notes
+        What the diagnosis left out, and why (one line each).
+    """
+
+    facts: Facts
+    overlap: Overlap
+    events: pl.DataFrame
+    match: CollectiveMatch | None
+    replayer: Replayer | None
+    link_gbps: float | None = None
+    codec_gbps: float | None = None
+    launch_gaps: Mapping[tuple[int | None, int], int] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def launch_gap(self, rank: int, iteration: int | None) -> int:
+        """Return a rank's launch-bound idle in an iteration (0 when unknown or none)."""
+        return 0 if self.launch_gaps is None else self.launch_gaps.get((iteration, rank), 0)
+
+    def note(self, line: str) -> None:
+        """Add a note once."""
+        if line not in self.notes:
+            self.notes.append(line)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A finding's prediction: the step after the fix, its gain and how it was made."""
+
+    step_ns: int
+    gain_ratio: float
+    basis: Basis
+
+
+def predicted(context: Context, step_ns: float, basis: Basis) -> Prediction:
+    """Return the prediction of a fix whose step is ``step_ns``, kept between 0 and the measured step.
+
+    A fix never lengthens the step: a replay that predicts a longer one (the model's own noise)
+    gives the measured step and no gain.
+    """
+    measured = context.facts.step_ns
+    step = min(max(round(step_ns), 0), measured)
+    return Prediction(step_ns=step, gain_ratio=gain_ratio(measured, step) or 0.0, basis=basis)
