@@ -38,8 +38,18 @@ def analyze_command(
     align: AlignOption = False,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    no_findings: Annotated[
+        bool,
+        typer.Option(
+            "--no-findings",
+            help="Leave out the verdict and the findings (the diagnosis: what limits the job, what would fix it).",
+        ),
+    ] = False,
 ) -> None:
     """Measure communication hidden under compute and exposed (stretching the step), per rank and iteration.
+
+    First the verdict and the findings: what limits the job and what would fix it, each fix ranked by
+    the gain the what-if replay predicts (docs/diagnosis.md).
 
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
@@ -49,12 +59,19 @@ def analyze_command(
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
-        # rank by rank, the communication events are kept only for the utilisation (and --align)
-        analysed = analyze(inputs, align=align, communication=link is not None)
+        # rank by rank, the communication events are kept only for the utilisation (and --align) and
+        # the findings, whose tasks also return the what-if graph's parts
+        analysed = analyze(inputs, align=align, communication=link is not None, findings=not no_findings)
+        diagnosis = None if no_findings else analysed.diagnosis(link_gbps=link)
         from timeline.results.summary import build_summary
 
         summary = build_summary(
-            analysed.trace, analysed.overlap, top=top, offsets=analysed.offsets, link_gbps=link
+            analysed.trace,
+            analysed.overlap,
+            top=top,
+            offsets=analysed.offsets,
+            link_gbps=link,
+            diagnosis=diagnosis,
         )
     # the load warnings were printed while loading; the analysis' own follow (transfers faster than the link)
     echo_warnings(summary["warnings"][len(analysed.trace.warnings) :])

@@ -25,7 +25,7 @@ from timeline.analysis.stragglers import find_stragglers
 from timeline.errors import TraceFormatError
 from timeline.plausibility import without_cross_rank_times, without_stragglers
 from timeline.results.collectives import world_size_of_files
-from timeline.results.summary import SUMMARY_VERSION
+from timeline.results.summary import READABLE_SUMMARY_VERSIONS, SUMMARY_VERSION
 from timeline.schema import ITERATION_OVERLAP_SCHEMA, RANK_OVERLAP_SCHEMA
 
 if TYPE_CHECKING:
@@ -270,9 +270,11 @@ def frames_from_summary(summary: Mapping[str, Any], *, label: str) -> MetricFram
         Another layout version, or rows of the wrong shape.
     """
     version = summary.get("version")
-    if version != SUMMARY_VERSION:
+    if not isinstance(version, int) or version not in READABLE_SUMMARY_VERSIONS:
+        readable = ", ".join(str(v) for v in sorted(READABLE_SUMMARY_VERSIONS))
         msg = (
-            f"{label}: summary layout version {version!r}, this timeline reads version {SUMMARY_VERSION}; "
+            f"{label}: summary layout version {version!r}, this timeline reads versions {readable} "
+            f"(it writes {SUMMARY_VERSION}); "
             "re-run timeline analyze --json with this version"
         )
         raise TraceFormatError(msg)

@@ -48,6 +48,8 @@ class Context:
     launch_gaps
         ``(iteration, rank)`` → launch-bound device idle (:mod:`timeline.analysis.launches`), or
         None when it could not be measured.
+    launch_intervals
+        ``(iteration, rank)`` → the launch-bound gaps themselves.
     notes
         What the diagnosis left out, and why (one line each).
     """
@@ -60,6 +62,7 @@ class Context:
     link_gbps: float | None = None
     codec_gbps: float | None = None
     launch_gaps: Mapping[tuple[int | None, int], int] | None = None
+    launch_intervals: Mapping[tuple[int | None, int], tuple[tuple[int, int], ...]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def launch_gap(self, rank: int, iteration: int | None) -> int:

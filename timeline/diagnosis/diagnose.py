@@ -10,6 +10,7 @@ how its gain is computed.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,7 +30,7 @@ from timeline.diagnosis.facts import Facts, facts_of
 from timeline.diagnosis.ranks import find_imbalance, find_input_stall, find_launch_bound, find_straggler
 from timeline.diagnosis.thresholds import MIN_GAIN, MIN_SHARE, REPLAY_ERROR
 from timeline.errors import TimelineError
-from timeline.results.findings import COMMUNICATION_CAUSES, Finding, ranked
+from timeline.results.findings import CAUSES, COMMUNICATION_CAUSES, Finding, ranked
 from timeline.units import format_ns
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from timeline.trace import Trace
     from timeline.whatif.graph import TraceGraph
 
-__all__ = ["NOTHING", "Diagnosis", "diagnose"]
+__all__ = ["NOTHING", "Diagnosis", "diagnose", "diagnosis_graph", "headline"]
 
 NOTHING = "Nothing to diagnose: no rank's compute and communication were measured."
 """The summary of a diagnosis without a rank to diagnose."""
@@ -149,9 +150,9 @@ def diagnose(
         replayer=replayer,
         link_gbps=link_gbps,
         codec_gbps=codec_gbps,
-        launch_gaps=_launch_gaps(trace, overlap, facts, complete=complete, notes=notes),
         notes=notes,
     )
+    _launch_gaps(context, trace, complete=complete)
     findings = _findings(context)
     return _verdict(context, findings)
 
@@ -210,9 +211,7 @@ def _replayer(
         return None
     try:
         if graph is None:
-            from timeline.whatif.graph import trace_graph
-
-            built = trace_graph(trace, link_gbps=link_gbps, windows=overlap.windows)
+            built = diagnosis_graph(trace, overlap, link_gbps=link_gbps)
         else:
             built = graph() if callable(graph) else graph
         replayer = Replayer(built, facts.iterations, facts.step_ns)
@@ -227,25 +226,50 @@ def _replayer(
     return replayer
 
 
-def _launch_gaps(
-    trace: Trace, overlap: Overlap, facts: Facts, *, complete: bool, notes: list[str]
-) -> dict[tuple[int | None, int], int] | None:
-    """Launch-bound device idle per (iteration, rank) of the GPU ranks (None when unknown or none)."""
-    if "gpu" not in set(overlap.ranks.get_column("mode").to_list()):
-        return None
-    if not complete:
-        notes.append("read rank by rank: launch_bound not examined (it needs every kernel launch of a rank)")
-        return None
-    from timeline.analysis.launches import compute_launch_gaps
+def diagnosis_graph(trace: Trace, overlap: Overlap, *, link_gbps: float | None = None) -> TraceGraph:
+    """Return the what-if graph of the iterations the diagnosis replays (:mod:`timeline.diagnosis.parts`).
 
-    gaps = compute_launch_gaps(trace.events, overlap.windows)
-    whole = facts.iterations == (None,)
-    out: dict[tuple[int | None, int], int] = {}
-    for rank, iteration, ns in gaps.select("rank", "iteration", "launch_gap_ns").iter_rows():
-        key = None if whole else iteration
-        if key in facts.iterations:
-            out[(key, rank)] = out.get((key, rank), 0) + int(ns)
-    return out
+    The same graph, rank for rank, as a rank-by-rank analysis builds from its tasks' parts.
+
+    Raises
+    ------
+    TraceContentError
+        No rank with compute events.
+    """
+    from timeline.diagnosis.facts import chosen_by_rank
+    from timeline.diagnosis.parts import diagnosis_parts
+    from timeline.whatif.graph import graph_from_parts
+
+    chosen = chosen_by_rank(overlap.windows, overlap.collectives)
+    parts = diagnosis_parts(trace.events, overlap.windows, chosen)
+    return graph_from_parts([parts], files=trace.files, link_gbps=link_gbps)
+
+
+def _launch_gaps(context: Context, trace: Trace, *, complete: bool) -> None:
+    """Set the launch-bound device idle per (iteration, rank) of the GPU ranks, and the gaps themselves."""
+    overlap, facts = context.overlap, context.facts
+    if "gpu" not in set(overlap.ranks.get_column("mode").to_list()):
+        return
+    if not complete:
+        context.note("read rank by rank: launch_bound not examined (it needs every kernel launch of a rank)")
+        return
+    from timeline.analysis.launches import launch_gap_intervals
+
+    gaps = launch_gap_intervals(trace.events)
+    windows = facts.rows.select("rank", "iteration", "start_ns", "end_ns").iter_rows()
+    spans: dict[int, list[tuple[int | None, int, int]]] = defaultdict(list)
+    for rank, iteration, start, end in windows:
+        spans[rank].append((iteration, start, end))
+    totals: dict[tuple[int | None, int], int] = {}
+    intervals: dict[tuple[int | None, int], list[tuple[int, int]]] = defaultdict(list)
+    for rank, start, end in gaps.iter_rows():
+        for iteration, w0, w1 in spans.get(rank, []):
+            if w0 <= start < w1:
+                intervals[(iteration, rank)].append((start, end))
+                totals[(iteration, rank)] = totals.get((iteration, rank), 0) + end - start
+                break
+    context.launch_gaps = totals
+    context.launch_intervals = {key: tuple(value) for key, value in intervals.items()}
 
 
 def _verdict(context: Context, findings: list[Finding]) -> Diagnosis:
@@ -274,6 +298,29 @@ def _verdict(context: Context, findings: list[Finding]) -> Diagnosis:
     )
 
 
+_HEADLINES = {
+    "straggler": "rank {rank} arrives late at the collectives and the others wait for it",
+    "imbalance": "ranks arrive late at the collectives by turns",
+    "input_stall": "every rank idles before or between its steps",
+    "launch_bound": "the device waits for the host to launch its kernels",
+    "no_overlap": "gradient collectives leave after the compute that could have hidden them",
+    "bucketing": "the gradient buckets start the communication late or send too many small messages",
+    "slow_link": "the link limits the transfers",
+    "link_underused": "transfers run far below the link's capacity",
+    "compression": "the gradient communication is on the critical path (compression would shorten it)",
+    "exposed_dimension": "the {dimension} dimension's communication is exposed",
+}
+
+
+def headline(finding: Finding) -> str:
+    """Return the short phrase the verdict names a finding's cause with."""
+    template = _HEADLINES.get(finding.cause)
+    if template is None:
+        return CAUSES[finding.cause]
+    evidence = finding.evidence
+    return template.format(rank=evidence.get("rank", "?"), dimension=evidence.get("dimension", "?"))
+
+
 def _summary(facts: Facts, top: Finding | None, exposed: float, hide: float | None) -> str:
     step = format_ns(facts.step_ns)
     if top is None or top.predicted_gain_ratio is None or top.predicted_gain_ratio < MIN_GAIN:
@@ -281,14 +328,18 @@ def _summary(facts: Facts, top: Finding | None, exposed: float, hide: float | No
         if exposed >= MIN_SHARE:
             text += f"; {exposed:.0%} of it is exposed communication that no finding explains"
         return text + "."
-    bound = top.cause in COMMUNICATION_CAUSES
-    head = "Communication-bound" if bound else "Not communication-bound"
-    text = (
-        f"{head}: the largest cause is {top.cause} ({top.summary}); fixing it is predicted to save "
-        f"{top.predicted_gain_ratio:.0%} of the {step} step"
-    )
-    if not bound and exposed >= MIN_SHARE:
-        text += f" ({exposed:.0%} of the step is exposed communication, but the network is not the cause)"
-    elif bound and hide is not None:
-        text += f"; the communication would hide completely at about {hide:.3g} Gbit/s"
+    gain = top.predicted_gain_ratio
+    if top.cause in COMMUNICATION_CAUSES:
+        text = f"Communication-bound: {headline(top)} ({top.cause}); fixing it is predicted to save {gain:.0%}"
+        text += f" of the {step} step"
+        if hide is not None:
+            text += f"; communication would hide completely at about {hide:.3g} Gbit/s"
+        return text + "."
+    text = f"Not communication-bound: {headline(top)} ({top.cause}); fixing it is predicted to save {gain:.0%}"
+    text += f" of the {step} step"
+    if exposed >= MIN_SHARE:
+        if gain >= exposed:
+            text += f". {exposed:.0%} of the step is exposed communication, less than that: the network is not the limit"
+        else:
+            text += f". {exposed:.0%} of the step is exposed communication; no finding puts it on the network"
     return text + "."

@@ -17,12 +17,56 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from timeline.diagnosis.thresholds import MAX_REPLAYED_EVENTS
+from timeline.diagnosis.thresholds import MAX_RANK_EVENTS
 
 if TYPE_CHECKING:
     from timeline.analysis.collectives import CollectiveMatch
     from timeline.analysis.overlap import Overlap
-__all__ = ["Facts", "choose_iterations", "facts_of", "mean_int"]
+
+__all__ = [
+    "Facts",
+    "choose_iterations",
+    "chosen_by_rank",
+    "facts_of",
+    "mean_int",
+    "replayed_iterations",
+]
+
+def replayed_iterations(iterations: list[int], events: int) -> list[int]:
+    """Return the iterations a rank diagnoses: all, or the middle one when it has many events.
+
+    Examples
+    --------
+    >>> replayed_iterations([2, 3, 4], 24), replayed_iterations([2, 3, 4, 5, 6], 2020)
+    ([2, 3, 4], [4])
+    """
+    ordered = sorted(iterations)
+    if len(ordered) > 1 and events > MAX_RANK_EVENTS:
+        return [ordered[len(ordered) // 2]]
+    return ordered
+
+
+def chosen_by_rank(windows: pl.DataFrame, collectives: pl.DataFrame) -> dict[int, list[int]]:
+    """Return each rank's diagnosed iterations (:func:`replayed_iterations`).
+
+    Parameters
+    ----------
+    windows
+        The iteration windows (``Overlap.windows``): ``profiler_step`` rows count.
+    collectives
+        The communication events located in iterations (``Overlap.collectives``).
+    """
+    steps = windows.filter((pl.col("window") == "profiler_step") & pl.col("iteration").is_not_null())
+    by_rank: dict[int, list[int]] = defaultdict(list)
+    for rank, iteration in steps.select("rank", "iteration").iter_rows():
+        by_rank[rank].append(iteration)
+    counts: dict[int, int] = defaultdict(int)
+    located = collectives.filter(pl.col("iteration").is_not_null()).group_by("rank").agg(pl.len().alias("_n"))
+    for rank, n in located.iter_rows():
+        counts[rank] = int(n)
+    return {rank: replayed_iterations(its, counts[rank]) for rank, its in by_rank.items()}
+
+
 
 _COLUMNS = (
     "rank",
@@ -128,27 +172,18 @@ class Facts:
 def choose_iterations(overlap: Overlap) -> tuple[pl.DataFrame, tuple[int | None, ...]]:
     """Return the rows to diagnose and their iterations.
 
-    The ``ProfilerStep`` iterations every rank with known exposure has (Horovod-only ranks have
-    none); all of them, or only the median one (by step, the lower median) when their
-    communication events number more than :data:`MAX_REPLAYED_EVENTS`. Without iterations common
-    to every rank, each rank's whole trace is one window (iteration None).
+    The iterations every rank with known exposure (Horovod-only ranks have none) chose
+    (:func:`chosen_by_rank`). Without iterations common to every rank, each rank's whole trace is
+    one window (iteration None).
     """
     known = overlap.iterations.filter(pl.col("mode") != "horovod")
-    steps = known.filter((pl.col("window") == "profiler_step") & pl.col("iteration").is_not_null())
-    ranks = known.get_column("rank").n_unique()
-    counts = steps.group_by("iteration").agg(pl.col("rank").n_unique().alias("_ranks"))
-    common = sorted(counts.filter(pl.col("_ranks") == ranks).get_column("iteration").to_list())
+    ranks = set(known.get_column("rank").to_list())
+    chosen = chosen_by_rank(overlap.windows.filter(pl.col("rank").is_in(sorted(ranks))), overlap.collectives)
+    common = sorted(set.intersection(*(set(chosen.get(r, [])) for r in ranks))) if ranks else []
     if not common:
         whole = known.filter(pl.col("window") == "whole_trace")
         return whole.select(_COLUMNS), (None,)
-    rows = steps.filter(pl.col("iteration").is_in(common))
-    events = overlap.collectives.filter(pl.col("iteration").is_in(common)).height
-    if len(common) > 1 and events > MAX_REPLAYED_EVENTS:
-        medians = (
-            rows.group_by("iteration").agg(pl.col("step_ns").median().alias("_t")).sort("_t", "iteration")
-        )
-        common = [medians.get_column("iteration")[(medians.height - 1) // 2]]
-        rows = rows.filter(pl.col("iteration").is_in(common))
+    rows = known.filter((pl.col("window") == "profiler_step") & pl.col("iteration").is_in(common))
     return rows.select(_COLUMNS).sort("iteration", "rank"), tuple(common)
 
 

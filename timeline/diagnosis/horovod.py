@@ -25,11 +25,10 @@ import polars as pl
 
 from timeline.analysis.horovod_phases import analyze_horovod
 from timeline.diagnosis.context import Context, predicted
-from timeline.diagnosis.facts import Facts, mean_int
+from timeline.diagnosis.facts import Facts, mean_int, replayed_iterations
 from timeline.diagnosis.thresholds import (
     FASTER_LINK,
     LINK_UNDERUSED_RATIO,
-    MAX_REPLAYED_EVENTS,
     MIN_GAIN,
     MIN_SHARE,
     SLOW_RANK_SHARE,
@@ -145,13 +144,7 @@ def _replays(trace: Trace, link_gbps: float | None, notes: list[str]) -> tuple[R
     windows = graph.windows
     iterations: tuple[int | None, ...] = (None,)
     if graph.has_iterations:
-        numbers = sorted(windows.get_column("iteration").drop_nulls().to_list())
-        if len(graph.ops) > MAX_REPLAYED_EVENTS and numbers:
-            lengths = windows.filter(pl.col("iteration").is_not_null()).with_columns(
-                _t=pl.col("end_ns") - pl.col("start_ns")
-            )
-            ordered = lengths.sort("_t", "iteration").get_column("iteration").to_list()
-            numbers = [ordered[(len(ordered) - 1) // 2]]
+        numbers = replayed_iterations(windows.get_column("iteration").drop_nulls().to_list(), len(graph.ops))
         iterations = tuple(numbers)
         windows = windows.filter(pl.col("iteration").is_in(numbers))
     rows = windows.select(

@@ -240,7 +240,7 @@ def find_input_stall(context: Context) -> Finding | None:
     if context.replayer is not None:
         replayer = context.replayer
         cuts = [
-            WindowCut(r, window, common[i])
+            WindowCut(r, window, common[i], spare=context.launch_intervals.get((i, r), ()))
             for i in facts.iterations
             for r in facts.ranks
             if (window := replayer.window_of(r, i)) is not None and common[i] > 0
@@ -298,7 +298,7 @@ def find_launch_bound(context: Context) -> Finding | None:
     if context.replayer is not None:
         replayer = context.replayer
         cuts = [
-            WindowCut(r, window, context.launch_gap(r, i))
+            WindowCut(r, window, 0, exact=context.launch_intervals.get((i, r), ()))
             for i in facts.iterations
             for r in facts.ranks
             if (window := replayer.window_of(r, i)) is not None and context.launch_gap(r, i) > 0

@@ -50,6 +50,10 @@ class WindowCut:
         its end.
     before_ns
         Time to remove just before the window starts: the whole window happens that much earlier.
+    exact
+        Intervals removed as they are (the device's launch gaps).
+    spare
+        Intervals the idle time is not taken from (launch gaps, when the idle removed is another kind).
     """
 
     rank: int
@@ -57,6 +61,8 @@ class WindowCut:
     idle_ns: int
     compute_ns: int = 0
     before_ns: int = 0
+    exact: tuple[tuple[int, int], ...] = ()
+    spare: tuple[tuple[int, int], ...] = ()
 
 
 class Replayer:
@@ -141,7 +147,11 @@ class Replayer:
             if row is None:
                 continue
             busy = self._busy(cut.rank, row["start_ns"], row["end_ns"])
-            removals[cut.rank] += _earliest(_gaps(busy, row["start_ns"], row["end_ns"]), cut.idle_ns)
+            idle = _gaps(busy, row["start_ns"], row["end_ns"])
+            if cut.spare:
+                idle = _gaps(_union([*busy, *cut.spare]), row["start_ns"], row["end_ns"])
+            removals[cut.rank] += _earliest(idle, cut.idle_ns)
+            removals[cut.rank] += list(cut.exact)
             removals[cut.rank] += _tails(
                 self._compute(cut.rank, row["start_ns"], row["end_ns"]), cut.compute_ns
             )

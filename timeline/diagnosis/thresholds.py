@@ -13,7 +13,7 @@ __all__ = [
     "IMBALANCE_LATE_SHARE",
     "LAUNCH_GAP_MAX_NS",
     "LINK_UNDERUSED_RATIO",
-    "MAX_REPLAYED_EVENTS",
+    "MAX_RANK_EVENTS",
     "MIN_GAIN",
     "MIN_SHARE",
     "REPLAY_ERROR",
@@ -54,9 +54,10 @@ launch ended after the gap began (the device waited for the host); longer gaps a
 HIDE_TOLERANCE = 0.01
 """The hide bandwidth: the step comes within 1 % of the step with an infinitely fast link."""
 
-MAX_REPLAYED_EVENTS = 1_000
-"""Above this many communication events in the diagnosed iterations (all ranks), only the median
-iteration is diagnosed, so that the replays stay cheap."""
+MAX_RANK_EVENTS = 250
+"""Above this many communication events of a rank in its iterations, only its middle iteration (by
+number) is diagnosed, so that building its graph and replaying it stay cheap
+(:func:`~timeline.diagnosis.facts.replayed_iterations`)."""
 
 REPLAY_ERROR = 0.05
 """A self-replay further than 5 % from the measured step is reported in the notes."""

@@ -27,13 +27,14 @@ import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import polars as pl
 from isal import isal_zlib
 
 from timeline.analysis.iterations import rank_modes
 from timeline.analysis.overlap import Overlap, overlap_with_modes
+from timeline.errors import UsageError
 from timeline.executors import Executor, LocalExecutor, named_progress
 from timeline.importers.result import ImportOptions
 from timeline.inputs import PathsLike, Unit, check_claims, plan_inputs, unit_claims
@@ -41,6 +42,9 @@ from timeline.plausibility import CLOCKS_SCHEMA
 from timeline.policy import small_input
 from timeline.schema import FILES_SCHEMA
 from timeline.trace import Trace, check_part_files, load_part
+
+if TYPE_CHECKING:
+    from timeline.whatif.graph import GraphParts, TraceGraph
 
 __all__ = [
     "Analysis",
@@ -101,6 +105,7 @@ class RankReduction(UnitReduction):
 
     overlap: Overlap
     communication: pl.DataFrame
+    graph_parts: GraphParts | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,28 @@ class Analysis:
     """Each unit that was reduced, with the ranks of its events (for :meth:`load_ranks`)."""
     clocks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CLOCKS_SCHEMA))
     clock_note: str | None = None
+    graph_parts: tuple[GraphParts, ...] | None = None
+    """The what-if graph parts of the iterations the diagnosis replays, one per unit (asked for
+    with ``graph=True``), else None."""
+
+    def graph(self, *, link_gbps: float | None = None, offsets: pl.DataFrame | None = None) -> TraceGraph:
+        """Return the what-if graph of :attr:`graph_parts` (the in-memory diagnosis builds the same).
+
+        ``offsets``: the clock offsets the events were aligned by (``--align``).
+
+        Raises
+        ------
+        UsageError
+            The units were reduced without their graph parts.
+        TraceContentError
+            No rank with compute events.
+        """
+        from timeline.whatif.graph import graph_from_parts
+
+        if self.graph_parts is None:
+            raise UsageError("the rank-by-rank analysis was run without graph parts: pass graph=True")
+        parts = self.graph_parts if offsets is None else tuple(shift_parts(p, offsets) for p in self.graph_parts)
+        return graph_from_parts(parts, files=self.files, link_gbps=link_gbps)
 
     def as_trace(self) -> Trace:
         """Return a :class:`~timeline.trace.Trace` whose events are :attr:`communication`.
@@ -279,6 +306,28 @@ def shift_overlap(overlap: Overlap, offsets: pl.DataFrame, *, horovod_writer: in
     )
 
 
+def shift_parts(parts: GraphParts, offsets: pl.DataFrame) -> GraphParts:
+    """Return graph parts moved by ``apply_clock_offsets``'s offsets (every time of a rank minus its offset)."""
+    table = offsets.select(pl.col("rank").cast(pl.Int32), _offset=pl.col("offset_ns").cast(pl.Int64))
+
+    def shifted(frame: pl.DataFrame) -> pl.DataFrame:
+        times = [c for c in ("start_ns", "end_ns", "ready_ns") if c in frame.columns]
+        if not times or frame.height == 0:
+            return frame
+        joined = frame.join(table, on="rank", how="left", maintain_order="left")
+        return joined.with_columns(pl.col(c) - pl.col("_offset").fill_null(0) for c in times).select(frame.columns)
+
+    return replace(
+        parts,
+        windows=shifted(parts.windows),
+        compute=shifted(parts.compute),
+        waits=shifted(parts.waits),
+        comm=shifted(parts.comm),
+        markers=shifted(parts.markers),
+        accumulate_grad=shifted(parts.accumulate_grad),
+    )
+
+
 def reduce_unit(unit: Unit) -> RankReduction:
     """Load one unit and reduce it to its overlap rows and communication events (a task).
 
@@ -288,7 +337,9 @@ def reduce_unit(unit: Unit) -> RankReduction:
         Bad input, as :func:`timeline.trace.load` raises it.
     """
     # CPU operators of GPU ranks are skipped: the overlap never reads them
-    return _reduction(unit.paths, load_unit(unit, overlap_only=True), communication=unit.communication)
+    return _reduction(
+        unit.paths, load_unit(unit, overlap_only=True), communication=unit.communication, graph=unit.graph
+    )
 
 
 def load_unit(unit: Unit, *, overlap_only: bool = False) -> Trace:
@@ -306,11 +357,18 @@ def load_unit(unit: Unit, *, overlap_only: bool = False) -> Trace:
     )
 
 
-def _reduction(paths: tuple[Path, ...], trace: Trace, *, communication: bool) -> RankReduction:
+def _reduction(paths: tuple[Path, ...], trace: Trace, *, communication: bool, graph: bool) -> RankReduction:
     events = trace.events
     claims, horovod = unit_claims(paths, trace.files)
     # the modes of the overlap events are those of all the events: each rank keeps what decides its mode
     modes = rank_modes(events)
+    overlap = overlap_with_modes(_overlap_events(events, modes), modes)
+    parts = None
+    if graph:
+        from timeline.diagnosis.facts import chosen_by_rank
+        from timeline.diagnosis.parts import diagnosis_parts
+
+        parts = diagnosis_parts(events, overlap.windows, chosen_by_rank(overlap.windows, overlap.collectives))
     return RankReduction(
         paths=paths,
         files=trace.files,
@@ -319,8 +377,9 @@ def _reduction(paths: tuple[Path, ...], trace: Trace, *, communication: bool) ->
         horovod=horovod,
         event_ranks=tuple(events.get_column("rank").unique().drop_nulls().sort().to_list()),
         clocks=trace.clocks,
-        overlap=overlap_with_modes(_overlap_events(events, modes), modes),
+        overlap=overlap,
         communication=_communication_events(events, modes) if communication else events.clear(),
+        graph_parts=parts,
     )
 
 
@@ -518,6 +577,7 @@ class _OverlapViews:
         self.packed: list[bytes | None] = []
         self.first_rank: list[int] = []
         self.warnings: list[tuple[str, ...]] = []
+        self.parts: list[GraphParts | None] = []
 
     def add(self, result: _PackedReduction) -> None:
         self.packed.append(result.packed)
@@ -536,12 +596,14 @@ class _OverlapViews:
         """Return every view of every unit, sorted by rank; the packed bytes are released as they go."""
         order = sorted(range(len(self.packed)), key=lambda i: self.first_rank[i])
         blocks: dict[str, list[pl.DataFrame]] = {view: [] for view in _VIEWS}
+        self.parts = [None] * len(self.packed)
         for begin in range(0, len(order), _BLOCK_UNITS):
             unpacked = []
             for i in order[begin : begin + _BLOCK_UNITS]:
                 data, self.packed[i] = self.packed[i], None
                 if data is not None:
-                    unpacked.append(_unpack(data))
+                    frames, self.parts[i] = _unpack(data)
+                    unpacked.append(frames)
             for k, view in enumerate(_VIEWS):
                 if unpacked:
                     blocks[view].append(pl.concat([u[k] for u in unpacked], how="vertical", rechunk=True))
@@ -560,12 +622,13 @@ class _OverlapViews:
 
 def _pack(reduction: RankReduction) -> bytes:
     frames = [_view(reduction, view) for view in _VIEWS]
-    return bytes(isal_zlib.compress(pickle.dumps(frames, protocol=pickle.HIGHEST_PROTOCOL), 1))
+    payload = (frames, reduction.graph_parts)
+    return bytes(isal_zlib.compress(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL), 1))
 
 
-def _unpack(data: bytes) -> list[pl.DataFrame]:
-    frames: list[pl.DataFrame] = pickle.loads(isal_zlib.decompress(data))
-    return frames
+def _unpack(data: bytes) -> tuple[list[pl.DataFrame], GraphParts | None]:
+    payload: tuple[list[pl.DataFrame], GraphParts | None] = pickle.loads(isal_zlib.decompress(data))
+    return payload
 
 
 def _view(reduction: RankReduction, view: str) -> pl.DataFrame:
@@ -583,6 +646,7 @@ def analyze_files(
     rank: int | None = None,
     rank_regex: str | None = None,
     communication: bool = True,
+    graph: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Analysis:
     """Analyse traces rank by rank on an executor; the same results as loading them all at once.
@@ -603,6 +667,10 @@ def analyze_files(
         Keep every rank's communication events (:attr:`Analysis.communication`), which the analyses
         that compare ranks read; ``False`` when only the overlap is wanted: the driver then holds the
         overlap rows alone (an empty frame in their place).
+    graph
+        Also keep each unit's what-if graph parts of the iterations the diagnosis replays
+        (:attr:`Analysis.graph_parts`): ``Analysis.graph()`` then equals the graph the in-memory
+        diagnosis builds (:func:`timeline.diagnosis.diagnose.diagnosis_graph`).
     progress
         Called as ``progress(label, done, total)`` after each task.
 
@@ -626,10 +694,11 @@ def analyze_files(
     """
     units = plan_inputs(paths, options=options, rank=rank, rank_regex=rank_regex)
     executor = executor if executor is not None else default_executor(units)
-    units = [replace(u, communication=communication) for u in local_unit(units, executor)]
+    units = [replace(u, communication=communication, graph=graph) for u in local_unit(units, executor)]
     views = _OverlapViews()
     collected = run_units(units, _reduce_packed, views, executor, progress)
     stacked = views.stacked()
+    parts = tuple(p for p in views.parts if p is not None) if graph else None
     return Analysis(
         overlap=Overlap(
             ranks=stacked["ranks"],
@@ -644,6 +713,7 @@ def analyze_files(
         units=collected.held_units(),
         clocks=collected.clocks_frame(),
         clock_note=collected.clock_note,
+        graph_parts=parts,
     )
 
 
