@@ -77,11 +77,13 @@ def _signalled(context: Context) -> bool:
     """Whether the replay knows when gradients became ready; notes it when not."""
     replayer = context.replayer
     if replayer is None:
+        context.unexamined.update(("no_overlap", "bucketing", "compression"))
         return False
     if replayer.graph.gradient_source not in _SIGNALLED:
         context.note(
             "no_overlap, bucketing and compression need gradient-ready times (AccumulateGrad ops in the "
-            "trace, or timeline.capture's grad_ready_markers): not examined"
+            "trace, or timeline.capture's grad_ready_markers): not examined",
+            causes=("no_overlap", "bucketing", "compression"),
         )
         return False
     return True
@@ -228,11 +230,17 @@ def find_link(context: Context) -> Finding | None:
     """``link_underused`` below half the link, else ``slow_link``, when the exposed transfers matter."""
     facts = context.facts
     if context.link_gbps is None:
-        context.note("slow_link and link_underused need the link's bandwidth (--link-gbps): not examined")
+        context.note(
+            "slow_link and link_underused need the link's bandwidth (--link-gbps): not examined",
+            causes=("slow_link", "link_underused"),
+        )
         return None
     exposed = facts.median_mean("exposed_comm_ns")
     utilisation, counted = _utilisation(context)
-    if utilisation is None or facts.share(exposed) < MIN_SHARE or context.replayer is None:
+    if context.replayer is None or (utilisation is None and context.match is None and len(facts.ranks) > 1):
+        context.unexamined.update(("slow_link", "link_underused"))
+        return None
+    if utilisation is None or facts.share(exposed) < MIN_SHARE:
         return None
     from timeline.whatif.replay import Scenario
 
@@ -337,6 +345,7 @@ def find_exposed_dimension(context: Context) -> Finding | None:
     """One mesh dimension's communication holds most of the exposed time (events with ``pg_desc``)."""
     events = context.events
     if "pg_desc" not in events.columns:
+        context.unexamined.add("exposed_dimension")
         return None
     facts = context.facts
     groups = (

@@ -52,6 +52,8 @@ class Context:
         ``(iteration, rank)`` → the launch-bound gaps themselves.
     notes
         What the diagnosis left out, and why (one line each).
+    unexamined
+        The causes the rules could not examine for lack of data (no link, no gradient-ready times…).
     """
 
     facts: Facts
@@ -64,15 +66,17 @@ class Context:
     launch_gaps: Mapping[tuple[int | None, int], int] | None = None
     launch_intervals: Mapping[tuple[int | None, int], tuple[tuple[int, int], ...]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    unexamined: set[str] = field(default_factory=set)
 
     def launch_gap(self, rank: int, iteration: int | None) -> int:
         """Return a rank's launch-bound idle in an iteration (0 when unknown or none)."""
         return 0 if self.launch_gaps is None else self.launch_gaps.get((iteration, rank), 0)
 
-    def note(self, line: str) -> None:
-        """Add a note once."""
+    def note(self, line: str, *, causes: tuple[str, ...] = ()) -> None:
+        """Add a note once; ``causes``: the causes it says could not be examined."""
         if line not in self.notes:
             self.notes.append(line)
+        self.unexamined.update(causes)
 
 
 @dataclass(frozen=True)

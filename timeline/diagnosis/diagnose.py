@@ -40,10 +40,25 @@ if TYPE_CHECKING:
     from timeline.trace import Trace
     from timeline.whatif.graph import TraceGraph
 
-__all__ = ["NOTHING", "Diagnosis", "diagnose", "diagnosis_graph", "headline"]
+__all__ = ["DIAGNOSED_CAUSES", "NOTHING", "Diagnosis", "diagnose", "diagnosis_graph", "headline"]
 
 NOTHING = "Nothing to diagnose: no rank's compute and communication were measured."
 """The summary of a diagnosis without a rank to diagnose."""
+
+DIAGNOSED_CAUSES = (
+    "straggler",
+    "imbalance",
+    "input_stall",
+    "launch_bound",
+    "no_overlap",
+    "bucketing",
+    "slow_link",
+    "link_underused",
+    "compression",
+    "exposed_dimension",
+)
+"""The causes this diagnosis examines (the others of :data:`~timeline.results.findings.CAUSES` come
+from the Flight Recorder's dumps)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +94,9 @@ class Diagnosis:
         How far the self-replay of the diagnosed iterations is from the measured step (None: no replay).
     notes
         What the diagnosis left out, and why, one line each.
+    examined
+        The causes the diagnosis could examine (:data:`DIAGNOSED_CAUSES` minus those it lacked the
+        data for): a cause examined without a finding would save less than :data:`MIN_GAIN`.
     """
 
     findings: tuple[Finding, ...]
@@ -92,6 +110,7 @@ class Diagnosis:
     link_gbps: float | None = None
     replay_error_ratio: float | None = None
     notes: tuple[str, ...] = ()
+    examined: tuple[str, ...] = ()
 
 
 def diagnose(
@@ -153,6 +172,8 @@ def diagnose(
         notes=notes,
     )
     _launch_gaps(context, trace, complete=complete)
+    if _CLOCKS_NOTE in notes:
+        context.unexamined.update(("straggler", "imbalance"))
     findings = _findings(context)
     return _verdict(context, findings)
 
@@ -175,6 +196,9 @@ def _findings(context: Context) -> list[Finding]:
     return ranked(f for f in found if f is not None)
 
 
+_CLOCKS_NOTE = "the ranks' clocks disagree: straggler and imbalance not examined (align them: --align)"
+
+
 def _match(trace: Trace, overlap: Overlap, notes: list[str]) -> CollectiveMatch | None:
     """The collectives matched across ranks (None with one rank, or clocks that disagree)."""
     events = trace.events
@@ -182,7 +206,7 @@ def _match(trace: Trace, overlap: Overlap, notes: list[str]) -> CollectiveMatch 
     if comm.get_column("rank").n_unique() < 2:
         return None
     if trace.clock_note is not None:
-        notes.append("the ranks' clocks disagree: straggler and imbalance not examined (align them: --align)")
+        notes.append(_CLOCKS_NOTE)
         return None
     from timeline.analysis.collectives import match_collectives
     from timeline.results.collectives import world_size_of
@@ -251,7 +275,10 @@ def _launch_gaps(context: Context, trace: Trace, *, complete: bool) -> None:
     if "gpu" not in set(overlap.ranks.get_column("mode").to_list()):
         return
     if not complete:
-        context.note("read rank by rank: launch_bound not examined (it needs every kernel launch of a rank)")
+        context.note(
+            "read rank by rank: launch_bound not examined (it needs every kernel launch of a rank)",
+            causes=("launch_bound",),
+        )
         return
     from timeline.analysis.launches import launch_gap_intervals
 
@@ -295,6 +322,7 @@ def _verdict(context: Context, findings: list[Finding]) -> Diagnosis:
         link_gbps=context.link_gbps,
         replay_error_ratio=None if replayer is None else replayer.error_ratio,
         notes=tuple(context.notes),
+        examined=tuple(c for c in DIAGNOSED_CAUSES if c not in context.unexamined),
     )
 
 

@@ -53,6 +53,9 @@ HOROVOD_NOTES = (
 )
 """What a Horovod timeline alone cannot tell the diagnosis."""
 
+_EXAMINED = ("straggler", "bucketing", "slow_link", "link_underused")
+"""What a Horovod timeline alone lets the diagnosis examine (the notes say why not the others)."""
+
 FUSION_POLICIES = ((64, 1.0), (64, 5.0), (128, 5.0), (16, 1.0))
 """``bucketing`` on a Horovod timeline: the fusion threshold (MiB) and cycle time (ms) replayed."""
 
@@ -106,6 +109,7 @@ def diagnose_horovod(trace: Trace, *, link_gbps: float | None = None) -> Diagnos
         link_gbps=link_gbps,
         replay_error_ratio=None if replayer is None else replayer.error_ratio,
         notes=tuple(notes),
+        examined=tuple(c for c in _EXAMINED if c not in context.unexamined and (replayer or c == "straggler")),
     )
 
 
@@ -285,7 +289,10 @@ def _link(context: Context, totals: dict[str, object]) -> Finding | None:
     """Wire time against the link: ``link_underused`` below half of it, else ``slow_link`` (replayed)."""
     link = context.link_gbps
     if link is None:
-        context.note("slow_link and link_underused need the link's bandwidth (--link-gbps): not examined")
+        context.note(
+            "slow_link and link_underused need the link's bandwidth (--link-gbps): not examined",
+            causes=("slow_link", "link_underused"),
+        )
         return None
     utilisation = totals.get("link_utilisation_ratio")
     span, wire = totals.get("span_ns"), totals.get("wire_ns")

@@ -30,7 +30,8 @@ def verdict_dict(diagnosis: Diagnosis) -> dict[str, Any]:
     a finding); ``step_ns`` (the measured step the gains are shares of); ``iterations`` (the
     diagnosed ``ProfilerStep`` numbers, null: whole traces); ``exposed_comm_ratio``;
     ``model_intensity_ns_per_byte``; ``hide_bandwidth_gbps``; ``link_gbps``;
-    ``replay_error_ratio``; ``notes`` (what was left out, and why).
+    ``replay_error_ratio``; ``examined`` (the causes the diagnosis could examine: one without a
+    finding would save less than 2 % of the step); ``notes`` (what was left out, and why).
     """
     top = next((f for f in diagnosis.findings if f.predicted_gain_ratio is not None), None)
     return {
@@ -45,6 +46,7 @@ def verdict_dict(diagnosis: Diagnosis) -> dict[str, Any]:
         "hide_bandwidth_gbps": diagnosis.hide_bandwidth_gbps,
         "link_gbps": diagnosis.link_gbps,
         "replay_error_ratio": diagnosis.replay_error_ratio,
+        "examined": list(diagnosis.examined),
         "notes": list(diagnosis.notes),
     }
 
