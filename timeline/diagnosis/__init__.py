@@ -1,6 +1,6 @@
 """The diagnosis: what limits a job and what would fix it, each fix ranked by the gain the replay predicts.
 
-Takes a loaded trace and its overlap analysis; gives a :class:`~timeline.diagnosis.diagnose.Diagnosis`
+Takes a loaded trace and its overlap analysis; gives a :class:`~timeline.diagnosis.diagnosis.Diagnosis`
 (findings, verdict, model intensity, the bandwidth at which communication hides). The pipeline reads
 in the module names:
 
@@ -10,7 +10,7 @@ in the module names:
 - :mod:`~timeline.diagnosis.communication`: ``no_overlap``, ``bucketing``, ``slow_link``,
   ``link_underused``, ``compression``, ``exposed_dimension``;
 - :mod:`~timeline.diagnosis.horovod`: a Horovod timeline alone;
-- :mod:`~timeline.diagnosis.diagnose`: the verdict.
+- :mod:`~timeline.diagnosis.diagnosis`: the verdict.
 
 It imports the analyses, the what-if engine (only when a finding replays) and
 :mod:`timeline.results.findings`; never the CLI, the renderers or the report. See
@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 from timeline.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from timeline.diagnosis.diagnose import Diagnosis, diagnose
+    from timeline.diagnosis.diagnosis import Diagnosis, diagnose
 
 __all__ = ["Diagnosis", "diagnose"]
 
-_LAZY = {"Diagnosis": "timeline.diagnosis.diagnose", "diagnose": "timeline.diagnosis.diagnose"}
+_LAZY = {"Diagnosis": "timeline.diagnosis.diagnosis", "diagnose": "timeline.diagnosis.diagnosis"}
 
 __getattr__, __dir__ = lazy_names("timeline.diagnosis", _LAZY, globals())

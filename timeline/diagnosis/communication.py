@@ -20,6 +20,7 @@ from timeline.diagnosis.context import Context, predicted
 from timeline.diagnosis.facts import mean_int
 from timeline.diagnosis.thresholds import (
     BUCKET_CAPS_MIB,
+    CODEC_GBPS,
     COMPRESSION_RATIO,
     FASTER_LINK,
     LINK_UNDERUSED_RATIO,
@@ -286,7 +287,7 @@ def find_link(context: Context) -> Finding | None:
 
 
 def find_compression(context: Context) -> Finding | None:
-    """What :data:`COMPRESSION_RATIO` compression of the gradients would give, codec cost included."""
+    """Return what :data:`COMPRESSION_RATIO` compression of the gradients would give, codec cost included."""
     facts = context.facts
     exposed = exposed_gradient_ns(context)
     if facts.share(exposed) < MIN_SHARE or not _signalled(context):
@@ -298,25 +299,27 @@ def find_compression(context: Context) -> Finding | None:
     from timeline.whatif.compression import Compression
     from timeline.whatif.replay import Scenario
 
-    codec = None if context.codec_gbps is None else context.codec_gbps * 1e9 / 8
-    scenario = Scenario(compression=Compression(ratio=COMPRESSION_RATIO, codec_bytes_per_s=codec))
-    prediction = predicted(context, replayer.predict(scenario=scenario), "replay")
-    saved = facts.step_ns - prediction.step_ns
+    assumed = context.codec_gbps is None
+    modes = set(replayer.graph.modes.values())
+    codec_gbps = context.codec_gbps or CODEC_GBPS["gpu" if "gpu" in modes else "cpu"]
+    codec = Compression(ratio=COMPRESSION_RATIO, codec_bytes_per_s=codec_gbps * 1e9 / 8)
+    prediction = predicted(context, replayer.predict(scenario=Scenario(compression=codec)), "replay")
+    free = min(replayer.predict(scenario=Scenario(compression=Compression(ratio=COMPRESSION_RATIO))), facts.step_ns)
+    saved = facts.step_ns - free
     nbytes = gradient_bytes(context)
-    # MLSys'22: encode and decode (each S / R) must cost less than what compression saves
+    # MLSys'22: encoding and decoding (S / R each) must cost less than what compression saves
     break_even = 2 * nbytes * 8 / saved if saved > 0 else None  # bits per ns = Gbit/s
     evidence = {
         "ratio": COMPRESSION_RATIO,
-        "codec_gbps": context.codec_gbps,
+        "codec_gbps": codec_gbps,
+        "codec_assumed": assumed,
+        "free_codec_step_ns": free,
         "gradient_bytes": nbytes,
         "exposed_gradient_comm_ns": exposed,
         "break_even_codec_gbps": break_even,
     }
-    helps = prediction.gain_ratio >= MIN_GAIN
-    codec_text = (
-        "with a free codec" if context.codec_gbps is None else f"with a {context.codec_gbps:g} Gbit/s codec"
-    )
-    if helps:
+    codec_text = f"with a {codec_gbps:g} Gbit/s codec" + (" (assumed)" if assumed else "")
+    if prediction.gain_ratio >= MIN_GAIN:
         summary = (
             f"{COMPRESSION_RATIO:g}x gradient compression would save {prediction.gain_ratio:.0%} of the step "
             f"{codec_text}"
@@ -326,8 +329,8 @@ def find_compression(context: Context) -> Finding | None:
         fix = "compress gradients (a DDP communication hook: PowerSGD, fp16/bf16 compression) if the codec is that fast"
     else:
         summary = (
-            f"{COMPRESSION_RATIO:g}x gradient compression would not help ({prediction.gain_ratio:.1%} {codec_text}): "
-            "the gradient communication is not what delays the step"
+            f"{COMPRESSION_RATIO:g}x gradient compression would not help ({prediction.gain_ratio:.1%} {codec_text}, "
+            f"{1 - free / facts.step_ns:.1%} with a free codec): the gradient communication is not what delays the step"
         )
         fix = "do not compress gradients: fix the larger causes first"
     return Finding(

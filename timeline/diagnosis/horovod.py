@@ -1,7 +1,7 @@
 """The diagnosis of a Horovod timeline alone: what the timeline supports, and what it cannot tell.
 
 Takes a trace whose only events are a Horovod timeline; gives a
-:class:`~timeline.diagnosis.diagnose.Diagnosis`. A timeline records rank 0's operations and every
+:class:`~timeline.diagnosis.diagnosis.Diagnosis`. A timeline records rank 0's operations and every
 rank's readiness ticks, but no compute, so:
 
 - ``straggler``: the negotiations' readiness ticks show who the others wait for
@@ -39,7 +39,7 @@ from timeline.units import format_ns
 
 if TYPE_CHECKING:
     from timeline.analysis.overlap import Overlap
-    from timeline.diagnosis.diagnose import Diagnosis
+    from timeline.diagnosis.diagnosis import Diagnosis
     from timeline.diagnosis.replays import Replayer
     from timeline.trace import Trace
 
@@ -68,7 +68,7 @@ def horovod_only(trace: Trace, overlap: Overlap) -> bool:
 
 def diagnose_horovod(trace: Trace, *, link_gbps: float | None = None) -> Diagnosis:
     """Return the diagnosis of a Horovod timeline alone (findings with the notes of what it lacks)."""
-    from timeline.diagnosis.diagnose import Diagnosis
+    from timeline.diagnosis.diagnosis import Diagnosis
 
     notes = list(HOROVOD_NOTES)
     events = trace.events

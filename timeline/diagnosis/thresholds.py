@@ -7,6 +7,7 @@ from __future__ import annotations
 
 __all__ = [
     "BUCKET_CAPS_MIB",
+    "CODEC_GBPS",
     "COMPRESSION_RATIO",
     "FASTER_LINK",
     "HIDE_TOLERANCE",
@@ -43,6 +44,12 @@ FASTER_LINK = 2.0
 
 COMPRESSION_RATIO = 4.0
 """``compression``: the ratio replayed (32-bit gradients sent in 8 bits)."""
+
+CODEC_GBPS = {"gpu": 800.0, "cpu": 40.0}
+"""``compression``: the codec's throughput assumed when none is given (encode, and decode, each):
+an assumption, not a measurement. 100 GB/s on a GPU (an elementwise kernel at a fraction of the
+memory bandwidth), 5 GB/s on a CPU rank (one vectorised pass over the gradient on one core).
+``diagnose(..., codec_gbps=...)`` and ``timeline analyze --codec-gbps`` use your codec's."""
 
 BUCKET_CAPS_MIB = (1.0, 5.0, 25.0, 100.0)
 """``bucketing``: the DDP bucket caps of the replay sweep (first bucket 1 MiB, as DDP's)."""

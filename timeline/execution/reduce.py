@@ -670,7 +670,7 @@ def analyze_files(
     graph
         Also keep each unit's what-if graph parts of the iterations the diagnosis replays
         (:attr:`Analysis.graph_parts`): ``Analysis.graph()`` then equals the graph the in-memory
-        diagnosis builds (:func:`timeline.diagnosis.diagnose.diagnosis_graph`).
+        diagnosis builds (:func:`timeline.diagnosis.diagnosis.diagnosis_graph`).
     progress
         Called as ``progress(label, done, total)`` after each task.
 

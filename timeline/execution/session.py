@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from timeline.analysis.overlap import Overlap
-    from timeline.diagnosis.diagnose import Diagnosis
+    from timeline.diagnosis.diagnosis import Diagnosis
     from timeline.execution.reduce import Analysis
     from timeline.executors import Executor
     from timeline.render.html import Result
@@ -191,13 +191,13 @@ class Analysed:
         return Result(summary)
 
     def diagnosis(self, *, link_gbps: float | None = None, codec_gbps: float | None = None) -> Diagnosis:
-        """Return what limits the job and what would fix it (:func:`timeline.diagnosis.diagnose`).
+        """Return what limits the job and what would fix it (:func:`timeline.diagnosis.diagnosis`).
 
         In memory the what-if graph is built from the loaded events; read rank by rank, from the
         graph parts the tasks returned when they were asked for (``analyze_inputs(findings=True)``),
         else the diagnosis says in its notes what it left out.
         """
-        from timeline.diagnosis.diagnose import diagnose
+        from timeline.diagnosis.diagnosis import diagnose
 
         graph = None
         if self.analysis is not None and self.analysis.graph_parts is not None:
