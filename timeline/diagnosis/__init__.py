@@ -1,6 +1,6 @@
 """The diagnosis: what limits a job and what would fix it, each fix ranked by the gain the replay predicts.
 
-Takes a loaded trace and its overlap analysis; gives a :class:`~timeline.diagnosis.diagnosis.Diagnosis`
+Takes a loaded trace and its overlap analysis; gives a :class:`~timeline.diagnosis.verdict.Diagnosis`
 (findings, verdict, model intensity, the bandwidth at which communication hides). The pipeline reads
 in the module names:
 
@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING
 from timeline.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from timeline.diagnosis.diagnosis import Diagnosis, diagnose
+    from timeline.diagnosis.diagnosis import diagnose
+    from timeline.diagnosis.verdict import Diagnosis
 
 __all__ = ["Diagnosis", "diagnose"]
 
-_LAZY = {"Diagnosis": "timeline.diagnosis.diagnosis", "diagnose": "timeline.diagnosis.diagnosis"}
+_LAZY = {"Diagnosis": "timeline.diagnosis.verdict", "diagnose": "timeline.diagnosis.diagnosis"}
 
 __getattr__, __dir__ = lazy_names("timeline.diagnosis", _LAZY, globals())

@@ -304,7 +304,9 @@ def find_compression(context: Context) -> Finding | None:
     codec_gbps = context.codec_gbps or CODEC_GBPS["gpu" if "gpu" in modes else "cpu"]
     codec = Compression(ratio=COMPRESSION_RATIO, codec_bytes_per_s=codec_gbps * 1e9 / 8)
     prediction = predicted(context, replayer.predict(scenario=Scenario(compression=codec)), "replay")
-    free = min(replayer.predict(scenario=Scenario(compression=Compression(ratio=COMPRESSION_RATIO))), facts.step_ns)
+    free = min(
+        replayer.predict(scenario=Scenario(compression=Compression(ratio=COMPRESSION_RATIO))), facts.step_ns
+    )
     saved = facts.step_ns - free
     nbytes = gradient_bytes(context)
     # MLSys'22: encoding and decoding (S / R each) must cost less than what compression saves

@@ -7,8 +7,9 @@ finding's prediction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from timeline.diagnosis.facts import Facts
@@ -39,8 +40,10 @@ class Context:
         rank: the communication events only).
     match
         The collectives matched across ranks (None with one rank, or clocks that disagree).
-    replayer
-        The replays of the what-if graph (None when there is no graph: a note says why).
+    replays
+        Builds the replays of the what-if graph (None when there is no graph: a note says why),
+        on first use only (:attr:`replayer`): a diagnosis no rule of which replays never imports the
+        what-if engine.
     link_gbps
         The link's one-direction bandwidth, when known.
     codec_gbps
@@ -60,13 +63,20 @@ class Context:
     overlap: Overlap
     events: pl.DataFrame
     match: CollectiveMatch | None
-    replayer: Replayer | None
+    replays: Callable[[], Replayer | None]
     link_gbps: float | None = None
     codec_gbps: float | None = None
     launch_gaps: Mapping[tuple[int | None, int], int] | None = None
-    launch_intervals: Mapping[tuple[int | None, int], tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    launch_intervals: Mapping[tuple[int | None, int], tuple[tuple[int, int], ...]] = field(
+        default_factory=dict
+    )
     notes: list[str] = field(default_factory=list)
     unexamined: set[str] = field(default_factory=set)
+
+    @cached_property
+    def replayer(self) -> Replayer | None:
+        """The replays of the diagnosed iterations, built on first use (None: no graph)."""
+        return self.replays()
 
     def launch_gap(self, rank: int, iteration: int | None) -> int:
         """Return a rank's launch-bound idle in an iteration (0 when unknown or none)."""

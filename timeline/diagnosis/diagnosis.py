@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -29,8 +28,9 @@ from timeline.diagnosis.context import Context
 from timeline.diagnosis.facts import Facts, facts_of
 from timeline.diagnosis.ranks import find_imbalance, find_input_stall, find_launch_bound, find_straggler
 from timeline.diagnosis.thresholds import MIN_GAIN, MIN_SHARE, REPLAY_ERROR
+from timeline.diagnosis.verdict import DIAGNOSED_CAUSES, NOTHING, Diagnosis, headline
 from timeline.errors import TimelineError
-from timeline.results.findings import CAUSES, COMMUNICATION_CAUSES, Finding, ranked
+from timeline.results.findings import COMMUNICATION_CAUSES, Finding, ranked
 from timeline.units import format_ns
 
 if TYPE_CHECKING:
@@ -40,77 +40,7 @@ if TYPE_CHECKING:
     from timeline.trace import Trace
     from timeline.whatif.graph import TraceGraph
 
-__all__ = ["DIAGNOSED_CAUSES", "NOTHING", "Diagnosis", "diagnose", "diagnosis_graph", "headline"]
-
-NOTHING = "Nothing to diagnose: no rank's compute and communication were measured."
-"""The summary of a diagnosis without a rank to diagnose."""
-
-DIAGNOSED_CAUSES = (
-    "straggler",
-    "imbalance",
-    "input_stall",
-    "launch_bound",
-    "no_overlap",
-    "bucketing",
-    "slow_link",
-    "link_underused",
-    "compression",
-    "exposed_dimension",
-)
-"""The causes this diagnosis examines (the others of :data:`~timeline.results.findings.CAUSES` come
-from the Flight Recorder's dumps)."""
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    """What limits a job, and what would fix it.
-
-    Attributes
-    ----------
-    findings
-        Sorted by predicted gain, largest first (:func:`~timeline.results.findings.ranked`).
-    communication_bound
-        Whether the finding with the largest gain has a communication cause
-        (:data:`~timeline.results.findings.COMMUNICATION_CAUSES`).
-    summary
-        One sentence answering "is communication my bottleneck, and what would fix it?".
-    step_ns
-        The measured step the gains are shares of (mean over the diagnosed iterations of the
-        median over ranks); None without a profiler trace.
-    iterations
-        The diagnosed ``ProfilerStep`` numbers (None: each rank's whole trace, or none).
-    model_intensity_ns_per_byte
-        Compute time per gradient byte (the median rank's compute over the bytes of its gradient
-        collectives, per iteration); None without gradient collectives.
-    hide_bandwidth_gbps
-        The link (Gbit/s, used in full) at which the replayed step comes within 1 % of the step
-        with an infinitely fast link: beyond it the link no longer matters; None without a replay or
-        bytes.
-    exposed_comm_ratio
-        The median rank's exposed communication over the step.
-    link_gbps
-        The link's bandwidth used, when known.
-    replay_error_ratio
-        How far the self-replay of the diagnosed iterations is from the measured step (None: no replay).
-    notes
-        What the diagnosis left out, and why, one line each.
-    examined
-        The causes the diagnosis could examine (:data:`DIAGNOSED_CAUSES` minus those it lacked the
-        data for): a cause examined without a finding would save less than :data:`MIN_GAIN`.
-    """
-
-    findings: tuple[Finding, ...]
-    communication_bound: bool
-    summary: str
-    step_ns: int | None = None
-    iterations: tuple[int, ...] | None = None
-    model_intensity_ns_per_byte: float | None = None
-    hide_bandwidth_gbps: float | None = None
-    exposed_comm_ratio: float | None = None
-    link_gbps: float | None = None
-    replay_error_ratio: float | None = None
-    notes: tuple[str, ...] = ()
-    examined: tuple[str, ...] = ()
+__all__ = ["diagnose", "diagnosis_graph"]
 
 
 def diagnose(
@@ -121,6 +51,7 @@ def diagnose(
     graph: TraceGraph | Callable[[], TraceGraph] | None = None,
     codec_gbps: float | None = None,
     complete: bool = True,
+    launch_gaps: pl.DataFrame | None = None,
 ) -> Diagnosis:
     """Return the diagnosis of a loaded trace.
 
@@ -138,8 +69,12 @@ def diagnose(
     codec_gbps
         The compression codec's throughput (encode and decode, each); default: free, an upper bound.
     complete
-        Whether ``trace`` holds every event the overlap reads (False rank by rank: the launch gaps
-        and, without ``graph``, the replays are left out, and the notes say so).
+        Whether ``trace`` holds every event the overlap reads (False rank by rank: without
+        ``launch_gaps`` and ``graph`` the launch gaps and the replays are left out, and the notes say so).
+    launch_gaps
+        The launch-bound gaps of the diagnosed iterations when measured elsewhere (rank by rank:
+        :func:`timeline.diagnosis.parts.chosen_launch_gaps` in each task); default: measured here
+        when ``trace`` is complete.
 
     Returns
     -------
@@ -160,18 +95,19 @@ def diagnose(
     facts = facts_of(overlap, match=match)
     if not facts.ranks or facts.step_ns <= 0:
         return Diagnosis(findings=(), communication_bound=False, summary=NOTHING, notes=tuple(notes))
-    replayer = _replayer(trace, overlap, facts, graph, link_gbps=link_gbps, complete=complete, notes=notes)
     context = Context(
         facts=facts,
         overlap=overlap,
         events=trace.events,
         match=match,
-        replayer=replayer,
+        replays=lambda: _replayer(
+            trace, overlap, facts, graph, link_gbps=link_gbps, complete=complete, notes=notes
+        ),
         link_gbps=link_gbps,
         codec_gbps=codec_gbps,
         notes=notes,
     )
-    _launch_gaps(context, trace, complete=complete)
+    _launch_gaps(context, trace, complete=complete, gaps=launch_gaps)
     if _CLOCKS_NOTE in notes:
         context.unexamined.update(("straggler", "imbalance"))
     findings = _findings(context)
@@ -209,9 +145,11 @@ def _match(trace: Trace, overlap: Overlap, notes: list[str]) -> CollectiveMatch 
         notes.append(_CLOCKS_NOTE)
         return None
     from timeline.analysis.collectives import match_collectives
-    from timeline.results.collectives import world_size_of
 
-    return match_collectives(comm, windows=overlap.windows, world_size=world_size_of(trace))
+    # the job's world size the profiler traces record (as `timeline collectives` matches with it)
+    sizes = trace.files.filter(pl.col("format") != "horovod").get_column("world_size").drop_nulls()
+    world = None if sizes.is_empty() else int(sizes.max())  # type: ignore[arg-type]
+    return match_collectives(comm, windows=overlap.windows, world_size=world)
 
 
 def _replayer(
@@ -266,45 +204,47 @@ def diagnosis_graph(trace: Trace, overlap: Overlap, *, link_gbps: float | None =
 
     chosen = chosen_by_rank(overlap.windows, overlap.collectives)
     parts = diagnosis_parts(trace.events, overlap.windows, chosen)
-    return graph_from_parts([parts], files=trace.files, link_gbps=link_gbps)
+    return graph_from_parts([parts.graph], files=trace.files, link_gbps=link_gbps)
 
 
-def _launch_gaps(context: Context, trace: Trace, *, complete: bool) -> None:
+def _launch_gaps(context: Context, trace: Trace, *, complete: bool, gaps: pl.DataFrame | None) -> None:
     """Set the launch-bound device idle per (iteration, rank) of the GPU ranks, and the gaps themselves."""
     overlap, facts = context.overlap, context.facts
     if "gpu" not in set(overlap.ranks.get_column("mode").to_list()):
         return
-    if not complete:
+    if gaps is None and not complete:
         context.note(
             "read rank by rank: launch_bound not examined (it needs every kernel launch of a rank)",
             causes=("launch_bound",),
         )
         return
-    from timeline.analysis.launches import launch_gap_intervals
+    if gaps is None:
+        from timeline.diagnosis.facts import chosen_by_rank
+        from timeline.diagnosis.parts import chosen_launch_gaps
 
-    gaps = launch_gap_intervals(trace.events)
-    windows = facts.rows.select("rank", "iteration", "start_ns", "end_ns").iter_rows()
-    spans: dict[int, list[tuple[int | None, int, int]]] = defaultdict(list)
-    for rank, iteration, start, end in windows:
-        spans[rank].append((iteration, start, end))
+        gaps = chosen_launch_gaps(
+            trace.events, overlap.windows, chosen_by_rank(overlap.windows, overlap.collectives)
+        )
+    whole = facts.iterations == (None,)
     totals: dict[tuple[int | None, int], int] = {}
     intervals: dict[tuple[int | None, int], list[tuple[int, int]]] = defaultdict(list)
-    for rank, start, end in gaps.iter_rows():
-        for iteration, w0, w1 in spans.get(rank, []):
-            if w0 <= start < w1:
-                intervals[(iteration, rank)].append((start, end))
-                totals[(iteration, rank)] = totals.get((iteration, rank), 0) + end - start
-                break
+    for rank, iteration, start, end in gaps.select("rank", "iteration", "start_ns", "end_ns").iter_rows():
+        key = (None if whole else iteration, rank)
+        if key[0] in facts.iterations:
+            intervals[key].append((start, end))
+            totals[key] = totals.get(key, 0) + end - start
     context.launch_gaps = totals
     context.launch_intervals = {key: tuple(value) for key, value in intervals.items()}
 
 
 def _verdict(context: Context, findings: list[Finding]) -> Diagnosis:
     facts = context.facts
-    replayer = context.replayer
     nbytes = gradient_bytes(context)
     compute = facts.median_mean("compute_ns")
-    hide = replayer.hide_bandwidth_gbps() if replayer is not None else None
+    # the link matters only where there is communication: a trace without any never replays for it
+    communicates = context.overlap.collectives.height > 0
+    replayer = context.replayer if communicates else context.__dict__.get("replayer")
+    hide = replayer.hide_bandwidth_gbps() if replayer is not None and communicates else None
     exposed = facts.share(facts.median_mean("exposed_comm_ns"))
     top = next((f for f in findings if f.predicted_gain_ratio is not None), None)
     bound = top is not None and top.cause in COMMUNICATION_CAUSES
@@ -326,29 +266,6 @@ def _verdict(context: Context, findings: list[Finding]) -> Diagnosis:
     )
 
 
-_HEADLINES = {
-    "straggler": "rank {rank} arrives late at the collectives and the others wait for it",
-    "imbalance": "ranks arrive late at the collectives by turns",
-    "input_stall": "every rank idles before or between its steps",
-    "launch_bound": "the device waits for the host to launch its kernels",
-    "no_overlap": "gradient collectives leave after the compute that could have hidden them",
-    "bucketing": "the gradient buckets start the communication late or send too many small messages",
-    "slow_link": "the link limits the transfers",
-    "link_underused": "transfers run far below the link's capacity",
-    "compression": "the gradient communication is on the critical path (compression would shorten it)",
-    "exposed_dimension": "the {dimension} dimension's communication is exposed",
-}
-
-
-def headline(finding: Finding) -> str:
-    """Return the short phrase the verdict names a finding's cause with."""
-    template = _HEADLINES.get(finding.cause)
-    if template is None:
-        return CAUSES[finding.cause]
-    evidence = finding.evidence
-    return template.format(rank=evidence.get("rank", "?"), dimension=evidence.get("dimension", "?"))
-
-
 def _summary(facts: Facts, top: Finding | None, exposed: float, hide: float | None) -> str:
     step = format_ns(facts.step_ns)
     if top is None or top.predicted_gain_ratio is None or top.predicted_gain_ratio < MIN_GAIN:
@@ -358,12 +275,16 @@ def _summary(facts: Facts, top: Finding | None, exposed: float, hide: float | No
         return text + "."
     gain = top.predicted_gain_ratio
     if top.cause in COMMUNICATION_CAUSES:
-        text = f"Communication-bound: {headline(top)} ({top.cause}); fixing it is predicted to save {gain:.0%}"
+        text = (
+            f"Communication-bound: {headline(top)} ({top.cause}); fixing it is predicted to save {gain:.0%}"
+        )
         text += f" of the {step} step"
         if hide is not None:
             text += f"; communication would hide completely at about {hide:.3g} Gbit/s"
         return text + "."
-    text = f"Not communication-bound: {headline(top)} ({top.cause}); fixing it is predicted to save {gain:.0%}"
+    text = (
+        f"Not communication-bound: {headline(top)} ({top.cause}); fixing it is predicted to save {gain:.0%}"
+    )
     text += f" of the {step} step"
     if exposed >= MIN_SHARE:
         if gain >= exposed:

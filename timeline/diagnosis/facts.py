@@ -32,6 +32,7 @@ __all__ = [
     "replayed_iterations",
 ]
 
+
 def replayed_iterations(iterations: list[int], events: int) -> list[int]:
     """Return the iterations a rank diagnoses: all, or the middle one when it has many events.
 
@@ -65,7 +66,6 @@ def chosen_by_rank(windows: pl.DataFrame, collectives: pl.DataFrame) -> dict[int
     for rank, n in located.iter_rows():
         counts[rank] = int(n)
     return {rank: replayed_iterations(its, counts[rank]) for rank, its in by_rank.items()}
-
 
 
 _COLUMNS = (

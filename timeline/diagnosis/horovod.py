@@ -33,13 +33,13 @@ from timeline.diagnosis.thresholds import (
     MIN_SHARE,
     SLOW_RANK_SHARE,
 )
+from timeline.diagnosis.verdict import Diagnosis
 from timeline.errors import TimelineError
 from timeline.results.findings import COMMUNICATION_CAUSES, Finding, ranked
 from timeline.units import format_ns
 
 if TYPE_CHECKING:
     from timeline.analysis.overlap import Overlap
-    from timeline.diagnosis.diagnosis import Diagnosis
     from timeline.diagnosis.replays import Replayer
     from timeline.trace import Trace
 
@@ -68,8 +68,6 @@ def horovod_only(trace: Trace, overlap: Overlap) -> bool:
 
 def diagnose_horovod(trace: Trace, *, link_gbps: float | None = None) -> Diagnosis:
     """Return the diagnosis of a Horovod timeline alone (findings with the notes of what it lacks)."""
-    from timeline.diagnosis.diagnosis import Diagnosis
-
     notes = list(HOROVOD_NOTES)
     events = trace.events
     analysis = analyze_horovod(events, link_gbps=link_gbps)
@@ -81,7 +79,7 @@ def diagnose_horovod(trace: Trace, *, link_gbps: float | None = None) -> Diagnos
         overlap=_no_overlap(),
         events=events,
         match=None,
-        replayer=replayer,
+        replays=lambda: replayer,
         link_gbps=link_gbps,
         notes=notes,
     )
@@ -109,7 +107,9 @@ def diagnose_horovod(trace: Trace, *, link_gbps: float | None = None) -> Diagnos
         link_gbps=link_gbps,
         replay_error_ratio=None if replayer is None else replayer.error_ratio,
         notes=tuple(notes),
-        examined=tuple(c for c in _EXAMINED if c not in context.unexamined and (replayer or c == "straggler")),
+        examined=tuple(
+            c for c in _EXAMINED if c not in context.unexamined and (replayer is not None or c == "straggler")
+        ),
     )
 
 

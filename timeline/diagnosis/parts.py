@@ -12,15 +12,70 @@ each (where the step's launches may lie), with those windows only
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import polars as pl
 
+from timeline.analysis.launches import launch_gap_intervals
 from timeline.whatif.graph import GraphParts, graph_parts
 
-__all__ = ["diagnosis_parts"]
+__all__ = ["DiagnosisParts", "chosen_launch_gaps", "diagnosis_parts"]
 
-def diagnosis_parts(events: pl.DataFrame, windows: pl.DataFrame, chosen: Mapping[int, list[int]]) -> GraphParts:
-    """Return the graph parts of the chosen iterations of every rank of ``events``.
+LAUNCH_GAPS_SCHEMA = pl.Schema(
+    {"rank": pl.Int32(), "iteration": pl.Int64(), "start_ns": pl.Int64(), "end_ns": pl.Int64()}
+)
+
+
+@dataclass(frozen=True, eq=False)
+class DiagnosisParts:
+    """What the diagnosis needs of some ranks' events, beyond the overlap: their share of the graph
+    of the diagnosed iterations, and their launch-bound device gaps in those iterations.
+
+    Attributes
+    ----------
+    graph
+        :func:`~timeline.whatif.graph.graph_parts` of the events around the diagnosed iterations.
+    launch_gaps
+        :func:`chosen_launch_gaps`: ``rank``, ``iteration``, ``start_ns``, ``end_ns``.
+    """
+
+    graph: GraphParts
+    launch_gaps: pl.DataFrame
+
+
+def _kept_windows(windows: pl.DataFrame, chosen: Mapping[int, list[int]]) -> pl.DataFrame:
+    """The chosen windows of each rank; every window of a rank that chose none (no ``ProfilerStep``)."""
+    pairs = [(rank, iteration) for rank, its in chosen.items() for iteration in its]
+    keys = pl.DataFrame(
+        {"rank": [p[0] for p in pairs], "iteration": [p[1] for p in pairs]},
+        schema={"rank": pl.Int32, "iteration": pl.Int64},
+    )
+    kept = windows.join(keys, on=["rank", "iteration"], how="inner")
+    others = windows.filter(~pl.col("rank").is_in([int(r) for r in chosen]))
+    return pl.concat([kept, others]).sort("rank", "start_ns")
+
+
+def chosen_launch_gaps(
+    events: pl.DataFrame, windows: pl.DataFrame, chosen: Mapping[int, list[int]]
+) -> pl.DataFrame:
+    """Return the launch-bound gaps (:func:`~timeline.analysis.launches.launch_gap_intervals`) that start
+    in a diagnosed window, with its iteration: ``rank``, ``iteration``, ``start_ns``, ``end_ns``."""
+    gaps = launch_gap_intervals(events)
+    if gaps.height == 0:
+        return LAUNCH_GAPS_SCHEMA.to_frame()
+    kept = _kept_windows(windows, chosen).select("rank", "iteration", _w0="start_ns", _w1="end_ns")
+    located = (
+        gaps.sort("start_ns")
+        .join_asof(kept.sort("_w0"), left_on="start_ns", right_on="_w0", by="rank", strategy="backward")
+        .filter(pl.col("_w0").is_not_null() & (pl.col("start_ns") < pl.col("_w1")))
+    )
+    return located.select(LAUNCH_GAPS_SCHEMA.names()).cast(LAUNCH_GAPS_SCHEMA).sort("rank", "start_ns")
+
+
+def diagnosis_parts(
+    events: pl.DataFrame, windows: pl.DataFrame, chosen: Mapping[int, list[int]]
+) -> DiagnosisParts:
+    """Return the graph parts and the launch gaps of the chosen iterations of every rank of ``events``.
 
     A rank without chosen iterations (no ``ProfilerStep``) keeps all its events and windows.
 
@@ -31,19 +86,16 @@ def diagnosis_parts(events: pl.DataFrame, windows: pl.DataFrame, chosen: Mapping
     windows
         Their iteration windows (``Overlap.windows``).
     chosen
-        Per rank, the iterations to keep (:func:`chosen_by_rank`).
+        Per rank, the iterations to keep (:func:`~timeline.diagnosis.facts.chosen_by_rank`).
     """
-    pairs = [(rank, iteration) for rank, its in chosen.items() for iteration in its]
-    if not pairs:
-        return graph_parts(events, windows=windows)
-    keys = pl.DataFrame(
-        {"rank": [p[0] for p in pairs], "iteration": [p[1] for p in pairs]},
-        schema={"rank": pl.Int32, "iteration": pl.Int64},
-    )
-    kept = windows.join(keys, on=["rank", "iteration"], how="inner")
+    gaps = chosen_launch_gaps(events, windows, chosen)
+    if not any(chosen.values()):
+        return DiagnosisParts(graph=graph_parts(events, windows=windows), launch_gaps=gaps)
+    kept = _kept_windows(windows, chosen)
     restricted = [int(r) for r in chosen]
-    others = windows.filter(~pl.col("rank").is_in(restricted))
-    bounds = kept.select("rank", _lo=2 * pl.col("start_ns") - pl.col("end_ns"), _hi="end_ns")
+    bounds = kept.filter(pl.col("rank").is_in(restricted)).select(
+        "rank", _lo=2 * pl.col("start_ns") - pl.col("end_ns"), _hi="end_ns"
+    )
     near = (
         events.with_row_index("_row")
         .join(bounds, on="rank", how="inner")
@@ -52,5 +104,7 @@ def diagnosis_parts(events: pl.DataFrame, windows: pl.DataFrame, chosen: Mapping
         .unique()
     )
     rows = events.with_row_index("_row")
-    selected = rows.filter(~pl.col("rank").is_in(restricted) | pl.col("_row").is_in(near.implode())).drop("_row")
-    return graph_parts(selected, windows=pl.concat([kept, others]).sort("rank", "start_ns"))
+    selected = rows.filter(~pl.col("rank").is_in(restricted) | pl.col("_row").is_in(near.implode())).drop(
+        "_row"
+    )
+    return DiagnosisParts(graph=graph_parts(selected, windows=kept), launch_gaps=gaps)

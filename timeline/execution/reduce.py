@@ -44,6 +44,7 @@ from timeline.schema import FILES_SCHEMA
 from timeline.trace import Trace, check_part_files, load_part
 
 if TYPE_CHECKING:
+    from timeline.diagnosis.parts import DiagnosisParts
     from timeline.whatif.graph import GraphParts, TraceGraph
 
 __all__ = [
@@ -105,7 +106,7 @@ class RankReduction(UnitReduction):
 
     overlap: Overlap
     communication: pl.DataFrame
-    graph_parts: GraphParts | None = None
+    graph_parts: DiagnosisParts | None = None
 
 
 @dataclass(frozen=True)
@@ -137,9 +138,9 @@ class Analysis:
     """Each unit that was reduced, with the ranks of its events (for :meth:`load_ranks`)."""
     clocks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CLOCKS_SCHEMA))
     clock_note: str | None = None
-    graph_parts: tuple[GraphParts, ...] | None = None
-    """The what-if graph parts of the iterations the diagnosis replays, one per unit (asked for
-    with ``graph=True``), else None."""
+    graph_parts: tuple[DiagnosisParts, ...] | None = None
+    """What the diagnosis needs of each unit beyond the overlap (asked for with ``graph=True``): the
+    what-if graph parts and the launch gaps of the iterations it diagnoses; else None."""
 
     def graph(self, *, link_gbps: float | None = None, offsets: pl.DataFrame | None = None) -> TraceGraph:
         """Return the what-if graph of :attr:`graph_parts` (the in-memory diagnosis builds the same).
@@ -157,8 +158,20 @@ class Analysis:
 
         if self.graph_parts is None:
             raise UsageError("the rank-by-rank analysis was run without graph parts: pass graph=True")
-        parts = self.graph_parts if offsets is None else tuple(shift_parts(p, offsets) for p in self.graph_parts)
+        parts = [p.graph for p in self.graph_parts]
+        if offsets is not None:
+            parts = [shift_parts(p, offsets) for p in parts]
         return graph_from_parts(parts, files=self.files, link_gbps=link_gbps)
+
+    def launch_gaps(self, *, offsets: pl.DataFrame | None = None) -> pl.DataFrame | None:
+        """Return the launch gaps of the diagnosed iterations of every unit (None without ``graph=True``).
+
+        ``offsets``: the clock offsets the events were aligned by (``--align``).
+        """
+        if self.graph_parts is None:
+            return None
+        gaps = pl.concat([p.launch_gaps for p in self.graph_parts], how="vertical")
+        return gaps if offsets is None else _shifted(gaps, offsets)
 
     def as_trace(self) -> Trace:
         """Return a :class:`~timeline.trace.Trace` whose events are :attr:`communication`.
@@ -306,25 +319,26 @@ def shift_overlap(overlap: Overlap, offsets: pl.DataFrame, *, horovod_writer: in
     )
 
 
+def _shifted(frame: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
+    """Return a frame with ``rank`` and times, each time of a rank minus its clock offset."""
+    times = [c for c in ("start_ns", "end_ns", "ready_ns") if c in frame.columns]
+    if not times or frame.height == 0:
+        return frame
+    table = offsets.select(pl.col("rank").cast(pl.Int32), _offset=pl.col("offset_ns").cast(pl.Int64))
+    joined = frame.join(table, on="rank", how="left", maintain_order="left")
+    return joined.with_columns(pl.col(c) - pl.col("_offset").fill_null(0) for c in times).select(frame.columns)
+
+
 def shift_parts(parts: GraphParts, offsets: pl.DataFrame) -> GraphParts:
     """Return graph parts moved by ``apply_clock_offsets``'s offsets (every time of a rank minus its offset)."""
-    table = offsets.select(pl.col("rank").cast(pl.Int32), _offset=pl.col("offset_ns").cast(pl.Int64))
-
-    def shifted(frame: pl.DataFrame) -> pl.DataFrame:
-        times = [c for c in ("start_ns", "end_ns", "ready_ns") if c in frame.columns]
-        if not times or frame.height == 0:
-            return frame
-        joined = frame.join(table, on="rank", how="left", maintain_order="left")
-        return joined.with_columns(pl.col(c) - pl.col("_offset").fill_null(0) for c in times).select(frame.columns)
-
     return replace(
         parts,
-        windows=shifted(parts.windows),
-        compute=shifted(parts.compute),
-        waits=shifted(parts.waits),
-        comm=shifted(parts.comm),
-        markers=shifted(parts.markers),
-        accumulate_grad=shifted(parts.accumulate_grad),
+        windows=_shifted(parts.windows, offsets),
+        compute=_shifted(parts.compute, offsets),
+        waits=_shifted(parts.waits, offsets),
+        comm=_shifted(parts.comm, offsets),
+        markers=_shifted(parts.markers, offsets),
+        accumulate_grad=_shifted(parts.accumulate_grad, offsets),
     )
 
 
@@ -577,7 +591,7 @@ class _OverlapViews:
         self.packed: list[bytes | None] = []
         self.first_rank: list[int] = []
         self.warnings: list[tuple[str, ...]] = []
-        self.parts: list[GraphParts | None] = []
+        self.parts: list[DiagnosisParts | None] = []
 
     def add(self, result: _PackedReduction) -> None:
         self.packed.append(result.packed)
@@ -626,8 +640,8 @@ def _pack(reduction: RankReduction) -> bytes:
     return bytes(isal_zlib.compress(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL), 1))
 
 
-def _unpack(data: bytes) -> tuple[list[pl.DataFrame], GraphParts | None]:
-    payload: tuple[list[pl.DataFrame], GraphParts | None] = pickle.loads(isal_zlib.decompress(data))
+def _unpack(data: bytes) -> tuple[list[pl.DataFrame], DiagnosisParts | None]:
+    payload: tuple[list[pl.DataFrame], DiagnosisParts | None] = pickle.loads(isal_zlib.decompress(data))
     return payload
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from timeline.analysis.overlap import Overlap
-    from timeline.diagnosis.diagnosis import Diagnosis
+    from timeline.diagnosis.verdict import Diagnosis
     from timeline.execution.reduce import Analysis
     from timeline.executors import Executor
     from timeline.render.html import Result
@@ -199,10 +199,11 @@ class Analysed:
         """
         from timeline.diagnosis.diagnosis import diagnose
 
-        graph = None
+        graph = gaps = None
         if self.analysis is not None and self.analysis.graph_parts is not None:
             analysis, offsets = self.analysis, self.offsets
             graph = lambda: analysis.graph(link_gbps=link_gbps, offsets=offsets)  # noqa: E731 - built when used
+            gaps = analysis.launch_gaps(offsets=offsets)
         return diagnose(
             self.trace,
             self.overlap,
@@ -210,6 +211,7 @@ class Analysed:
             graph=graph,
             codec_gbps=codec_gbps,
             complete=not self.rank_by_rank,
+            launch_gaps=gaps,
         )
 
     def collectives(self, *, link_gbps: float | None = None) -> Result:

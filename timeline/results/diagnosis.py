@@ -1,6 +1,6 @@
 """The diagnosis as plain data: the verdict and the findings, what ``timeline analyze --json`` adds.
 
-Takes a :class:`~timeline.diagnosis.diagnosis.Diagnosis`; gives plain, versioned data
+Takes a :class:`~timeline.diagnosis.verdict.Diagnosis`; gives plain, versioned data
 (:func:`build_diagnosis`): ``version``, ``verdict`` (:func:`verdict_dict`) and ``findings`` (one
 :func:`~timeline.results.findings.finding_dict` each, largest predicted gain first). The summary of
 ``timeline analyze`` holds the same ``verdict`` and ``findings`` (``docs/cli.md``,
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from timeline.results.findings import finding_dict
 
 if TYPE_CHECKING:
-    from timeline.diagnosis.diagnosis import Diagnosis
+    from timeline.diagnosis.verdict import Diagnosis
 
 __all__ = ["DIAGNOSIS_VERSION", "build_diagnosis", "verdict_dict"]
 

@@ -15,7 +15,7 @@ from timeline.analysis.overlap import Overlap
 from timeline.trace import Trace
 
 if TYPE_CHECKING:
-    from timeline.diagnosis.diagnosis import Diagnosis
+    from timeline.diagnosis.verdict import Diagnosis
 
 __all__ = ["READABLE_SUMMARY_VERSIONS", "SUMMARY_VERSION", "build_summary", "top_collectives", "worst_iteration"]
 
