@@ -42,7 +42,7 @@ def analyze_command(
         bool,
         typer.Option(
             "--no-findings",
-            help="Leave out the verdict and the findings (the diagnosis: what limits the job, what would fix it).",
+            help="Leave out the verdict and the findings (what limits the job and what would fix it).",
         ),
     ] = False,
 ) -> None:

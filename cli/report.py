@@ -64,14 +64,13 @@ def _announce(listening: Listening, *, host: str, origins: bool) -> None:
 
 
 def _prepare(trace: Trace, compare: dict[str, Any] | None = None) -> ReportData:
-    """Return the report's data: the Gantt's, its findings, the what-if sweep of its "What-if" tab, the comparison."""
+    """Return the report's data: the Gantt's, its findings, its "What-if" tab's sweep, the comparison."""
     from dataclasses import replace
 
     from timeline.analysis.overlap import compute_overlap
+    from timeline.diagnosis import diagnose
     from timeline.report.data import prepare_report_data
     from timeline.report.whatif_view import whatif_sweep
-
-    from timeline.diagnosis import diagnose
     from timeline.results.diagnosis import build_diagnosis
 
     overlap = compute_overlap(trace.events)

@@ -63,7 +63,9 @@ def step(n: int, start: int, end: int, *, rank: int = 0) -> dict[str, Any]:
     return cpu("annotation", start, end, rank=rank, name=f"ProfilerStep#{n}", cat="user_annotation")
 
 
-def gloo_all_reduce(start: int, end: int, *, rank: int = 0, nbytes: int = 4000, tid: int = 2) -> dict[str, Any]:
+def gloo_all_reduce(
+    start: int, end: int, *, rank: int = 0, nbytes: int = 4000, tid: int = 2
+) -> dict[str, Any]:
     """A gloo all-reduce of ``nbytes`` on a CPU rank's communication thread ``tid`` (a 2-rank group)."""
     return cpu(
         "communication",
@@ -79,7 +81,9 @@ def gloo_all_reduce(start: int, end: int, *, rank: int = 0, nbytes: int = 4000, 
     )
 
 
-def cpu_all_reduce_call(call: int, comm: tuple[int, int], *, rank: int = 0, nbytes: int = 4000) -> list[dict[str, Any]]:
+def cpu_all_reduce_call(
+    call: int, comm: tuple[int, int], *, rank: int = 0, nbytes: int = 4000
+) -> list[dict[str, Any]]:
     """A blocking all-reduce on a CPU rank: the ``c10d::allreduce_`` call at ``call`` (1 µs), the gloo
     transfer over ``comm`` on the communication thread, and the main thread waiting for it until its end."""
     return [

@@ -52,7 +52,6 @@ CASES = Path(__file__).resolve().parent / "golden" / "cases"
 OUT = "{out}"  # placeholder, in a case's arguments, of the folder it writes its files into
 
 
-
 def _diagnosed_cases() -> list[str]:
     """Return the cases #21 changes: every output of ``timeline analyze`` (text and ``--json``) and every
     markdown file of ``timeline check`` on an input that was read (the verdict and the findings come

@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.builders import cpu, cpu_all_reduce_call, gpu, make_events, step
+from tests.builders import cpu, cpu_all_reduce_call, gloo_all_reduce, gpu, make_events, step
 from timeline.analysis.overlap import compute_overlap
 from timeline.diagnosis import Diagnosis, diagnose
 from timeline.results.findings import Finding
@@ -94,7 +94,8 @@ def test_a_rank_waiting_for_its_data_is_the_straggler_not_the_network() -> None:
     assert evidence["others_exposed_comm_ns"] == rank0["exposed_comm_ns"]
     assert evidence["excess_idle_ns"] == 50 * US
     assert evidence["excess_compute_ns"] == 0
-    assert "straggler" in diagnosis.summary and "rank 1" in diagnosis.summary
+    assert "straggler" in diagnosis.summary
+    assert "rank 1" in diagnosis.summary
     assert diagnosis.step_ns == 110 * US
 
 
@@ -120,7 +121,9 @@ def _rotating() -> Trace:
             rows += [
                 step(n + 1, t0 * US, (t0 + 80) * US, rank=rank),
                 cpu("cpu_op", (t0 + idle) * US, (t0 + idle + 40) * US, rank=rank, name="backward"),
-                *cpu_all_reduce_call((t0 + idle + 40) * US, ((t0 + idle + 40) * US, (t0 + 70) * US), rank=rank),
+                *cpu_all_reduce_call(
+                    (t0 + idle + 40) * US, ((t0 + idle + 40) * US, (t0 + 70) * US), rank=rank
+                ),
                 cpu("cpu_op", (t0 + 70) * US, (t0 + 80) * US, rank=rank, name="update"),
             ]
     return trace_of(rows, world=3)
@@ -195,7 +198,9 @@ def _one_big_bucket(rank: int) -> list[dict[str, Any]]:
         *cpu_all_reduce_call(60 * US, (60 * US, 100 * US), rank=rank, nbytes=8 * MIB),
     ]
     for k, at in enumerate((30, 40, 50, 60)):
-        rows.append(cpu("cpu_op", at * US, at * US + 10, rank=rank, name=f"timeline.grad_ready:p{k}:{2 * MIB}"))
+        rows.append(
+            cpu("cpu_op", at * US, at * US + 10, rank=rank, name=f"timeline.grad_ready:p{k}:{2 * MIB}")
+        )
     return rows
 
 
@@ -219,7 +224,8 @@ def test_one_bucket_at_the_end_of_backward_is_bucketing() -> None:
 def _transfer_bound() -> Trace:
     # 400,000 bytes in 40 µs on both ranks: algbw = busbw (2 ranks) = 1e10 B/s = 80 Gbit/s
     return trace_of(
-        blocking_rank(0, idle=0, comm_end=80, nbytes=400_000) + blocking_rank(1, idle=0, comm_end=80, nbytes=400_000)
+        blocking_rank(0, idle=0, comm_end=80, nbytes=400_000)
+        + blocking_rank(1, idle=0, comm_end=80, nbytes=400_000)
     )
 
 
@@ -273,8 +279,10 @@ def _launch_bound_gpu() -> Trace:
     rows = [step(1, 0, 75 * US)]
     for k in range(5):
         start = 5 + 15 * k
-        rows.append(cpu("runtime", (start - 3) * US, (start - 1) * US, name="cudaLaunchKernel", cat="cuda_runtime",
-                        correlation=k + 1))  # fmt: skip
+        launch = cpu(
+            "runtime", (start - 3) * US, (start - 1) * US, name="cudaLaunchKernel", cat="cuda_runtime"
+        )
+        rows.append({**launch, "correlation": k + 1})
         rows.append(gpu("compute", start * US, (start + 10) * US, correlation=k + 1, name=f"k{k}"))
     return trace_of(rows, world=1)
 
@@ -298,10 +306,8 @@ def test_one_dimension_holding_the_exposed_communication_is_exposed_dimension() 
             step(1, 0, 100 * US, rank=rank),
             cpu("cpu_op", 0, 60 * US, rank=rank, name="compute"),
             # tensor parallel: under compute; data parallel: 30 µs after it (exposed)
-            cpu("communication", 10 * US, 20 * US, rank=rank, tid=2, name="gloo:all_reduce", cat="user_annotation",
-                collective="all_reduce", in_bytes=1000, group_size=2, pg_name="0"),
-            cpu("communication", 60 * US, 90 * US, rank=rank, tid=3, name="gloo:all_reduce", cat="user_annotation",
-                collective="all_reduce", in_bytes=1000, group_size=2, pg_name="1"),
+            {**gloo_all_reduce(10 * US, 20 * US, rank=rank, nbytes=1000), "pg_name": "0"},
+            {**gloo_all_reduce(60 * US, 90 * US, rank=rank, nbytes=1000, tid=3), "pg_name": "1"},
             cpu("cpu_op", 90 * US, 100 * US, rank=rank, name="update"),
         ]  # fmt: skip
     trace = trace_of(rows)

@@ -1,4 +1,4 @@
-"""The diagnosis on every real trace (``../shared/traces``) and sample: it runs, and its numbers agree with the tables.
+"""The diagnosis on every real trace (``../shared/traces``) and sample: it runs, agrees with the tables.
 
 For each input: every finding's cause is known, its ratios are in [0, 1], its predicted step lies
 between 0 and the measured step, which is the mean over the diagnosed iterations of the median over
@@ -54,21 +54,25 @@ def _inputs() -> list[Any]:
 
 def _median_mean(rows: pl.DataFrame, column: str, ranks: list[int] | None = None) -> int:
     chosen = rows if ranks is None else rows.filter(pl.col("rank").is_in(ranks))
-    medians = chosen.group_by("iteration").agg(pl.col(column).median()).get_column(column).to_list()
+    medians: list[float] = (
+        chosen.group_by("iteration").agg(pl.col(column).median()).get_column(column).to_list()
+    )
     return round(sum(medians) / len(medians))
 
 
 def _rank_mean(rows: pl.DataFrame, rank: int, column: str) -> int:
-    values = rows.filter(pl.col("rank") == rank).get_column(column).to_list()
+    values: list[int] = rows.filter(pl.col("rank") == rank).get_column(column).to_list()
     return round(sum(values) / len(values))
 
 
 def _caused(analysed: Any, iterations: list[int | None]) -> dict[int, int]:
-    """Per rank, the others' wait at the synchronising collectives it started last (the collectives frames)."""
+    """Return per rank the others' wait at the synchronising collectives it started last (matched frames)."""
     events = analysed.trace.events.filter(
         (pl.col("source") == "kineto") & (pl.col("kind") == "communication")
     )
-    match = match_collectives(events, windows=analysed.overlap.windows, world_size=world_size_of(analysed.trace))
+    match = match_collectives(
+        events, windows=analysed.overlap.windows, world_size=world_size_of(analysed.trace)
+    )
     last = match.collectives.filter(pl.col("synchronising") & (pl.col("ranks") > 1)).select(
         "collective_id", "last_rank"
     )
@@ -91,7 +95,8 @@ def test_the_diagnosis_runs_and_agrees_with_the_tables(paths: list[Path]) -> Non
     top = next((f for f in findings if f["predicted_gain_ratio"] is not None), None)
     assert verdict["communication_bound"] == (
         top is not None
-        and top["cause"] in ("no_overlap", "bucketing", "slow_link", "link_underused", "compression", "exposed_dimension")
+        and top["cause"]
+        in ("no_overlap", "bucketing", "slow_link", "link_underused", "compression", "exposed_dimension")
     )
     gains = [f["predicted_gain_ratio"] for f in findings if f["predicted_gain_ratio"] is not None]
     assert gains == sorted(gains, reverse=True)
@@ -123,7 +128,9 @@ def test_the_diagnosis_runs_and_agrees_with_the_tables(paths: list[Path]) -> Non
             assert finding["evidence"]["times_last"] == row["times_last"]
 
 
-def _agrees_with_the_tables(finding: dict[str, Any], rows: pl.DataFrame, analysed: Any, iterations: list[Any]) -> None:
+def _agrees_with_the_tables(
+    finding: dict[str, Any], rows: pl.DataFrame, analysed: Any, iterations: list[Any]
+) -> None:
     evidence = finding["evidence"]
     ranks = sorted(set(rows.get_column("rank").to_list()))
     if finding["cause"] == "straggler" and "idle_ns" in evidence and "others_idle_ns" in evidence:

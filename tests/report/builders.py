@@ -1,4 +1,4 @@
-"""Synthetic traces for the report tests and the render benchmark (many GPU events in few steps), and the browser."""
+"""Synthetic traces for the report tests and the render benchmark (many GPU events in few steps); Chromium."""
 
 from __future__ import annotations
 

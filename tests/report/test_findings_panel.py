@@ -58,17 +58,24 @@ def test_each_finding_selects_its_first_iteration_and_its_ranks() -> None:
         assert ranks == finding["ranks"]
     dashboard = build_dashboard(replace(data, diagnosis=diagnosis))
     doc = dashboard.document()
+    from bokeh.models import ColumnDataSource
+    from bokeh.models.widgets import DataTable, Div
+
     table = doc.select_one({"name": "findings_table"})
     source = doc.select_one({"name": "findings"})
     verdict = doc.select_one({"name": "findings_verdict"})
-    assert table is not None and source is not None and verdict is not None
+    assert isinstance(table, DataTable)
+    assert isinstance(source, ColumnDataSource)
+    assert isinstance(verdict, Div)
     assert source.data["cause"] == [f["cause"] for f in findings]
     assert source.data["view"] == [t[0] for t in targets]
     assert diagnosis["verdict"]["summary"][:40] in verdict.text
 
 
 def test_the_report_opens_with_the_findings_and_a_row_selects_rank_and_iteration(tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the dev extra: pip install -e '.[dev]'")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="needs the dev extra: pip install -e '.[dev]'"
+    )
     executable = ensure_chromium()
     out = tmp_path / "report.html"
     done = run_timeline("report", GLOO, "-o", out)
@@ -88,7 +95,8 @@ def test_the_report_opens_with_the_findings_and_a_row_selects_rank_and_iteration
         # the findings come first: the verdict and the table are drawn above the iteration selector
         verdict = page.get_by_text("select a finding to show its rank and iteration").bounding_box()
         selector = page.locator("select").first.bounding_box()
-        assert verdict is not None and selector is not None
+        assert verdict is not None
+        assert selector is not None
         assert verdict["y"] < selector["y"]
         page.evaluate(f"Bokeh.documents[0].get_model_by_name('findings').selected.indices = [{row}]")
         wanted = [str(r) for r in finding["ranks"]]
@@ -99,7 +107,8 @@ def test_the_report_opens_with_the_findings_and_a_row_selects_rank_and_iteration
         )
         iteration = finding["iterations"][0]
         page.wait_for_function(
-            f"() => Bokeh.documents[0].get_model_by_name('gantt').title.text.includes('iteration {iteration}')",
+            f"() => Bokeh.documents[0].get_model_by_name('gantt').title.text.includes("
+            f"'iteration {iteration}')",
             timeout=30_000,
         )
         page.wait_for_function(
@@ -107,7 +116,9 @@ def test_the_report_opens_with_the_findings_and_a_row_selects_rank_and_iteration
             arg=[len(finding["ranks"])],
             timeout=30_000,
         )
-        lanes = page.evaluate("Array.from(new Set(Bokeh.documents[0].get_model_by_name('gantt_bars').data.rank))")
+        lanes = page.evaluate(
+            "Array.from(new Set(Bokeh.documents[0].get_model_by_name('gantt_bars').data.rank))"
+        )
         assert sorted(lanes) == sorted(finding["ranks"])
         page.screenshot(path=tmp_path / "findings.png", full_page=True)
         assert errors == []

@@ -1,12 +1,12 @@
 """Launch gaps: the device idle because the host had not launched the next kernel yet (GPU ranks).
 
 Takes the canonical events frame; gives the launch-bound gaps of every GPU rank
-(:func:`launch_gap_intervals`: ``rank``, ``start_ns``, ``end_ns``). On a GPU rank the device's busy time is the union of its activities
-(kernels, collectives, copies, memsets, on every stream). Between two busy blocks ``[g0, g1)`` the
-device is idle; the gap is *launch-bound* when it is short (at most ``max_gap_ns``, 100 µs by
-default) and the activity that ends it was launched by a runtime call (same ``correlation``) that
-ended after ``g0``: the device had nothing left to run while the host was still launching. Longer
-gaps are idle time of another kind (input, host synchronisation).
+(:func:`launch_gap_intervals`: ``rank``, ``start_ns``, ``end_ns``). On a GPU rank the device's busy
+time is the union of its activities (kernels, collectives, copies, memsets, on every stream).
+Between two busy blocks ``[g0, g1)`` the device is idle; the gap is *launch-bound* when it is short
+(at most ``max_gap_ns``, 100 µs by default) and the activity that ends it was launched by a runtime
+call (same ``correlation``) that ended after ``g0``: the device had nothing left to run while the
+host was still launching. Longer gaps are idle time of another kind (input, host synchronisation).
 """
 
 from __future__ import annotations

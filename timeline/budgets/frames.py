@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from timeline.execution.session import Inputs
 
 __all__ = [
-    "JobFacts",
     "FINDINGS_SCHEMA",
+    "JobFacts",
     "MetricFrames",
     "findings_frame",
     "frames_from_overlap",
@@ -245,7 +245,9 @@ FINDINGS_SCHEMA = pl.Schema(
 """One row per cause the diagnosis examined: the largest gain of its findings (0 without one)."""
 
 
-def findings_frame(verdict: Mapping[str, Any] | None, findings: Sequence[Mapping[str, Any]] | None) -> pl.DataFrame:
+def findings_frame(
+    verdict: Mapping[str, Any] | None, findings: Sequence[Mapping[str, Any]] | None
+) -> pl.DataFrame:
     """Return the rows the ``*_gain_ratio`` metrics read, from a diagnosis' plain data.
 
     One row per cause of ``verdict["examined"]``: the largest predicted gain of its findings, and
@@ -265,12 +267,14 @@ def findings_frame(verdict: Mapping[str, Any] | None, findings: Sequence[Mapping
             best[cause] = finding
     rows = []
     for cause in [*verdict.get("examined", []), *(c for c in best if c not in verdict.get("examined", []))]:
-        finding = best.get(cause)
+        kept = best.get(cause)
         rows.append(
             {
                 "cause": cause,
                 "predicted_gain_ratio": 0.0 if finding is None else float(finding["predicted_gain_ratio"]),
-                "predicted_step_ns": verdict.get("step_ns") if finding is None else finding["predicted_step_ns"],
+                "predicted_step_ns": verdict.get("step_ns")
+                if finding is None
+                else finding["predicted_step_ns"],
                 "basis": None if finding is None else finding["basis"],
                 "found": finding is not None,
             }

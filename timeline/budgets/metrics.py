@@ -51,7 +51,9 @@ MATCHED_SOURCES: frozenset[str] = frozenset(
 """The sources built from :func:`~timeline.analysis.collectives.match_collectives`: a run's collectives
 are matched across ranks only when a budget reads one of them."""
 
-_ACROSS_RANKS = frozenset({"logical_collectives", "iteration_utilisation", "straggler_iterations", "findings"})
+_ACROSS_RANKS = frozenset(
+    {"logical_collectives", "iteration_utilisation", "straggler_iterations", "findings"}
+)
 _PER_COLLECTIVE = frozenset({"collectives", "logical_collectives", "collective_ranks"})
 _PER_RANK_COLLECTIVE = frozenset({"collectives", "collective_ranks"})
 

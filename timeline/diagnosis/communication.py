@@ -1,11 +1,12 @@
-"""Causes on the communication's side: ``no_overlap``, ``bucketing``, ``slow_link``, ``link_underused``,
-``compression``, ``exposed_dimension``.
+"""Causes on the communication's side of the step.
 
-Takes a :class:`~timeline.diagnosis.context.Context`; gives at most one finding per cause. The
-predictions replay the graph of the diagnosed iterations: gradient collectives launched when their
-gradients were ready (:func:`~timeline.whatif.transform.launch_when_ready`), other bucket caps, the
-link used in full, a faster link, compressed gradients; ``exposed_dimension`` is a stated bound.
-Each rule is defined, with its thresholds, in ``docs/diagnosis.md``.
+``no_overlap``, ``bucketing``, ``slow_link``, ``link_underused``, ``compression``,
+``exposed_dimension``. Takes a :class:`~timeline.diagnosis.context.Context`; gives at most one
+finding per cause. The predictions replay the graph of the diagnosed iterations: gradient
+collectives launched when their gradients were ready
+(:func:`~timeline.whatif.transform.launch_when_ready`), other bucket caps, the link used in full, a
+faster link, compressed gradients; ``exposed_dimension`` is a stated bound. Each rule is defined,
+with its thresholds, in ``docs/diagnosis.md``.
 """
 
 from __future__ import annotations
@@ -65,12 +66,12 @@ def _per_rank_iteration(context: Context, column: str, *, kinds: tuple[str, ...]
 
 
 def exposed_gradient_ns(context: Context) -> int:
-    """The gradient collectives' exposed time: mean per iteration of the median over ranks."""
+    """Return the gradient collectives' exposed time: mean per iteration of the median over ranks."""
     return _per_rank_iteration(context, "exposed_ns", kinds=GRADIENT_KINDS)
 
 
 def gradient_bytes(context: Context) -> int:
-    """The gradient collectives' bytes (``in_bytes``): mean per iteration of the median over ranks."""
+    """Return the gradient collectives' bytes (``in_bytes``): mean per iteration, median over ranks."""
     return _per_rank_iteration(context, "in_bytes", kinds=GRADIENT_KINDS)
 
 
@@ -122,8 +123,8 @@ def find_no_overlap(context: Context) -> Finding | None:
         cause="no_overlap",
         summary=(
             f"{len(moved)} of {len(gradient_ops)} gradient collectives leave on average "
-            f"{format_ns(mean_int(moved))} after their gradients were ready; {format_ns(exposed)} of gradient "
-            "communication per iteration is exposed"
+            f"{format_ns(mean_int(moved))} after their gradients were ready; {format_ns(exposed)} of "
+            "gradient communication per iteration is exposed"
         ),
         fix="reduce each gradient as soon as it is ready, during the backward pass (DistributedDataParallel "
         "or FSDP instead of all-reducing after backward(); no synchronous collective in the step)",
@@ -169,8 +170,8 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
         cause="bucketing",
         summary=(
             f"{evidence['buckets_per_iteration']} gradient buckets per iteration (median "
-            f"{_mib(evidence['median_bucket_bytes'])}); a {caps[best]} MiB bucket cap is predicted to hide more of "
-            f"the {format_ns(exposed)} of exposed gradient communication"
+            f"{_mib(evidence['median_bucket_bytes'])}); a {caps[best]} MiB bucket cap is predicted to hide "
+            f"more of the {format_ns(exposed)} of exposed gradient communication"
         ),
         fix=f"set the bucket cap to {caps[best]} MiB (DistributedDataParallel(bucket_cap_mb={caps[best]}), "
         "Horovod's fusion threshold)",
@@ -259,7 +260,8 @@ def find_link(context: Context) -> Finding | None:
         cause, summary = (
             "link_underused",
             f"transfers reach {utilisation:.0%} of the {link:g} Gbit/s link (bus bandwidth "
-            f"{utilisation * link:.3g} Gbit/s) while {format_ns(exposed)} of communication per iteration is exposed",
+            f"{utilisation * link:.3g} Gbit/s) while {format_ns(exposed)} of communication per iteration is "
+            "exposed",
         )
         fix = "find what keeps transfers below the link (too few channels or connections, small messages, "
         fix += "CPU-bound reductions, a slower path than the link: NCCL_DEBUG=INFO shows it)"
@@ -271,7 +273,7 @@ def find_link(context: Context) -> Finding | None:
             f"transfers run at {utilisation:.0%} of the {link:g} Gbit/s link and {format_ns(exposed)} of "
             "communication per iteration is exposed: the link limits them",
         )
-        fix = f"a faster link ({faster:g} Gbit/s replayed), or less data on it (compression, larger local batches)"
+        fix = f"a faster link ({faster:g} Gbit/s replayed), or less data on it (compression, larger batches)"
         evidence["faster_link_gbps"] = faster
     if prediction.gain_ratio < MIN_GAIN:
         return None
@@ -328,11 +330,12 @@ def find_compression(context: Context) -> Finding | None:
         )
         if break_even is not None:
             summary += f"; it pays only with a codec faster than {break_even:.3g} Gbit/s (encode and decode)"
-        fix = "compress gradients (a DDP communication hook: PowerSGD, fp16/bf16 compression) if the codec is that fast"
+        fix = "compress gradients (a DDP communication hook: PowerSGD, fp16/bf16) if the codec is that fast"
     else:
         summary = (
-            f"{COMPRESSION_RATIO:g}x gradient compression would not help ({prediction.gain_ratio:.1%} {codec_text}, "
-            f"{1 - free / facts.step_ns:.1%} with a free codec): the gradient communication is not what delays the step"
+            f"{COMPRESSION_RATIO:g}x gradient compression would not help ({prediction.gain_ratio:.1%} "
+            f"{codec_text}, {1 - free / facts.step_ns:.1%} with a free codec): the gradient communication "
+            "is not what delays the step"
         )
         fix = "do not compress gradients: fix the larger causes first"
     return Finding(
@@ -390,8 +393,8 @@ def find_exposed_dimension(context: Context) -> Finding | None:
             f"the {top} dimension's communication is {format_ns(exposed)} per iteration exposed, "
             f"{exposed / total:.0%} of the exposed communication of every dimension"
         ),
-        fix=f"overlap the {top} dimension's collectives with compute, or shrink that dimension (place it on the "
-        "fastest links)",
+        fix=f"overlap the {top} dimension's collectives with compute, or shrink that dimension (place it "
+        "on the fastest links)",
         evidence={
             "dimension": top,
             "dimensions": dimensions,

@@ -136,7 +136,7 @@ _CLOCKS_NOTE = "the ranks' clocks disagree: straggler and imbalance not examined
 
 
 def _match(trace: Trace, overlap: Overlap, notes: list[str]) -> CollectiveMatch | None:
-    """The collectives matched across ranks (None with one rank, or clocks that disagree)."""
+    """Return the collectives matched across ranks (None with one rank, or clocks that disagree)."""
     events = trace.events
     comm = events.filter((pl.col("source") == "kineto") & (pl.col("kind") == "communication"))
     if comm.get_column("rank").n_unique() < 2:
@@ -162,7 +162,7 @@ def _replayer(
     complete: bool,
     notes: list[str],
 ) -> Replayer | None:
-    """The replays of the diagnosed iterations, or None (with a note) when there is no graph."""
+    """Return the replays of the diagnosed iterations, or None (with a note) without a graph."""
     from timeline.diagnosis.replays import Replayer
 
     if graph is None and not complete:
@@ -288,7 +288,10 @@ def _summary(facts: Facts, top: Finding | None, exposed: float, hide: float | No
     text += f" of the {step} step"
     if exposed >= MIN_SHARE:
         if gain >= exposed:
-            text += f". {exposed:.0%} of the step is exposed communication, less than that: the network is not the limit"
+            text += (
+                f". {exposed:.0%} of the step is exposed communication, less than that: the network is not "
+            )
+            text += "the limit"
         else:
             text += f". {exposed:.0%} of the step is exposed communication; no finding puts it on the network"
     return text + "."

@@ -135,7 +135,7 @@ def _no_overlap() -> Overlap:
 
 
 def _replays(trace: Trace, link_gbps: float | None, notes: list[str]) -> tuple[Replayer | None, Facts | None]:
-    """The timeline's derived graph and its windows as facts (step per window; nothing else known)."""
+    """Return the timeline's derived graph and its windows as facts (step per window, nothing else)."""
     from timeline.diagnosis.replays import Replayer
     from timeline.whatif.graph import trace_graph
 
@@ -174,7 +174,7 @@ def _replays(trace: Trace, link_gbps: float | None, notes: list[str]) -> tuple[R
 
 
 def _straggler(context: Context, negotiation: pl.DataFrame) -> Finding | None:
-    """The rank whose late readiness the others waited for in the negotiations (a bound)."""
+    """Return the rank whose late readiness the others waited for in the negotiations (a bound)."""
     facts = context.facts
     if negotiation.height < 2:
         return None
@@ -201,9 +201,10 @@ def _straggler(context: Context, negotiation: pl.DataFrame) -> Finding | None:
         cause="straggler",
         summary=(
             f"rank {late} submits its tensors last ({share:.0%} of the negotiation wait, last in "
-            f"{row['times_last']} negotiations): the others wait up to {format_ns(waited)} per iteration for it"
+            f"{row['times_last']} negotiations): the others wait up to {format_ns(waited)} per iteration "
+            "for it"
         ),
-        fix=f"find what delays rank {late}'s backward pass or input (the framework's trace of rank {late} shows it)",
+        fix=f"find what delays rank {late}'s backward pass or input (its framework trace shows it)",
         ranks=(late,),
         evidence={
             "rank": late,
@@ -220,8 +221,11 @@ def _straggler(context: Context, negotiation: pl.DataFrame) -> Finding | None:
 
 
 def _waiting_union(context: Context, late: int) -> int:
-    """Per iteration, the union of ``[median of the other ranks' ticks, the late rank's tick)`` over
-    the negotiations it was last in: how long the others had submitted a tensor and waited for it."""
+    """Return how long the others waited for ``late`` per iteration, its negotiations unioned.
+
+    Per iteration, the union of ``[median of the other ranks' ticks, the late rank's tick)`` over
+    the negotiations it was last in: how long the others had submitted a tensor and waited for it.
+    """
     events = context.events
     ticks = events.filter(
         (pl.col("source") == "horovod")
@@ -262,7 +266,7 @@ def _waiting_union(context: Context, late: int) -> int:
 
 
 def _union_in_windows(context: Context, spans: list[tuple[int, int]]) -> dict[int | None, int]:
-    """The union length of the spans falling in each diagnosed window (by start)."""
+    """Return the union length of the spans falling in each diagnosed window (by start)."""
     rows = context.facts.rows.select("iteration", "start_ns", "end_ns").iter_rows()
     per: dict[int | None, list[tuple[int, int]]] = defaultdict(list)
     bounds = list(rows)
@@ -317,8 +321,8 @@ def _link(context: Context, totals: dict[str, object]) -> Finding | None:
     return Finding(
         cause="link_underused" if underused else "slow_link",
         summary=(
-            f"the fused batches' transfers {verb} {utilisation:.0%} of the {link:g} Gbit/s link; the wire is busy "
-            f"{wire / span:.0%} of the timeline"
+            f"the fused batches' transfers {verb} {utilisation:.0%} of the {link:g} Gbit/s link; the wire "
+            f"is busy {wire / span:.0%} of the timeline"
         ),
         fix="find what keeps transfers below the link (NCCL_DEBUG=INFO, HOROVOD_HIERARCHICAL_ALLREDUCE)"
         if underused
@@ -379,7 +383,10 @@ def _summary(facts: Facts, top: Finding | None, totals: dict[str, object]) -> st
     wire = totals.get("wire_ratio")
     wire_text = f"the wire is busy {wire:.0%} of the timeline" if isinstance(wire, float) else "no wire time"
     if top is None or top.predicted_gain_ratio is None or top.predicted_gain_ratio < MIN_GAIN:
-        return f"No cause found that would save {MIN_GAIN:.0%} of the {step} step ({wire_text}); a Horovod timeline alone cannot tell exposed communication."
+        return (
+            f"No cause found that would save {MIN_GAIN:.0%} of the {step} step ({wire_text}); a Horovod "
+            "timeline alone cannot tell exposed communication."
+        )
     head = "Communication-bound" if top.cause in COMMUNICATION_CAUSES else "Not communication-bound"
     return (
         f"{head}: the largest cause is {top.cause} ({top.summary}); fixing it is predicted to save "

@@ -28,8 +28,9 @@ LAUNCH_GAPS_SCHEMA = pl.Schema(
 
 @dataclass(frozen=True, eq=False)
 class DiagnosisParts:
-    """What the diagnosis needs of some ranks' events, beyond the overlap: their share of the graph
-    of the diagnosed iterations, and their launch-bound device gaps in those iterations.
+    """What the diagnosis needs of some ranks' events beyond the overlap.
+
+    Their share of the graph of the diagnosed iterations, and their launch-bound device gaps there.
 
     Attributes
     ----------
@@ -44,7 +45,7 @@ class DiagnosisParts:
 
 
 def _kept_windows(windows: pl.DataFrame, chosen: Mapping[int, list[int]]) -> pl.DataFrame:
-    """The chosen windows of each rank; every window of a rank that chose none (no ``ProfilerStep``)."""
+    """Return each rank's chosen windows; every window of a rank that chose none (no ``ProfilerStep``)."""
     pairs = [(rank, iteration) for rank, its in chosen.items() for iteration in its]
     keys = pl.DataFrame(
         {"rank": [p[0] for p in pairs], "iteration": [p[1] for p in pairs]},
@@ -58,8 +59,11 @@ def _kept_windows(windows: pl.DataFrame, chosen: Mapping[int, list[int]]) -> pl.
 def chosen_launch_gaps(
     events: pl.DataFrame, windows: pl.DataFrame, chosen: Mapping[int, list[int]]
 ) -> pl.DataFrame:
-    """Return the launch-bound gaps (:func:`~timeline.analysis.launches.launch_gap_intervals`) that start
-    in a diagnosed window, with its iteration: ``rank``, ``iteration``, ``start_ns``, ``end_ns``."""
+    """Return the launch-bound gaps that start in a diagnosed window, with its iteration.
+
+    :func:`~timeline.analysis.launches.launch_gap_intervals`, located: ``rank``, ``iteration``,
+    ``start_ns``, ``end_ns``.
+    """
     gaps = launch_gap_intervals(events)
     if gaps.height == 0:
         return LAUNCH_GAPS_SCHEMA.to_frame()

@@ -1,4 +1,4 @@
-"""Causes on the ranks' side of the collectives: ``straggler``, ``imbalance``, ``input_stall``, ``launch_bound``.
+"""Causes on the ranks' side: ``straggler``, ``imbalance``, ``input_stall``, ``launch_bound``.
 
 Takes a :class:`~timeline.diagnosis.context.Context`; gives at most one finding per cause, with
 its evidence and its prediction: the replay with the rank's (or every rank's) time removed
@@ -15,7 +15,7 @@ from timeline.diagnosis.context import Context, Prediction, predicted
 from timeline.diagnosis.facts import mean_int
 from timeline.diagnosis.replays import WindowCut
 from timeline.diagnosis.thresholds import IMBALANCE_LATE_SHARE, MIN_GAIN, MIN_SHARE, SLOW_RANK_SHARE
-from timeline.results.findings import Finding
+from timeline.results.findings import Evidence, Finding
 from timeline.units import format_ns
 
 __all__ = ["find_imbalance", "find_input_stall", "find_launch_bound", "find_straggler"]
@@ -29,7 +29,7 @@ def _caused_by_rank(context: Context) -> dict[int, int]:
 
 
 def _excess(context: Context, rank: int, iteration: int | None, column: str) -> int:
-    """A rank's figure in an iteration beyond the median of the other ranks' (0 when not beyond)."""
+    """Return a rank's figure in an iteration beyond the other ranks' median (0 when not beyond)."""
     facts = context.facts
     others = [r for r in facts.ranks if r != rank]
     if not others:
@@ -55,8 +55,11 @@ def _late_cut(
 
 
 def _cuts(context: Context, ranks: list[int], *, median: bool = False) -> list[WindowCut]:
-    """The cuts that make each rank arrive on time at the collectives it was late for, per window
-    (with ``median``: no later than the median rank)."""
+    """Return the cuts that make each rank arrive on time at the collectives it was late for.
+
+    Per window
+    (with ``median``: no later than the median rank).
+    """
     replayer = context.replayer
     assert replayer is not None
     cuts = []
@@ -111,7 +114,7 @@ def find_straggler(context: Context) -> Finding | None:
     prediction = _late_prediction(context, [slow], waited)
     if prediction.gain_ratio < MIN_GAIN:
         return None
-    evidence = {
+    evidence: Evidence = {
         "rank": slow,
         "caused_wait_ns": round(totals[slow] / iterations),
         "caused_wait_share_ratio": share,
@@ -148,7 +151,7 @@ def find_straggler(context: Context) -> Finding | None:
     )
 
 
-def _what_it_did(evidence: dict[str, object]) -> str:
+def _what_it_did(evidence: Evidence) -> str:
     late = _int(evidence["late_ns"])
     idle, compute, before = (
         _int(evidence[k]) for k in ("excess_idle_ns", "excess_compute_ns", "started_late_ns")
@@ -168,7 +171,7 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _fix_hint(evidence: dict[str, object]) -> str:
+def _fix_hint(evidence: Evidence) -> str:
     idle, compute, before = (
         _int(evidence[k]) for k in ("excess_idle_ns", "excess_compute_ns", "started_late_ns")
     )
@@ -196,7 +199,7 @@ def find_imbalance(context: Context, *, straggler: Finding | None) -> Finding | 
     prediction = _late_prediction(context, list(facts.ranks), waited, median=True)
     if prediction.gain_ratio < MIN_GAIN or not late:
         return None
-    evidence = {
+    evidence: Evidence = {
         "caused_wait_ns": round(total / len(facts.iterations)),
         "others_wait_ns": waited,
         "late_ranks": late,
@@ -261,8 +264,8 @@ def find_input_stall(context: Context) -> Finding | None:
     return Finding(
         cause="input_stall",
         summary=(
-            f"every rank idles at least {format_ns(stall)} per iteration ({facts.share(stall):.0%} of the step) "
-            "outside compute and communication"
+            f"every rank idles at least {format_ns(stall)} per iteration ({facts.share(stall):.0%} of the "
+            "step) outside compute and communication"
         ),
         fix="overlap data loading with compute (more DataLoader workers, pinned memory, prefetching) "
         "and remove host synchronisations from the step",
@@ -283,7 +286,7 @@ def _median_launch_gap(context: Context) -> int:
 
 
 def find_launch_bound(context: Context) -> Finding | None:
-    """The device idles between short kernels while the host launches them (GPU ranks)."""
+    """Return ``launch_bound``: the device idles between kernels while the host launches them (GPU ranks)."""
     facts = context.facts
     if context.launch_gaps is None or not facts.ranks:
         return None
@@ -311,8 +314,8 @@ def find_launch_bound(context: Context) -> Finding | None:
     return Finding(
         cause="launch_bound",
         summary=(
-            f"the device waits {format_ns(gaps)} per iteration ({facts.share(gaps):.0%} of the step) in short "
-            "gaps for the host to launch the next kernel"
+            f"the device waits {format_ns(gaps)} per iteration ({facts.share(gaps):.0%} of the step) in "
+            "short gaps for the host to launch the next kernel"
         ),
         fix="launch fewer, larger kernels: CUDA graphs (torch.compile mode='reduce-overhead'), fused "
         "kernels, less Python between launches",

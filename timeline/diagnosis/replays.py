@@ -27,7 +27,6 @@ from timeline.diagnosis.thresholds import HIDE_TOLERANCE
 if TYPE_CHECKING:
     from timeline.whatif.graph import TraceGraph
     from timeline.whatif.replay import Scenario
-    from timeline.whatif.transform import Removals
 
 __all__ = ["Replayer", "WindowCut"]
 
@@ -224,7 +223,7 @@ class Replayer:
         return high
 
     def _bits(self) -> float:
-        """The bits on the link of the diagnosed iterations' collectives, per iteration (bus convention)."""
+        """Return the link bits of the diagnosed collectives, per rank and iteration (bus convention)."""
         from timeline.whatif.costs import bandwidth_bits
 
         total = 0.0

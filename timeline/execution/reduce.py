@@ -326,11 +326,13 @@ def _shifted(frame: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
         return frame
     table = offsets.select(pl.col("rank").cast(pl.Int32), _offset=pl.col("offset_ns").cast(pl.Int64))
     joined = frame.join(table, on="rank", how="left", maintain_order="left")
-    return joined.with_columns(pl.col(c) - pl.col("_offset").fill_null(0) for c in times).select(frame.columns)
+    return joined.with_columns(pl.col(c) - pl.col("_offset").fill_null(0) for c in times).select(
+        frame.columns
+    )
 
 
 def shift_parts(parts: GraphParts, offsets: pl.DataFrame) -> GraphParts:
-    """Return graph parts moved by ``apply_clock_offsets``'s offsets (every time of a rank minus its offset)."""
+    """Return graph parts moved as ``apply_clock_offsets`` moves events (a rank's times minus its offset)."""
     return replace(
         parts,
         windows=_shifted(parts.windows, offsets),

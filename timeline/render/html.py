@@ -1,7 +1,8 @@
 """The results as HTML tables: what a Jupyter notebook shows (``_repr_html_``).
 
 Takes the plain results of :mod:`timeline.results` (the summary of ``timeline analyze`` with its
-verdict and findings, the collectives report, the what-if report, a diagnosis) and gives an HTML fragment: a heading line, the warnings,
+verdict and findings, the collectives report, the what-if report, a diagnosis) and gives an HTML
+fragment: a heading line, the warnings,
 then tables. Every text is escaped (:func:`html.escape`): trace, kernel and group names are the
 user's data. Every number cell carries the exact value in ``data-value`` (nanoseconds, ratios,
 counts as the result holds them) and shows it formatted for people, as the terminal tables do.
@@ -206,14 +207,16 @@ _FINDING_COLUMNS: list[Column] = [
 def _findings_part(verdict: Mapping[str, Any], findings: list[Mapping[str, Any]]) -> str:
     """Return the verdict (a paragraph), the findings table and the notes."""
     rows = [
-        {**f, "ranks_text": "all" if not f.get("ranks") else ", ".join(map(str, f["ranks"]))} for f in findings
+        {**f, "ranks_text": "all" if not f.get("ranks") else ", ".join(map(str, f["ranks"]))}
+        for f in findings
     ]
     from timeline.render.terminal.findings import describe_verdict_figures
 
     figures = describe_verdict_figures(verdict)
     notes = "".join(f"<li>note: {html.escape(n)}</li>" for n in verdict.get("notes") or [])
+    state = "communication_bound" if verdict["communication_bound"] else "not_communication_bound"
     return (
-        f'<p data-verdict="{"communication_bound" if verdict["communication_bound"] else "not_communication_bound"}">'
+        f'<p data-verdict="{state}">'
         f"<b>verdict</b>: {html.escape(verdict['summary'])}</p>"
         + _table("Findings (largest predicted gain first)", _FINDING_COLUMNS, rows, name="findings")
         + (f"<p>{html.escape(figures)}</p>" if figures else "")
@@ -222,9 +225,11 @@ def _findings_part(verdict: Mapping[str, Any], findings: list[Mapping[str, Any]]
 
 
 def render_diagnosis_html(diagnosis: Mapping[str, Any]) -> str:
-    """Return a diagnosis (:func:`timeline.results.diagnosis.build_diagnosis`) as HTML: verdict, findings, notes."""
+    """Return a diagnosis (:func:`timeline.results.diagnosis.build_diagnosis`) as HTML: verdict, findings."""
     verdict = diagnosis["verdict"]
-    heading = "timeline diagnosis: " + ("communication-bound" if verdict["communication_bound"] else "not communication-bound")
+    heading = "timeline diagnosis: " + (
+        "communication-bound" if verdict["communication_bound"] else "not communication-bound"
+    )
     return _page(heading, [], [_findings_part(verdict, list(diagnosis["findings"]))])
 
 

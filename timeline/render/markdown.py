@@ -69,10 +69,14 @@ def render_findings_markdown(verdict: Mapping[str, Any], findings: Sequence[Mapp
         gain = finding.get("predicted_gain_ratio")
         shown = "-" if gain is None else f"{gain:.1%} ({finding['basis']})"
         out.append(
-            f"| {k} | **{_md(describe_finding(finding))}**: {_md(finding['summary'])} | {shown} | {_md(finding['fix'])} |"
+            f"| {k} | **{_md(describe_finding(finding))}**: {_md(finding['summary'])} | {shown} "
+            f"| {_md(finding['fix'])} |"
         )
     if len(findings) > FINDINGS_SHOWN:
-        out += ["", f"{len(findings) - FINDINGS_SHOWN} more finding(s): `timeline analyze --json` lists them."]
+        out += [
+            "",
+            f"{len(findings) - FINDINGS_SHOWN} more finding(s): `timeline analyze --json` lists them.",
+        ]
     figures = describe_verdict_figures(verdict)
     if figures:
         out += ["", _md(figures)]

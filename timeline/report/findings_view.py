@@ -1,4 +1,4 @@
-"""The findings panel the report opens with: the verdict, and the findings, each selecting its rank and iteration.
+"""The findings panel the report opens with: the verdict, and findings that select their rank and iteration.
 
 Takes the diagnosis' plain data (:func:`timeline.results.diagnosis.build_diagnosis`) and the
 report's views; gives a bokeh column: the verdict (``findings_verdict``) and a table of the
@@ -68,7 +68,10 @@ def build_findings_panel(
         data={
             "cause": [f["cause"] for f in findings],
             "where": [_where(f) for f in findings],
-            "gain": ["-" if f["predicted_gain_ratio"] is None else f"{f['predicted_gain_ratio']:.1%}" for f in findings],
+            "gain": [
+                "-" if f["predicted_gain_ratio"] is None else f"{f['predicted_gain_ratio']:.1%}"
+                for f in findings
+            ],
             "basis": [f["basis"] for f in findings],
             "summary": [f["summary"] for f in findings],
             "fix": [f["fix"] for f in findings],

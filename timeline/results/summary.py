@@ -17,7 +17,13 @@ from timeline.trace import Trace
 if TYPE_CHECKING:
     from timeline.diagnosis.verdict import Diagnosis
 
-__all__ = ["READABLE_SUMMARY_VERSIONS", "SUMMARY_VERSION", "build_summary", "top_collectives", "worst_iteration"]
+__all__ = [
+    "READABLE_SUMMARY_VERSIONS",
+    "SUMMARY_VERSION",
+    "build_summary",
+    "top_collectives",
+    "worst_iteration",
+]
 
 SUMMARY_VERSION = 2
 """The layout version of :func:`build_summary` (2: ``verdict`` and ``findings`` added)."""

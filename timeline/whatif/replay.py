@@ -843,8 +843,10 @@ def _resume(wait: WaitPoint, shift: int, latest: int | None) -> int:
 
 
 def window_rows(graph: TraceGraph) -> list[dict[str, int]]:
-    """Return the rows of ``graph.windows`` the replay reads (``rank``, ``iteration``, ``window_id``,
-    ``start_ns``, ``end_ns``), to give :func:`window_lengths` again and again."""
+    """Return the rows of ``graph.windows`` the replay reads, to give :func:`window_lengths` again and again.
+
+    ``rank``, ``iteration``, ``window_id``, ``start_ns``, ``end_ns``.
+    """
     return graph.windows.select("rank", "iteration", "window_id", "start_ns", "end_ns").to_dicts()
 
 

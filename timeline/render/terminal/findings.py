@@ -1,8 +1,9 @@
-"""The verdict and the findings (:mod:`timeline.results.diagnosis`) as the first lines of ``timeline analyze``.
+"""The verdict and the findings (:mod:`timeline.results.diagnosis`): the first lines of ``timeline analyze``.
 
-Takes the ``verdict`` and ``findings`` of a summary (or of :func:`~timeline.results.diagnosis.build_diagnosis`)
-and draws them on a console: the verdict sentence, the top findings with their predicted gain and
-fix, the model intensity and the bandwidth at which communication hides, then the notes.
+Takes the ``verdict`` and ``findings`` of a summary (or of
+:func:`~timeline.results.diagnosis.build_diagnosis`) and draws them on a console: the verdict
+sentence, the top findings with their predicted gain and fix, the model intensity and the bandwidth
+at which communication hides, then the notes.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def describe_verdict_figures(verdict: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def render_findings(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], console: Console) -> None:
+def render_findings(
+    verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], console: Console
+) -> None:
     """Print the verdict, the first :data:`FINDINGS_SHOWN` findings and the notes."""
     console.print(f"[bold]verdict[/bold]: {escape(verdict['summary'])}")
     step = verdict.get("step_ns")
@@ -63,7 +66,9 @@ def render_findings(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, 
         console.print(f"     fix: {escape(finding['fix'])}")
     if len(findings) > FINDINGS_SHOWN:
         rest = ", ".join(f["cause"] for f in findings[FINDINGS_SHOWN:])
-        console.print(f"  … {len(findings) - FINDINGS_SHOWN} more ({escape(rest)}): --json lists every finding")
+        console.print(
+            f"  … {len(findings) - FINDINGS_SHOWN} more ({escape(rest)}): --json lists every finding"
+        )
     figures = describe_verdict_figures(verdict)
     if figures:
         console.print(figures)
