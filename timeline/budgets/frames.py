@@ -271,12 +271,10 @@ def findings_frame(
         rows.append(
             {
                 "cause": cause,
-                "predicted_gain_ratio": 0.0 if finding is None else float(finding["predicted_gain_ratio"]),
-                "predicted_step_ns": verdict.get("step_ns")
-                if finding is None
-                else finding["predicted_step_ns"],
-                "basis": None if finding is None else finding["basis"],
-                "found": finding is not None,
+                "predicted_gain_ratio": 0.0 if kept is None else float(kept["predicted_gain_ratio"]),
+                "predicted_step_ns": verdict.get("step_ns") if kept is None else kept["predicted_step_ns"],
+                "basis": None if kept is None else kept["basis"],
+                "found": kept is not None,
             }
         )
     return pl.DataFrame(rows, schema=FINDINGS_SCHEMA)

@@ -203,7 +203,7 @@ def diagnosis_graph(trace: Trace, overlap: Overlap, *, link_gbps: float | None =
     from timeline.whatif.graph import graph_from_parts
 
     chosen = chosen_by_rank(overlap.windows, overlap.collectives)
-    parts = diagnosis_parts(trace.events, overlap.windows, chosen)
+    parts = diagnosis_parts(trace.events, overlap.windows, chosen, launch_gaps=False)
     return graph_from_parts([parts.graph], files=trace.files, link_gbps=link_gbps)
 
 

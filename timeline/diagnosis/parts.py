@@ -4,8 +4,9 @@ Takes events, their iteration windows and each rank's diagnosed iterations
 (:func:`~timeline.diagnosis.facts.chosen_by_rank`); gives the graph parts of the events around those
 iterations (:func:`diagnosis_parts`). They depend on one rank's events only, so a rank-by-rank task
 computes exactly what the in-memory road computes for that rank: the two roads replay the same
-graph. A rank's graph is built from its events that overlap its chosen windows or the step before
-each (where the step's launches may lie), with those windows only
+graph. A rank's graph is built from its events that overlap its chosen windows or the time before
+each since its ``ProfilerStep`` began on the CPU (where the step's launches lie), with those windows
+only
 (:func:`timeline.whatif.graph.graph_parts`).
 """
 
@@ -70,14 +71,49 @@ def chosen_launch_gaps(
     kept = _kept_windows(windows, chosen).select("rank", "iteration", _w0="start_ns", _w1="end_ns")
     located = (
         gaps.sort("start_ns")
-        .join_asof(kept.sort("_w0"), left_on="start_ns", right_on="_w0", by="rank", strategy="backward")
+        .join_asof(
+            kept.sort("_w0"),
+            left_on="start_ns",
+            right_on="_w0",
+            by="rank",
+            strategy="backward",
+            check_sortedness=False,
+        )
         .filter(pl.col("_w0").is_not_null() & (pl.col("start_ns") < pl.col("_w1")))
     )
     return located.select(LAUNCH_GAPS_SCHEMA.names()).cast(LAUNCH_GAPS_SCHEMA).sort("rank", "start_ns")
 
 
+def _event_bounds(events: pl.DataFrame, kept: pl.DataFrame) -> pl.DataFrame:
+    """Return per kept window the events' span to read: ``rank``, ``_lo``, ``_hi``.
+
+    From the start of the iteration's ``ProfilerStep#N`` on the CPU (where the launches of its device
+    work begin, before the projected window when the device lagged), else from one step length
+    before the window, to the window's end.
+    """
+    steps = (
+        events.filter(
+            (pl.col("kind") == "annotation") & pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
+        )
+        .select(
+            "rank",
+            "start_ns",
+            iteration=pl.col("name").cast(pl.String).str.extract(r"#(\d+)$").cast(pl.Int64),
+        )
+        .group_by("rank", "iteration")
+        .agg(_cpu=pl.col("start_ns").min())
+    )
+    return kept.join(steps, on=["rank", "iteration"], how="left").select(
+        "rank",
+        _lo=pl.min_horizontal(
+            "start_ns", pl.col("_cpu").fill_null(2 * pl.col("start_ns") - pl.col("end_ns"))
+        ),
+        _hi="end_ns",
+    )
+
+
 def diagnosis_parts(
-    events: pl.DataFrame, windows: pl.DataFrame, chosen: Mapping[int, list[int]]
+    events: pl.DataFrame, windows: pl.DataFrame, chosen: Mapping[int, list[int]], *, launch_gaps: bool = True
 ) -> DiagnosisParts:
     """Return the graph parts and the launch gaps of the chosen iterations of every rank of ``events``.
 
@@ -91,15 +127,15 @@ def diagnosis_parts(
         Their iteration windows (``Overlap.windows``).
     chosen
         Per rank, the iterations to keep (:func:`~timeline.diagnosis.facts.chosen_by_rank`).
+    launch_gaps
+        Also measure the launch gaps (else an empty frame: the caller measures them).
     """
-    gaps = chosen_launch_gaps(events, windows, chosen)
+    gaps = chosen_launch_gaps(events, windows, chosen) if launch_gaps else LAUNCH_GAPS_SCHEMA.to_frame()
     if not any(chosen.values()):
         return DiagnosisParts(graph=graph_parts(events, windows=windows), launch_gaps=gaps)
     kept = _kept_windows(windows, chosen)
     restricted = [int(r) for r in chosen]
-    bounds = kept.filter(pl.col("rank").is_in(restricted)).select(
-        "rank", _lo=2 * pl.col("start_ns") - pl.col("end_ns"), _hi="end_ns"
-    )
+    bounds = _event_bounds(events, kept.filter(pl.col("rank").is_in(restricted)))
     near = (
         events.with_row_index("_row")
         .join(bounds, on="rank", how="inner")

@@ -15,10 +15,12 @@ windows (what a contraction removes first) and the bandwidth at which communicat
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -145,52 +147,75 @@ class Replayer:
             row = self.windows.get(cut.window_id)
             if row is None:
                 continue
-            busy = self._busy(cut.rank, row["start_ns"], row["end_ns"])
-            idle = _gaps(busy, row["start_ns"], row["end_ns"])
+            start, end = row["start_ns"], row["end_ns"]
+            busy = self._busy(cut.rank, cut.window_id)
             if cut.spare:
-                idle = _gaps(_union([*busy, *cut.spare]), row["start_ns"], row["end_ns"])
-            removals[cut.rank] += _earliest(idle, cut.idle_ns)
+                busy = _union(heapq.merge(busy, sorted(cut.spare)))
+            removals[cut.rank] += _earliest(_gaps(busy, start, end), cut.idle_ns)
             removals[cut.rank] += list(cut.exact)
-            removals[cut.rank] += _tails(
-                self._compute(cut.rank, row["start_ns"], row["end_ns"]), cut.compute_ns
-            )
+            removals[cut.rank] += _tails(self._compute(cut.rank, start, end), cut.compute_ns)
             if cut.before_ns > 0:
-                removals[cut.rank].append((row["start_ns"] - cut.before_ns, row["start_ns"]))
+                removals[cut.rank].append((start - cut.before_ns, start))
         return contract(self.graph, dict(removals))
 
     def idle_intervals(self, rank: int, window_id: int) -> list[tuple[int, int]]:
         """Return the idle intervals of a rank's window: neither compute nor its collectives."""
         row = self.windows[window_id]
-        return _gaps(self._busy(rank, row["start_ns"], row["end_ns"]), row["start_ns"], row["end_ns"])
+        return _gaps(self._busy(rank, window_id), row["start_ns"], row["end_ns"])
 
     def _compute(self, rank: int, start: int, end: int) -> list[tuple[int, int]]:
-        compute = self._by_rank_compute().get(rank, [])
-        return [(max(a, start), min(b, end)) for a, b in compute if b > start and a < end]
+        """Return the rank's compute intervals (disjoint, sorted) clipped to ``[start, end)``."""
+        starts, intervals = self._by_rank("compute", rank)
+        first = max(0, bisect.bisect_right(starts, start) - 1)
+        out = []
+        for a, b in intervals[first:]:
+            if a >= end:
+                break
+            if b > start:
+                out.append((max(a, start), min(b, end)))
+        return out
 
-    def _busy(self, rank: int, start: int, end: int) -> list[tuple[int, int]]:
-        spans = self._compute(rank, start, end) + [
-            (max(o.start_ns, start), min(o.end_ns, end))
-            for o in self.graph.ops
-            if o.rank == rank and o.end_ns > start and o.start_ns < end
-        ]
-        return _union(spans)
+    def _busy(self, rank: int, window_id: int) -> list[tuple[int, int]]:
+        """Return the union of the rank's compute and collectives in a window, sorted (cached)."""
+        key = (rank, window_id)
+        cache: dict[tuple[int, int], list[tuple[int, int]]] = self.__dict__.setdefault("_busy_cache", {})
+        if key not in cache:
+            row = self.windows[window_id]
+            start, end = row["start_ns"], row["end_ns"]
+            _starts, ops = self._by_rank("ops", rank)
+            spans = [(max(a, start), min(b, end)) for a, b in ops if b > start and a < end]
+            cache[key] = _union(heapq.merge(self._compute(rank, start, end), spans))
+        return cache[key]
 
-    def _by_rank_compute(self) -> dict[int, list[tuple[int, int]]]:
-        cached: dict[int, list[tuple[int, int]]] | None = self.__dict__.get("_compute_cache")
-        if cached is None:
-            cached = defaultdict(list)
-            for rank, start, end in self.graph.compute.select("rank", "start_ns", "end_ns").iter_rows():
-                cached[rank].append((start, end))
-            self.__dict__["_compute_cache"] = cached
-        return cached
+    def _by_rank(self, kind: str, rank: int) -> tuple[list[int], list[tuple[int, int]]]:
+        """Return a rank's compute intervals or collectives, sorted by start, with their starts."""
+        cache: dict[str, dict[int, tuple[list[int], list[tuple[int, int]]]]] | None = self.__dict__.get(
+            "_rank_cache"
+        )
+        if cache is None:
+            grouped: dict[str, dict[int, list[tuple[int, int]]]] = {
+                "compute": defaultdict(list),
+                "ops": defaultdict(list),
+            }
+            for r, a, b in self.graph.compute.select("rank", "start_ns", "end_ns").iter_rows():
+                grouped["compute"][r].append((a, b))
+            for o in self.graph.ops:
+                grouped["ops"][o.rank].append((o.start_ns, o.end_ns))
+            cache = {name: {} for name in grouped}
+            for name, by in grouped.items():
+                for r, values in by.items():
+                    values.sort()
+                    cache[name][r] = ([a for a, _b in values], values)
+            self.__dict__["_rank_cache"] = cache
+        return cache[kind].get(rank, ([], []))
 
     # -- the bandwidth that hides communication ---------------------------------------------------
 
-    def hide_bandwidth_gbps(self, *, rtol: float = 0.1) -> float | None:
+    def hide_bandwidth_gbps(self, *, rtol: float = 0.25) -> float | None:
         """Return the link (Gbit/s, used in full) at which the step is within 1 % of an infinite link's.
 
         The search starts from the bandwidth that would carry the diagnosed iterations' bits in
-        their step without communication (below it the link alone takes longer than the step),
+        their measured step (below it the link alone takes longer than the step),
         goes up a decade at a time until the step is within :data:`HIDE_TOLERANCE` of the step on an
         infinitely fast link, then bisects that decade on a log scale to ``rtol``. None when no
         collective has bytes (nothing scales with the link).
@@ -206,8 +231,8 @@ class Replayer:
         def hidden(gbps: float) -> bool:
             return self.replayed_step(scenario=replace(full, bandwidth_gbps=gbps)) <= target
 
-        single = max(self.replayed_step(scenario=Scenario(communication=False)), 1.0)
-        low = high = max(bits / single, 1e-6)  # bits per ns: Gbit/s
+        # below the bandwidth that carries the bits in the step, the link alone is longer than the step
+        low = high = max(bits / max(self.self_step, 1.0), 1e-6)  # bits per ns: Gbit/s
         if hidden(low):
             return low
         while not hidden(high):
@@ -235,9 +260,12 @@ class Replayer:
         return total / max(1, len(iterations)) / max(1, len(ranks))
 
 
-def _union(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+def _union(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Return the union of intervals given sorted by start, as sorted disjoint intervals."""
     merged: list[list[int]] = []
-    for a, b in sorted(s for s in spans if s[1] > s[0]):
+    for a, b in spans:
+        if b <= a:
+            continue
         if merged and a <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], b)
         else:
