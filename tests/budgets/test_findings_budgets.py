@@ -1,4 +1,4 @@
-"""Budgets on the diagnosis: ``finding_gain_ratio`` and the ``<cause>_gain_ratio`` metrics, and ``check --markdown``.
+"""Budgets on the diagnosis: ``finding_gain_ratio``, the ``<cause>_gain_ratio`` metrics, ``check --markdown``.
 
 The expected values are read from ``timeline analyze --json``'s findings of the same run (the
 largest gain of a cause's findings, 0 for a cause examined without one, no sample for a cause not
