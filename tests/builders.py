@@ -93,6 +93,23 @@ def cpu_all_reduce_call(
     ]
 
 
+def after_backward_rank(rank: int) -> list[dict[str, Any]]:
+    """One CPU rank, one 100 µs step: gradients of 1,000 bytes ready at 30, 45 and 60 µs (markers) during
+    a backward pass [0, 60); three blocking all-reduces called after it at 60, 70, 80 (10 µs each); the
+    update [90, 100). Communication that could have overlapped the backward pass, and did not."""
+    us = 1_000
+    rows: list[dict[str, Any]] = [
+        step(1, 0, 100 * us, rank=rank),
+        cpu("cpu_op", 0, 60 * us, rank=rank, name="backward"),
+        cpu("cpu_op", 90 * us, 100 * us, rank=rank, name="update"),
+    ]
+    for k, at in enumerate((30, 45, 60)):
+        rows.append(cpu("cpu_op", at * us, at * us + 10, rank=rank, name=f"timeline.grad_ready:p{k}:1000"))
+    for call in (60, 70, 80):
+        rows += cpu_all_reduce_call(call * us, (call * us, (call + 10) * us), rank=rank, nbytes=1000)
+    return rows
+
+
 def launch(correlation: int, at: int, *, rank: int = 0) -> dict[str, Any]:
     """A runtime kernel launch at ``at`` with a correlation id."""
     return cpu(

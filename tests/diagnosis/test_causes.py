@@ -13,7 +13,15 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.builders import cpu, cpu_all_reduce_call, gloo_all_reduce, gpu, make_events, step
+from tests.builders import (
+    after_backward_rank,
+    cpu,
+    cpu_all_reduce_call,
+    gloo_all_reduce,
+    gpu,
+    make_events,
+    step,
+)
 from timeline.analysis.overlap import compute_overlap
 from timeline.diagnosis import Diagnosis, diagnose
 from timeline.results.findings import Finding
@@ -160,22 +168,8 @@ def test_every_rank_idling_before_its_step_is_an_input_stall() -> None:
 # --- no_overlap ---------------------------------------------------------------------------------------
 
 
-def _after_backward(rank: int) -> list[dict[str, Any]]:
-    """Three 1,000-byte gradients ready at 30, 45, 60 µs; three blocking all-reduces after backward."""
-    rows = [
-        step(1, 0, 100 * US, rank=rank),
-        cpu("cpu_op", 0, 60 * US, rank=rank, name="backward"),
-        cpu("cpu_op", 90 * US, 100 * US, rank=rank, name="update"),
-    ]
-    for k, at in enumerate((30, 45, 60)):
-        rows.append(cpu("cpu_op", at * US, at * US + 10, rank=rank, name=f"timeline.grad_ready:p{k}:1000"))
-    for call in (60, 70, 80):
-        rows += cpu_all_reduce_call(call * US, (call * US, (call + 10) * US), rank=rank, nbytes=1000)
-    return rows
-
-
 def test_collectives_issued_after_the_backward_pass_are_no_overlap() -> None:
-    diagnosis = diagnosed(trace_of(_after_backward(0) + _after_backward(1)))
+    diagnosis = diagnosed(trace_of(after_backward_rank(0) + after_backward_rank(1)))
     finding = only(diagnosis, "no_overlap")
     # each collective ready with its gradient (30, 45, 60): they end at 40, 55, 70; the main thread no
     # longer waits after 60 (it resumes at 61 and 62, then at 70 for the third), update [70, 80)

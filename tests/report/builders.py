@@ -13,7 +13,7 @@ import pytest
 
 from timeline.schema import EVENTS_SCHEMA, validate
 
-__all__ = ["CHROMIUM", "ensure_chromium", "synthetic_events"]
+__all__ = ["CHROMIUM", "GANTT_DRAWN", "LAUNCH_ARGS", "ensure_chromium", "synthetic_events"]
 
 _COMPUTE, _COMM, _COPY = 7, 20, 22
 
@@ -101,6 +101,16 @@ def synthetic_events(events: int, *, ranks: int = 8, steps: int = 1, seed: int =
 
 CHROMIUM = Path("/usr/bin/chromium")
 """Debian's chromium, which Playwright drives (it never downloads a browser of its own)."""
+
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+"""Chromium's options in the browser tests."""
+
+# True once the Gantt has bars and the browser has painted them (two animation frames later).
+GANTT_DRAWN = """() => {
+  const doc = window.Bokeh && Bokeh.documents[0];
+  const bars = doc && doc.get_model_by_name("gantt_bars");
+  return bars != null && bars.data.left.length > 0;
+}"""
 
 
 def ensure_chromium() -> Path:

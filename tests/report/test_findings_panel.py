@@ -14,17 +14,11 @@ from typing import Any
 import pytest
 
 from tests.builders import REPO, run_timeline
-from tests.report.builders import ensure_chromium
+from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
 
 GLOO = REPO / "sample_traces" / "ddp_gloo_4rank"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-GANTT_DRAWN = """() => {
-  const doc = window.Bokeh && Bokeh.documents[0];
-  const bars = doc && doc.get_model_by_name("gantt_bars");
-  return bars != null && bars.data.left.length > 0;
-}"""
 
 
 def _data_and_diagnosis() -> tuple[Any, dict[str, Any]]:

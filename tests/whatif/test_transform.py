@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.builders import KINETO, SAMPLES, cpu, cpu_all_reduce_call, make_events, step
+from tests.builders import KINETO, SAMPLES, after_backward_rank, cpu, cpu_all_reduce_call, make_events, step
 from timeline.trace import load
 from timeline.whatif.graph import build_graph, trace_graph
 from timeline.whatif.replay import Scenario, replay, window_lengths
@@ -85,22 +85,8 @@ def test_contract_of_nothing_is_the_same_graph() -> None:
     assert contract(graph, {1: []}) is graph  # type: ignore[arg-type]
 
 
-def _after_backward(rank: int) -> list[dict[str, object]]:
-    """Gradients of 1,000 bytes ready at 30, 45, 60; three blocking all-reduces at 60, 70, 80 (10 µs each)."""
-    rows: list[dict[str, object]] = [
-        step(1, 0, 100 * US, rank=rank),
-        cpu("cpu_op", 0, 60 * US, rank=rank, name="backward"),
-        cpu("cpu_op", 90 * US, 100 * US, rank=rank, name="update"),
-    ]
-    for k, at in enumerate((30, 45, 60)):
-        rows.append(cpu("cpu_op", at * US, at * US + 10, rank=rank, name=f"timeline.grad_ready:p{k}:1000"))
-    for call in (60, 70, 80):
-        rows += cpu_all_reduce_call(call * US, (call * US, (call + 10) * US), rank=rank, nbytes=1000)
-    return rows
-
-
 def test_launch_when_ready_moves_each_collective_to_its_gradients() -> None:
-    graph = build_graph(make_events(_after_backward(0) + _after_backward(1)))
+    graph = build_graph(make_events(after_backward_rank(0) + after_backward_rank(1)))
     ready = launch_when_ready(graph)
     moved = sorted((o.rank, o.ready_ns) for o in ready.ops)
     assert moved == [(0, 30 * US), (0, 45 * US), (0, 60 * US), (1, 30 * US), (1, 45 * US), (1, 60 * US)]

@@ -18,6 +18,7 @@ from typing import Literal
 
 import polars as pl
 
+from timeline.diagnosis.verdict import DIAGNOSED_CAUSES
 from timeline.errors import BudgetError
 
 __all__ = [
@@ -436,18 +437,7 @@ register_metric(
         expr=pl.col("predicted_gain_ratio"),
     )
 )
-for _cause in (
-    "straggler",
-    "imbalance",
-    "input_stall",
-    "launch_bound",
-    "no_overlap",
-    "bucketing",
-    "slow_link",
-    "link_underused",
-    "compression",
-    "exposed_dimension",
-):
+for _cause in DIAGNOSED_CAUSES:
     register_metric(
         Metric(
             f"{_cause}_gain_ratio",

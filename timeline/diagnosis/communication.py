@@ -17,7 +17,7 @@ from collections import defaultdict
 import polars as pl
 
 from timeline.analysis.groups import dimension_of
-from timeline.diagnosis.context import Context, predicted
+from timeline.diagnosis.context import Context, finding, predicted
 from timeline.diagnosis.facts import mean_int
 from timeline.diagnosis.thresholds import (
     BUCKET_CAPS_MIB,
@@ -119,8 +119,9 @@ def find_no_overlap(context: Context) -> Finding | None:
         "gradient_source": replayer.graph.gradient_source,
         "iterations": len(facts.iterations),
     }
-    return Finding(
-        cause="no_overlap",
+    return finding(
+        "no_overlap",
+        prediction,
         summary=(
             f"{len(moved)} of {len(gradient_ops)} gradient collectives leave on average "
             f"{format_ns(mean_int(moved))} after their gradients were ready; {format_ns(exposed)} of "
@@ -131,9 +132,6 @@ def find_no_overlap(context: Context) -> Finding | None:
         ranks=None,
         iterations=None,
         evidence=evidence,
-        predicted_step_ns=prediction.step_ns,
-        predicted_gain_ratio=prediction.gain_ratio,
-        basis=prediction.basis,
     )
 
 
@@ -166,8 +164,9 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
         "predicted_step_by_cap_ns": [min(s, facts.step_ns) for s in steps],
         "best_cap_mib": caps[best],
     }
-    return Finding(
-        cause="bucketing",
+    return finding(
+        "bucketing",
+        prediction,
         summary=(
             f"{evidence['buckets_per_iteration']} gradient buckets per iteration (median "
             f"{_mib(evidence['median_bucket_bytes'])}); a {caps[best]} MiB bucket cap is predicted to hide "
@@ -178,9 +177,6 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
         ranks=None,
         iterations=None,
         evidence=evidence,
-        predicted_step_ns=prediction.step_ns,
-        predicted_gain_ratio=prediction.gain_ratio,
-        basis=prediction.basis,
     )
 
 
@@ -277,14 +273,12 @@ def find_link(context: Context) -> Finding | None:
         evidence["faster_link_gbps"] = faster
     if prediction.gain_ratio < MIN_GAIN:
         return None
-    return Finding(
-        cause=cause,
+    return finding(
+        cause,
+        prediction,
         summary=summary,
         fix=fix,
         evidence=evidence,
-        predicted_step_ns=prediction.step_ns,
-        predicted_gain_ratio=prediction.gain_ratio,
-        basis=prediction.basis,
     )
 
 
@@ -338,14 +332,12 @@ def find_compression(context: Context) -> Finding | None:
             "is not what delays the step"
         )
         fix = "do not compress gradients: fix the larger causes first"
-    return Finding(
-        cause="compression",
+    return finding(
+        "compression",
+        prediction,
         summary=summary,
         fix=fix,
         evidence=evidence,
-        predicted_step_ns=prediction.step_ns,
-        predicted_gain_ratio=prediction.gain_ratio,
-        basis=prediction.basis,
     )
 
 
@@ -387,8 +379,9 @@ def find_exposed_dimension(context: Context) -> Finding | None:
     prediction = predicted(context, facts.step_ns - exposed, "bound")
     if prediction.gain_ratio < MIN_GAIN:
         return None
-    return Finding(
-        cause="exposed_dimension",
+    return finding(
+        "exposed_dimension",
+        prediction,
         summary=(
             f"the {top} dimension's communication is {format_ns(exposed)} per iteration exposed, "
             f"{exposed / total:.0%} of the exposed communication of every dimension"
@@ -401,7 +394,4 @@ def find_exposed_dimension(context: Context) -> Finding | None:
             "exposed_ns_by_dimension": [per_dimension[d] for d in dimensions],
             "exposed_comm_ns": exposed,
         },
-        predicted_step_ns=prediction.step_ns,
-        predicted_gain_ratio=prediction.gain_ratio,
-        basis=prediction.basis,
     )

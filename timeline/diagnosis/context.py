@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from timeline.diagnosis.facts import Facts
-from timeline.results.findings import Basis, gain_ratio
+from timeline.results.findings import Basis, Evidence, Finding, gain_ratio
 
 if TYPE_CHECKING:
     import polars as pl
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from timeline.analysis.overlap import Overlap
     from timeline.diagnosis.replays import Replayer
 
-__all__ = ["Context", "Prediction", "predicted"]
+__all__ = ["Context", "Prediction", "finding", "predicted"]
 
 
 @dataclass
@@ -107,3 +107,27 @@ def predicted(context: Context, step_ns: float, basis: Basis) -> Prediction:
     measured = context.facts.step_ns
     step = min(max(round(step_ns), 0), measured)
     return Prediction(step_ns=step, gain_ratio=gain_ratio(measured, step) or 0.0, basis=basis)
+
+
+def finding(
+    cause: str,
+    prediction: Prediction,
+    *,
+    summary: str,
+    fix: str,
+    evidence: Evidence,
+    ranks: tuple[int, ...] | None = None,
+    iterations: tuple[int, ...] | None = None,
+) -> Finding:
+    """Return the finding of a cause with its prediction (the one way every rule makes one)."""
+    return Finding(
+        cause=cause,
+        summary=summary,
+        fix=fix,
+        ranks=ranks,
+        iterations=iterations,
+        evidence=evidence,
+        predicted_step_ns=prediction.step_ns,
+        predicted_gain_ratio=prediction.gain_ratio,
+        basis=prediction.basis,
+    )

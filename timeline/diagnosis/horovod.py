@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from timeline.analysis.horovod_phases import analyze_horovod
-from timeline.diagnosis.context import Context, predicted
+from timeline.diagnosis.context import Context, finding, predicted
 from timeline.diagnosis.facts import Facts, mean_int, replayed_iterations
 from timeline.diagnosis.thresholds import (
     FASTER_LINK,
@@ -197,8 +197,9 @@ def _straggler(context: Context, negotiation: pl.DataFrame) -> Finding | None:
     if prediction.gain_ratio < MIN_GAIN:
         return None
     row = negotiation.filter(pl.col("rank") == late).row(0, named=True)
-    return Finding(
-        cause="straggler",
+    return finding(
+        "straggler",
+        prediction,
         summary=(
             f"rank {late} submits its tensors last ({share:.0%} of the negotiation wait, last in "
             f"{row['times_last']} negotiations): the others wait up to {format_ns(waited)} per iteration "
@@ -214,9 +215,6 @@ def _straggler(context: Context, negotiation: pl.DataFrame) -> Finding | None:
             "negotiations": int(row["negotiations"]),
             "others_wait_ns": waited,
         },
-        predicted_step_ns=prediction.step_ns,
-        predicted_gain_ratio=prediction.gain_ratio,
-        basis=prediction.basis,
     )
 
 
@@ -318,8 +316,9 @@ def _link(context: Context, totals: dict[str, object]) -> Finding | None:
     if prediction.gain_ratio < MIN_GAIN:
         return None
     verb = "reach only" if underused else "run at"
-    return Finding(
-        cause="link_underused" if underused else "slow_link",
+    return finding(
+        "link_underused" if underused else "slow_link",
+        prediction,
         summary=(
             f"the fused batches' transfers {verb} {utilisation:.0%} of the {link:g} Gbit/s link; the wire "
             f"is busy {wire / span:.0%} of the timeline"
@@ -334,9 +333,6 @@ def _link(context: Context, totals: dict[str, object]) -> Finding | None:
             "wire_ns": wire,
             "wire_ratio": wire / span,
         },
-        predicted_step_ns=prediction.step_ns,
-        predicted_gain_ratio=prediction.gain_ratio,
-        basis=prediction.basis,
     )
 
 
@@ -358,8 +354,9 @@ def _fusion(context: Context) -> Finding | None:
         return None
     ops = replayer.graph.ops
     mib, ms = FUSION_POLICIES[best]
-    return Finding(
-        cause="bucketing",
+    return finding(
+        "bucketing",
+        prediction,
         summary=(
             f"{len(ops)} fused batches for {len(replayer.graph.gradients)} tensors; fusion of {mib} MiB "
             f"every {ms:g} ms is predicted to shorten the step"
@@ -372,9 +369,6 @@ def _fusion(context: Context) -> Finding | None:
             "cycle_ms": [str(p[1]) for p in FUSION_POLICIES],
             "predicted_step_by_policy_ns": [min(s, context.facts.step_ns) for s in steps],
         },
-        predicted_step_ns=prediction.step_ns,
-        predicted_gain_ratio=prediction.gain_ratio,
-        basis=prediction.basis,
     )
 
 

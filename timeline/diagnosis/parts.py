@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from timeline.analysis.launches import launch_gap_intervals
-from timeline.whatif.graph import GraphParts, graph_parts
+
+if TYPE_CHECKING:
+    from timeline.whatif.graph import GraphParts
 
 __all__ = ["DiagnosisParts", "chosen_launch_gaps", "diagnosis_parts"]
 
@@ -130,6 +133,8 @@ def diagnosis_parts(
     launch_gaps
         Also measure the launch gaps (else an empty frame: the caller measures them).
     """
+    from timeline.whatif.graph import graph_parts  # the what-if engine: only when a graph is built
+
     gaps = chosen_launch_gaps(events, windows, chosen) if launch_gaps else LAUNCH_GAPS_SCHEMA.to_frame()
     if not any(chosen.values()):
         return DiagnosisParts(graph=graph_parts(events, windows=windows), launch_gaps=gaps)

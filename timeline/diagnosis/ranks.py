@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from timeline.diagnosis.context import Context, Prediction, predicted
+from timeline.diagnosis.context import Context, Prediction, finding, predicted
 from timeline.diagnosis.facts import mean_int
 from timeline.diagnosis.replays import WindowCut
 from timeline.diagnosis.thresholds import IMBALANCE_LATE_SHARE, MIN_GAIN, MIN_SHARE, SLOW_RANK_SHARE
@@ -135,8 +135,9 @@ def find_straggler(context: Context) -> Finding | None:
         "iterations": iterations,
     }
     cause = _what_it_did(evidence)
-    return Finding(
-        cause="straggler",
+    return finding(
+        "straggler",
+        prediction,
         summary=(
             f"rank {slow} arrives late at the collectives ({share:.0%} of the waiting): each other rank "
             f"waits {format_ns(waited)} per iteration for it; {cause}"
@@ -145,9 +146,6 @@ def find_straggler(context: Context) -> Finding | None:
         ranks=(slow,),
         iterations=tuple(late_in) or None,
         evidence=evidence,
-        predicted_step_ns=prediction.step_ns,
-        predicted_gain_ratio=prediction.gain_ratio,
-        basis=prediction.basis,
     )
 
 
@@ -212,8 +210,9 @@ def find_imbalance(context: Context, *, straggler: Finding | None) -> Finding | 
         ),
         "iterations": len(facts.iterations),
     }
-    return Finding(
-        cause="imbalance",
+    return finding(
+        "imbalance",
+        prediction,
         summary=(
             f"ranks {', '.join(map(str, late))} arrive at the collectives up to "
             f"{format_ns(max(behind[r] for r in late))} after the median rank, by turns or together: "
@@ -224,9 +223,6 @@ def find_imbalance(context: Context, *, straggler: Finding | None) -> Finding | 
         ranks=tuple(late),
         iterations=None,
         evidence=evidence,
-        predicted_step_ns=prediction.step_ns,
-        predicted_gain_ratio=prediction.gain_ratio,
-        basis=prediction.basis,
     )
 
 
@@ -261,8 +257,9 @@ def find_input_stall(context: Context) -> Finding | None:
         "launch_gap_ns": None if context.launch_gaps is None else _median_launch_gap(context),
         "iterations": len(facts.iterations),
     }
-    return Finding(
-        cause="input_stall",
+    return finding(
+        "input_stall",
+        prediction,
         summary=(
             f"every rank idles at least {format_ns(stall)} per iteration ({facts.share(stall):.0%} of the "
             "step) outside compute and communication"
@@ -272,9 +269,6 @@ def find_input_stall(context: Context) -> Finding | None:
         ranks=None,
         iterations=None,
         evidence=evidence,
-        predicted_step_ns=prediction.step_ns,
-        predicted_gain_ratio=prediction.gain_ratio,
-        basis=prediction.basis,
     )
 
 
@@ -311,8 +305,9 @@ def find_launch_bound(context: Context) -> Finding | None:
         prediction = predicted(context, facts.step_ns - gaps, "bound")
     if prediction.gain_ratio < MIN_GAIN:
         return None
-    return Finding(
-        cause="launch_bound",
+    return finding(
+        "launch_bound",
+        prediction,
         summary=(
             f"the device waits {format_ns(gaps)} per iteration ({facts.share(gaps):.0%} of the step) in "
             "short gaps for the host to launch the next kernel"
@@ -326,7 +321,4 @@ def find_launch_bound(context: Context) -> Finding | None:
             "launch_gap_ratio": facts.share(gaps),
             "iterations": len(facts.iterations),
         },
-        predicted_step_ns=prediction.step_ns,
-        predicted_gain_ratio=prediction.gain_ratio,
-        basis=prediction.basis,
     )
