@@ -39,7 +39,7 @@ def _budgets(tmp_path: Path) -> Path:
 
 def _expected(summary: dict[str, Any], cause: str) -> float | None:
     examined = summary["verdict"]["examined"]
-    gains = [f["predicted_gain_ratio"] for f in summary["findings"] if f["cause"] == cause]
+    gains: list[float] = [f["predicted_gain_ratio"] for f in summary["findings"] if f["cause"] == cause]
     if gains:
         return max(gains)
     return 0.0 if cause in examined else None
@@ -87,7 +87,7 @@ def test_check_reads_a_summary_of_layout_version_1(tmp_path: Path) -> None:
 
 def test_findings_frame_keeps_the_largest_gain_of_each_examined_cause() -> None:
     verdict = {"examined": ["straggler", "input_stall", "no_overlap"], "step_ns": 100}
-    findings = [
+    findings: list[dict[str, Any]] = [
         {"cause": "straggler", "predicted_gain_ratio": 0.3, "predicted_step_ns": 70, "basis": "replay"},
         {"cause": "straggler", "predicted_gain_ratio": 0.1, "predicted_step_ns": 90, "basis": "bound"},
         {"cause": "input_stall", "predicted_gain_ratio": 0.05, "predicted_step_ns": 95, "basis": "replay"},

@@ -82,7 +82,7 @@ def test_contract_removes_a_rank_s_idle_as_if_never_spent() -> None:
 def test_contract_of_nothing_is_the_same_graph() -> None:
     graph = _graph()
     assert contract(graph, {}) is graph  # type: ignore[arg-type]
-    assert contract(graph, {1: []}) is graph  # type: ignore[arg-type]
+    assert contract(graph, {1: []}) is graph
 
 
 def test_launch_when_ready_moves_each_collective_to_its_gradients() -> None:

@@ -674,10 +674,10 @@ class _Simulation:
         kind, value = block
         if kind == "ready":  # its next collective's rank has not resolved that far
             rank, k = value
-            return len(self.values[rank]) <= k
+            return bool(len(self.values[rank]) <= k)
         if pool in self.freed:  # a collective of it ended: a server may be free sooner
             return False
-        return kind == "server" or self.now < value  # every server busy; or the first frees later
+        return kind == "server" or self.now < float(value)  # every server busy; or the first frees later
 
     def _admit(self) -> bool:
         changed = False
