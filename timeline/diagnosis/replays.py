@@ -20,7 +20,7 @@ import heapq
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -139,7 +139,10 @@ class Replayer:
         return None
 
     def contracted(self, cuts: Sequence[WindowCut]) -> TraceGraph:
-        """Return the graph with each cut's idle and compute time removed (:func:`contract`)."""
+        """Return the graph with each cut's idle and compute time removed (:func:`contract`).
+
+        The idle intervals are taken lazily, earliest first, until the cut's idle time is reached.
+        """
         from timeline.whatif.transform import contract
 
         removals: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -148,64 +151,58 @@ class Replayer:
             if row is None:
                 continue
             start, end = row["start_ns"], row["end_ns"]
-            busy = self._busy(cut.rank, cut.window_id)
-            if cut.spare:
-                busy = _union(heapq.merge(busy, sorted(cut.spare)))
-            removals[cut.rank] += _earliest(_gaps(busy, start, end), cut.idle_ns)
+            if cut.idle_ns > 0:
+                sources: list[Iterable[tuple[int, int]]] = [
+                    self._clipped("compute", cut.rank, start, end),
+                    list(self._clipped("ops", cut.rank, start, end)),
+                ]
+                if cut.spare:
+                    sources.append(sorted(cut.spare))
+                busy = _union(heapq.merge(*sources))
+                removals[cut.rank] += _earliest(_gaps(busy, start, end), cut.idle_ns)
             removals[cut.rank] += list(cut.exact)
-            removals[cut.rank] += _tails(self._compute(cut.rank, start, end), cut.compute_ns)
+            if cut.compute_ns > 0:
+                compute = list(self._clipped("compute", cut.rank, start, end))
+                removals[cut.rank] += _tails(compute, cut.compute_ns)
             if cut.before_ns > 0:
                 removals[cut.rank].append((start - cut.before_ns, start))
         return contract(self.graph, dict(removals))
 
-    def idle_intervals(self, rank: int, window_id: int) -> list[tuple[int, int]]:
-        """Return the idle intervals of a rank's window: neither compute nor its collectives."""
-        row = self.windows[window_id]
-        return _gaps(self._busy(rank, window_id), row["start_ns"], row["end_ns"])
+    def _clipped(self, kind: str, rank: int, start: int, end: int) -> Iterator[tuple[int, int]]:
+        """Yield a rank's compute intervals or collectives that overlap ``[start, end)``, clipped, by start.
 
-    def _compute(self, rank: int, start: int, end: int) -> list[tuple[int, int]]:
-        """Return the rank's compute intervals (disjoint, sorted) clipped to ``[start, end)``."""
-        starts, intervals = self._by_rank("compute", rank)
-        first = max(0, bisect.bisect_right(starts, start) - 1)
-        out = []
-        for a, b in intervals[first:]:
+        Compute intervals are disjoint (a union); collectives may overlap each other.
+        """
+        starts, ends = self._by_rank(kind, rank)
+        first = bisect.bisect_right(starts, start) - 1 if kind == "compute" else 0
+        for k in range(max(0, first), len(starts)):
+            a, b = starts[k], ends[k]
             if a >= end:
-                break
+                return
             if b > start:
-                out.append((max(a, start), min(b, end)))
-        return out
+                yield max(a, start), min(b, end)
 
-    def _busy(self, rank: int, window_id: int) -> list[tuple[int, int]]:
-        """Return the union of the rank's compute and collectives in a window, sorted (cached)."""
-        key = (rank, window_id)
-        cache: dict[tuple[int, int], list[tuple[int, int]]] = self.__dict__.setdefault("_busy_cache", {})
-        if key not in cache:
-            row = self.windows[window_id]
-            start, end = row["start_ns"], row["end_ns"]
-            _starts, ops = self._by_rank("ops", rank)
-            spans = [(max(a, start), min(b, end)) for a, b in ops if b > start and a < end]
-            cache[key] = _union(heapq.merge(self._compute(rank, start, end), spans))
-        return cache[key]
-
-    def _by_rank(self, kind: str, rank: int) -> tuple[list[int], list[tuple[int, int]]]:
-        """Return a rank's compute intervals or collectives, sorted by start, with their starts."""
-        cache: dict[str, dict[int, tuple[list[int], list[tuple[int, int]]]]] | None = self.__dict__.get(
-            "_rank_cache"
-        )
+    def _by_rank(self, kind: str, rank: int) -> tuple[list[int], list[int]]:
+        """Return a rank's compute intervals or collectives, sorted by start: their starts and ends."""
+        cache: dict[str, dict[int, tuple[list[int], list[int]]]] | None = self.__dict__.get("_rank_cache")
         if cache is None:
-            grouped: dict[str, dict[int, list[tuple[int, int]]]] = {
-                "compute": defaultdict(list),
-                "ops": defaultdict(list),
-            }
-            for r, a, b in self.graph.compute.select("rank", "start_ns", "end_ns").iter_rows():
-                grouped["compute"][r].append((a, b))
-            for o in self.graph.ops:
-                grouped["ops"][o.rank].append((o.start_ns, o.end_ns))
-            cache = {name: {} for name in grouped}
-            for name, by in grouped.items():
-                for r, values in by.items():
-                    values.sort()
-                    cache[name][r] = ([a for a, _b in values], values)
+            import polars as pl
+
+            cache = {"compute": {}, "ops": {}}
+            ops = pl.DataFrame(
+                {
+                    "rank": [o.rank for o in self.graph.ops],
+                    "start_ns": [o.start_ns for o in self.graph.ops],
+                    "end_ns": [o.end_ns for o in self.graph.ops],
+                },
+                schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64},
+            )
+            for name, frame in (("compute", self.graph.compute), ("ops", ops)):
+                for (r,), part in frame.sort("rank", "start_ns").partition_by("rank", as_dict=True).items():
+                    cache[name][int(r)] = (
+                        part.get_column("start_ns").to_list(),
+                        part.get_column("end_ns").to_list(),
+                    )
             self.__dict__["_rank_cache"] = cache
         return cache[kind].get(rank, ([], []))
 
@@ -260,33 +257,37 @@ class Replayer:
         return total / max(1, len(iterations)) / max(1, len(ranks))
 
 
-def _union(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Return the union of intervals given sorted by start, as sorted disjoint intervals."""
-    merged: list[list[int]] = []
+def _union(spans: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """Yield the union of intervals given sorted by start, as sorted disjoint intervals."""
+    current: list[int] | None = None
     for a, b in spans:
         if b <= a:
             continue
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    return [(a, b) for a, b in merged]
+        if current is not None and a <= current[1]:
+            current[1] = max(current[1], b)
+            continue
+        if current is not None:
+            yield current[0], current[1]
+        current = [a, b]
+    if current is not None:
+        yield current[0], current[1]
 
 
-def _gaps(busy: Sequence[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
-    gaps = []
+def _gaps(busy: Iterable[tuple[int, int]], start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Yield the gaps of sorted disjoint busy intervals within ``[start, end)``."""
     at = start
     for a, b in busy:
         if a > at:
-            gaps.append((at, a))
+            yield at, min(a, end)
         at = max(at, b)
+        if at >= end:
+            return
     if end > at:
-        gaps.append((at, end))
-    return gaps
+        yield at, end
 
 
-def _earliest(gaps: Sequence[tuple[int, int]], amount: int) -> list[tuple[int, int]]:
-    """Return the first ``amount`` ns of the gaps, earliest first."""
+def _earliest(gaps: Iterable[tuple[int, int]], amount: int) -> list[tuple[int, int]]:
+    """Return the first ``amount`` ns of the gaps, earliest first (read no further)."""
     out = []
     left = amount
     for a, b in gaps:

@@ -175,15 +175,39 @@ def contract(graph: TraceGraph, removals: Removals) -> TraceGraph:
 
 
 def _map_frame(frame: pl.DataFrame, maps: Mapping[int, _Contraction]) -> pl.DataFrame:
-    """Apply each rank's map to ``start_ns`` and ``end_ns`` (other columns and row order kept)."""
-    ranks = frame.get_column("rank").to_list()
-    starts = frame.get_column("start_ns").to_list()
-    ends = frame.get_column("end_ns").to_list()
-    new_starts = [maps[r](s) if r in maps else s for r, s in zip(ranks, starts, strict=True)]
-    new_ends = [maps[r](e) if r in maps else e for r, e in zip(ranks, ends, strict=True)]
-    return frame.with_columns(
-        start_ns=pl.Series(new_starts, dtype=pl.Int64), end_ns=pl.Series(new_ends, dtype=pl.Int64)
-    )
+    """Apply each rank's map to ``start_ns`` and ``end_ns`` (other columns and row order kept).
+
+    In polars: each time joins the last removed interval of its rank that starts at or before it.
+    """
+    table = pl.DataFrame(
+        {
+            "rank": [r for r, m in maps.items() for _ in m.starts],
+            "_a": [a for m in maps.values() for a in m.starts],
+            "_b": [b for m in maps.values() for b in m.ends],
+            "_before": [x for m in maps.values() for x in m.before],
+        },
+        schema={"rank": frame.schema["rank"], "_a": pl.Int64, "_b": pl.Int64, "_before": pl.Int64},
+    ).sort("_a")
+    out = frame.with_row_index("_row")
+    for column in ("start_ns", "end_ns"):
+        mapped = (
+            out.select("_row", "rank", column)
+            .sort(column)
+            .join_asof(
+                table, left_on=column, right_on="_a", by="rank", strategy="backward", check_sortedness=False
+            )
+            .select(
+                "_row",
+                pl.when(pl.col("_a").is_null())
+                .then(pl.col(column))
+                .otherwise(
+                    pl.col(column) - pl.col("_before") - (pl.min_horizontal(column, "_b") - pl.col("_a"))
+                )
+                .alias(column),
+            )
+        )
+        out = out.drop(column).join(mapped, on="_row", how="left", maintain_order="left")
+    return out.select(frame.columns)
 
 
 def _map_op(op: CommOp, phi: _Contraction) -> CommOp:
