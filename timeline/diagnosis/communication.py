@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -30,6 +31,9 @@ from timeline.diagnosis.thresholds import (
 )
 from timeline.results.findings import Finding
 from timeline.units import format_ns
+
+if TYPE_CHECKING:
+    from timeline.diagnosis.replays import Replayer
 
 __all__ = [
     "GRADIENT_KINDS",
@@ -91,16 +95,27 @@ def _signalled(context: Context) -> bool:
     return True
 
 
+def _gradient_replay(context: Context) -> tuple[int, Replayer] | None:
+    """Return the exposed gradient communication and the replayer, when a gradient rule should replay.
+
+    None when that communication is under :data:`MIN_SHARE` of the step, or when the replay does not
+    know when the gradients were ready (:func:`_signalled` notes it).
+    """
+    exposed = exposed_gradient_ns(context)
+    if context.facts.share(exposed) < MIN_SHARE or not _signalled(context):
+        return None
+    assert context.replayer is not None
+    return exposed, context.replayer
+
+
 def find_no_overlap(context: Context) -> Finding | None:
     """Gradient collectives leave after the compute that could have hidden them."""
     facts = context.facts
-    exposed = exposed_gradient_ns(context)
-    if facts.share(exposed) < MIN_SHARE or not _signalled(context):
+    if (replay := _gradient_replay(context)) is None:
         return None
+    exposed, replayer = replay
     from timeline.whatif.transform import launch_when_ready
 
-    replayer = context.replayer
-    assert replayer is not None
     ready = launch_when_ready(replayer.graph)
     prediction = predicted(context, replayer.predict(ready), "replay")
     if prediction.gain_ratio < MIN_GAIN:
@@ -138,14 +153,12 @@ def find_no_overlap(context: Context) -> Finding | None:
 def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding | None:
     """Other bucket caps would start the gradient collectives earlier, or send fewer, larger ones."""
     facts = context.facts
-    exposed = exposed_gradient_ns(context)
-    if no_overlap is not None or facts.share(exposed) < MIN_SHARE or not _signalled(context):
+    if no_overlap is not None or (replay := _gradient_replay(context)) is None:
         return None
+    exposed, replayer = replay
     from timeline.whatif.bucketing import DDPBuckets
     from timeline.whatif.replay import Scenario
 
-    replayer = context.replayer
-    assert replayer is not None
     caps = [int(c) for c in BUCKET_CAPS_MIB]
     steps = [replayer.predict(scenario=Scenario(buckets=DDPBuckets(cap_bytes=cap * 2**20))) for cap in caps]
     best = min(range(len(caps)), key=lambda k: (steps[k], k))
@@ -285,11 +298,9 @@ def find_link(context: Context) -> Finding | None:
 def find_compression(context: Context) -> Finding | None:
     """Return what :data:`COMPRESSION_RATIO` compression of the gradients would give, codec cost included."""
     facts = context.facts
-    exposed = exposed_gradient_ns(context)
-    if facts.share(exposed) < MIN_SHARE or not _signalled(context):
+    if (replay := _gradient_replay(context)) is None:
         return None
-    replayer = context.replayer
-    assert replayer is not None
+    exposed, replayer = replay
     if not any(o.gradient and o.nbytes for o in replayer.graph.ops):
         return None
     from timeline.whatif.compression import Compression
