@@ -16,11 +16,11 @@ windows (what a contraction removes first) and the bandwidth at which communicat
 from __future__ import annotations
 
 import bisect
-import heapq
+import itertools
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -141,7 +141,7 @@ class Replayer:
     def contracted(self, cuts: Sequence[WindowCut]) -> TraceGraph:
         """Return the graph with each cut's idle and compute time removed (:func:`contract`).
 
-        The idle intervals are taken lazily, earliest first, until the cut's idle time is reached.
+        The idle intervals are taken earliest first until the cut's idle time is reached.
         """
         from timeline.whatif.transform import contract
 
@@ -152,35 +152,30 @@ class Replayer:
                 continue
             start, end = row["start_ns"], row["end_ns"]
             if cut.idle_ns > 0:
-                sources: list[Iterable[tuple[int, int]]] = [
+                busy = itertools.chain(
                     self._clipped("compute", cut.rank, start, end),
-                    list(self._clipped("ops", cut.rank, start, end)),
-                ]
-                if cut.spare:
-                    sources.append(sorted(cut.spare))
-                busy = _union(heapq.merge(*sources))
-                removals[cut.rank] += _earliest(_gaps(busy, start, end), cut.idle_ns)
+                    self._clipped("ops", cut.rank, start, end),
+                    cut.spare,
+                )
+                removals[cut.rank] += _first_idle(busy, start, end, cut.idle_ns)
             removals[cut.rank] += list(cut.exact)
             if cut.compute_ns > 0:
-                compute = list(self._clipped("compute", cut.rank, start, end))
+                compute = self._clipped("compute", cut.rank, start, end)
                 removals[cut.rank] += _tails(compute, cut.compute_ns)
             if cut.before_ns > 0:
                 removals[cut.rank].append((start - cut.before_ns, start))
         return contract(self.graph, dict(removals))
 
-    def _clipped(self, kind: str, rank: int, start: int, end: int) -> Iterator[tuple[int, int]]:
-        """Yield a rank's compute intervals or collectives that overlap ``[start, end)``, clipped, by start.
+    def _clipped(self, kind: str, rank: int, start: int, end: int) -> list[tuple[int, int]]:
+        """Return a rank's compute intervals or collectives that overlap ``[start, end)``, clipped, by start.
 
         Compute intervals are disjoint (a union); collectives may overlap each other.
         """
         starts, ends = self._by_rank(kind, rank)
-        first = bisect.bisect_right(starts, start) - 1 if kind == "compute" else 0
-        for k in range(max(0, first), len(starts)):
-            a, b = starts[k], ends[k]
-            if a >= end:
-                return
-            if b > start:
-                yield max(a, start), min(b, end)
+        last = bisect.bisect_left(starts, end)
+        first = max(0, bisect.bisect_right(starts, start) - 1) if kind == "compute" else 0
+        spans = zip(starts[first:last], ends[first:last], strict=True)
+        return [(max(a, start), min(b, end)) for a, b in spans if b > start]
 
     def _by_rank(self, kind: str, rank: int) -> tuple[list[int], list[int]]:
         """Return a rank's compute intervals or collectives, sorted by start: their starts and ends."""
@@ -257,45 +252,32 @@ class Replayer:
         return total / max(1, len(iterations)) / max(1, len(ranks))
 
 
-def _union(spans: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int]]:
-    """Yield the union of intervals given sorted by start, as sorted disjoint intervals."""
-    current: list[int] | None = None
-    for a, b in spans:
+def _first_idle(busy: Iterable[tuple[int, int]], start: int, end: int, amount: int) -> list[tuple[int, int]]:
+    """Return the first ``amount`` ns of ``[start, end)`` that no busy interval covers, earliest first.
+
+    ``busy`` in any order, overlapping or not (empty intervals ignored).
+
+    Examples
+    --------
+    >>> _first_idle([(3, 6), (2, 4), (8, 9)], 0, 10, 5)
+    [(0, 2), (6, 8), (9, 10)]
+    >>> _first_idle([(3, 6)], 0, 10, 4)
+    [(0, 3), (6, 7)]
+    """
+    out: list[tuple[int, int]] = []
+    left, at = amount, start
+    for a, b in sorted(busy):
+        if left <= 0 or at >= end:
+            return out
         if b <= a:
             continue
-        if current is not None and a <= current[1]:
-            current[1] = max(current[1], b)
-            continue
-        if current is not None:
-            yield current[0], current[1]
-        current = [a, b]
-    if current is not None:
-        yield current[0], current[1]
-
-
-def _gaps(busy: Iterable[tuple[int, int]], start: int, end: int) -> Iterator[tuple[int, int]]:
-    """Yield the gaps of sorted disjoint busy intervals within ``[start, end)``."""
-    at = start
-    for a, b in busy:
         if a > at:
-            yield at, min(a, end)
+            take = min(min(a, end) - at, left)
+            out.append((at, at + take))
+            left -= take
         at = max(at, b)
-        if at >= end:
-            return
-    if end > at:
-        yield at, end
-
-
-def _earliest(gaps: Iterable[tuple[int, int]], amount: int) -> list[tuple[int, int]]:
-    """Return the first ``amount`` ns of the gaps, earliest first (read no further)."""
-    out = []
-    left = amount
-    for a, b in gaps:
-        if left <= 0:
-            break
-        take = min(b - a, left)
-        out.append((a, a + take))
-        left -= take
+    if left > 0 and end > at:
+        out.append((at, at + min(end - at, left)))
     return out
 
 

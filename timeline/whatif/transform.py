@@ -117,17 +117,19 @@ class _Contraction:
     """The map ``φ(t) = t − |removed ∩ (−∞, t)|`` of one rank's removals (sorted, disjoint)."""
 
     def __init__(self, removals: Sequence[tuple[int, int]]) -> None:
-        merged: list[list[int]] = []
-        for start, end in sorted((int(a), int(b)) for a, b in removals if b > a):
-            if merged and start <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        for start, end in sorted(removals):
+            if end <= start:
+                continue
+            if self.ends and start <= self.ends[-1]:
+                self.ends[-1] = max(self.ends[-1], end)
             else:
-                merged.append([start, end])
-        self.starts = [a for a, _b in merged]
-        self.ends = [b for _a, b in merged]
+                self.starts.append(start)
+                self.ends.append(end)
         self.before: list[int] = []  # removed time before each interval
         total = 0
-        for a, b in merged:
+        for a, b in zip(self.starts, self.ends, strict=True):
             self.before.append(total)
             total += b - a
 
