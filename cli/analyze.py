@@ -38,11 +38,19 @@ def analyze_command(
     align: AlignOption = False,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    no_findings: Annotated[
+        bool,
+        typer.Option(
+            "--no-findings",
+            help="Leave out the verdict and the findings (what limits the job and what would fix it).",
+        ),
+    ] = False,
 ) -> None:
     """Measure communication hidden under compute and exposed (stretching the step), per rank and iteration.
 
-    Given PyTorch Flight Recorder dumps: why the job stopped (which ranks, in which group and
-    collective, and how), as a verdict and findings.
+    First the verdict and the findings: what limits the job and what would fix it, each fix ranked by
+    the gain the what-if replay predicts (docs/diagnosis.md). Given PyTorch Flight Recorder dumps: why
+    the job stopped (which ranks, in which group and collective, and how), as a verdict and findings.
 
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
@@ -64,12 +72,24 @@ def analyze_command(
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         given = [str(p) for p in traces] if flight is not None else paths
         inputs = inputs_of(given, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
-        # rank by rank, the communication events are kept only for the utilisation, --align and dumps
-        analysed = analyze(inputs, align=align, communication=link is not None or flight is not None)
+        # rank by rank, the communication events are kept only for the utilisation, --align, dumps and
+        # the findings, whose tasks also return the what-if graph's parts
+        analysed = analyze(
+            inputs,
+            align=align,
+            communication=link is not None or flight is not None,
+            findings=not no_findings,
+        )
+        diagnosis = None if no_findings else analysed.diagnosis(link_gbps=link)
         from timeline.results.summary import build_summary
 
         summary = build_summary(
-            analysed.trace, analysed.overlap, top=top, offsets=analysed.offsets, link_gbps=link
+            analysed.trace,
+            analysed.overlap,
+            top=top,
+            offsets=analysed.offsets,
+            link_gbps=link,
+            diagnosis=diagnosis,
         )
         if flight is not None and loaded is not None:
             from timeline.results.flight_recorder import profiler_matches

@@ -138,8 +138,17 @@ def check_command(
                 err=True,
             )
         inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+        # diagnosed when a budget reads a finding, or for the markdown summary's top findings
+        diagnose = budgets.needs_findings() or markdown is not None
         with loading() as (progress, warn):
-            run = read_run(inputs, match=budgets.needs_matching(), progress=progress, warn=warn)
+            run = read_run(
+                inputs,
+                match=budgets.needs_matching(),
+                findings=diagnose,
+                link_gbps=link,
+                progress=progress,
+                warn=warn,
+            )
         old = None
         if baseline and not budgets.regressions:
             typer.echo(
@@ -151,6 +160,8 @@ def check_command(
                 old = read_run(
                     replace(inputs, paths=baseline),
                     match=budgets.needs_matching(regressions_only=True),
+                    findings=budgets.needs_findings(regressions_only=True),
+                    link_gbps=link,
                     progress=progress,
                     warn=warn,
                 )

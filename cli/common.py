@@ -196,12 +196,16 @@ def load(inputs: Inputs) -> Trace:
     return trace
 
 
-def analyze(inputs: Inputs, *, align: bool = False, communication: bool = True) -> Analysed:
+def analyze(
+    inputs: Inputs, *, align: bool = False, communication: bool = True, findings: bool = False
+) -> Analysed:
     """Analyse the inputs as the library's policy decides, with a progress bar; print the load warnings."""
     from timeline.execution.session import analyze_inputs
 
     with loading() as (progress, warn):
-        return analyze_inputs(inputs, align=align, communication=communication, progress=progress, warn=warn)
+        return analyze_inputs(
+            inputs, align=align, communication=communication, findings=findings, progress=progress, warn=warn
+        )
 
 
 def flight_inputs(paths: Sequence[str], rank: int | None = None) -> tuple[list[Path], list[Path]]:

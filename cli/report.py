@@ -64,15 +64,19 @@ def _announce(listening: Listening, *, host: str, origins: bool) -> None:
 
 
 def _prepare(trace: Trace, compare: dict[str, Any] | None = None) -> ReportData:
-    """Return the report's data: the Gantt's, the what-if sweep of its "What-if" tab, the comparison."""
+    """Return the report's data: the Gantt's, its findings, its "What-if" tab's sweep, the comparison."""
     from dataclasses import replace
 
     from timeline.analysis.overlap import compute_overlap
+    from timeline.diagnosis import diagnose
     from timeline.report.data import prepare_report_data
     from timeline.report.whatif_view import whatif_sweep
+    from timeline.results.diagnosis import build_diagnosis
 
-    data = prepare_report_data(trace.events, compute_overlap(trace.events), groups=trace.groups)
-    return replace(data, whatif=whatif_sweep(trace), compare=compare)
+    overlap = compute_overlap(trace.events)
+    data = prepare_report_data(trace.events, overlap, groups=trace.groups)
+    diagnosis = build_diagnosis(diagnose(trace, overlap))
+    return replace(data, whatif=whatif_sweep(trace), compare=compare, diagnosis=diagnosis)
 
 
 CompareOption = Annotated[

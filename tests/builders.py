@@ -72,6 +72,53 @@ def step(n: int, start: int, end: int, *, rank: int = 0) -> dict[str, Any]:
     return cpu("annotation", start, end, rank=rank, name=f"ProfilerStep#{n}", cat="user_annotation")
 
 
+def gloo_all_reduce(
+    start: int, end: int, *, rank: int = 0, nbytes: int = 4000, tid: int = 2
+) -> dict[str, Any]:
+    """A gloo all-reduce of ``nbytes`` on a CPU rank's communication thread ``tid`` (a 2-rank group)."""
+    return cpu(
+        "communication",
+        start,
+        end,
+        rank=rank,
+        tid=tid,
+        name="gloo:all_reduce",
+        cat="user_annotation",
+        collective="all_reduce",
+        in_bytes=nbytes,
+        group_size=2,
+    )
+
+
+def cpu_all_reduce_call(
+    call: int, comm: tuple[int, int], *, rank: int = 0, nbytes: int = 4000
+) -> list[dict[str, Any]]:
+    """A blocking all-reduce on a CPU rank: the ``c10d::allreduce_`` call at ``call`` (1 µs), the gloo
+    transfer over ``comm`` on the communication thread, and the main thread waiting for it until its end."""
+    return [
+        cpu("cpu_op", call, call + 1_000, rank=rank, name="c10d::allreduce_"),
+        gloo_all_reduce(*comm, rank=rank, nbytes=nbytes),
+        cpu("sync", call + 1_000, comm[1], rank=rank, name="c10d::wait"),
+    ]
+
+
+def after_backward_rank(rank: int) -> list[dict[str, Any]]:
+    """One CPU rank, one 100 µs step: gradients of 1,000 bytes ready at 30, 45 and 60 µs (markers) during
+    a backward pass [0, 60); three blocking all-reduces called after it at 60, 70, 80 (10 µs each); the
+    update [90, 100). Communication that could have overlapped the backward pass, and did not."""
+    us = 1_000
+    rows: list[dict[str, Any]] = [
+        step(1, 0, 100 * us, rank=rank),
+        cpu("cpu_op", 0, 60 * us, rank=rank, name="backward"),
+        cpu("cpu_op", 90 * us, 100 * us, rank=rank, name="update"),
+    ]
+    for k, at in enumerate((30, 45, 60)):
+        rows.append(cpu("cpu_op", at * us, at * us + 10, rank=rank, name=f"timeline.grad_ready:p{k}:1000"))
+    for call in (60, 70, 80):
+        rows += cpu_all_reduce_call(call * us, (call * us, (call + 10) * us), rank=rank, nbytes=1000)
+    return rows
+
+
 def launch(correlation: int, at: int, *, rank: int = 0) -> dict[str, Any]:
     """A runtime kernel launch at ``at`` with a correlation id."""
     return cpu(

@@ -10,6 +10,9 @@ out (they exist for the type checker only). The rules:
   never another command;
 - the analyses (``timeline.analysis``) never import the report, capture, results, renderers,
   budgets, what-if, execution or ``cli``; the importers never import anything above them;
+- the diagnosis (``timeline.diagnosis``) imports the analyses, the what-if engine and
+  ``timeline.results.findings`` only: never the CLI, the renderers, the report, the budgets,
+  execution or the other results;
 - only ``timeline.report`` imports bokeh or holoviews, and nothing outside it imports the report at
   module level (so bokeh and holoviews load only when a report is drawn).
 """
@@ -185,6 +188,20 @@ FORBIDDEN = {
     "timeline.render": ("timeline.report", "timeline.capture", "timeline.execution", "cli"),
     "timeline.whatif": ("timeline.report", "timeline.capture", "timeline.render", "cli"),
     "timeline.budgets": ("timeline.report", "timeline.capture", "timeline.render", "cli"),
+    "timeline.diagnosis": (
+        "timeline.report",
+        "timeline.capture",
+        "timeline.render",
+        "timeline.budgets",
+        "timeline.execution",
+        "timeline.results.summary",
+        "timeline.results.collectives",
+        "timeline.results.whatif",
+        "timeline.results.verdicts",
+        "timeline.results.diagnosis",
+        "timeline.results.diff",
+        "cli",
+    ),
 }
 
 

@@ -77,14 +77,14 @@ def test_analyze_gives_the_figures_of_load_and_compute_overlap(executor: str | N
 
 
 def test_the_summary_is_the_json_of_analyze() -> None:
-    """``timeline.build_summary`` is what ``timeline analyze --json`` prints."""
+    """``timeline.build_summary`` (with the diagnosis) is what ``timeline analyze --json`` prints."""
     import msgspec
     from typer.testing import CliRunner
 
     from cli.main import app
 
     analysed = timeline.analyze(PARAM, executor=None)
-    expected = timeline.build_summary(analysed.trace, analysed.overlap)
+    expected = timeline.build_summary(analysed.trace, analysed.overlap, diagnosis=analysed.diagnosis())
     result = CliRunner().invoke(app, ["analyze", str(PARAM), "--json"])
     assert result.exit_code == 0
     assert msgspec.json.decode(result.stdout) == msgspec.json.decode(msgspec.json.encode(expected))

@@ -528,6 +528,9 @@ class Unit:
     communication: bool = True
     """Return the unit's communication events; without them a rank-by-rank task returns only its
     overlap rows, for callers that compare no ranks."""
+    graph: bool = False
+    """Also return the what-if graph parts of the iterations the diagnosis replays
+    (:func:`timeline.diagnosis.parts.diagnosis_parts`)."""
     only_file: bool = False
     """The unit's file is the only file of the inputs: naming no rank, it is rank 0
     (:func:`resolve_rank`)."""

@@ -29,6 +29,7 @@ _SAMPLES = {
     "collective_ranks": "rank × logical collective",
     "iteration_utilisation": "iteration (across ranks)",
     "straggler_iterations": "iteration (across ranks)",
+    "findings": "cause the diagnosis examined",
 }
 _SUMMED = {"collectives": "events summed", "collective_ranks": "collectives summed"}
 

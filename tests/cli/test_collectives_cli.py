@@ -120,9 +120,15 @@ def test_analyze_keeps_its_keys_and_adds_utilisation_and_offsets() -> None:
     plain = run_json("analyze", PARAM)
     extended = run_json("analyze", PARAM, "--link-gbps", "100G", "--align")
     assert set(extended) == set(plain) | {"utilisation", "clock_offsets"}
+    changed = ("ranks", "iterations", "worst", "top_collectives", "warnings")  # times move by ≤ µs
+    changed += ("verdict", "findings")  # #21: the link's bandwidth lets the link's causes be examined
     for key in plain:
-        if key not in ("ranks", "iterations", "worst", "top_collectives", "warnings"):  # times move by ≤ µs
+        if key not in changed:
             assert extended[key] == plain[key], key
+    link_note = "slow_link and link_underused need the link's bandwidth (--link-gbps): not examined"
+    assert link_note in plain["verdict"]["notes"]
+    assert link_note not in extended["verdict"]["notes"]
+    assert extended["verdict"]["link_gbps"] == 100.0
     utilisation = extended["utilisation"]
     # 2 of the 8 collectives (on one host: NVLink) run faster than a 100 Gbit/s link: counted (#19)
     assert utilisation["implausible"] == 2

@@ -51,7 +51,23 @@ MADE_IN = {"<REPO>": "/work/main", "<SHARED>": "/work/shared"}
 CASES = Path(__file__).resolve().parent / "golden" / "cases"
 OUT = "{out}"  # placeholder, in a case's arguments, of the folder it writes its files into
 
+
+def _diagnosed_cases() -> list[str]:
+    """Return the cases #21 changes: every output of ``timeline analyze`` (text and ``--json``) and every
+    markdown file of ``timeline check`` on an input that was read (the verdict and the findings come
+    first, or last in the markdown); the inputs refused with an error print what they printed."""
+    ids = []
+    for path in sorted(CASES.glob("*.txt")):
+        meta = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
+        analysed = meta["id"].startswith(("analyze--", "analyze-json--")) and meta["exit_code"] == 0
+        markdown = meta["id"].startswith("check-files--") and meta["exit_code"] in (0, 1)
+        if analysed or markdown:
+            ids.append(meta["id"])
+    return ids
+
+
 CHANGED_BY_ISSUE: dict[str, str] = {
+    **dict.fromkeys(_diagnosed_cases(), "#21: verdict and findings added"),
     **dict.fromkeys(
         (
             "collectives-json--horovod.alcf_workshop__timeline_cpu_n1",

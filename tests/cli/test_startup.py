@@ -2,15 +2,17 @@
 
 Checked in fresh processes, by module name, never by time: ``timeline --help`` imports neither
 polars nor rich nor any library module but the errors; ``timeline analyze`` on a small run imports
-neither the what-if engine, the budgets, the rank-by-rank machinery nor the report's libraries.
+neither the budgets, the rank-by-rank machinery nor the report's libraries, and the what-if engine
+only when a finding replays (never with ``--no-findings``).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
-from tests.builders import SAMPLES
+from tests.builders import SAMPLES, tiny_kineto
 
 LIST_MODULES = """
 import sys
@@ -46,23 +48,40 @@ def test_help_imports_no_library() -> None:
     assert _under(modules, "timeline") == ["timeline", "timeline.errors", "timeline.lazy"]
 
 
-def test_analyze_imports_only_what_it_uses() -> None:
+_NEVER_IN_ANALYZE = (
+    "timeline.budgets",
+    "timeline.execution.reduce",
+    "timeline.execution.graphs",
+    "timeline.execution.dataset",
+    "timeline.executors",
+    "timeline.report",
+    "timeline.capture",
+    "bokeh",
+    "holoviews",
+    "ray",
+    "pydantic",
+    "numpy",
+    "pyarrow",
+)
+
+
+def test_analyze_with_findings_imports_the_replay_it_uses_and_nothing_else() -> None:
     modules = _modules("analyze", str(SAMPLES / "ddp_gloo"))
+    assert "timeline.diagnosis.diagnosis" in modules  # the findings were made
+    assert "timeline.whatif.replay" in modules  # this run's findings replay its graph
+    assert _under(modules, *_NEVER_IN_ANALYZE) == []
+
+
+def test_analyze_imports_no_replay_when_no_finding_needs_one(tmp_path: Path) -> None:
+    trace = tmp_path / "rank0.json"
+    trace.write_bytes(tiny_kineto(rank=0))  # one kernel: nothing idle, nothing communicated
+    modules = _modules("analyze", str(trace))
+    assert "timeline.diagnosis.diagnosis" in modules
+    assert _under(modules, "timeline.whatif", *_NEVER_IN_ANALYZE) == []
+
+
+def test_analyze_imports_only_what_it_uses() -> None:
+    modules = _modules("analyze", str(SAMPLES / "ddp_gloo"), "--no-findings")
     assert "timeline.analysis.overlap" in modules  # it did run
-    unused = (
-        "timeline.whatif",
-        "timeline.budgets",
-        "timeline.execution.reduce",
-        "timeline.execution.graphs",
-        "timeline.execution.dataset",
-        "timeline.executors",
-        "timeline.report",
-        "timeline.capture",
-        "bokeh",
-        "holoviews",
-        "ray",
-        "pydantic",
-        "numpy",
-        "pyarrow",
-    )
-    assert _under(modules, *unused) == []
+    assert _under(modules, "timeline.diagnosis") == []
+    assert _under(modules, "timeline.whatif", *_NEVER_IN_ANALYZE) == []

@@ -83,7 +83,7 @@ def test_top_collectives_exposure_is_unknown_and_hierarchical_phases_are_one_cal
 def test_top_collectives_table_prints_unknown_and_why(tmp_path: Path) -> None:
     result = run_timeline("analyze", hierarchical_timeline(tmp_path / "timeline.json"))
     assert result.returncode == 0, result.stderr
-    row = next(line for line in result.stdout.splitlines() if "all_reduce" in line)
+    row = next(line for line in result.stdout.splitlines() if line.startswith("│") and "all_reduce" in line)
     cells = [cell.strip() for cell in row.strip("│ ").split("│")]
     assert cells == ["all_reduce", "-", "4,000,000", "2", "1", "1.60 ms", "unknown", "unknown"]
     assert "0 ns" not in row

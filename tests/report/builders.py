@@ -1,13 +1,19 @@
-"""Synthetic traces for the report tests and the render benchmark: many GPU events in few steps."""
+"""Synthetic traces for the report tests and the render benchmark (many GPU events in few steps); Chromium."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import polars as pl
+import pytest
 
 from timeline.schema import EVENTS_SCHEMA, validate
 
-__all__ = ["synthetic_events"]
+__all__ = ["CHROMIUM", "GANTT_DRAWN", "LAUNCH_ARGS", "ensure_chromium", "synthetic_events"]
 
 _COMPUTE, _COMM, _COPY = 7, 20, 22
 
@@ -91,3 +97,34 @@ def synthetic_events(events: int, *, ranks: int = 8, steps: int = 1, seed: int =
         if name not in frame.columns:
             frame = frame.with_columns(pl.lit(None).alias(name))
     return validate(frame.sort("rank", "start_ns"), EVENTS_SCHEMA, what="synthetic events")
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+"""Debian's chromium, which Playwright drives (it never downloads a browser of its own)."""
+
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+"""Chromium's options in the browser tests."""
+
+# True once the Gantt has bars and the browser has painted them (two animation frames later).
+GANTT_DRAWN = """() => {
+  const doc = window.Bokeh && Bokeh.documents[0];
+  const bars = doc && doc.get_model_by_name("gantt_bars");
+  return bars != null && bars.data.left.length > 0;
+}"""
+
+
+def ensure_chromium() -> Path:
+    """Return Debian's chromium, installing it with apt-get when missing and root; else skip the test."""
+    if CHROMIUM.exists():
+        return CHROMIUM
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip(f"needs Debian's chromium at {CHROMIUM}: run `apt-get install -y chromium` as root")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "chromium"],
+    ):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=1800)
+        if done.returncode != 0:
+            pytest.fail(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
+    return CHROMIUM

@@ -11,9 +11,7 @@ Playwright never downloads a browser of its own.
 
 from __future__ import annotations
 
-import os
 import queue
-import shutil
 import signal
 import socket
 import subprocess
@@ -25,21 +23,13 @@ from typing import Any
 import pytest
 
 from tests.builders import REPO, timeline_command
-from tests.report.builders import synthetic_events
+from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium, synthetic_events
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs the dev extra: pip install -e '.[dev]'")
 
-CHROMIUM = Path("/usr/bin/chromium")
 GLOO = REPO / "sample_traces" / "ddp_gloo_4rank"  # 4 CPU ranks, 3 iterations
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
-# True once the Gantt has bars and the browser has painted them (two animation frames later).
-GANTT_DRAWN = """() => {
-  const doc = window.Bokeh && Bokeh.documents[0];
-  const bars = doc && doc.get_model_by_name("gantt_bars");
-  return bars != null && bars.data.left.length > 0;
-}"""
 PAINTED = "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(performance.now()))))"
 CHANGED = """([left]) => {
   const d = Bokeh.documents[0].get_model_by_name("gantt_bars").data;
@@ -75,26 +65,9 @@ STATE = """() => {
 }"""
 
 
-def _ensure_chromium() -> Path:
-    """Return Debian's chromium, installing it with apt-get when missing and root; else skip."""
-    if CHROMIUM.exists():
-        return CHROMIUM
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        pytest.skip(f"needs Debian's chromium at {CHROMIUM}: run `apt-get install -y chromium` as root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (
-        ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "chromium"],
-    ):
-        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=1800)
-        if done.returncode != 0:
-            pytest.fail(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    return CHROMIUM
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    executable = _ensure_chromium()
+    executable = ensure_chromium()
     playwright = sync_api.sync_playwright().start()
     try:
         browser = playwright.chromium.launch(executable_path=str(executable), args=LAUNCH_ARGS)

@@ -13,9 +13,6 @@ hidden colour's pixels.
 from __future__ import annotations
 
 import io
-import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,12 +21,11 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium
 from timeline.schema import EVENTS_SCHEMA, validate
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
 
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 HIDDEN_RGB = (0xF3, 0xC6, 0xC2)  # PALETTE["communication (hidden)"]
 EXPOSED_RGB = (0xD7, 0x19, 0x1C)  # PALETTE["exposed communication"]
 T0 = 1_700_000_000_000_000_000
@@ -37,11 +33,6 @@ BLOCKS = 10
 COMPUTE_KERNELS, COMPUTE_NS, COMPUTE_PERIOD_NS = 200, 10_000, 10_000  # back to back
 COMM_KERNELS, COMM_NS, COMM_PERIOD_NS = 100, 1_000, 20_000
 
-GANTT_DRAWN = """() => {
-  const doc = window.Bokeh && Bokeh.documents[0];
-  const bars = doc && doc.get_model_by_name("gantt_bars");
-  return bars != null && bars.data.left.length > 0;
-}"""
 PAINTED = "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(0))))"
 # The Gantt's plot area in page pixels, and the page y of the centre of each lane (by factor).
 GEOMETRY = """() => {
@@ -190,29 +181,12 @@ def test_merged_bars_are_opaque_and_exposed_ones_full_height() -> None:
     assert comm.max() < 0.5 * BAR_HEIGHT  # type: ignore[operator]
 
 
-def _ensure_chromium() -> Path:
-    """Return Debian's chromium, installing it with apt-get when missing and root; else skip."""
-    if CHROMIUM.exists():
-        return CHROMIUM
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        pytest.skip(f"needs Debian's chromium at {CHROMIUM}: run `apt-get install -y chromium` as root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (
-        ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "chromium"],
-    ):
-        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=1800)
-        if done.returncode != 0:
-            pytest.fail(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    return CHROMIUM
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="needs the dev extra: pip install -e '.[dev]'"
     )
-    executable = _ensure_chromium()
+    executable = ensure_chromium()
     playwright = sync_api.sync_playwright().start()
     try:
         browser = playwright.chromium.launch(executable_path=str(executable), args=LAUNCH_ARGS)

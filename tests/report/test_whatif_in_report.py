@@ -8,9 +8,7 @@ HTML and in the served app (Debian's headless chromium, as tests/report/test_bro
 
 from __future__ import annotations
 
-import os
 import queue
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,19 +21,13 @@ import polars as pl
 import pytest
 
 from tests.builders import REPO, run_timeline, timeline_command
+from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
 
 GLOO = REPO / "sample_traces" / "ddp_gloo_4rank"  # 4 CPU ranks, 3 iterations
 HOROVOD = REPO / "sample_traces" / "horovod" / "horovod_v021.json"
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
-GANTT_DRAWN = """() => {
-  const doc = window.Bokeh && Bokeh.documents[0];
-  const bars = doc && doc.get_model_by_name("gantt_bars");
-  return bars != null && bars.data.left.length > 0;
-}"""
 PAINTED = "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(0))))"
 # Whether the what-if plot is shown, where it is on the page, and its curves' data.
 WHATIF = """() => {
@@ -222,29 +214,12 @@ def test_the_graph_notes_and_warnings_are_shown_under_the_plot() -> None:
     assert all(line.startswith("warning: ") for line in lines[1 + len(whatif.notes) :])
 
 
-def _ensure_chromium() -> Path:
-    """Return Debian's chromium, installing it with apt-get when missing and root; else skip."""
-    if CHROMIUM.exists():
-        return CHROMIUM
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        pytest.skip(f"needs Debian's chromium at {CHROMIUM}: run `apt-get install -y chromium` as root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (
-        ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "chromium"],
-    ):
-        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=1800)
-        if done.returncode != 0:
-            pytest.fail(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    return CHROMIUM
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="needs the dev extra: pip install -e '.[dev]'"
     )
-    executable = _ensure_chromium()
+    executable = ensure_chromium()
     playwright = sync_api.sync_playwright().start()
     try:
         browser = playwright.chromium.launch(executable_path=str(executable), args=LAUNCH_ARGS)

@@ -213,6 +213,13 @@ class BudgetFile:
             checks = (*self.budgets, *checks)
         return any(check.metric.matched for check in checks)
 
+    def needs_findings(self, *, regressions_only: bool = False) -> bool:
+        """Return whether a check reads the diagnosis' findings (``regressions_only``: as above)."""
+        checks: tuple[Budget | Regression, ...] = self.regressions
+        if not regressions_only:
+            checks = (*self.budgets, *checks)
+        return any(check.metric.finding for check in checks)
+
     def needs_link(self) -> bool:
         """Return whether a check reads the link's bandwidth (a link utilisation metric)."""
         checks: tuple[Budget | Regression, ...] = (*self.budgets, *self.regressions)
@@ -509,6 +516,9 @@ def _scope(table: Mapping[str, object], where: str, metric: Metric) -> Scope:
     if skip and metric.source == "ranks":
         msg = f"{where}.skip_iterations: {metric.name} is measured over each rank's whole trace, not per step"
         raise BudgetError(msg)
+    if skip and metric.finding:
+        msg = f"{where}.skip_iterations: {metric.name} is a finding of the diagnosis, not a per-step figure"
+        raise BudgetError(msg)
     ranks = table.get("ranks")
     rank_list: tuple[int, ...] | None = None
     if ranks is not None:
@@ -578,6 +588,8 @@ def _entry_link(table: Mapping[str, object], where: str, metric: Metric) -> floa
 
 
 def _across_sample(metric: Metric) -> str:
+    if metric.finding:
+        return "cause the diagnosis examined"
     return "logical collective" if metric.per_collective else "iteration"
 
 

@@ -16,8 +16,9 @@ standard errors (see :func:`noise_of` and ``docs/ci.md``).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import polars as pl
 
@@ -167,6 +168,9 @@ class CheckReport:
     warnings
         What makes the verdicts doubtful: a baseline that looks like another job
         (:func:`compare_jobs`).
+    diagnosis
+        The run's diagnosis (``verdict`` and ``findings``, :mod:`timeline.results.diagnosis`), when
+        it was diagnosed: the markdown summary lists its top findings.
     """
 
     verdicts: tuple[Verdict, ...]
@@ -174,6 +178,7 @@ class CheckReport:
     inputs: str
     baseline: str | None = None
     warnings: tuple[str, ...] = ()
+    diagnosis: Mapping[str, Any] | None = None
 
     @property
     def failed(self) -> tuple[Verdict, ...]:
@@ -254,6 +259,7 @@ def evaluate_budgets(
         inputs=frames.label,
         baseline=None if baseline is None else baseline.label,
         warnings=tuple(warnings),
+        diagnosis=frames.diagnosis,
     )
 
 
@@ -466,7 +472,15 @@ def _source(frames: MetricFrames, metric: Metric, where: str) -> pl.DataFrame:
         "collective_ranks": frames.collective_ranks,
         "iteration_utilisation": frames.iteration_utilisation,
         "straggler_iterations": frames.straggler_iterations,
+        "findings": frames.findings,
     }[metric.source]
+    if frame is None and metric.finding:
+        msg = (
+            f"{where}: {metric.name} needs the diagnosis' findings, and {frames.label} was read without "
+            "them (a summary JSON written with --no-findings, or by a timeline before the diagnosis): "
+            "re-run timeline analyze --json, or pass the trace"
+        )
+        raise BudgetError(msg)
     if frame is None and metric.matched and frames.collectives is not None:
         msg = (
             f"{where}: {metric.name} needs the collectives matched across ranks, and {frames.label} "

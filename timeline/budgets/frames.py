@@ -25,15 +25,17 @@ from timeline.analysis.stragglers import find_stragglers
 from timeline.errors import TraceFormatError
 from timeline.plausibility import without_cross_rank_times, without_stragglers
 from timeline.results.collectives import world_size_of_files
-from timeline.results.summary import SUMMARY_VERSION
+from timeline.results.summary import READABLE_SUMMARY_VERSIONS, SUMMARY_VERSION
 from timeline.schema import ITERATION_OVERLAP_SCHEMA, RANK_OVERLAP_SCHEMA
 
 if TYPE_CHECKING:
     from timeline.execution.session import Inputs
 
 __all__ = [
+    "FINDINGS_SCHEMA",
     "JobFacts",
     "MetricFrames",
+    "findings_frame",
     "frames_from_overlap",
     "frames_from_summary",
     "is_summary_file",
@@ -136,6 +138,12 @@ class MetricFrames:
     job
         What tells this job from another (:class:`JobFacts`), to warn when a baseline is of
         another job; None when unknown.
+    findings
+        One row per cause the diagnosis examined (:func:`findings_frame`); ``None`` unless the
+        run was diagnosed (a budget on a ``*_gain_ratio`` metric, or ``check --markdown``).
+    diagnosis
+        The diagnosis as plain data (``verdict`` and ``findings``, :mod:`timeline.results.diagnosis`),
+        for the markdown summary; ``None`` unless diagnosed.
     """
 
     label: str
@@ -148,6 +156,8 @@ class MetricFrames:
     straggler_iterations: pl.DataFrame | None = None
     warnings: tuple[str, ...] = ()
     job: JobFacts | None = None
+    findings: pl.DataFrame | None = None
+    diagnosis: Mapping[str, Any] | None = None
 
     @property
     def matched(self) -> bool:
@@ -227,6 +237,53 @@ def _in_windows(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.filter(pl.col("iteration").is_not_null() | pl.col("iteration").is_null().all())
 
 
+FINDINGS_SCHEMA = pl.Schema(
+    {
+        "cause": pl.String(),
+        "predicted_gain_ratio": pl.Float64(),
+        "predicted_step_ns": pl.Int64(),
+        "basis": pl.String(),
+        "found": pl.Boolean(),
+    }
+)
+"""One row per cause the diagnosis examined: the largest gain of its findings (0 without one)."""
+
+
+def findings_frame(
+    verdict: Mapping[str, Any] | None, findings: Sequence[Mapping[str, Any]] | None
+) -> pl.DataFrame:
+    """Return the rows the ``*_gain_ratio`` metrics read, from a diagnosis' plain data.
+
+    One row per cause of ``verdict["examined"]``: the largest predicted gain of its findings, and
+    the predicted step that gain comes with; ``0`` (and the measured step) for a cause examined
+    without a finding (its fix would save less than :data:`~timeline.diagnosis.thresholds.MIN_GAIN`),
+    ``found`` false. Findings of other causes (a hang, a desync) add rows of their own.
+    """
+    if verdict is None or findings is None:
+        return FINDINGS_SCHEMA.to_frame()
+    best: dict[str, Mapping[str, Any]] = {}
+    for finding in findings:
+        cause = str(finding.get("cause"))
+        gain = finding.get("predicted_gain_ratio")
+        if gain is None:
+            continue
+        if cause not in best or gain > best[cause]["predicted_gain_ratio"]:
+            best[cause] = finding
+    rows = []
+    for cause in [*verdict.get("examined", []), *(c for c in best if c not in verdict.get("examined", []))]:
+        kept = best.get(cause)
+        rows.append(
+            {
+                "cause": cause,
+                "predicted_gain_ratio": 0.0 if kept is None else float(kept["predicted_gain_ratio"]),
+                "predicted_step_ns": verdict.get("step_ns") if kept is None else kept["predicted_step_ns"],
+                "basis": None if kept is None else kept["basis"],
+                "found": kept is not None,
+            }
+        )
+    return pl.DataFrame(rows, schema=FINDINGS_SCHEMA)
+
+
 def is_summary_file(path: str | Path) -> bool:
     """Return whether ``path`` is a summary JSON written by ``timeline analyze --json``.
 
@@ -274,9 +331,11 @@ def frames_from_summary(summary: Mapping[str, Any], *, label: str) -> MetricFram
         Another layout version, or rows of the wrong shape.
     """
     version = summary.get("version")
-    if version != SUMMARY_VERSION:
+    if not isinstance(version, int) or version not in READABLE_SUMMARY_VERSIONS:
+        readable = ", ".join(str(v) for v in sorted(READABLE_SUMMARY_VERSIONS))
         msg = (
-            f"{label}: summary layout version {version!r}, this timeline reads version {SUMMARY_VERSION}; "
+            f"{label}: summary layout version {version!r}, this timeline reads versions {readable} "
+            f"(it writes {SUMMARY_VERSION}); "
             "re-run timeline analyze --json with this version"
         )
         raise TraceFormatError(msg)
@@ -293,7 +352,17 @@ def frames_from_summary(summary: Mapping[str, Any], *, label: str) -> MetricFram
         )
     # A summary keeps the top collectives only: its collective mix is unknown.
     job = job_facts(ranks, files=file_rows)
-    return MetricFrames(label=label, iterations=iterations, ranks=ranks, collectives=None, job=job)
+    verdict, findings = summary.get("verdict"), summary.get("findings")
+    diagnosed = isinstance(verdict, dict) and isinstance(findings, list)
+    return MetricFrames(
+        label=label,
+        iterations=iterations,
+        ranks=ranks,
+        collectives=None,
+        job=job,
+        findings=findings_frame(verdict, findings) if diagnosed else None,
+        diagnosis={"verdict": verdict, "findings": findings} if diagnosed else None,
+    )
 
 
 def _frame(summary: Mapping[str, Any], key: str, schema: pl.Schema, label: str) -> pl.DataFrame:
@@ -317,14 +386,18 @@ def read_run(
     inputs: Inputs,
     *,
     match: bool,
+    findings: bool = False,
+    link_gbps: float | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     warn: Callable[[Sequence[str]], None] | None = None,
 ) -> MetricFrames:
     """Return the frames of a run: a saved summary JSON, or its traces analysed (rank by rank when large).
 
     ``match``: also match the collectives across ranks (only when a budget reads them: it is one more
-    pass over every rank's communication events, which rank by rank are then kept). ``warn``: called
-    with the load warnings, and the frames' own, as soon as they are known.
+    pass over every rank's communication events, which rank by rank are then kept). ``findings``:
+    also diagnose the run (:mod:`timeline.diagnosis`, with the link ``link_gbps`` when known): the
+    ``*_gain_ratio`` metrics and the markdown summary read it. ``warn``: called with the load
+    warnings, and the frames' own, as soon as they are known.
 
     Raises
     ------
@@ -338,7 +411,7 @@ def read_run(
         if warn is not None and (inputs.executor is not None or inputs.ray_address is not None):
             warn([f"{paths[0]} is a summary JSON; --executor is not used for it"])
         return read_summary(paths[0])
-    analysed = analyze_inputs(inputs, communication=match, progress=progress, warn=warn)
+    analysed = analyze_inputs(inputs, communication=match, findings=findings, progress=progress, warn=warn)
     events = analysed.trace.events if match else None
     frames = frames_from_overlap(
         analysed.overlap,
@@ -348,6 +421,15 @@ def read_run(
         clock_note=analysed.trace.clock_note,
         groups=analysed.trace.groups,
     )
+    if findings:
+        from timeline.results.diagnosis import build_diagnosis
+
+        built = build_diagnosis(analysed.diagnosis(link_gbps=link_gbps))
+        frames = replace(
+            frames,
+            findings=findings_frame(built["verdict"], built["findings"]),
+            diagnosis={"verdict": built["verdict"], "findings": built["findings"]},
+        )
     if warn is not None:
         warn(frames.warnings)
     return frames

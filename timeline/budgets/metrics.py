@@ -18,6 +18,7 @@ from typing import Literal
 
 import polars as pl
 
+from timeline.diagnosis.verdict import DIAGNOSED_CAUSES
 from timeline.errors import BudgetError
 
 __all__ = [
@@ -39,9 +40,11 @@ MetricSource = Literal[
     "collective_ranks",
     "iteration_utilisation",
     "straggler_iterations",
+    "findings",
 ]
-"""The frame a metric reads: rank × iteration rows, communication events, whole-trace rank rows, or a
-frame of the collectives matched across ranks (:data:`MATCHED_SOURCES`)."""
+"""The frame a metric reads: rank × iteration rows, communication events, whole-trace rank rows, a
+frame of the collectives matched across ranks (:data:`MATCHED_SOURCES`), or the diagnosis' findings
+(one row per cause it examined: :func:`timeline.budgets.frames.findings_frame`)."""
 
 MATCHED_SOURCES: frozenset[str] = frozenset(
     {"logical_collectives", "collective_ranks", "iteration_utilisation", "straggler_iterations"}
@@ -49,7 +52,9 @@ MATCHED_SOURCES: frozenset[str] = frozenset(
 """The sources built from :func:`~timeline.analysis.collectives.match_collectives`: a run's collectives
 are matched across ranks only when a budget reads one of them."""
 
-_ACROSS_RANKS = frozenset({"logical_collectives", "iteration_utilisation", "straggler_iterations"})
+_ACROSS_RANKS = frozenset(
+    {"logical_collectives", "iteration_utilisation", "straggler_iterations", "findings"}
+)
 _PER_COLLECTIVE = frozenset({"collectives", "logical_collectives", "collective_ranks"})
 _PER_RANK_COLLECTIVE = frozenset({"collectives", "collective_ranks"})
 
@@ -106,6 +111,11 @@ class Metric:
     def matched(self) -> bool:
         """Whether the metric reads the collectives matched across ranks (:data:`MATCHED_SOURCES`)."""
         return self.source in MATCHED_SOURCES
+
+    @property
+    def finding(self) -> bool:
+        """Whether the metric reads the diagnosis' findings (the run is then diagnosed)."""
+        return self.source == "findings"
 
     @property
     def per_rank(self) -> bool:
@@ -415,3 +425,26 @@ register_metric(
         "straggler_iterations",
     )
 )
+
+# The diagnosis (timeline.diagnosis, docs/diagnosis.md): one row per cause it examined.
+register_metric(
+    Metric(
+        "finding_gain_ratio",
+        "the share of the step a finding's fix is predicted to save (every cause examined; 0 for a cause "
+        "without a finding)",
+        "ratio",
+        "findings",
+        expr=pl.col("predicted_gain_ratio"),
+    )
+)
+for _cause in DIAGNOSED_CAUSES:
+    register_metric(
+        Metric(
+            f"{_cause}_gain_ratio",
+            f"the share of the step fixing {_cause} is predicted to save (0 without a {_cause} finding; no "
+            "value when the diagnosis could not examine it)",
+            "ratio",
+            "findings",
+            expr=pl.when(pl.col("cause") == _cause).then(pl.col("predicted_gain_ratio")),
+        )
+    )

@@ -27,13 +27,14 @@ import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import polars as pl
 from isal import isal_zlib
 
 from timeline.analysis.iterations import rank_modes
 from timeline.analysis.overlap import Overlap, overlap_with_modes
+from timeline.errors import UsageError
 from timeline.executors import Executor, LocalExecutor, named_progress
 from timeline.importers.result import ImportOptions
 from timeline.inputs import PathsLike, Unit, check_claims, plan_inputs, unit_claims
@@ -41,6 +42,10 @@ from timeline.plausibility import CLOCKS_SCHEMA
 from timeline.policy import small_input
 from timeline.schema import FILES_SCHEMA, PROCESS_GROUPS_SCHEMA
 from timeline.trace import Trace, check_part_files, load_part
+
+if TYPE_CHECKING:
+    from timeline.diagnosis.parts import DiagnosisParts
+    from timeline.whatif.graph import GraphParts, TraceGraph
 
 __all__ = [
     "Analysis",
@@ -104,6 +109,7 @@ class RankReduction(UnitReduction):
 
     overlap: Overlap
     communication: pl.DataFrame
+    graph_parts: DiagnosisParts | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,40 @@ class Analysis:
     clocks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CLOCKS_SCHEMA))
     clock_note: str | None = None
     groups: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA))
+    graph_parts: tuple[DiagnosisParts, ...] | None = None
+    """What the diagnosis needs of each unit beyond the overlap (asked for with ``graph=True``): the
+    what-if graph parts and the launch gaps of the iterations it diagnoses; else None."""
+
+    def graph(self, *, link_gbps: float | None = None, offsets: pl.DataFrame | None = None) -> TraceGraph:
+        """Return the what-if graph of :attr:`graph_parts` (the in-memory diagnosis builds the same).
+
+        ``offsets``: the clock offsets the events were aligned by (``--align``).
+
+        Raises
+        ------
+        UsageError
+            The units were reduced without their graph parts.
+        TraceContentError
+            No rank with compute events.
+        """
+        from timeline.whatif.graph import graph_from_parts
+
+        if self.graph_parts is None:
+            raise UsageError("the rank-by-rank analysis was run without graph parts: pass graph=True")
+        parts = [p.graph for p in self.graph_parts]
+        if offsets is not None:
+            parts = [shift_parts(p, offsets) for p in parts]
+        return graph_from_parts(parts, files=self.files, link_gbps=link_gbps)
+
+    def launch_gaps(self, *, offsets: pl.DataFrame | None = None) -> pl.DataFrame | None:
+        """Return the launch gaps of the diagnosed iterations of every unit (None without ``graph=True``).
+
+        ``offsets``: the clock offsets the events were aligned by (``--align``).
+        """
+        if self.graph_parts is None:
+            return None
+        gaps = pl.concat([p.launch_gaps for p in self.graph_parts], how="vertical")
+        return gaps if offsets is None else _shifted(gaps, offsets)
 
     def as_trace(self) -> Trace:
         """Return a :class:`~timeline.trace.Trace` whose events are :attr:`communication`.
@@ -284,6 +324,31 @@ def shift_overlap(overlap: Overlap, offsets: pl.DataFrame, *, horovod_writer: in
     )
 
 
+def _shifted(frame: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
+    """Return a frame with ``rank`` and times, each time of a rank minus its clock offset."""
+    times = [c for c in ("start_ns", "end_ns", "ready_ns") if c in frame.columns]
+    if not times or frame.height == 0:
+        return frame
+    table = offsets.select(pl.col("rank").cast(pl.Int32), _offset=pl.col("offset_ns").cast(pl.Int64))
+    joined = frame.join(table, on="rank", how="left", maintain_order="left")
+    return joined.with_columns(pl.col(c) - pl.col("_offset").fill_null(0) for c in times).select(
+        frame.columns
+    )
+
+
+def shift_parts(parts: GraphParts, offsets: pl.DataFrame) -> GraphParts:
+    """Return graph parts moved as ``apply_clock_offsets`` moves events (a rank's times minus its offset)."""
+    return replace(
+        parts,
+        windows=_shifted(parts.windows, offsets),
+        compute=_shifted(parts.compute, offsets),
+        waits=_shifted(parts.waits, offsets),
+        comm=_shifted(parts.comm, offsets),
+        markers=_shifted(parts.markers, offsets),
+        accumulate_grad=_shifted(parts.accumulate_grad, offsets),
+    )
+
+
 def reduce_unit(unit: Unit) -> RankReduction:
     """Load one unit and reduce it to its overlap rows and communication events (a task).
 
@@ -293,7 +358,9 @@ def reduce_unit(unit: Unit) -> RankReduction:
         Bad input, as :func:`timeline.trace.load` raises it.
     """
     # CPU operators of GPU ranks are skipped: the overlap never reads them
-    return _reduction(unit.paths, load_unit(unit, overlap_only=True), communication=unit.communication)
+    return _reduction(
+        unit.paths, load_unit(unit, overlap_only=True), communication=unit.communication, graph=unit.graph
+    )
 
 
 def load_unit(unit: Unit, *, overlap_only: bool = False) -> Trace:
@@ -311,11 +378,18 @@ def load_unit(unit: Unit, *, overlap_only: bool = False) -> Trace:
     )
 
 
-def _reduction(paths: tuple[Path, ...], trace: Trace, *, communication: bool) -> RankReduction:
+def _reduction(paths: tuple[Path, ...], trace: Trace, *, communication: bool, graph: bool) -> RankReduction:
     events = trace.events
     claims, horovod = unit_claims(paths, trace.files)
     # the modes of the overlap events are those of all the events: each rank keeps what decides its mode
     modes = rank_modes(events)
+    overlap = overlap_with_modes(_overlap_events(events, modes), modes)
+    parts = None
+    if graph:
+        from timeline.diagnosis.facts import chosen_by_rank
+        from timeline.diagnosis.parts import diagnosis_parts
+
+        parts = diagnosis_parts(events, overlap.windows, chosen_by_rank(overlap.windows, overlap.collectives))
     return RankReduction(
         paths=paths,
         files=trace.files,
@@ -325,8 +399,9 @@ def _reduction(paths: tuple[Path, ...], trace: Trace, *, communication: bool) ->
         event_ranks=tuple(events.get_column("rank").unique().drop_nulls().sort().to_list()),
         clocks=trace.clocks,
         groups=trace.groups,
-        overlap=overlap_with_modes(_overlap_events(events, modes), modes),
+        overlap=overlap,
         communication=_communication_events(events, modes) if communication else events.clear(),
+        graph_parts=parts,
     )
 
 
@@ -535,6 +610,7 @@ class _OverlapViews:
         self.packed: list[bytes | None] = []
         self.first_rank: list[int] = []
         self.warnings: list[tuple[str, ...]] = []
+        self.parts: list[DiagnosisParts | None] = []
 
     def add(self, result: _PackedReduction) -> None:
         self.packed.append(result.packed)
@@ -553,12 +629,14 @@ class _OverlapViews:
         """Return every view of every unit, sorted by rank; the packed bytes are released as they go."""
         order = sorted(range(len(self.packed)), key=lambda i: self.first_rank[i])
         blocks: dict[str, list[pl.DataFrame]] = {view: [] for view in _VIEWS}
+        self.parts = [None] * len(self.packed)
         for begin in range(0, len(order), _BLOCK_UNITS):
             unpacked = []
             for i in order[begin : begin + _BLOCK_UNITS]:
                 data, self.packed[i] = self.packed[i], None
                 if data is not None:
-                    unpacked.append(_unpack(data))
+                    frames, self.parts[i] = _unpack(data)
+                    unpacked.append(frames)
             for k, view in enumerate(_VIEWS):
                 if unpacked:
                     blocks[view].append(pl.concat([u[k] for u in unpacked], how="vertical", rechunk=True))
@@ -577,12 +655,13 @@ class _OverlapViews:
 
 def _pack(reduction: RankReduction) -> bytes:
     frames = [_view(reduction, view) for view in _VIEWS]
-    return bytes(isal_zlib.compress(pickle.dumps(frames, protocol=pickle.HIGHEST_PROTOCOL), 1))
+    payload = (frames, reduction.graph_parts)
+    return bytes(isal_zlib.compress(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL), 1))
 
 
-def _unpack(data: bytes) -> list[pl.DataFrame]:
-    frames: list[pl.DataFrame] = pickle.loads(isal_zlib.decompress(data))
-    return frames
+def _unpack(data: bytes) -> tuple[list[pl.DataFrame], DiagnosisParts | None]:
+    payload: tuple[list[pl.DataFrame], DiagnosisParts | None] = pickle.loads(isal_zlib.decompress(data))
+    return payload
 
 
 def _view(reduction: RankReduction, view: str) -> pl.DataFrame:
@@ -600,6 +679,7 @@ def analyze_files(
     rank: int | None = None,
     rank_regex: str | None = None,
     communication: bool = True,
+    graph: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Analysis:
     """Analyse traces rank by rank on an executor; the same results as loading them all at once.
@@ -620,6 +700,10 @@ def analyze_files(
         Keep every rank's communication events (:attr:`Analysis.communication`), which the analyses
         that compare ranks read; ``False`` when only the overlap is wanted: the driver then holds the
         overlap rows alone (an empty frame in their place).
+    graph
+        Also keep each unit's what-if graph parts of the iterations the diagnosis replays
+        (:attr:`Analysis.graph_parts`): ``Analysis.graph()`` then equals the graph the in-memory
+        diagnosis builds (:func:`timeline.diagnosis.diagnosis.diagnosis_graph`).
     progress
         Called as ``progress(label, done, total)`` after each task.
 
@@ -643,10 +727,11 @@ def analyze_files(
     """
     units = plan_inputs(paths, options=options, rank=rank, rank_regex=rank_regex)
     executor = executor if executor is not None else default_executor(units)
-    units = [replace(u, communication=communication) for u in local_unit(units, executor)]
+    units = [replace(u, communication=communication, graph=graph) for u in local_unit(units, executor)]
     views = _OverlapViews()
     collected = run_units(units, _reduce_packed, views, executor, progress)
     stacked = views.stacked()
+    parts = tuple(p for p in views.parts if p is not None) if graph else None
     return Analysis(
         overlap=Overlap(
             ranks=stacked["ranks"],
@@ -662,6 +747,7 @@ def analyze_files(
         clocks=collected.clocks_frame(),
         clock_note=collected.clock_note,
         groups=collected.groups_frame(),
+        graph_parts=parts,
     )
 
 

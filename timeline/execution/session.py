@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from timeline.analysis.overlap import Overlap
+    from timeline.diagnosis.verdict import Diagnosis
     from timeline.execution.reduce import Analysis
     from timeline.executors import Executor, LocalExecutor
     from timeline.render.html import Result
@@ -193,17 +194,44 @@ class Analysed:
         """The load warnings."""
         return self.trace.warnings
 
-    def summary(self, *, top: int = 10, link_gbps: float | None = None) -> Result:
+    def summary(self, *, top: int = 10, link_gbps: float | None = None, findings: bool = True) -> Result:
         """Return the summary ``timeline analyze`` prints (:func:`~timeline.results.summary.build_summary`).
 
         A :class:`~timeline.render.html.Result`: the plain data (``.to_dict()``), shown as HTML
-        tables in a notebook.
+        tables in a notebook. ``findings``: with the verdict and the findings (:meth:`diagnosis`).
         """
         from timeline.render.html import Result
         from timeline.results.summary import build_summary
 
-        summary = build_summary(self.trace, self.overlap, top=top, offsets=self.offsets, link_gbps=link_gbps)
+        diagnosis = self.diagnosis(link_gbps=link_gbps) if findings else None
+        summary = build_summary(
+            self.trace, self.overlap, top=top, offsets=self.offsets, link_gbps=link_gbps, diagnosis=diagnosis
+        )
         return Result(summary)
+
+    def diagnosis(self, *, link_gbps: float | None = None, codec_gbps: float | None = None) -> Diagnosis:
+        """Return what limits the job and what would fix it (:func:`timeline.diagnosis.diagnosis`).
+
+        In memory the what-if graph is built from the loaded events; read rank by rank, from the
+        graph parts the tasks returned when they were asked for (``analyze_inputs(findings=True)``),
+        else the diagnosis says in its notes what it left out.
+        """
+        from timeline.diagnosis.diagnosis import diagnose
+
+        graph = gaps = None
+        if self.analysis is not None and self.analysis.graph_parts is not None:
+            analysis, offsets = self.analysis, self.offsets
+            graph = lambda: analysis.graph(link_gbps=link_gbps, offsets=offsets)  # noqa: E731 - built when used
+            gaps = analysis.launch_gaps(offsets=offsets)
+        return diagnose(
+            self.trace,
+            self.overlap,
+            link_gbps=link_gbps,
+            graph=graph,
+            codec_gbps=codec_gbps,
+            complete=not self.rank_by_rank,
+            launch_gaps=gaps,
+        )
 
     def collectives(
         self,
@@ -259,6 +287,7 @@ def analyze_inputs(
     *,
     align: bool = False,
     communication: bool = True,
+    findings: bool = False,
     progress: Progress | None = None,
     warn: Warn | None = None,
 ) -> Analysed:
@@ -266,8 +295,10 @@ def analyze_inputs(
 
     ``communication``: keep the events the cross-rank analyses read (``align`` needs them whatever
     this says); without them the trace holds only what the overlap reads (in memory: the events the
-    overlap analysis reads; rank by rank: none). ``warn``: called with the load warnings as soon as
-    the inputs are read (before anything else can fail).
+    overlap analysis reads; rank by rank: none). ``findings``: keep what the diagnosis reads
+    (:meth:`Analysed.diagnosis`): in memory the overlap's events suffice; rank by rank the
+    communication events, and each task's what-if graph parts. ``warn``: called with the load
+    warnings as soon as the inputs are read (before anything else can fail).
 
     Raises
     ------
@@ -276,7 +307,7 @@ def analyze_inputs(
     """
     if inputs.rank_by_rank:
         return _analyze_by_rank(
-            inputs, align=align, communication=communication, progress=progress, warn=warn
+            inputs, align=align, communication=communication, findings=findings, progress=progress, warn=warn
         )
     # without the cross-rank analyses, CPU operators of GPU ranks (often half the events) are skipped
     trace = inputs.load(progress=progress, overlap_only=not (communication or align))
@@ -349,14 +380,22 @@ def analyze(
 
 
 def _analyze_by_rank(
-    inputs: Inputs, *, align: bool, communication: bool, progress: Progress | None, warn: Warn | None
+    inputs: Inputs,
+    *,
+    align: bool,
+    communication: bool,
+    findings: bool,
+    progress: Progress | None,
+    warn: Warn | None,
 ) -> Analysed:
     """Analyse rank by rank; the trace to summarise holds the communication events only."""
     executor = inputs.runner(preload="timeline.execution.reduce")
     from timeline.execution.reduce import analyze_files, shift_overlap
 
     analysis = inputs.run(
-        partial(analyze_files, communication=communication or align), executor=executor, progress=progress
+        partial(analyze_files, communication=communication or align or findings, graph=findings),
+        executor=executor,
+        progress=progress,
     )
     if warn is not None:
         warn(analysis.warnings)

@@ -175,6 +175,9 @@ _COMM_OP_REGEX = r"^(?:nccl:|gloo:|mpi:|ucc:|hccl:|xccl:|record_param_comms$)"
 # The c10d ops of point-to-point transfers: their arguments name the peer (rank within the group).
 _P2P_OPS = frozenset({"c10d::send", "c10d::recv_"})
 _NO_DATA = ("wait", "barrier")
+# The what-if graph's gradient-ready signals (timeline.whatif.graph): few events, kept by overlap_only
+# so that the diagnosis of `timeline analyze` replays the graph of the events it loaded.
+_GRADIENT_SIGNAL_REGEX = r"^torch::autograd::AccumulateGrad$|^timeline\.grad_ready:"
 _KERNEL_CATS = ("kernel", "Kernel", *_MTIA_DEVICE_CATS)
 _UNMEASURED_CATS = ("cpu_op", "Operator", "python_function")
 SKIPPED = "_skipped"
@@ -647,13 +650,14 @@ def _measured(
     """Return the mask of the events the overlap analysis reads on a trace with GPU kernels.
 
     Its overlap is measured on the GPU: CPU operators and Python frames are skipped unless they are
-    collective ops (the candidates kernels are linked to), CPU-side collectives, or
-    ``ProfilerStep#N`` (torch 1.9). A CPU-only trace keeps everything (not decided here).
+    collective ops (the candidates kernels are linked to), CPU-side collectives, ``ProfilerStep#N``
+    (torch 1.9) or gradient-ready signals (``AccumulateGrad``, ``timeline.grad_ready:`` markers: the
+    what-if graph's). A CPU-only trace keeps everything (not decided here).
 
     Also returns the counts of the skipped events as a full load counts them: invalid ones under
     their :func:`_invalid` reason, the valid ones under :data:`SKIPPED`.
     """
-    needed = f"{_COMM_OP_REGEX}|{options.rules.cpu_comm_regex()}|^ProfilerStep#"
+    needed = f"{_COMM_OP_REGEX}|{options.rules.cpu_comm_regex()}|^ProfilerStep#|{_GRADIENT_SIGNAL_REGEX}"
     # one query (each Series method is one, with its fixed cost, per chunk)
     keep = (
         pl.DataFrame({"cat": cat, "name": name})

@@ -1,7 +1,8 @@
 """The results as HTML tables: what a Jupyter notebook shows (``_repr_html_``).
 
-Takes the plain results of :mod:`timeline.results` (the summary of ``timeline analyze``, the
-collectives report, the what-if report) and gives an HTML fragment: a heading line, the warnings,
+Takes the plain results of :mod:`timeline.results` (the summary of ``timeline analyze`` with its
+verdict and findings, the collectives report, the what-if report, a diagnosis) and gives an HTML
+fragment: a heading line, the warnings,
 then tables. Every text is escaped (:func:`html.escape`): trace, kernel and group names are the
 user's data. Every number cell carries the exact value in ``data-value`` (nanoseconds, ratios,
 counts as the result holds them) and shows it formatted for people, as the terminal tables do.
@@ -24,6 +25,7 @@ __all__ = [
     "Result",
     "kind_of",
     "render_collectives_html",
+    "render_diagnosis_html",
     "render_html",
     "render_summary_html",
     "render_whatif_html",
@@ -32,7 +34,7 @@ __all__ = [
 ROWS_SHOWN = 40
 """Rows shown per table (the longest first where an order matters); the result holds every row."""
 
-Kind = Literal["summary", "collectives", "whatif"]
+Kind = Literal["summary", "collectives", "whatif", "diagnosis"]
 Format = Literal["text", "int", "ns", "ratio", "gbps", "float", "bytes"]
 Column = tuple[str, str, Format]
 """A table column: header, key of the row, how the value is shown."""
@@ -137,9 +139,12 @@ def render_summary_html(summary: Mapping[str, Any]) -> str:
         f"timeline: {len(summary['files'])} file(s), {len(ranks)} rank(s), "
         f"measured on {', '.join(modes) or 'nothing'}"
     )
-    parts = [
+    parts = []
+    if summary.get("verdict") is not None:
+        parts.append(_findings_part(summary["verdict"], summary.get("findings") or []))
+    parts.append(
         _table("Per rank (whole trace)", [("rank", "rank", "int"), *_OVERLAP_COLUMNS], ranks, name="ranks")
-    ]
+    )
     worst = summary["worst"]
     if worst is not None:
         parts.append(
@@ -186,6 +191,46 @@ def render_summary_html(summary: Mapping[str, Any]) -> str:
     )
     parts += _summary_extras(summary)
     return _page(heading, list(summary["warnings"]), parts)
+
+
+_FINDING_COLUMNS: list[Column] = [
+    ("cause", "cause", "text"),
+    ("ranks", "ranks_text", "text"),
+    ("predicted gain", "predicted_gain_ratio", "ratio"),
+    ("predicted step", "predicted_step_ns", "ns"),
+    ("basis", "basis", "text"),
+    ("finding", "summary", "text"),
+    ("fix", "fix", "text"),
+]
+
+
+def _findings_part(verdict: Mapping[str, Any], findings: list[Mapping[str, Any]]) -> str:
+    """Return the verdict (a paragraph), the findings table and the notes."""
+    rows = [
+        {**f, "ranks_text": "all" if not f.get("ranks") else ", ".join(map(str, f["ranks"]))}
+        for f in findings
+    ]
+    from timeline.render.terminal.findings import describe_verdict_figures
+
+    figures = describe_verdict_figures(verdict)
+    notes = "".join(f"<li>note: {html.escape(n)}</li>" for n in verdict.get("notes") or [])
+    state = "communication_bound" if verdict["communication_bound"] else "not_communication_bound"
+    return (
+        f'<p data-verdict="{state}">'
+        f"<b>verdict</b>: {html.escape(verdict['summary'])}</p>"
+        + _table("Findings (largest predicted gain first)", _FINDING_COLUMNS, rows, name="findings")
+        + (f"<p>{html.escape(figures)}</p>" if figures else "")
+        + (f"<ul>{notes}</ul>" if notes else "")
+    )
+
+
+def render_diagnosis_html(diagnosis: Mapping[str, Any]) -> str:
+    """Return a diagnosis (:func:`timeline.results.diagnosis.build_diagnosis`) as HTML: verdict, findings."""
+    verdict = diagnosis["verdict"]
+    heading = "timeline diagnosis: " + (
+        "communication-bound" if verdict["communication_bound"] else "not communication-bound"
+    )
+    return _page(heading, [], [_findings_part(verdict, list(diagnosis["findings"]))])
 
 
 def _summary_extras(summary: Mapping[str, Any]) -> list[str]:
@@ -323,12 +368,14 @@ _RENDERERS = {
     "summary": render_summary_html,
     "collectives": render_collectives_html,
     "whatif": render_whatif_html,
+    "diagnosis": render_diagnosis_html,
 }
 
 _SIGNATURES: tuple[tuple[Kind, tuple[str, ...]], ...] = (
     ("whatif", ("self_replay", "scenarios")),
     ("collectives", ("collectives", "stragglers", "mismatches")),
     ("summary", ("ranks", "iterations", "top_collectives")),
+    ("diagnosis", ("verdict", "findings")),
 )
 
 
@@ -344,8 +391,8 @@ def kind_of(result: Mapping[str, Any]) -> Kind:
         if all(key in result for key in keys):
             return kind
     msg = (
-        "not a timeline result (a summary, collectives or what-if report): "
-        "pass what build_summary, build_collectives_report or build_whatif_report returns"
+        "not a timeline result (a summary, collectives or what-if report, a diagnosis): pass what "
+        "build_summary, build_collectives_report, build_whatif_report or build_diagnosis returns"
     )
     raise UsageError(msg)
 

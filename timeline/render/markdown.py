@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from timeline.budgets.evaluation import CheckReport
@@ -9,7 +10,7 @@ from timeline.budgets.metrics import format_value
 from timeline.render.terminal import diff as cells
 from timeline.render.terminal.verdicts import headline, worst
 
-__all__ = ["render_diff_markdown", "render_markdown"]
+__all__ = ["FINDINGS_SHOWN", "render_diff_markdown", "render_findings_markdown", "render_markdown"]
 
 _ICON = {"pass": "✅", "fail": "❌", "nodata": "⚠️", "skip": "⏭️"}
 
@@ -44,11 +45,43 @@ def render_markdown(report: CheckReport) -> str:
         out += ["", "<details><summary>Why</summary>", ""]
         out += [f"- {_ICON[v.status]} **{_md(v.name)}**: {_md(v.message)}" for v in notes]
         out += ["", "</details>"]
+    if report.diagnosis is not None:
+        out += ["", *render_findings_markdown(report.diagnosis["verdict"], report.diagnosis["findings"])]
     source = f"Budgets {_code(report.budget_file)} · run {_code(report.inputs)}"
     if report.baseline is not None:
         source += f" · baseline {_code(report.baseline)}"
     out += ["", source]
     return "\n".join(out) + "\n"
+
+
+FINDINGS_SHOWN = 3
+"""Findings listed in the markdown summary; ``timeline analyze --json`` holds every one."""
+
+
+def render_findings_markdown(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Return the verdict and the top findings (:mod:`timeline.results.diagnosis`) as markdown lines."""
+    from timeline.render.terminal.findings import describe_finding, describe_verdict_figures
+
+    out = [f"#### Diagnosis: {_md(verdict['summary'])}", ""]
+    if findings:
+        out += ["| # | finding | predicted gain | fix |", "|--:|---|--:|---|"]
+    for k, finding in enumerate(findings[:FINDINGS_SHOWN], start=1):
+        gain = finding.get("predicted_gain_ratio")
+        shown = "-" if gain is None else f"{gain:.1%} ({finding['basis']})"
+        out.append(
+            f"| {k} | **{_md(describe_finding(finding))}**: {_md(finding['summary'])} | {shown} "
+            f"| {_md(finding['fix'])} |"
+        )
+    if len(findings) > FINDINGS_SHOWN:
+        out += [
+            "",
+            f"{len(findings) - FINDINGS_SHOWN} more finding(s): `timeline analyze --json` lists them.",
+        ]
+    figures = describe_verdict_figures(verdict)
+    if figures:
+        out += ["", _md(figures)]
+    out += [f"> note: {_md(note)}" for note in verdict.get("notes") or []]
+    return out
 
 
 def render_diff_markdown(diff: dict[str, Any]) -> str:

@@ -10,8 +10,10 @@ Takes :class:`~timeline.report.data.ReportData` and gives one bokeh layout, in o
   ``pixels × 8**k`` bins, the last level unmerged) and a ``CustomJS`` callback draws the coarsest
   level that is still finer than a pixel, for the visible window only.
 
-In both modes a click on a breakdown bar or heat-map cell selects its iteration in the selector,
-and the summary table follows the selector; the page is never reloaded. Below, for two ranks or
+The dashboard opens with the findings panel (:mod:`timeline.report.findings_view`) when the data
+holds a diagnosis: selecting a finding selects its iteration and ranks. In both modes a click on a
+breakdown bar or heat-map cell selects its iteration in the selector, and the summary table follows
+the selector; the page is never reloaded. Below, for two ranks or
 more, the collectives section (:mod:`timeline.report.collectives_view`). When the data holds a
 what-if sweep, all this is the "Gantt" tab and a "What-if" tab shows the predicted scaling factor
 against bandwidth (:mod:`timeline.report.whatif_view`).
@@ -43,6 +45,7 @@ from timeline.report.breakdown import (
 from timeline.report.collectives_view import build_collectives_section
 from timeline.report.compare_view import build_compare_panel
 from timeline.report.data import STYLES, ReportData, default_view, format_ns, view_bars, view_levels
+from timeline.report.findings_view import build_findings_panel
 from timeline.report.gantt import (
     BAR_HEIGHT,
     CHROME_PX,
@@ -381,12 +384,22 @@ def build_dashboard(
             on_ready = _wire_standalone(data, gantt, select, rank_filter)
 
     header = Div(text=_header(data, files), width=_GANTT_WIDTH + _SIDE_WIDTH, name="header")
+    findings = (
+        []
+        if data.diagnosis is None
+        else [
+            build_findings_panel(
+                data.diagnosis, data.views, select=select, ranks=rank_filter, width=_GANTT_WIDTH + _SIDE_WIDTH
+            )
+        ]
+    )
     # Below the rest: matched collectives, wait vs transfer, wait heat map (absent for < 2 ranks).
     section = build_collectives_section(
         data.collectives, data.views, data.overlap.windows, select=select, width=_GANTT_WIDTH + _SIDE_WIDTH
     )
     layout: Any = column(
         header,
+        *findings,
         row(select, rank_filter),
         row(gantt.figure, column(breakdown.figure, heatmap)),
         row(

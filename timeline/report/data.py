@@ -184,6 +184,9 @@ class ReportData:
     compare
         ``timeline diff BASE NEW``'s result (:func:`~timeline.results.diff.build_diff`, NEW this
         trace's run) shown in the "Compare" tab (``--compare BASE``); None: no such tab.
+    diagnosis
+        The diagnosis (:func:`~timeline.results.diagnosis.build_diagnosis`) the report opens with
+        (:mod:`timeline.report.findings_view`); None: no findings panel.
     bars_cache
         The last results of :func:`view_bars` (every browser session of ``timeline serve`` opens
         on the same view): not part of the data.
@@ -198,6 +201,7 @@ class ReportData:
     collectives: CollectiveMatch | None = None
     whatif: WhatIfSweep | None = None
     compare: dict[str, Any] | None = None
+    diagnosis: dict[str, Any] | None = None
     bars_cache: dict[tuple[object, ...], pl.DataFrame] = field(
         default_factory=dict, repr=False, compare=False
     )

@@ -7,16 +7,29 @@ read back as a baseline by ``timeline check``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from timeline.analysis.overlap import Overlap
 from timeline.trace import Trace
 
-__all__ = ["SUMMARY_VERSION", "build_summary", "top_collectives", "worst_iteration"]
+if TYPE_CHECKING:
+    from timeline.diagnosis.verdict import Diagnosis
 
-SUMMARY_VERSION = 1
+__all__ = [
+    "READABLE_SUMMARY_VERSIONS",
+    "SUMMARY_VERSION",
+    "build_summary",
+    "top_collectives",
+    "worst_iteration",
+]
+
+SUMMARY_VERSION = 2
+"""The layout version of :func:`build_summary` (2: ``verdict`` and ``findings`` added)."""
+
+READABLE_SUMMARY_VERSIONS = frozenset({1, 2})
+"""Summary layouts ``timeline check`` and ``timeline diff`` read (2 only adds keys they do not read)."""
 
 _RANK_FIELDS = (
     "rank",
@@ -120,6 +133,7 @@ def build_summary(
     top: int = 10,
     offsets: pl.DataFrame | None = None,
     link_gbps: float | None = None,
+    diagnosis: Diagnosis | None = None,
 ) -> dict[str, Any]:
     """Return the summary of an analysis as plain data (``timeline analyze --json``).
 
@@ -130,7 +144,9 @@ def build_summary(
     (``profiler_step`` or ``whole_trace`` per rank), ``ranks`` (whole-trace rows),
     ``iterations`` (rank × iteration rows), ``worst`` (the rank-iteration with the most exposed
     communication), ``top_collectives``; with ``offsets`` (clocks aligned), ``clock_offsets``; with
-    ``link_gbps``, ``utilisation`` (:func:`timeline.results.collectives.utilisation_summary`).
+    ``link_gbps``, ``utilisation`` (:func:`timeline.results.collectives.utilisation_summary`); then
+    ``verdict`` and ``findings`` (:mod:`timeline.results.diagnosis`) of the ``diagnosis``, null
+    without one.
     """
     summary = _overlap_summary(trace, overlap, top=top)
     if offsets is not None:
@@ -144,6 +160,12 @@ def build_summary(
         too_fast = implausible_warning(summary["utilisation"]["implausible"], link_gbps)
         if too_fast is not None:
             summary["warnings"].append(too_fast)
+    summary["verdict"] = summary["findings"] = None
+    if diagnosis is not None:
+        from timeline.results.diagnosis import build_diagnosis
+
+        built = build_diagnosis(diagnosis)
+        summary["verdict"], summary["findings"] = built["verdict"], built["findings"]
     return summary
 
 

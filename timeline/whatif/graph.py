@@ -178,6 +178,9 @@ class Gradient:
     op_id: int
     """The measured gradient collective that carried it."""
     name: str
+    signal: bool = True
+    """Whether a signal (a marker, an ``AccumulateGrad`` op) gave it; False when none was carried by
+    its collective, which then stands in for its gradients (``name`` ``collective <op_id>``)."""
 
 
 @dataclass(frozen=True)
@@ -300,7 +303,11 @@ _SIGNALS_SCHEMA = pl.Schema(
 
 
 def trace_graph(
-    trace: Trace, *, link_gbps: float | None = None, resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS
+    trace: Trace,
+    *,
+    link_gbps: float | None = None,
+    resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS,
+    windows: pl.DataFrame | None = None,
 ) -> TraceGraph:
     """Build the graph of a loaded trace, with its world size and, when recorded, its link.
 
@@ -311,6 +318,9 @@ def trace_graph(
     A Horovod timeline alone (no other trace) gives the graph of
     :func:`timeline.whatif.horovod_graph.horovod_frames`: compute there is an opaque span derived
     from the timeline, and :attr:`TraceGraph.notes` says how.
+
+    ``windows``: the iteration windows of the trace's events when already computed (the overlap
+    analysis' ``Overlap.windows``), to save computing them again.
 
     Raises
     ------
@@ -337,7 +347,7 @@ def trace_graph(
             notes=frames.notes,
         )
     return graph_from_parts(
-        [graph_parts(trace.events)],
+        [graph_parts(trace.events, windows=windows)],
         files=trace.files,
         link_gbps=link_gbps,
         resume_tolerance_ns=resume_tolerance_ns,
@@ -448,7 +458,7 @@ def build_graph(
     )
 
 
-def graph_parts(events: pl.DataFrame) -> GraphParts:
+def graph_parts(events: pl.DataFrame, *, windows: pl.DataFrame | None = None) -> GraphParts:
     """Reduce the events of some ranks to what the graph needs of them, rank by rank.
 
     Every rank's share of the result depends on that rank's events only (in their order), so the
@@ -461,6 +471,9 @@ def graph_parts(events: pl.DataFrame) -> GraphParts:
     ----------
     events
         The canonical events frame of one rank or more (``Trace.events``, or its rows of some ranks).
+    windows
+        Their iteration windows (:func:`~timeline.analysis.iterations.assign_iterations`, or the
+        overlap analysis' ``windows``) when already computed; default: computed here.
 
     Returns
     -------
@@ -484,8 +497,12 @@ def graph_parts(events: pl.DataFrame) -> GraphParts:
     modes = dict(
         zip(kept_modes.get_column("rank").to_list(), kept_modes.get_column("mode").to_list(), strict=True)
     )
+    if windows is None:
+        windows = assign_iterations(events)
+    else:
+        windows = windows.filter(pl.col("rank").is_in(kept_modes.get_column("rank").implode()))
     # assign_iterations sorts by rank and start only: a total order makes tied windows rank-local.
-    windows = assign_iterations(events).sort("rank", "start_ns", "end_ns", "iteration", maintain_order=True)
+    windows = windows.sort("rank", "start_ns", "end_ns", "iteration", maintain_order=True)
     sets = activity_sets(events, kept_modes)
     compute = formula_intervals(
         sets, by=["rank"], sets=_SETS, formula=lambda s: s["compute"] & ~s["wait"]
@@ -1150,7 +1167,13 @@ def _gradients(
             if not signals_of:
                 gradients.append(
                     Gradient(
-                        op.rank, op.window_id, op.ready_ns, op.nbytes or 0, op.op_id, f"collective {op.op_id}"
+                        op.rank,
+                        op.window_id,
+                        op.ready_ns,
+                        op.nbytes or 0,
+                        op.op_id,
+                        f"collective {op.op_id}",
+                        signal=False,
                     )
                 )
                 continue

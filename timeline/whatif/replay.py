@@ -30,7 +30,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 import polars as pl
 
@@ -61,6 +61,8 @@ __all__ = [
     "replay",
     "self_replay",
     "single_replay",
+    "window_lengths",
+    "window_rows",
 ]
 
 MAX_LATENCY_S = 3600.0
@@ -595,6 +597,7 @@ class _Simulation:
         self.ready: list[int | None] = [None] * len(ops)
         self.start: list[int | None] = [None] * len(ops)
         self.end: list[int | None] = [None] * len(ops)
+        self.blocked: dict[int, int] = {}  # rank -> the collective its next wait point waits for
         queues: dict[str, list[int]] = defaultdict(list)
         for i, op in enumerate(ops):
             queues[op.pool].append(i)
@@ -602,6 +605,11 @@ class _Simulation:
             queue.sort(key=lambda i: (ops[i].order_ns, i))
         self.queues = dict(queues)
         self.next_in_queue = dict.fromkeys(self.queues, 0)
+        self.open_pools = list(self.queues)  # the pools with collectives not yet admitted
+        # What stopped each pool's queue, to skip it until that changes: its next collective not ready
+        # ("ready", (rank, chain position)), every server busy ("server"), a server free later ("time").
+        self.block: dict[str, tuple[str, Any]] = {}
+        self.freed: set[str] = set()  # pools a collective of which ended since they were last looked at
         self.servers: dict[str, list[float]] = {
             pool: [-math.inf] * max(1, servers.get(pool, 1)) for pool in self.queues
         }
@@ -619,8 +627,13 @@ class _Simulation:
     def _resolve_chains(self) -> bool:
         changed = False
         ops = self.plan.ops
+        end = self.end
+        blocked = self.blocked
         for rank, values in self.points.items():
             resolved = self.values[rank]
+            waiting = blocked.get(rank)
+            if waiting is not None and end[waiting] is None:
+                continue  # still waiting for the collective it waited for last time
             while len(resolved) < len(values):
                 _t, kind, index = values[len(resolved)]
                 previous = resolved[-1] if resolved else 0
@@ -628,10 +641,11 @@ class _Simulation:
                     wait, deps = self.plan.waits[index]
                     latest: int | None = None
                     if self.communication and deps:
-                        ends = [self.end[d] for d in deps]
-                        if any(e is None for e in ends):
+                        unfinished = next((d for d in deps if end[d] is None), None)
+                        if unfinished is not None:
+                            blocked[rank] = unfinished
                             break
-                        latest = max(e for e in ends if e is not None)
+                        latest = max(end[d] for d in deps)  # type: ignore[type-var]
                     resolved.append(_resume(wait, previous, latest) - wait.resume_ns)
                 else:
                     op = ops[index]
@@ -652,23 +666,45 @@ class _Simulation:
 
     # -- pools ------------------------------------------------------------------------------------
 
+    def _blocked(self, pool: str) -> bool:
+        """Whether what stopped the pool's queue last time still holds (nothing to look at again)."""
+        block = self.block.get(pool)
+        if block is None:
+            return False
+        kind, value = block
+        if kind == "ready":  # its next collective's rank has not resolved that far
+            rank, k = value
+            return bool(len(self.values[rank]) <= k)
+        if pool in self.freed:  # a collective of it ended: a server may be free sooner
+            return False
+        return kind == "server" or self.now < float(value)  # every server busy; or the first frees later
+
     def _admit(self) -> bool:
         changed = False
         ops = self.plan.ops
-        for pool, queue in self.queues.items():
+        exhausted = False
+        for pool in self.open_pools:
+            if self._blocked(pool):
+                continue
+            self.block.pop(pool, None)
+            self.freed.discard(pool)
+            queue = self.queues[pool]
             servers = self.servers[pool]
             while self.next_in_queue[pool] < len(queue):
                 i = queue[self.next_in_queue[pool]]
                 ready = self._ready_of(i)
                 if ready is None:
+                    self.block[pool] = ("ready", (ops[i].rank, self.anchor[i]))
                     break
                 k = min(range(len(servers)), key=servers.__getitem__)
                 free = servers[k]
                 if free == math.inf:
+                    self.block[pool] = ("server", 0.0)
                     break
                 if free > self.now:
                     # Known to free later (a lagging end): another server may free sooner; look again then.
                     heapq.heappush(self.wakeups, free)
+                    self.block[pool] = ("time", free)
                     break
                 start = max(float(ready), free) + ops[i].launch_delay_ns
                 start = max(start, self.now)
@@ -677,6 +713,9 @@ class _Simulation:
                 heapq.heappush(self.heap, (start, i))
                 self.next_in_queue[pool] += 1
                 changed = True
+            exhausted = exhausted or self.next_in_queue[pool] == len(queue)
+        if exhausted:  # every collective of a pool admitted: it is not looked at again
+            self.open_pools = [p for p in self.open_pools if self.next_in_queue[p] < len(self.queues[p])]
         return changed
 
     # -- links ------------------------------------------------------------------------------------
@@ -696,6 +735,7 @@ class _Simulation:
             end = at + lag + ops[m].decode_ns
             self.end[m] = round(end)
             self.servers[ops[m].pool][self.server_of[m]] = end
+            self.freed.add(ops[m].pool)
         self.remaining.pop(k, None)
 
     def run(self) -> None:
@@ -840,9 +880,19 @@ def _resume(wait: WaitPoint, shift: int, latest: int | None) -> int:
 # Results
 
 
-def _window_frame(graph: TraceGraph, timeline: _Timeline, plan: _Plan | None) -> pl.DataFrame:
-    """Per window: replayed start and end."""
-    rows = graph.windows.select("rank", "iteration", "window_id", "start_ns", "end_ns").to_dicts()
+def window_rows(graph: TraceGraph) -> list[dict[str, int]]:
+    """Return the rows of ``graph.windows`` the replay reads, to give :func:`window_lengths` again and again.
+
+    ``rank``, ``iteration``, ``window_id``, ``start_ns``, ``end_ns``.
+    """
+    return graph.windows.select("rank", "iteration", "window_id", "start_ns", "end_ns").to_dicts()
+
+
+def _window_bounds(
+    graph: TraceGraph, timeline: _Timeline, plan: _Plan | None, rows: list[dict[str, int]] | None = None
+) -> list[dict[str, int]]:
+    """Per window (the rows of ``graph.windows``): its measured and replayed start and end."""
+    rows = window_rows(graph) if rows is None else rows
     ends: dict[int, int] = {}
     if plan is not None:
         for i, op in enumerate(plan.ops):
@@ -854,8 +904,13 @@ def _window_frame(graph: TraceGraph, timeline: _Timeline, plan: _Plan | None) ->
         end = row["end_ns"] + timeline.shift(row["rank"], row["end_ns"])
         end = max(end, ends.get(row["window_id"], end), start)
         out.append({**row, "p_start": start, "p_end": end})
+    return out
+
+
+def _window_frame(graph: TraceGraph, timeline: _Timeline, plan: _Plan | None) -> pl.DataFrame:
+    """Per window: replayed start and end."""
     return pl.DataFrame(
-        out,
+        _window_bounds(graph, timeline, plan),
         schema={
             "rank": pl.Int32,
             "iteration": pl.Int64,
@@ -937,6 +992,32 @@ def single_replay(graph: TraceGraph) -> pl.DataFrame:
     timeline = _simulate(graph, scenario, plan)
     frame = _window_frame(graph, timeline, None)
     return frame.select("window_id", single_ns=pl.col("p_end") - pl.col("p_start"))
+
+
+def window_lengths(
+    graph: TraceGraph, *, scenario: Scenario | None = None, windows: list[dict[str, int]] | None = None
+) -> dict[int, int]:
+    """Return each window's replayed length (``window_id`` → ns) under a scenario, and nothing else.
+
+    The ``predicted_ns`` column of :func:`replay`'s windows (with ``Scenario(communication=False)``:
+    ``single_ns``, as :func:`single_replay` gives it), without the exposure measures and the frames:
+    what a search over many scenarios needs (:mod:`timeline.diagnosis`). ``windows``: the graph's
+    :func:`window_rows`, when the caller keeps them (the same for every graph that changes no window).
+
+    Raises
+    ------
+    UsageError
+        As :func:`replay`.
+    """
+    scenario = scenario or Scenario()
+    if not scenario.communication:
+        plan = _Plan(ops=[], instances=[], waits=[(w, ()) for w in graph.waits], warnings=[])
+        bounds = _window_bounds(graph, _simulate(graph, scenario, plan), None, windows)
+    else:
+        plan = _plan(graph, scenario)
+        _cost(graph, scenario, plan)
+        bounds = _window_bounds(graph, _simulate(graph, scenario, plan), plan, windows)
+    return {row["window_id"]: row["p_end"] - row["p_start"] for row in bounds}
 
 
 def replay(

@@ -1,6 +1,7 @@
 """The analysis summary (:func:`timeline.results.summary.build_summary`) as terminal tables.
 
-The tables of ``timeline analyze``: per rank, per iteration (or across ranks when long), the worst
+The verdict and the top findings first (:mod:`timeline.render.terminal.findings`), then the tables
+of ``timeline analyze``: per rank, per iteration (or across ranks when long), the worst
 iteration, the top exposed collectives; with ``--align`` the clock offsets, with ``--link-gbps`` the
 link utilisation.
 """
@@ -53,8 +54,13 @@ _OVERLAP_HEADERS = [
 def render_summary(summary: dict[str, Any], console: Console) -> None:
     """Print the summary as tables, with the worst iteration and rank called out.
 
-    Then the clock offsets and the link utilisation, where the summary holds them.
+    The verdict and the top findings come first, where the summary holds them; then the clock
+    offsets and the link utilisation, where it holds them.
     """
+    if summary.get("verdict") is not None:
+        from timeline.render.terminal.findings import render_findings
+
+        render_findings(summary["verdict"], summary.get("findings") or [], console)
     _render_overlap(summary, console)
     if "clock_offsets" in summary or "utilisation" in summary:
         from timeline.render.terminal.collectives import render_clock_offsets, render_utilisation

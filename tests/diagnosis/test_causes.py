@@ -1,0 +1,323 @@
+"""Each cause of the diagnosis on a small run built here, its finding and gain worked out by hand.
+
+Times in µs below. Every expected step is the hand-computed step of the run with the fix applied
+(what the replay must give on these simple runs): a late rank removed, a stall removed, collectives
+launched when their gradients were ready, another bucket cap, a faster or fully used link, the launch
+gaps removed; every evidence number is recomputed from the frames or the rows written here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.builders import (
+    after_backward_rank,
+    cpu,
+    cpu_all_reduce_call,
+    gloo_all_reduce,
+    gpu,
+    make_events,
+    step,
+)
+from timeline.analysis.overlap import compute_overlap
+from timeline.diagnosis import Diagnosis, diagnose
+from timeline.results.findings import Finding
+from timeline.schema import FILES_SCHEMA
+from timeline.trace import Trace
+
+US = 1_000
+MIB = 2**20
+
+
+def trace_of(rows: list[dict[str, Any]], *, world: int = 2, backend: str = "gloo") -> Trace:
+    events = make_events(rows)
+    ranks = sorted(set(events.get_column("rank").to_list()))
+    files = pl.DataFrame(
+        {
+            "rank": ranks,
+            "path": [f"rank{r}.json" for r in ranks],
+            "format": ["kineto"] * len(ranks),
+            "rank_from": ["distributedInfo"] * len(ranks),
+            "world_size": [world] * len(ranks),
+            "backend": [backend] * len(ranks),
+            "host": [None] * len(ranks),
+            "clock": [None] * len(ranks),
+            "events": [1] * len(ranks),
+        },
+        schema=FILES_SCHEMA,
+    )
+    return Trace(events=events, files=files)
+
+
+def diagnosed(trace: Trace, **options: Any) -> Diagnosis:
+    return diagnose(trace, compute_overlap(trace.events), **options)
+
+
+def only(diagnosis: Diagnosis, cause: str) -> Finding:
+    found = [f for f in diagnosis.findings if f.cause == cause]
+    assert len(found) == 1, [f.cause for f in diagnosis.findings]
+    return found[0]
+
+
+def blocking_rank(rank: int, *, idle: int, compute: int = 40, comm_end: int, update: int = 10, t0: int = 0,
+                  n: int = 1, nbytes: int = 4000) -> list[dict[str, Any]]:  # fmt: skip
+    """One step: idle, compute, a blocking all-reduce called when compute ends, then the update."""
+    call = t0 + idle + compute
+    end = comm_end + update
+    return [
+        step(n, t0 * US, end * US, rank=rank),
+        cpu("cpu_op", (t0 + idle) * US, call * US, rank=rank, name="backward"),
+        *cpu_all_reduce_call(call * US, (call * US, comm_end * US), rank=rank, nbytes=nbytes),
+        cpu("cpu_op", comm_end * US, end * US, rank=rank, name="update"),
+    ]
+
+
+# --- straggler: the issue's case -------------------------------------------------------------------
+
+
+def test_a_rank_waiting_for_its_data_is_the_straggler_not_the_network() -> None:
+    # rank 1 idles 50 µs (waiting for its data) before a 40 µs backward; rank 0 computes at once and
+    # waits in the all-reduce [40, 100) for rank 1, whose transfer takes [90, 100); both update [100, 110).
+    trace = trace_of(blocking_rank(0, idle=0, comm_end=100) + blocking_rank(1, idle=50, comm_end=100))
+    diagnosis = diagnosed(trace)
+    overlap = compute_overlap(trace.events)
+    rank0 = overlap.iterations.filter(pl.col("rank") == 0).row(0, named=True)
+    assert rank0["exposed_comm_ns"] / rank0["step_ns"] > 0.5  # rank 0: most of its step exposed
+
+    top = diagnosis.findings[0]
+    assert top.cause == "straggler"
+    assert top.ranks == (1,)
+    assert not diagnosis.communication_bound
+    # Without the 50 µs: both compute [0, 40), transfer [40, 50), update [50, 60).
+    assert top.predicted_step_ns == 60 * US
+    assert top.predicted_gain_ratio == pytest.approx(1 - 60 / 110)
+    assert top.basis == "replay"
+    evidence = top.evidence
+    assert evidence["caused_wait_ns"] == 50 * US  # rank 0's 60 µs in the collective minus the 10 µs transfer
+    assert evidence["late_ns"] == 50 * US  # rank 1 started the all-reduce at 90, rank 0 at 40
+    assert evidence["idle_ns"] == overlap.iterations.filter(pl.col("rank") == 1).item(0, "idle_ns") == 50 * US
+    assert evidence["others_exposed_comm_ns"] == rank0["exposed_comm_ns"]
+    assert evidence["excess_idle_ns"] == 50 * US
+    assert evidence["excess_compute_ns"] == 0
+    assert "straggler" in diagnosis.summary
+    assert "rank 1" in diagnosis.summary
+    assert diagnosis.step_ns == 110 * US
+
+
+def test_without_a_graph_the_straggler_gain_is_the_stated_bound() -> None:
+    trace = trace_of(blocking_rank(0, idle=0, comm_end=100) + blocking_rank(1, idle=50, comm_end=100))
+    diagnosis = diagnose(trace, compute_overlap(trace.events), complete=False)
+    top = only(diagnosis, "straggler")
+    # the step minus what rank 0 waited for rank 1 (at most its exposed communication)
+    assert top.basis == "bound"
+    assert top.predicted_step_ns == 110 * US - 50 * US
+    assert any("rank by rank" in note for note in diagnosis.notes)
+
+
+# --- imbalance: lateness rotates --------------------------------------------------------------------
+
+
+def _rotating() -> Trace:
+    rows = []
+    for n in range(3):  # iteration n: rank n idles 20 µs first; all others start at once (3 ranks)
+        t0 = 80 * n
+        for rank in range(3):
+            idle = 20 if rank == n else 0
+            rows += [
+                step(n + 1, t0 * US, (t0 + 80) * US, rank=rank),
+                cpu("cpu_op", (t0 + idle) * US, (t0 + idle + 40) * US, rank=rank, name="backward"),
+                *cpu_all_reduce_call(
+                    (t0 + idle + 40) * US, ((t0 + idle + 40) * US, (t0 + 70) * US), rank=rank
+                ),
+                cpu("cpu_op", (t0 + 70) * US, (t0 + 80) * US, rank=rank, name="update"),
+            ]
+    return trace_of(rows, world=3)
+
+
+def test_lateness_that_rotates_among_ranks_is_imbalance() -> None:
+    events = _rotating().events.with_columns(pl.lit(3, dtype=pl.Int32).alias("group_size"))
+    trace = Trace(events=events, files=_rotating().files)
+    diagnosis = diagnosed(trace)
+    finding = only(diagnosis, "imbalance")
+    assert not [f for f in diagnosis.findings if f.cause == "straggler"]
+    assert finding.evidence["late_ranks"] == [0, 1, 2]
+    # each iteration without its 20 µs late start: compute [0, 40), transfer 10, update 10
+    assert finding.predicted_step_ns == 60 * US
+    assert finding.predicted_gain_ratio == pytest.approx(0.25)
+
+
+# --- input_stall --------------------------------------------------------------------------------------
+
+
+def test_every_rank_idling_before_its_step_is_an_input_stall() -> None:
+    trace = trace_of(blocking_rank(0, idle=30, comm_end=80) + blocking_rank(1, idle=30, comm_end=80))
+    diagnosis = diagnosed(trace)
+    assert diagnosis.findings[0].cause == "input_stall"
+    finding = diagnosis.findings[0]
+    assert finding.ranks is None
+    # without the 30 µs: compute [0, 40), transfer [40, 50), update [50, 60)
+    assert finding.predicted_step_ns == 60 * US
+    assert finding.predicted_gain_ratio == pytest.approx(1 - 60 / 90)
+    assert finding.evidence["common_idle_ns"] == 30 * US
+    assert not [f for f in diagnosis.findings if f.cause == "straggler"]
+
+
+# --- no_overlap ---------------------------------------------------------------------------------------
+
+
+def test_collectives_issued_after_the_backward_pass_are_no_overlap() -> None:
+    diagnosis = diagnosed(trace_of(after_backward_rank(0) + after_backward_rank(1)))
+    finding = only(diagnosis, "no_overlap")
+    # each collective ready with its gradient (30, 45, 60): they end at 40, 55, 70; the main thread no
+    # longer waits after 60 (it resumes at 61 and 62, then at 70 for the third), update [70, 80)
+    assert finding.predicted_step_ns == 80 * US
+    assert finding.predicted_gain_ratio == pytest.approx(0.2)
+    assert finding.evidence["launched_late"] == 2 * 3  # every collective of both ranks moved earlier
+    # 30 µs of all-reduce, less the 1 µs c10d:: call of each (compute on the main thread) that hides it
+    assert finding.evidence["exposed_gradient_comm_ns"] == 27 * US
+
+
+# --- bucketing ----------------------------------------------------------------------------------------
+
+
+def _one_big_bucket(rank: int) -> list[dict[str, Any]]:
+    """Four 2 MiB gradients ready at 30, 40, 50, 60 µs, all in one 8 MiB all-reduce [60, 100)."""
+    rows = [
+        step(1, 0, 110 * US, rank=rank),
+        cpu("cpu_op", 0, 60 * US, rank=rank, name="backward"),
+        cpu("cpu_op", 100 * US, 110 * US, rank=rank, name="update"),
+        *cpu_all_reduce_call(60 * US, (60 * US, 100 * US), rank=rank, nbytes=8 * MIB),
+    ]
+    for k, at in enumerate((30, 40, 50, 60)):
+        rows.append(
+            cpu("cpu_op", at * US, at * US + 10, rank=rank, name=f"timeline.grad_ready:p{k}:{2 * MIB}")
+        )
+    return rows
+
+
+def test_one_bucket_at_the_end_of_backward_is_bucketing() -> None:
+    diagnosis = diagnosed(trace_of(_one_big_bucket(0) + _one_big_bucket(1)))
+    assert not [f for f in diagnosis.findings if f.cause == "no_overlap"]  # launched when its inputs were
+    finding = only(diagnosis, "bucketing")
+    # 1 MiB caps: one 2 MiB bucket per gradient, each 10 µs on the link (40 µs for 8 MiB), ready at
+    # 30, 40, 50, 60: they end at 70; the update [70, 80)
+    assert finding.evidence["best_cap_mib"] == 1
+    assert finding.predicted_step_ns == 80 * US
+    assert finding.predicted_gain_ratio == pytest.approx(1 - 80 / 110)
+    assert finding.evidence["buckets_per_iteration"] == 1
+    assert finding.evidence["median_bucket_bytes"] == 8 * MIB
+    assert finding.evidence["first_bucket_delay_ns"] == 30 * US  # first gradient at 30, collective at 60
+
+
+# --- slow_link and link_underused ----------------------------------------------------------------------
+
+
+def _transfer_bound() -> Trace:
+    # 400,000 bytes in 40 µs on both ranks: algbw = busbw (2 ranks) = 1e10 B/s = 80 Gbit/s
+    return trace_of(
+        blocking_rank(0, idle=0, comm_end=80, nbytes=400_000)
+        + blocking_rank(1, idle=0, comm_end=80, nbytes=400_000)
+    )
+
+
+def test_transfers_at_the_link_are_slow_link() -> None:
+    diagnosis = diagnosed(_transfer_bound(), link_gbps=100)
+    finding = only(diagnosis, "slow_link")
+    assert finding.evidence["busbw_gbps"] == pytest.approx(80)
+    assert finding.evidence["link_utilisation_ratio"] == pytest.approx(0.8)
+    # a 200 Gbit/s link at the same efficiency: the transfer takes 20 µs; step 40 + 20 + 10
+    assert finding.predicted_step_ns == 70 * US
+    assert diagnosis.communication_bound
+
+
+def test_transfers_far_below_the_link_are_link_underused() -> None:
+    diagnosis = diagnosed(_transfer_bound(), link_gbps=1000)
+    finding = only(diagnosis, "link_underused")
+    assert finding.evidence["link_utilisation_ratio"] == pytest.approx(0.08)
+    # the whole 1,000 Gbit/s link: 8 × 400,000 bits (2 ranks: 2(n−1)/n = 1) take 3.2 µs
+    assert finding.predicted_step_ns == round(40 * US + 3_200 + 10 * US)
+
+
+def test_without_a_link_slow_link_is_not_examined_and_the_notes_say_so() -> None:
+    diagnosis = diagnosed(_transfer_bound())
+    assert not [f for f in diagnosis.findings if f.cause in ("slow_link", "link_underused")]
+    assert "slow_link" not in diagnosis.examined
+    assert any("--link-gbps" in note for note in diagnosis.notes)
+
+
+# --- compression (MLSys'22, codec cost included) ---------------------------------------------------------
+
+
+def test_compression_counts_the_codec_and_states_its_break_even() -> None:
+    trace = trace_of(_one_big_bucket(0) + _one_big_bucket(1))
+    diagnosis = diagnosed(trace, codec_gbps=80)
+    finding = only(diagnosis, "compression")
+    # 4x: the 40 µs transfer takes 10 µs; a 10 GB/s codec encodes 8 MiB in 838.9 µs before it and
+    # decodes as long after it: compression costs more than it saves here
+    assert finding.evidence["codec_gbps"] == 80
+    assert finding.evidence["free_codec_step_ns"] == 80 * US  # free codec: 30 µs saved
+    # break-even: encode + decode of the gradient bytes (8 MiB) must take less than the 30 µs saved
+    assert finding.evidence["break_even_codec_gbps"] == pytest.approx(2 * 8 * MIB * 8 / (30 * US))
+    assert finding.predicted_gain_ratio == 0.0
+    assert "would not help" in finding.summary
+
+
+# --- launch_bound (GPU) --------------------------------------------------------------------------------
+
+
+def _launch_bound_gpu() -> Trace:
+    """Five 10 µs kernels [5, 15), [20, 30) … [65, 75), each launched 1 µs before it starts (2 µs calls)."""
+    rows = [step(1, 0, 75 * US)]
+    for k in range(5):
+        start = 5 + 15 * k
+        launch = cpu(
+            "runtime", (start - 3) * US, (start - 1) * US, name="cudaLaunchKernel", cat="cuda_runtime"
+        )
+        rows.append({**launch, "correlation": k + 1})
+        rows.append(gpu("compute", start * US, (start + 10) * US, correlation=k + 1, name=f"k{k}"))
+    return trace_of(rows, world=1)
+
+
+def test_a_device_waiting_for_launches_is_launch_bound() -> None:
+    diagnosis = diagnosed(_launch_bound_gpu())
+    finding = only(diagnosis, "launch_bound")
+    # four 5 µs gaps, each ended by a kernel whose launch ended after the gap began
+    assert finding.evidence["launch_gap_ns"] == 20 * US
+    assert finding.predicted_step_ns == 55 * US
+    assert finding.predicted_gain_ratio == pytest.approx(20 / 75)
+
+
+# --- exposed_dimension (events with pg_desc) ------------------------------------------------------------
+
+
+def test_one_dimension_holding_the_exposed_communication_is_exposed_dimension() -> None:
+    rows = []
+    for rank in (0, 1):
+        rows += [
+            step(1, 0, 100 * US, rank=rank),
+            cpu("cpu_op", 0, 60 * US, rank=rank, name="compute"),
+            # tensor parallel: under compute; data parallel: 30 µs after it (exposed)
+            {**gloo_all_reduce(10 * US, 20 * US, rank=rank, nbytes=1000), "pg_name": "0"},
+            {**gloo_all_reduce(60 * US, 90 * US, rank=rank, nbytes=1000, tid=3), "pg_name": "1"},
+            cpu("cpu_op", 90 * US, 100 * US, rank=rank, name="update"),
+        ]  # fmt: skip
+    trace = trace_of(rows)
+    described = trace.events.with_columns(
+        pg_desc=pl.when(pl.col("pg_name") == "0").then(pl.lit("mesh_tp")).when(pl.col("pg_name") == "1")
+        .then(pl.lit("mesh_dp"))
+    )  # fmt: skip
+    trace = Trace(events=described, files=trace.files)
+    finding = only(diagnosed(trace), "exposed_dimension")
+    assert finding.evidence["dimension"] == "dp"
+    assert finding.evidence["dimensions"] == ["dp", "tp"]
+    assert finding.evidence["exposed_ns_by_dimension"] == [30 * US, 0]
+    assert finding.basis == "bound"
+    assert finding.predicted_step_ns == 70 * US
+
+
+def test_without_pg_desc_exposed_dimension_is_not_examined() -> None:
+    diagnosis = diagnosed(_transfer_bound())
+    assert "exposed_dimension" not in diagnosis.examined

@@ -1,0 +1,121 @@
+"""The report opens with the findings: the verdict, and a table whose rows select their rank and iteration.
+
+The panel is checked on the models (what a row selects, computed here from the report's views and the
+diagnosis' plain data), then in a real headless Chromium (Debian's, driven by Playwright) on the
+exported HTML: selecting a finding's row sets the iteration selector and the rank filter, and the
+Gantt redraws that iteration with those ranks only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import REPO, run_timeline
+from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium
+
+pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
+
+GLOO = REPO / "sample_traces" / "ddp_gloo_4rank"
+
+
+def _data_and_diagnosis() -> tuple[Any, dict[str, Any]]:
+    from timeline import load
+    from timeline.analysis.overlap import compute_overlap
+    from timeline.diagnosis import diagnose
+    from timeline.report.data import prepare_report_data
+    from timeline.results.diagnosis import build_diagnosis
+
+    trace = load(GLOO)
+    overlap = compute_overlap(trace.events)
+    diagnosis = build_diagnosis(diagnose(trace, overlap))
+    return prepare_report_data(trace.events, overlap), diagnosis
+
+
+def test_each_finding_selects_its_first_iteration_and_its_ranks() -> None:
+    from dataclasses import replace
+
+    from timeline.report.dashboard import build_dashboard
+    from timeline.report.findings_view import finding_targets
+
+    data, diagnosis = _data_and_diagnosis()
+    findings = diagnosis["findings"]
+    assert findings, "the 4-rank sample has findings"
+    targets = finding_targets(findings, diagnosis["verdict"], data.views)
+    # independently: the view whose iteration is the finding's first (else the first diagnosed one)
+    views = {row["iteration"]: str(row["view"]) for row in data.views.to_dicts()}
+    for finding, (view, ranks) in zip(findings, targets, strict=True):
+        first = (finding["iterations"] or diagnosis["verdict"]["iterations"])[0]
+        assert view == views[first]
+        assert ranks == finding["ranks"]
+    dashboard = build_dashboard(replace(data, diagnosis=diagnosis))
+    doc = dashboard.document()
+    from bokeh.models import ColumnDataSource
+    from bokeh.models.widgets import DataTable, Div
+
+    table = doc.select_one({"name": "findings_table"})
+    source = doc.select_one({"name": "findings"})
+    verdict = doc.select_one({"name": "findings_verdict"})
+    assert isinstance(table, DataTable)
+    assert isinstance(source, ColumnDataSource)
+    assert isinstance(verdict, Div)
+    assert source.data["cause"] == [f["cause"] for f in findings]
+    assert source.data["view"] == [t[0] for t in targets]
+    assert diagnosis["verdict"]["summary"][:40] in verdict.text
+
+
+def test_the_report_opens_with_the_findings_and_a_row_selects_rank_and_iteration(tmp_path: Path) -> None:
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="needs the dev extra: pip install -e '.[dev]'"
+    )
+    executable = ensure_chromium()
+    out = tmp_path / "report.html"
+    done = run_timeline("report", GLOO, "-o", out)
+    assert done.returncode == 0, done.stderr
+    _data, diagnosis = _data_and_diagnosis()
+    row = next(i for i, f in enumerate(diagnosis["findings"]) if f["ranks"] and f["iterations"])
+    finding = diagnosis["findings"][row]
+    playwright = sync_api.sync_playwright().start()
+    try:
+        browser = playwright.chromium.launch(executable_path=str(executable), args=LAUNCH_ARGS)
+        page = browser.new_page(viewport={"width": 1660, "height": 1300})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.route("http*://**", lambda route: route.abort())  # offline
+        page.goto(out.as_uri(), wait_until="commit")
+        page.wait_for_function(GANTT_DRAWN, polling="raf", timeout=120_000)
+        # the findings come first: the verdict and the table are drawn above the iteration selector
+        verdict = page.get_by_text("select a finding to show its rank and iteration").bounding_box()
+        selector = page.locator("select").first.bounding_box()
+        assert verdict is not None
+        assert selector is not None
+        assert verdict["y"] < selector["y"]
+        page.evaluate(f"Bokeh.documents[0].get_model_by_name('findings').selected.indices = [{row}]")
+        wanted = [str(r) for r in finding["ranks"]]
+        page.wait_for_function(
+            "([w]) => JSON.stringify(Bokeh.documents[0].get_model_by_name('rank_filter').value) === w",
+            arg=[str(wanted).replace("'", '"').replace(" ", "")],
+            timeout=30_000,
+        )
+        iteration = finding["iterations"][0]
+        page.wait_for_function(
+            f"() => Bokeh.documents[0].get_model_by_name('gantt').title.text.includes("
+            f"'iteration {iteration}')",
+            timeout=30_000,
+        )
+        page.wait_for_function(
+            "([n]) => new Set(Bokeh.documents[0].get_model_by_name('gantt_bars').data.rank).size === n",
+            arg=[len(finding["ranks"])],
+            timeout=30_000,
+        )
+        lanes = page.evaluate(
+            "Array.from(new Set(Bokeh.documents[0].get_model_by_name('gantt_bars').data.rank))"
+        )
+        assert sorted(lanes) == sorted(finding["ranks"])
+        page.screenshot(path=tmp_path / "findings.png", full_page=True)
+        assert errors == []
+        browser.close()
+    finally:
+        playwright.stop()

@@ -1,0 +1,290 @@
+"""The replays a diagnosis makes: the graph of its iterations, re-timed with each fix.
+
+Takes the run's what-if graph (:class:`~timeline.whatif.graph.TraceGraph`) and the diagnosed
+iterations; gives, for a changed graph (:mod:`timeline.whatif.transform`) or a scenario
+(:class:`~timeline.whatif.replay.Scenario`), the predicted step:
+
+``predicted = measured step × replayed step with the fix / replayed step as measured``
+
+each replayed step being the mean over the diagnosed iterations of the median over ranks of the
+replayed window (:func:`~timeline.whatif.replay.window_lengths`). The self-replay reproduces the
+measured step (``docs/whatif.md``), so the ratio is the replay's prediction; it also cancels what a
+graph restricted to a few iterations loses at their edges. Also: the idle intervals of a rank's
+windows (what a contraction removes first) and the bandwidth at which communication hides.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from timeline.diagnosis.thresholds import HIDE_TOLERANCE
+
+if TYPE_CHECKING:
+    from timeline.whatif.graph import TraceGraph
+    from timeline.whatif.replay import Scenario
+
+__all__ = ["Replayer", "WindowCut"]
+
+_INFINITE_GBPS = 1e9
+"""A link this fast makes every transfer's bandwidth term vanish (its latency term stays)."""
+
+
+@dataclass(frozen=True)
+class WindowCut:
+    """Time to remove from one rank's window: idle first (earliest first), then compute.
+
+    Attributes
+    ----------
+    rank, window_id
+        The window.
+    idle_ns
+        Idle time to remove (at most the window's idle intervals).
+    compute_ns
+        Compute time to remove: each compute interval of the window loses the same fraction, from
+        its end.
+    before_ns
+        Time to remove just before the window starts: the whole window happens that much earlier.
+    exact
+        Intervals removed as they are (the device's launch gaps).
+    spare
+        Intervals the idle time is not taken from (launch gaps, when the idle removed is another kind).
+    """
+
+    rank: int
+    window_id: int
+    idle_ns: int
+    compute_ns: int = 0
+    before_ns: int = 0
+    exact: tuple[tuple[int, int], ...] = ()
+    spare: tuple[tuple[int, int], ...] = ()
+
+
+class Replayer:
+    """Replays of a graph restricted to the diagnosed iterations.
+
+    Parameters
+    ----------
+    graph
+        The run's graph (with the link, when known).
+    iterations
+        The diagnosed iterations (``(None,)``: the whole graph, which has no iterations).
+    step_ns
+        The measured step the predictions scale.
+    """
+
+    def __init__(self, graph: TraceGraph, iterations: Sequence[int | None], step_ns: int) -> None:
+        from timeline.whatif.replay import window_rows
+        from timeline.whatif.transform import restrict
+
+        wanted = [i for i in iterations if i is not None]
+        self.graph = restrict(graph, wanted) if wanted else graph
+        self.step_ns = step_ns
+        self._rows = window_rows(self.graph)
+        self.windows = {
+            row["window_id"]: row
+            for row in self.graph.windows.select(
+                "window_id", "rank", "iteration", "start_ns", "end_ns"
+            ).iter_rows(named=True)
+        }
+        self.self_step = self.replayed_step()
+
+    @property
+    def error_ratio(self) -> float:
+        """How far the self-replay is from the measured step (its median windows' mean)."""
+        measured = self._step({w: r["end_ns"] - r["start_ns"] for w, r in self.windows.items()})
+        return abs(self.self_step - measured) / measured if measured > 0 else 0.0
+
+    def _step(self, lengths: Mapping[int, int]) -> float:
+        by_iteration: dict[int | None, list[int]] = defaultdict(list)
+        for window_id, row in self.windows.items():
+            if window_id in lengths:
+                by_iteration[row["iteration"]].append(lengths[window_id])
+        medians = [statistics.median(v) for v in by_iteration.values()]
+        return sum(medians) / len(medians) if medians else 0.0
+
+    def replayed_step(self, graph: TraceGraph | None = None, scenario: Scenario | None = None) -> float:
+        """Return the replayed step (mean over iterations of the median over ranks) of a graph."""
+        from timeline.whatif.replay import window_lengths
+
+        # a changed graph keeps the windows of the restricted one, unless it contracted them
+        rows = self._rows if graph is None else None
+        return self._step(window_lengths(graph or self.graph, scenario=scenario, windows=rows))
+
+    def predict(self, graph: TraceGraph | None = None, scenario: Scenario | None = None) -> int:
+        """Return the predicted step of a changed graph or a scenario, scaled to the measured step."""
+        if self.self_step <= 0:
+            return self.step_ns
+        return round(self.step_ns * self.replayed_step(graph, scenario) / self.self_step)
+
+    def single_step(self) -> int:
+        """Return ``T_single`` scaled likewise: the step without any communication."""
+        from timeline.whatif.replay import Scenario
+
+        return self.predict(scenario=Scenario(communication=False))
+
+    # -- contractions -----------------------------------------------------------------------------
+
+    def window_of(self, rank: int, iteration: int | None) -> int | None:
+        """Return the window id of a rank's diagnosed iteration, or None."""
+        for window_id, row in self.windows.items():
+            if row["rank"] == rank and row["iteration"] == iteration:
+                return int(window_id)
+        return None
+
+    def contracted(self, cuts: Sequence[WindowCut]) -> TraceGraph:
+        """Return the graph with each cut's idle and compute time removed (:func:`contract`).
+
+        The idle intervals are taken earliest first until the cut's idle time is reached.
+        """
+        from timeline.whatif.transform import contract
+
+        removals: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for cut in cuts:
+            row = self.windows.get(cut.window_id)
+            if row is None:
+                continue
+            start, end = row["start_ns"], row["end_ns"]
+            if cut.idle_ns > 0:
+                busy = itertools.chain(
+                    self._clipped("compute", cut.rank, start, end),
+                    self._clipped("ops", cut.rank, start, end),
+                    cut.spare,
+                )
+                removals[cut.rank] += _first_idle(busy, start, end, cut.idle_ns)
+            removals[cut.rank] += list(cut.exact)
+            if cut.compute_ns > 0:
+                compute = self._clipped("compute", cut.rank, start, end)
+                removals[cut.rank] += _tails(compute, cut.compute_ns)
+            if cut.before_ns > 0:
+                removals[cut.rank].append((start - cut.before_ns, start))
+        return contract(self.graph, dict(removals))
+
+    def _clipped(self, kind: str, rank: int, start: int, end: int) -> list[tuple[int, int]]:
+        """Return a rank's compute intervals or collectives that overlap ``[start, end)``, clipped, by start.
+
+        Compute intervals are disjoint (a union); collectives may overlap each other.
+        """
+        starts, ends = self._by_rank(kind, rank)
+        last = bisect.bisect_left(starts, end)
+        first = max(0, bisect.bisect_right(starts, start) - 1) if kind == "compute" else 0
+        spans = zip(starts[first:last], ends[first:last], strict=True)
+        return [(max(a, start), min(b, end)) for a, b in spans if b > start]
+
+    def _by_rank(self, kind: str, rank: int) -> tuple[list[int], list[int]]:
+        """Return a rank's compute intervals or collectives, sorted by start: their starts and ends."""
+        cache: dict[str, dict[int, tuple[list[int], list[int]]]] | None = self.__dict__.get("_rank_cache")
+        if cache is None:
+            import polars as pl
+
+            cache = {"compute": {}, "ops": {}}
+            ops = pl.DataFrame(
+                {
+                    "rank": [o.rank for o in self.graph.ops],
+                    "start_ns": [o.start_ns for o in self.graph.ops],
+                    "end_ns": [o.end_ns for o in self.graph.ops],
+                },
+                schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64},
+            )
+            for name, frame in (("compute", self.graph.compute), ("ops", ops)):
+                for (r,), part in frame.sort("rank", "start_ns").partition_by("rank", as_dict=True).items():
+                    cache[name][int(r)] = (
+                        part.get_column("start_ns").to_list(),
+                        part.get_column("end_ns").to_list(),
+                    )
+            self.__dict__["_rank_cache"] = cache
+        return cache[kind].get(rank, ([], []))
+
+    # -- the bandwidth that hides communication ---------------------------------------------------
+
+    def hide_bandwidth_gbps(self, *, rtol: float = 0.25) -> float | None:
+        """Return the link (Gbit/s, used in full) at which the step is within 1 % of an infinite link's.
+
+        The search starts from the bandwidth that would carry the diagnosed iterations' bits in
+        their measured step (below it the link alone takes longer than the step),
+        goes up a decade at a time until the step is within :data:`HIDE_TOLERANCE` of the step on an
+        infinitely fast link, then bisects that decade on a log scale to ``rtol``. None when no
+        collective has bytes (nothing scales with the link).
+        """
+        from timeline.whatif.replay import Scenario
+
+        bits = self._bits()
+        if bits <= 0:
+            return None
+        full = Scenario(efficiency="full", bandwidth_gbps=_INFINITE_GBPS)
+        target = self.replayed_step(scenario=full) * (1 + HIDE_TOLERANCE)
+
+        def hidden(gbps: float) -> bool:
+            return self.replayed_step(scenario=replace(full, bandwidth_gbps=gbps)) <= target
+
+        # below the bandwidth that carries the bits in the step, the link alone is longer than the step
+        low = high = max(bits / max(self.self_step, 1.0), 1e-6)  # bits per ns: Gbit/s
+        if hidden(low):
+            return low
+        while not hidden(high):
+            if high >= _INFINITE_GBPS:
+                return None
+            low, high = high, min(high * 10, _INFINITE_GBPS)
+        while high / low > 1 + rtol:
+            mid = math.sqrt(low * high)
+            if hidden(mid):
+                high = mid
+            else:
+                low = mid
+        return high
+
+    def _bits(self) -> float:
+        """Return the link bits of the diagnosed collectives, per rank and iteration (bus convention)."""
+        from timeline.whatif.costs import bandwidth_bits
+
+        total = 0.0
+        for op in self.graph.ops:
+            if op.nbytes is not None:
+                total += bandwidth_bits(op.collective, op.nbytes, op.group_size)
+        iterations = {row["iteration"] for row in self.windows.values()}
+        ranks = {row["rank"] for row in self.windows.values()}
+        return total / max(1, len(iterations)) / max(1, len(ranks))
+
+
+def _first_idle(busy: Iterable[tuple[int, int]], start: int, end: int, amount: int) -> list[tuple[int, int]]:
+    """Return the first ``amount`` ns of ``[start, end)`` that no busy interval covers, earliest first.
+
+    ``busy`` in any order, overlapping or not (empty intervals ignored).
+
+    Examples
+    --------
+    >>> _first_idle([(3, 6), (2, 4), (8, 9)], 0, 10, 5)
+    [(0, 2), (6, 8), (9, 10)]
+    >>> _first_idle([(3, 6)], 0, 10, 4)
+    [(0, 3), (6, 7)]
+    """
+    out: list[tuple[int, int]] = []
+    left, at = amount, start
+    for a, b in sorted(busy):
+        if left <= 0 or at >= end:
+            return out
+        if b <= a:
+            continue
+        if a > at:
+            take = min(min(a, end) - at, left)
+            out.append((at, at + take))
+            left -= take
+        at = max(at, b)
+    if left > 0 and end > at:
+        out.append((at, at + min(end - at, left)))
+    return out
+
+
+def _tails(intervals: Sequence[tuple[int, int]], amount: int) -> list[tuple[int, int]]:
+    """Return the same fraction of each interval, from its end, adding up to ``amount`` ns (at most all)."""
+    total = sum(b - a for a, b in intervals)
+    if amount <= 0 or total <= 0:
+        return []
+    fraction = min(1.0, amount / total)
+    return [(b - round((b - a) * fraction), b) for a, b in intervals if b > a]

@@ -1,0 +1,76 @@
+"""The verdict and the findings (:mod:`timeline.results.diagnosis`): the first lines of ``timeline analyze``.
+
+Takes the ``verdict`` and ``findings`` of a summary (or of
+:func:`~timeline.results.diagnosis.build_diagnosis`) and draws them on a console: the verdict
+sentence, the top findings with their predicted gain and fix, the model intensity and the bandwidth
+at which communication hides, then the notes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from timeline.units import format_ns
+
+__all__ = ["FINDINGS_SHOWN", "describe_finding", "describe_verdict_figures", "render_findings"]
+
+FINDINGS_SHOWN = 3
+"""Findings drawn before the tables; ``--json`` holds every one."""
+
+
+def describe_finding(finding: Mapping[str, Any]) -> str:
+    """Return a finding's headline: cause, ranks, predicted gain and step, and how it was predicted."""
+    ranks = finding.get("ranks")
+    where = "" if not ranks else f" (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})"
+    gain = finding.get("predicted_gain_ratio")
+    if gain is None:
+        return f"{finding['cause']}{where}: no prediction ({finding['basis']})"
+    step = finding.get("predicted_step_ns")
+    basis = "replay" if finding["basis"] == "replay" else "bound: at most"
+    return f"{finding['cause']}{where}: saves {gain:.0%} of the step, to {format_ns(step)} ({basis})"
+
+
+def describe_verdict_figures(verdict: Mapping[str, Any]) -> str:
+    """Return the line of the model intensity and the bandwidth at which communication hides."""
+    parts = []
+    intensity = verdict.get("model_intensity_ns_per_byte")
+    if intensity is not None:
+        parts.append(f"model intensity {intensity:.3g} ns of compute per gradient byte")
+    hide = verdict.get("hide_bandwidth_gbps")
+    if hide is not None:
+        parts.append(f"communication would hide completely at about {hide:.3g} Gbit/s (link used in full)")
+    elif verdict.get("step_ns") is not None:
+        parts.append("no link bandwidth would hide the communication (no bytes, or no replay)")
+    return "; ".join(parts)
+
+
+def render_findings(
+    verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], console: Console
+) -> None:
+    """Print the verdict, the first :data:`FINDINGS_SHOWN` findings and the notes."""
+    console.print(f"[bold]verdict[/bold]: {escape(verdict['summary'])}")
+    step = verdict.get("step_ns")
+    iterations = verdict.get("iterations")
+    scope = "whole traces" if iterations is None else f"iteration(s) {', '.join(map(str, iterations))}"
+    if findings:
+        head = f"findings, by predicted gain ({scope}"
+        head += f"; measured step {format_ns(step)})" if step is not None else ")"
+        console.print(head)
+    for k, finding in enumerate(findings[:FINDINGS_SHOWN], start=1):
+        console.print(f"  {k}. [bold]{escape(describe_finding(finding))}[/bold]")
+        console.print(f"     {escape(finding['summary'])}")
+        console.print(f"     fix: {escape(finding['fix'])}")
+    if len(findings) > FINDINGS_SHOWN:
+        rest = ", ".join(f["cause"] for f in findings[FINDINGS_SHOWN:])
+        console.print(
+            f"  … {len(findings) - FINDINGS_SHOWN} more ({escape(rest)}): --json lists every finding"
+        )
+    figures = describe_verdict_figures(verdict)
+    if figures:
+        console.print(figures)
+    for note in verdict.get("notes") or []:
+        console.print(f"note: {escape(note)}")
