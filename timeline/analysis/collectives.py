@@ -517,31 +517,23 @@ def match_collectives(
     attribution_warnings: list[str] = []
     if windows is None:
         windows = assign_iterations(events)
-    attributed = attributed_communication(
-        events,
-        groups=declared,
-        overrides=overrides,
-        clocks=clocks,
-        windows=windows,
-        warnings=attribution_warnings,
+    attributed = _with_doubt(
+        attributed_communication(
+            events,
+            groups=declared,
+            overrides=overrides,
+            clocks=clocks,
+            windows=windows,
+            warnings=attribution_warnings,
+        )
     )
-    attributed = _with_doubt(attributed)
     instances = _with_iterations(_numbered(attributed), windows)
     measured_ranks = (
         rank_modes(events).filter(pl.col("mode").is_in(["gpu", "cpu"])).get_column("rank").to_list()
     )
     known = group_instances(events, declared, overrides=overrides, nodes=nodes)
     expected = _expected_ranks(instances, known, len(measured_ranks), world_size)
-    logical = _logical_collectives(instances, expected)
-    per_rank = _per_rank_collectives(instances, logical)
-    totals = per_rank.group_by("collective_id").agg(
-        bytes=pl.col("bytes").max(),
-        max_wait_ns=pl.col("wait_ns").max(),
-        total_wait_ns=pl.col("wait_ns").sum(),
-    )
-    logical = logical.join(totals, on="collective_id", how="left").with_columns(bandwidth_columns(link_gbps))
-    collectives = validate(logical.sort("collective_id"), COLLECTIVES_SCHEMA, what="collectives")
-    ranks = validate(per_rank.drop("_key"), COLLECTIVE_RANKS_SCHEMA, what="collective ranks")
+    logical, collectives, ranks = _measured(instances, expected, link_gbps)
     mismatches, warnings = _mismatches(instances, logical, measured_ranks)
     pairs, p2p_warnings = match_point_to_point(attributed, windows=windows, link_gbps=link_gbps, nodes=nodes)
     ambiguous = _ambiguous(attributed, instances)
@@ -561,6 +553,23 @@ def match_collectives(
         point_to_point=pairs,
         ambiguous=ambiguous,
     )
+
+
+def _measured(
+    instances: pl.DataFrame, expected: pl.DataFrame, link_gbps: float | None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Return the logical collectives (all their columns), and the collectives and per-rank frames."""
+    logical = _logical_collectives(instances, expected)
+    per_rank = _per_rank_collectives(instances, logical)
+    totals = per_rank.group_by("collective_id").agg(
+        bytes=pl.col("bytes").max(),
+        max_wait_ns=pl.col("wait_ns").max(),
+        total_wait_ns=pl.col("wait_ns").sum(),
+    )
+    logical = logical.join(totals, on="collective_id", how="left").with_columns(bandwidth_columns(link_gbps))
+    collectives = validate(logical.sort("collective_id"), COLLECTIVES_SCHEMA, what="collectives")
+    ranks = validate(per_rank.drop("_key"), COLLECTIVE_RANKS_SCHEMA, what="collective ranks")
+    return logical, collectives, ranks
 
 
 def _expected_ranks(

@@ -367,6 +367,7 @@ def infer_groups(
     frame: pl.DataFrame,
     members: Mapping[str, tuple[int, ...] | None],
     clocks: Mapping[int, RankClock],
+    *,
     windows: pl.DataFrame | None = None,
 ) -> Inference:
     """Narrow the candidate groups of ambiguous events with the timing, thread and pairing rules.

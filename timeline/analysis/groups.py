@@ -739,7 +739,7 @@ def _inferred(
         "peer",
         "group_peer",
     )
-    found = infer_groups(view, members, clocks, windows)
+    found = infer_groups(view, members, clocks, windows=windows)
     if warnings is not None:
         warnings.extend(found.warnings)
     if not found.candidates:
