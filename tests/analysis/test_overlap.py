@@ -132,6 +132,41 @@ def test_cpu_only_rank_comm_threads_and_waits() -> None:
     assert (row["hidden_comm_ns"], row["exposed_comm_ns"]) == (10, 50)
 
 
+def test_cpu_training_thread_computes_while_it_sends_and_receives() -> None:
+    # gloo runs sends and receives on the calling thread: the thread holding ProfilerStep#1 still
+    # computes; the time inside the c10d call that posts the send is not compute
+    row = rank_row(
+        [
+            step(1, 0, 200),
+            cpu("cpu_op", 0, 30, tid=1, name="c10d::send"),
+            cpu("communication", 30, 120, tid=1, name="gloo:send", cat="user_annotation", collective="send"),
+            cpu("cpu_op", 40, 100, tid=1, name="aten::addmm"),
+            cpu("cpu_op", 150, 190, tid=1, name="aten::relu"),
+        ]
+    )
+    assert row["comm_ns"] == 90
+    assert row["compute_ns"] == 60 + 40
+    assert (row["hidden_comm_ns"], row["exposed_comm_ns"]) == (60, 30)
+
+
+def test_calls_into_c10d_are_not_compute_on_cpu_ranks() -> None:
+    # DDP's reducer calls c10d::allreduce_ inside an autograd op; a functional collective waits in
+    # _c10d_functional::wait_tensor: neither is compute, though the op around them is
+    row = rank_row(
+        [
+            step(1, 0, 300),
+            cpu("cpu_op", 0, 100, tid=1, name="autograd::engine::evaluate_function: AccumulateGrad"),
+            cpu("cpu_op", 20, 60, tid=1, name="c10d::allreduce_"),
+            cpu("communication", 30, 150, tid=2, name="gloo:all_reduce", cat="user_annotation"),
+            cpu("cpu_op", 100, 200, tid=1, name="aten::mm"),
+            cpu("cpu_op", 120, 140, tid=1, name="_c10d_functional::wait_tensor"),
+        ]
+    )
+    assert row["compute_ns"] == 200 - 40 - 20
+    assert row["hidden_comm_ns"] == (30 - 30) + (100 - 60) + (150 - 100) - 20
+    assert row["exposed_comm_ns"] == 120 - row["hidden_comm_ns"]
+
+
 def test_horovod_only_rank_reports_comm_but_not_compute() -> None:
     events = make_events(
         [

@@ -82,7 +82,7 @@ def test_tables_and_targets() -> None:
         "--buckets",
         "measured,ddp:1",
         "--target-sf",
-        "0.8",
+        "0.7",
         "--latency",
         "5us",
         "--algorithm",
@@ -101,7 +101,8 @@ def test_tables_and_targets() -> None:
     assert "measured link 1 Gbit/s (--link-gbps)" in out
     for text in ("ddp:1", "0.5 Gbit/s", "4×"):
         assert text in out
-    assert "scaling factor 0.8 at world size 2: bandwidth" in out
+    # 0.7: the sample's compute (the time inside calls into c10d left out, #20) puts 0.8 out of reach
+    assert "scaling factor 0.7 at world size 2: bandwidth" in out
     assert "efficiency observed, tree, latency 5 µs/step, codec 40 Gbit/s" in out
 
 

@@ -37,6 +37,7 @@ def estimate_clock_offsets(
     reference_rank: int | None = None,
     hosts: Mapping[int, str] | None = None,
     groups: pl.DataFrame | None = None,
+    clocks: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Return each rank's clock offset relative to the reference rank, from collective ends.
 
@@ -54,6 +55,9 @@ def estimate_clock_offsets(
         ``Trace.groups``: the process groups the traces declare, so that only collectives of one
         group instance are compared (:func:`~timeline.analysis.collectives.collective_instances`;
         collectives whose group is ambiguous are not used).
+    clocks
+        Which ranks' times already compare (:func:`~timeline.analysis.groups.shared_clocks`, the
+        ranks of one host): the groups of gloo collectives are then also told by their timing.
 
     Returns
     -------
@@ -76,7 +80,7 @@ def estimate_clock_offsets(
     >>> events = load("traces/").events  # doctest: +SKIP
     >>> aligned = apply_clock_offsets(events, estimate_clock_offsets(events))  # doctest: +SKIP
     """
-    every = collective_instances(events, groups=groups)
+    every = collective_instances(events, groups=groups, clocks=clocks)
     all_ranks = sorted(every.get_column("rank").unique().to_list())
     instances = every.filter(pl.col("collective").is_in(list(SYNCHRONISING_COLLECTIVES)))
     if instances.height == 0:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from timeline.analysis.group_inference import SYNCHRONISING_COLLECTIVES, UNEVEN_COLLECTIVES
 from timeline.analysis.groups import ALL_COMMUNICATION_GROUP, attribute_groups, group_instances
 from timeline.analysis.iterations import assign_iterations, rank_modes
 from timeline.analysis.links import bandwidth_ceiling
@@ -64,9 +65,6 @@ __all__ = [
     "match_point_to_point",
 ]
 
-SYNCHRONISING_COLLECTIVES = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier"})
-"""Collectives no rank can finish before every rank of the group has started them."""
-
 _POINT_TO_POINT = ("send", "recv", "send_recv")
 _DIRECTED = ("send", "recv")
 """Point-to-point operations with a direction: paired (:func:`match_point_to_point`), not matched as
@@ -77,7 +75,7 @@ _UNIT_FACTOR = ("broadcast", "reduce", *_POINT_TO_POINT)
 _GATHERING = ("all_gather", "gather")
 _NO_DATA = ("barrier", "wait")
 # Collectives whose input size may legitimately differ across ranks (uneven splits, p2p pairs).
-_UNEVEN = ("all_to_all", "gather", "scatter", *_POINT_TO_POINT)
+_UNEVEN = UNEVEN_COLLECTIVES
 
 
 @dataclass(frozen=True)
@@ -162,6 +160,9 @@ def attributed_communication(
     *,
     groups: pl.DataFrame | None = None,
     overrides: Mapping[str, str] | None = None,
+    clocks: pl.DataFrame | None = None,
+    windows: pl.DataFrame | None = None,
+    warnings: list[str] | None = None,
 ) -> pl.DataFrame:
     """Return the communication events the matching measures, each with its process group.
 
@@ -170,8 +171,11 @@ def attributed_communication(
     :func:`~timeline.analysis.groups.attribute_groups` (``group``, ``attributed_by``,
     ``candidates``, ``dimension``, ``peer``), sorted by rank, group and start. ``groups``: the
     process groups the traces declare (:attr:`timeline.trace.Trace.groups`; without them only
-    the groups the events name are known). The building block of :func:`collective_instances`
-    and of the exposure per dimension.
+    the groups the events name are known); ``clocks``: which ranks' times compare
+    (:func:`~timeline.analysis.groups.shared_clocks`; without it no rule compares ranks' times);
+    ``windows``: the iteration windows (which steps each rank recorded; computed when not given);
+    ``warnings``: a list the attribution's warnings are appended to. The building block of
+    :func:`collective_instances` and of the exposure per dimension.
     """
     modes = rank_modes(events)
     mode = pl.col("mode")
@@ -183,6 +187,9 @@ def attributed_communication(
             "kind",
             "source",
             "device",
+            "name",
+            "pid",
+            "tid",
             "collective",
             "pg_name",
             "pg_desc",
@@ -204,8 +211,12 @@ def attributed_communication(
         .drop("mode")
     )
     declared = groups if groups is not None else pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA)
+    if windows is None and clocks is not None:
+        windows = assign_iterations(events)
     return (
-        attribute_groups(comm, declared, overrides=overrides)
+        attribute_groups(
+            comm, declared, overrides=overrides, clocks=clocks, windows=windows, warnings=warnings
+        )
         .with_columns(collective=pl.col("collective").cast(pl.String))
         .sort("rank", "group", "start_ns", "end_ns", maintain_order=True, nulls_last=True)
     )
@@ -216,6 +227,7 @@ def collective_instances(
     *,
     groups: pl.DataFrame | None = None,
     overrides: Mapping[str, str] | None = None,
+    clocks: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Return each rank's collectives, numbered within their process group instance.
 
@@ -235,6 +247,8 @@ def collective_instances(
         The process groups the traces declare (:attr:`timeline.trace.Trace.groups`).
     overrides
         Description → dimension label.
+    clocks
+        Which ranks' times compare (:func:`~timeline.analysis.groups.shared_clocks`).
 
     Returns
     -------
@@ -244,22 +258,92 @@ def collective_instances(
         instance), ``start_ns``, ``end_ns``, ``dur_ns``, ``in_bytes``, ``out_bytes`` (sums over the
         merged events), ``group_size``; sorted by group, index and rank.
     """
-    return _numbered(attributed_communication(events, groups=groups, overrides=overrides)).drop("_key")
+    attributed = attributed_communication(events, groups=groups, overrides=overrides, clocks=clocks)
+    return _numbered(attributed).drop("_key")
+
+
+def _subsequence() -> pl.Expr:
+    """Return the collectives an event's place is counted among, in a group that doubt touches.
+
+    Its kind, and its input size unless the collective may be uneven: the k-th of them on each rank
+    of a group is one logical collective whenever the k-th collectives of the group are.
+    """
+    collective = pl.col("collective")
+    return (
+        pl.when(collective.is_in(_UNEVEN))
+        .then(collective)
+        .otherwise(pl.format("{}:{}", collective, pl.col("in_bytes").cast(pl.String).fill_null("?")))
+    )
+
+
+def _with_doubt(attributed: pl.DataFrame) -> pl.DataFrame:
+    """Add ``_unordered`` and ``_doubted`` to :func:`attributed_communication`'s events.
+
+    An event whose group stays ambiguous may be on each of its candidates. So on its rank, the
+    place of every later event of a candidate group among the collectives of its kind (and size,
+    unless uneven; sends and receives: among the sends or receives of that group) is not certain:
+    such an event is ``_unordered``, matched or paired by order with no rank. ``_doubted``: the
+    groups that some ambiguous collective may be on (their order is counted per kind and size).
+    """
+    doubt = (
+        attributed.filter(pl.col("group").is_null())
+        .select("rank", "collective", "in_bytes", "start_ns", group=pl.col("candidates"))
+        .explode("group")
+        .filter(pl.col("group").is_not_null())
+    )
+    flagged = attributed.with_row_index("_event")
+    if not doubt.height:
+        return flagged.drop("_event").with_columns(_unordered=pl.lit(False), _doubted=pl.lit(False))
+    uneven = pl.col("collective").is_in(_UNEVEN) | pl.col("_doubt_bytes").is_null()
+    before = (
+        flagged.filter(pl.col("group").is_not_null())
+        .select("_event", "rank", "group", "collective", "in_bytes", "start_ns")
+        .join(
+            doubt.rename({"in_bytes": "_doubt_bytes", "start_ns": "_doubt_start"}),
+            on=["rank", "group", "collective"],
+            how="inner",
+        )
+        .filter(
+            (pl.col("_doubt_start") <= pl.col("start_ns"))
+            & (uneven | (pl.col("_doubt_bytes") == pl.col("in_bytes")).fill_null(True))
+        )
+        .get_column("_event")
+        .unique()
+    )
+    doubted = doubt.filter(~pl.col("collective").is_in(_DIRECTED)).get_column("group").unique()
+    return flagged.with_columns(
+        _unordered=pl.col("_event").is_in(before.implode()),
+        _doubted=pl.col("group").is_in(doubted.implode()).fill_null(False),
+    ).drop("_event")
 
 
 def _numbered(attributed: pl.DataFrame) -> pl.DataFrame:
-    """Return the collectives of :func:`attributed_communication` numbered within their group."""
+    """Return the collectives of :func:`attributed_communication` numbered within their group.
+
+    By ``comms_id``, else ``seq``, else order: the k-th of the group on each rank, or, in a group an
+    ambiguous event may be on, the k-th of its kind and size (events whose place doubt leaves
+    uncertain are left out: :func:`_with_doubt`).
+    """
+    if "_unordered" not in attributed.columns:
+        attributed = _with_doubt(attributed)
     comm = attributed.filter(
         pl.col("group").is_not_null() & ~pl.col("collective").is_in(_DIRECTED).fill_null(False)
     )
     use_comms = pl.col("comms_id").is_not_null().all().over("group")
     use_seq = pl.col("seq").is_not_null().all().over("group")
-    order = pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "group")
+    by_order = ~(use_comms | use_seq)
+    comm = comm.filter(~(by_order & pl.col("_unordered")))
+    per_kind = by_order & pl.col("_doubted")
+    sub = pl.when(per_kind).then(_subsequence()).otherwise(pl.lit(""))
+    comm = comm.with_columns(_sub=sub)
+    order = pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "group", "_sub")
     numbered = comm.with_columns(
         _key=pl.when(use_comms)
         .then(pl.format("c{}", pl.col("comms_id")))
         .when(use_seq)
         .then(pl.format("s{}", pl.col("seq")))
+        .when(per_kind)
+        .then(pl.format("o{}#{}", pl.col("_sub"), order))
         .otherwise(pl.format("o{}", order)),
         _order=order,
         matched_by=pl.when(use_comms)
@@ -382,6 +466,7 @@ def match_collectives(
     groups: pl.DataFrame | None = None,
     overrides: Mapping[str, str] | None = None,
     nodes: pl.DataFrame | None = None,
+    clocks: pl.DataFrame | None = None,
 ) -> CollectiveMatch:
     """Match every collective across the ranks of its process group; pair sends with receives.
 
@@ -412,6 +497,10 @@ def match_collectives(
     nodes
         ``rank`` → ``node`` (:func:`~timeline.analysis.groups.nodes_of`): whether each group spans
         nodes (``spans_nodes``, null without).
+    clocks
+        Which ranks' times compare (:func:`~timeline.analysis.groups.shared_clocks`): the groups of
+        events the traces leave ambiguous are then also told by their timing and pairing (without
+        it, only by their gloo worker thread).
 
     Returns
     -------
@@ -425,29 +514,30 @@ def match_collectives(
     >>> match.collectives.select("group", "collective", "start_skew_ns", "last_rank")  # doctest: +SKIP
     """
     declared = groups if groups is not None else pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA)
-    attributed = attributed_communication(events, groups=declared, overrides=overrides)
+    attribution_warnings: list[str] = []
     if windows is None:
         windows = assign_iterations(events)
+    attributed = _with_doubt(
+        attributed_communication(
+            events,
+            groups=declared,
+            overrides=overrides,
+            clocks=clocks,
+            windows=windows,
+            warnings=attribution_warnings,
+        )
+    )
     instances = _with_iterations(_numbered(attributed), windows)
     measured_ranks = (
         rank_modes(events).filter(pl.col("mode").is_in(["gpu", "cpu"])).get_column("rank").to_list()
     )
     known = group_instances(events, declared, overrides=overrides, nodes=nodes)
     expected = _expected_ranks(instances, known, len(measured_ranks), world_size)
-    logical = _logical_collectives(instances, expected)
-    per_rank = _per_rank_collectives(instances, logical)
-    totals = per_rank.group_by("collective_id").agg(
-        bytes=pl.col("bytes").max(),
-        max_wait_ns=pl.col("wait_ns").max(),
-        total_wait_ns=pl.col("wait_ns").sum(),
-    )
-    logical = logical.join(totals, on="collective_id", how="left").with_columns(bandwidth_columns(link_gbps))
-    collectives = validate(logical.sort("collective_id"), COLLECTIVES_SCHEMA, what="collectives")
-    ranks = validate(per_rank.drop("_key"), COLLECTIVE_RANKS_SCHEMA, what="collective ranks")
+    logical, collectives, ranks = _measured(instances, expected, link_gbps)
     mismatches, warnings = _mismatches(instances, logical, measured_ranks)
     pairs, p2p_warnings = match_point_to_point(attributed, windows=windows, link_gbps=link_gbps, nodes=nodes)
-    ambiguous = _ambiguous(attributed)
-    warnings = (*warnings, *p2p_warnings, *_ambiguity_warnings(ambiguous, known))
+    ambiguous = _ambiguous(attributed, instances)
+    warnings = (*warnings, *p2p_warnings, *attribution_warnings, *_ambiguity_warnings(ambiguous, known))
     too_fast = implausible_warning(
         int(collectives.get_column("implausible").sum()) + int(pairs.get_column("implausible").sum()),
         link_gbps,
@@ -463,6 +553,23 @@ def match_collectives(
         point_to_point=pairs,
         ambiguous=ambiguous,
     )
+
+
+def _measured(
+    instances: pl.DataFrame, expected: pl.DataFrame, link_gbps: float | None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Return the logical collectives (all their columns), and the collectives and per-rank frames."""
+    logical = _logical_collectives(instances, expected)
+    per_rank = _per_rank_collectives(instances, logical)
+    totals = per_rank.group_by("collective_id").agg(
+        bytes=pl.col("bytes").max(),
+        max_wait_ns=pl.col("wait_ns").max(),
+        total_wait_ns=pl.col("wait_ns").sum(),
+    )
+    logical = logical.join(totals, on="collective_id", how="left").with_columns(bandwidth_columns(link_gbps))
+    collectives = validate(logical.sort("collective_id"), COLLECTIVES_SCHEMA, what="collectives")
+    ranks = validate(per_rank.drop("_key"), COLLECTIVE_RANKS_SCHEMA, what="collective ranks")
+    return logical, collectives, ranks
 
 
 def _expected_ranks(
@@ -666,7 +773,11 @@ def match_point_to_point(
         :data:`~timeline.analysis.schemas.POINT_TO_POINT_SCHEMA` sorted by ``pair_id``, and the
         warnings (sends and receives without a peer, or without their other side).
     """
-    p2p = attributed.filter(pl.col("group").is_not_null() & pl.col("collective").is_in(_DIRECTED))
+    if "_unordered" not in attributed.columns:
+        attributed = _with_doubt(attributed)
+    p2p = attributed.filter(
+        pl.col("group").is_not_null() & pl.col("collective").is_in(_DIRECTED) & ~pl.col("_unordered")
+    )
     if not p2p.height:  # most jobs: no sends
         return pl.DataFrame(schema=POINT_TO_POINT_SCHEMA), ()
     no_peer = p2p.filter(pl.col("peer").is_null()).height
@@ -759,10 +870,24 @@ def _pair_warnings(pairs: pl.DataFrame, no_peer: int) -> tuple[str, ...]:
     return tuple(warnings)
 
 
-def _ambiguous(attributed: pl.DataFrame) -> pl.DataFrame:
-    """Return the events whose group could not be told, one row each (``matched_by = "ambiguous"``)."""
-    rows = attributed.filter(pl.col("group").is_null()).with_columns(
-        matched_by=pl.lit("ambiguous"),
+def _ambiguous(attributed: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFrame:
+    """Return the events matched across no rank for doubt, one row each.
+
+    ``matched_by = "ambiguous"``: their group could not be told (``candidates`` the groups they could
+    be on); ``"unordered"``: their group is known (``candidates`` is it) but not their place in its
+    order (:func:`_with_doubt`), and neither a ``seq`` nor a ``comms_id`` says it.
+    """
+    by_order = ~pl.col("group").is_in(
+        instances.filter(pl.col("matched_by") != "order").get_column("group").unique().implode()
+    )
+    unordered = pl.col("group").is_not_null() & pl.col("_unordered") & by_order
+    rows = attributed.filter(pl.col("group").is_null() | unordered).with_columns(
+        matched_by=pl.when(pl.col("group").is_null())
+        .then(pl.lit("ambiguous"))
+        .otherwise(pl.lit("unordered")),
+        candidates=pl.when(pl.col("group").is_null())
+        .then(pl.col("candidates"))
+        .otherwise(pl.concat_list(pl.col("group"))),
         group_size=pl.col("group_size").cast(pl.Int32),
         dur_ns=pl.col("end_ns") - pl.col("start_ns"),
     )
@@ -770,18 +895,27 @@ def _ambiguous(attributed: pl.DataFrame) -> pl.DataFrame:
 
 
 def _ambiguity_warnings(ambiguous: pl.DataFrame, known: pl.DataFrame) -> tuple[str, ...]:
-    """One warning for the events whose group stays ambiguous, naming the groups they could be on."""
-    if not ambiguous.height:
-        return ()
-    candidates = sorted(set(ambiguous.get_column("candidates").explode().drop_nulls().to_list()))
-    described = dict(known.select("group", "pg_desc").iter_rows())
-    named = ", ".join(f"{g} ({described.get(g) or 'no description'})" for g in candidates) or "none"
-    ranks = ambiguous.get_column("rank").n_unique()
-    return (
-        f"{ambiguous.height} collective(s) on {ranks} rank(s) do not say which process group they ran "
-        f"on and several could hold them (groups {named}): not matched across ranks "
-        "(matched_by = ambiguous); the trace does not tell them apart (gloo records no group)",
-    )
+    """One warning for the events whose group stays ambiguous, one for those whose place does."""
+    warnings = []
+    doubtful = ambiguous.filter(pl.col("matched_by") == "ambiguous")
+    if doubtful.height:
+        candidates = sorted(set(doubtful.get_column("candidates").explode().drop_nulls().to_list()))
+        described = dict(known.select("group", "pg_desc").iter_rows())
+        named = ", ".join(f"{g} ({described.get(g) or 'no description'})" for g in candidates) or "none"
+        ranks = doubtful.get_column("rank").n_unique()
+        warnings.append(
+            f"{doubtful.height} collective(s) on {ranks} rank(s) do not say which process group they ran "
+            f"on and several could hold them (groups {named}): not matched across ranks "
+            "(matched_by = ambiguous); the trace does not tell them apart (gloo records no group)"
+        )
+    unordered = ambiguous.filter(pl.col("matched_by") == "unordered")
+    if unordered.height:
+        warnings.append(
+            f"{unordered.height} collective(s) or transfer(s) of a known group whose place in its order "
+            "is not: an event before them on their rank, whose group is ambiguous, may be of the same "
+            "group and kind; not matched across ranks (matched_by = unordered)"
+        )
+    return tuple(warnings)
 
 
 def _group_summary(

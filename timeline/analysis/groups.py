@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from timeline.analysis.schemas import GROUP_INSTANCES_SCHEMA
+from timeline.analysis.group_inference import INFERRED, RankClock, infer_groups, peer_in_group
+from timeline.analysis.schemas import GROUP_INSTANCES_SCHEMA, SHARED_CLOCKS_SCHEMA
 from timeline.errors import UsageError
 from timeline.importers.groups import parse_ranks
 from timeline.schema import validate
@@ -48,6 +49,7 @@ __all__ = [
     "group_instances",
     "nodes_of",
     "parse_dimension_overrides",
+    "shared_clocks",
 ]
 
 WORLD_DIMENSION = "world"
@@ -60,7 +62,7 @@ ALL_COMMUNICATION_GROUP = "*"
 """The ``group`` of communication events when nothing names or declares a process group: all of a
 rank's collectives form one sequence (what timeline did before it knew groups)."""
 
-ATTRIBUTIONS = ("named", "only_group", "size", "peer", "none", "ambiguous")
+ATTRIBUTIONS = ("named", "only_group", "size", "peer", *INFERRED, "none", "ambiguous")
 """How an event's group is known (``attributed_by``); see :func:`attribute_groups`."""
 
 _INSTANCE_SUFFIX = re.compile(r"[,:#]\s*\d+$")
@@ -173,6 +175,10 @@ class GroupInstance:
     def complete(self) -> bool:
         """Whether every member is known."""
         return not self.truncated and bool(self.ranks)
+
+    def members(self) -> tuple[int, ...] | None:
+        """Every member, in group order, or None when they are not all known."""
+        return self.ranks if self.complete() else None
 
 
 def _merge(
@@ -337,6 +343,68 @@ def nodes_of(files: pl.DataFrame, *, gpus_per_node: int | None = None) -> pl.Dat
     )
 
 
+def shared_clocks(
+    files: pl.DataFrame,
+    *,
+    gpus_per_node: int | None = None,
+    offsets: pl.DataFrame | None = None,
+    comparable: bool = True,
+) -> pl.DataFrame:
+    """Return which ranks' times compare: the ranks of one node, or every rank an alignment moved.
+
+    Ranks on one node read one clock (:func:`nodes_of`: ``rank // gpus_per_node``, else the host
+    the trace names) when their traces count time the same way (the file table's ``clock``).
+    After ``--align`` (``offsets``) every rank with an offset is on the reference clock, within
+    an uncertainty of twice its ``mad_ns`` (an alignment is an estimate); a rank without one
+    compares with none.
+
+    Parameters
+    ----------
+    files
+        :attr:`timeline.trace.Trace.files`.
+    gpus_per_node
+        Ranks per node (``--gpus-per-node``).
+    offsets
+        :func:`~timeline.analysis.alignment.estimate_clock_offsets`, when the events were moved by
+        them.
+    comparable
+        False when the traces' clocks cannot be compared at all
+        (:attr:`timeline.trace.Trace.clock_note`, without alignment): no rank compares.
+
+    Returns
+    -------
+    pl.DataFrame
+        :data:`~timeline.analysis.schemas.SHARED_CLOCKS_SCHEMA`: ``rank``, ``clock`` (ranks with the
+        same value compare), ``uncertainty_ns``; ranks absent compare with none.
+    """
+    if offsets is not None:
+        shared = offsets.filter(pl.col("offset_ns").is_not_null()).select(
+            pl.col("rank").cast(pl.Int32),
+            clock=pl.lit("aligned"),
+            uncertainty_ns=(2 * pl.col("mad_ns").fill_null(0)).cast(pl.Int64),
+        )
+        return validate(shared.sort("rank"), SHARED_CLOCKS_SCHEMA, what="shared clocks")
+    if not comparable:
+        return pl.DataFrame(schema=SHARED_CLOCKS_SCHEMA)
+    counting = (
+        files.filter(pl.col("rank").is_not_null() & (pl.col("format") != "horovod"))
+        .group_by(pl.col("rank").cast(pl.Int32))
+        .agg(pl.col("clock").unique())
+        .filter(pl.col("clock").list.len() == 1)  # a rank whose files count time two ways: none
+        .select("rank", pl.col("clock").list.first().alias("_counting"))
+    )
+    shared = (
+        nodes_of(files, gpus_per_node=gpus_per_node)
+        .join(counting, on="rank", how="inner")
+        .select(
+            "rank",
+            clock=pl.format("{}/{}", pl.col("node"), pl.col("_counting").fill_null("?")),
+            uncertainty_ns=pl.lit(0, dtype=pl.Int64),
+        )
+    )
+    return validate(shared.sort("rank"), SHARED_CLOCKS_SCHEMA, what="shared clocks")
+
+
 def _span(
     ranks: Iterable[int], complete: bool, nodes: Mapping[int, str] | None
 ) -> tuple[int | None, bool | None]:
@@ -427,6 +495,7 @@ _ATTRIBUTION_SCHEMA = pl.Schema(
         "attributed_by": pl.String(),
         "candidates": pl.List(pl.String()),
         "resolved_peer": pl.Int32(),
+        "_closed": pl.Boolean(),
     }
 )
 
@@ -470,9 +539,9 @@ def _attribute(
             candidates = [found] if found is not None else []
         else:
             candidates = registry.holding(key.pg_name, key.rank)
-        return _decided(key, candidates, "named")
+        return {**_decided(key, candidates, "named"), "_closed": True}
     if not anything:
-        return _everything(key)
+        return {**_everything(key), "_closed": False}
     mine = own.get(key.rank)
     complete_list = mine is not None
     everyone = [g for gs in registry.by_name.values() for g in gs]
@@ -481,7 +550,7 @@ def _attribute(
     else:
         base = [g for g in everyone if g.may_hold(key.rank)]
     if not base and not complete_list:
-        return _everything(key)
+        return {**_everything(key), "_closed": False}
     how = "only_group"
     candidates = base
     if key.size_hint is not None and len(candidates) > 1:
@@ -491,8 +560,8 @@ def _attribute(
         candidates = [g for g in candidates if _could_reach(g, key)]
         how = "peer"
     if not complete_list:
-        return _ambiguous(key, candidates)  # the rank's own list of groups is unknown
-    return _decided(key, candidates, how)
+        return {**_ambiguous(key, candidates), "_closed": False}  # the rank's own list of groups is unknown
+    return {**_decided(key, candidates, how), "_closed": True}
 
 
 def _everything(key: _Key) -> dict[str, object]:
@@ -538,13 +607,7 @@ def _ambiguous(key: _Key, candidates: list[GroupInstance]) -> dict[str, object]:
 
 def _peer(group: GroupInstance, key: _Key) -> int | None:
     """Return the global rank of a send's or receive's other side, once its group is known."""
-    if key.peer is not None:
-        return key.peer
-    if key.group_peer is not None and not group.truncated and key.group_peer < len(group.ranks):
-        return group.ranks[key.group_peer]
-    if group.complete() and len(group.ranks) == 2 and key.rank in group.ranks:
-        return group.ranks[1 - group.ranks.index(key.rank)]  # the other rank of a pair
-    return None
+    return peer_in_group(group.members(), key.rank, key.peer, key.group_peer)
 
 
 def attribute_groups(
@@ -552,6 +615,9 @@ def attribute_groups(
     declared: pl.DataFrame,
     *,
     overrides: Mapping[str, str] | None = None,
+    clocks: pl.DataFrame | None = None,
+    windows: pl.DataFrame | None = None,
+    warnings: list[str] | None = None,
 ) -> pl.DataFrame:
     """Return the communication events of ``events`` with the process group each one ran on.
 
@@ -566,6 +632,11 @@ def attribute_groups(
       left once those of another size than the event states are dropped (``group_size``, or an
       all-gather's output over its input); ``peer`` when one holds both the rank and the peer of a
       send or receive;
+    - then, across ranks and threads (:mod:`timeline.analysis.group_inference`, repeated until
+      nothing changes): ``timing`` when the other groups' members have no overlapping instance of a
+      synchronising collective; ``thread`` when the other events of its gloo worker thread rule the
+      other groups out; ``pairing`` when the other groups' peers have no receive (send) for a send
+      (receive);
     - otherwise ``ambiguous``: ``group`` null, ``candidates`` the groups it could have run on (a
       rank whose trace declares no groups has an unknown list: never attributed by elimination).
 
@@ -577,6 +648,14 @@ def attribute_groups(
         :attr:`timeline.trace.Trace.groups`.
     overrides
         Description → dimension label.
+    clocks
+        Which ranks' times compare (:func:`shared_clocks`); without it the timing and pairing
+        rules compare no ranks (the thread rule, within one rank, still applies).
+    windows
+        The iteration windows (:func:`~timeline.analysis.iterations.assign_iterations`): which
+        steps each rank recorded, so that a rank is asked only about the steps it recorded.
+    warnings
+        A list the attribution's warnings are appended to (rules that contradicted each other).
 
     Returns
     -------
@@ -598,22 +677,94 @@ def attribute_groups(
         key = _Key(**values)
         rows.append({**values, **_attribute(key, registry, own, anything)})
     table = pl.DataFrame(rows, schema=_ATTRIBUTION_SCHEMA)
+    instances = registry.all()
     dimensions = pl.DataFrame(
-        [
-            {"group": g.group, "dimension": dimension_of(g.pg_desc, overrides=overrides)}
-            for g in registry.all()
-        ],
+        [{"group": g.group, "dimension": dimension_of(g.pg_desc, overrides=overrides)} for g in instances],
         schema={"group": pl.String, "dimension": pl.String},
     )
+    attributed = keyed.join(
+        table.rename({"pg_name": "pg_name_s"}),
+        on=["rank", "pg_name_s", "pg_ranks", "size_hint", "peer", "group_peer"],
+        how="left",
+        nulls_equal=True,
+        maintain_order="left",
+    )
+    if anything and attributed.filter(pl.col("_closed") & (pl.col("attributed_by") == "ambiguous")).height:
+        members = {g.group: g.members() for g in instances}
+        attributed = _inferred(attributed, members, _clock_map(clocks), windows, warnings)
     return (
-        keyed.join(
-            table.rename({"pg_name": "pg_name_s"}),
-            on=["rank", "pg_name_s", "pg_ranks", "size_hint", "peer", "group_peer"],
-            how="left",
-            nulls_equal=True,
-            maintain_order="left",
-        )
-        .join(dimensions, on="group", how="left", maintain_order="left")
+        attributed.join(dimensions, on="group", how="left", maintain_order="left")
         .with_columns(peer=pl.col("resolved_peer"))
-        .drop("pg_name_s", "resolved_peer", "size_hint")
+        .drop("pg_name_s", "resolved_peer", "size_hint", "_closed")
+    )
+
+
+def _clock_map(clocks: pl.DataFrame | None) -> dict[int, RankClock]:
+    """Rank → :class:`~timeline.analysis.group_inference.RankClock` from a :func:`shared_clocks` frame."""
+    if clocks is None:
+        return {}
+    return {
+        rank: RankClock(clock, uncertainty or 0)
+        for rank, clock, uncertainty in clocks.select("rank", "clock", "uncertainty_ns").iter_rows()
+    }
+
+
+def _inferred(
+    attributed: pl.DataFrame,
+    members: Mapping[str, tuple[int, ...] | None],
+    clocks: Mapping[int, RankClock],
+    windows: pl.DataFrame | None,
+    warnings: list[str] | None,
+) -> pl.DataFrame:
+    """Narrow the ambiguous events' candidates across ranks and threads (:func:`infer_groups`)."""
+    absent = [
+        pl.lit(None, dtype=dtype).alias(name)
+        for name, dtype in (("name", pl.String), ("pid", pl.Int64), ("tid", pl.Int64), ("device", pl.Int32))
+        if name not in attributed.columns
+    ]
+    numbered = attributed.with_columns(absent).with_row_index("_row")
+    view = numbered.select(
+        "_row",
+        "rank",
+        pl.col("name").cast(pl.String),
+        "pid",
+        "tid",
+        "device",
+        pl.col("collective").cast(pl.String),
+        "in_bytes",
+        "start_ns",
+        "end_ns",
+        "candidates",
+        "_closed",
+        "peer",
+        "group_peer",
+    )
+    found = infer_groups(view, members, clocks, windows=windows)
+    if warnings is not None:
+        warnings.extend(found.warnings)
+    if not found.candidates:
+        return attributed
+    changes = pl.DataFrame(
+        {
+            "_row": list(found.candidates),
+            "_candidates": list(found.candidates.values()),
+            "_how": [found.decided_by.get(row) for row in found.candidates],
+        },
+        schema={"_row": pl.UInt32, "_candidates": pl.List(pl.String), "_how": pl.String},
+    )
+    decided = pl.col("_how").is_not_null()
+    chosen = pl.col("_candidates").list.first()
+    updated = numbered.join(changes, on="_row", how="left", maintain_order="left").with_columns(
+        candidates=pl.coalesce("_candidates", "candidates"),
+        group=pl.when(decided).then(chosen).otherwise(pl.col("group")),
+        attributed_by=pl.when(decided).then(pl.col("_how")).otherwise(pl.col("attributed_by")),
+    )
+    peers = [
+        peer_in_group(members.get(group), rank, peer, group_peer) if how is not None else resolved
+        for group, rank, peer, group_peer, how, resolved in updated.select(
+            "group", "rank", "peer", "group_peer", "_how", "resolved_peer"
+        ).iter_rows()
+    ]
+    return updated.with_columns(resolved_peer=pl.Series(peers, dtype=pl.Int32)).drop(
+        "_row", "_candidates", "_how", *(column.meta.output_name() for column in absent)
     )

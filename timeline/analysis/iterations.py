@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import polars as pl
 
+from timeline.importers.rules import CPU_COMMUNICATION_CALLS
 from timeline.schema import ITERATIONS_SCHEMA, validate
 
 __all__ = ["assign_iterations", "rank_modes", "redundant_steps"]
 
 _STEP_PATTERN = r"^ProfilerStep#(\d+)$"
+_COMMUNICATION_CALLS = "|".join(f"(?:{p})" for p in CPU_COMMUNICATION_CALLS)
 
 
 def _step_spans(events: pl.DataFrame) -> pl.DataFrame:
@@ -127,33 +129,49 @@ def rank_modes(events: pl.DataFrame) -> pl.DataFrame:
     return spans.group_by("rank").agg(mode.alias("mode")).sort("rank")
 
 
+def _cpu_threads(events: pl.DataFrame, frame: pl.DataFrame) -> pl.DataFrame:
+    """Add ``_comm_thread`` and ``_comm_call`` to the rows of :func:`activity_sets` (CPU-only ranks).
+
+    ``_comm_thread``: the row's thread runs collectives and is not a training thread, so it is no
+    compute thread (gloo's worker threads). A training thread holds ``ProfilerStep#N``: it computes
+    even when it runs sends and receives itself, as gloo does on the calling thread. ``_comm_call``:
+    the row is a call into c10d (:data:`~timeline.importers.rules.CPU_COMMUNICATION_CALLS`): issuing
+    or waiting on communication, not compute.
+    """
+    cpu = pl.col("mode") == "cpu"
+    threads = ["rank", "pid", "tid"]
+    comm_threads = (
+        frame.filter(cpu & (pl.col("kind") == "communication") & pl.col("tid").is_not_null())
+        .select(threads)
+        .unique()
+    )
+    if comm_threads.is_empty():  # no CPU-only rank runs collectives: GPU ranks
+        return frame.with_columns(_comm_thread=pl.lit(False), _comm_call=pl.lit(False))
+    training = _step_spans(events).select(pl.col("rank").cast(pl.Int32), "pid", "tid").unique()
+    workers = comm_threads.join(training, on=threads, how="anti").with_columns(_comm_thread=pl.lit(True))
+    calls = pl.col("name").cast(pl.String).str.contains(_COMMUNICATION_CALLS)
+    return frame.join(workers, on=threads, how="left").with_columns(
+        pl.col("_comm_thread").fill_null(False),
+        _comm_call=(cpu & (pl.col("kind") == "cpu_op") & calls).fill_null(False),
+    )
+
+
 def activity_sets(events: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
     """Return the intervals the overlap analysis measures, each tagged with its set.
 
-    Sets: ``comm`` (communication), ``compute``, ``wait`` (CPU waits that cancel compute on CPU-only
-    ranks) and ``other`` (GPU memcpy/memset). Columns: ``rank``, ``set``, ``start_ns``, ``end_ns``,
-    plus ``event`` (the row index in ``events``) for per-event analyses.
+    Sets: ``comm`` (communication), ``compute``, ``wait`` (CPU waits and calls into c10d that cancel
+    compute on CPU-only ranks) and ``other`` (GPU memcpy/memset). Columns: ``rank``, ``set``,
+    ``start_ns``, ``end_ns``, plus ``event`` (the row index in ``events``) for per-event analyses.
     """
-    columns = ("rank", "kind", "device", "source", "pid", "tid", "start_ns", "end_ns")
+    columns = ("rank", "kind", "device", "source", "pid", "tid", "name", "start_ns", "end_ns")
     frame = events.select(columns).with_row_index("event").join(modes, on="rank", how="inner")
     kind = pl.col("kind")
     on_gpu = pl.col("device").is_not_null()
     gpu = pl.col("mode") == "gpu"
     cpu = pl.col("mode") == "cpu"
     horovod = pl.col("mode") == "horovod"
-    # On CPU-only ranks, threads that run collectives (gloo's worker threads) are not compute threads.
-    comm_threads = (
-        frame.filter(cpu & (kind == "communication") & pl.col("tid").is_not_null())
-        .select("rank", "pid", "tid")
-        .unique()
-        .with_columns(_comm_thread=pl.lit(True))
-    )
-    if comm_threads.is_empty():  # no CPU-only rank runs collectives: GPU ranks
-        frame = frame.with_columns(_comm_thread=pl.lit(False))
-    else:
-        frame = frame.join(comm_threads, on=["rank", "pid", "tid"], how="left").with_columns(
-            pl.col("_comm_thread").fill_null(False)
-        )
+    # On CPU-only ranks, gloo's worker threads are no compute threads; calls into c10d are not compute
+    frame = _cpu_threads(events, frame)
     on_compute_thread = ~pl.col("_comm_thread")
     set_expr = (
         pl.when(gpu & on_gpu & (kind == "communication"))
@@ -164,6 +182,8 @@ def activity_sets(events: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("other"))
         .when(cpu & ~on_gpu & (kind == "communication") & (pl.col("source") == "kineto"))
         .then(pl.lit("comm"))
+        .when(cpu & ~on_gpu & pl.col("_comm_call") & on_compute_thread)
+        .then(pl.lit("wait"))
         .when(cpu & ~on_gpu & (kind == "cpu_op") & on_compute_thread)
         .then(pl.lit("compute"))
         .when(cpu & ~on_gpu & (kind == "sync") & on_compute_thread)

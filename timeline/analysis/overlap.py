@@ -4,8 +4,8 @@ Takes the canonical events frame (and optionally the iteration windows) and give
 :data:`timeline.schema.RANK_OVERLAP_SCHEMA`, :data:`timeline.schema.ITERATION_OVERLAP_SCHEMA` and
 :data:`timeline.schema.COLLECTIVE_EXPOSURE_SCHEMA`. With ``comm`` the union of communication
 intervals over all streams (or gloo threads on CPU-only ranks) and ``compute`` the union of compute
-intervals (on CPU-only ranks: CPU operators on the non-communication threads, minus the time spent
-in ops that wait on a collective):
+intervals (on CPU-only ranks: CPU operators on the compute threads, every thread but gloo's worker
+threads, minus the time spent in calls into c10d and in ops that wait on a collective):
 
 - ``comm_ns = |comm|``, ``compute_ns = |compute|``;
 - ``hidden_comm_ns = |comm ∩ compute|``: communication that ran under compute;

@@ -30,6 +30,7 @@ __all__ = [
     "HOROVOD_TOTALS_SCHEMA",
     "ITERATION_UTILISATION_SCHEMA",
     "POINT_TO_POINT_SCHEMA",
+    "SHARED_CLOCKS_SCHEMA",
     "STRAGGLER_ITERATIONS_SCHEMA",
     "STRAGGLER_RANKS_SCHEMA",
     "VERDICT",
@@ -140,6 +141,15 @@ POINT_TO_POINT_SCHEMA = pl.Schema(
     }
 )
 """One row per point-to-point transfer: the k-th send from ``src`` to ``dst`` with the k-th receive."""
+
+SHARED_CLOCKS_SCHEMA = pl.Schema(
+    {
+        "rank": pl.Int32(),
+        "clock": pl.String(),
+        "uncertainty_ns": pl.Int64(),
+    }
+)
+"""Which ranks' times compare (``shared_clocks``): ranks with one ``clock`` value share a clock."""
 
 AMBIGUOUS_COLLECTIVES_SCHEMA = pl.Schema(
     {

@@ -455,9 +455,12 @@ def align_events(trace: Trace) -> tuple[Trace, pl.DataFrame]:
             "a Horovod timeline alone has one clock"
         )
         raise UsageError(msg)
+    from timeline.analysis.groups import shared_clocks
     from timeline.plausibility import aligned_clock_note
 
-    offsets = estimate_clock_offsets(trace.events, groups=trace.groups)
+    # the ranks of one host compare before alignment: their gloo collectives' groups by timing too
+    clocks = shared_clocks(trace.files, comparable=trace.clock_note is None)
+    offsets = estimate_clock_offsets(trace.events, groups=trace.groups, clocks=clocks)
     # every rank with collectives on the reference clock: their times compare, whatever each counted from
     note = aligned_clock_note(trace.clock_note, offsets)
     return replace(trace, events=apply_clock_offsets(trace.events, offsets), clock_note=note), offsets

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 
 from timeline.errors import UsageError
 
-__all__ = ["CUSTOM_ALL_REDUCE_KERNELS", "DEFAULT_COMM_KERNELS", "ClassificationRules", "check_pattern"]
+__all__ = [
+    "CPU_COMMUNICATION_CALLS",
+    "CUSTOM_ALL_REDUCE_KERNELS",
+    "DEFAULT_COMM_KERNELS",
+    "ClassificationRules",
+    "check_pattern",
+]
 
 CUSTOM_ALL_REDUCE_KERNELS: tuple[str, ...] = (
     # vLLM, SGLang (sgl-kernel) and AMD aiter's custom all-reduce (csrc/custom_all_reduce.cuh):
@@ -59,6 +65,16 @@ DEFAULT_CPU_SYNC_OPS: tuple[str, ...] = (
     r"^cuda(Stream|Event|Device)Synchronize$",
     r"^hip(Stream|Event|Device)Synchronize$",
 )
+
+
+CPU_COMMUNICATION_CALLS: tuple[str, ...] = (
+    r"^c10d::",  # c10d::allreduce_, c10d::send, c10d::recv_, c10d::_allgather_base_ …
+    r"^_?c10d_functional::",  # functional collectives and _c10d_functional::wait_tensor
+)
+"""The calls into c10d, on the thread that issues or waits on communication. On CPU-only ranks the
+time inside them is not compute (:func:`timeline.analysis.iterations.activity_sets`): the thread is
+issuing, or waiting for, a collective or a transfer (gloo's send or receive, a functional
+collective's ``wait_tensor``), not running the model."""
 
 
 def check_pattern(pattern: str, *, label: str) -> None:

@@ -18,7 +18,7 @@ from timeline.analysis.collectives import (
     implausible_warning,
     match_collectives,
 )
-from timeline.analysis.groups import nodes_of
+from timeline.analysis.groups import nodes_of, shared_clocks
 from timeline.analysis.horovod_phases import analyze_horovod, attribute_horovod_phases, horovod_limitations
 from timeline.analysis.overlap import Overlap, compute_overlap
 from timeline.analysis.stragglers import find_stragglers
@@ -29,6 +29,7 @@ from timeline.trace import Trace
 __all__ = [
     "REPORT_VERSION",
     "build_collectives_report",
+    "clocks_of",
     "utilisation_summary",
     "world_size_of",
     "world_size_of_files",
@@ -40,7 +41,9 @@ REPORT_VERSION = 2
 2 (#20): ``groups``, ``point_to_point``, ``ambiguity``, ``ambiguous`` and ``gpus_per_node`` keys;
 ``collectives`` rows gain ``dimension``, ``attributed_by`` and ``spans_nodes``; ``matched_by`` may
 be ``comms_id``; sends and receives are paired in ``point_to_point`` instead of matched as
-collectives. 1: the first layout."""
+collectives; ``attributed_by`` may be ``timing``, ``thread`` or ``pairing``; ``ambiguous`` and
+``ambiguity`` rows have ``matched_by`` ``ambiguous`` (the group) or ``unordered`` (the place in its
+order). 1: the first layout."""
 
 
 def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
@@ -64,6 +67,23 @@ def _implausible(frame: pl.DataFrame) -> int:
     return int(frame.get_column("implausible").sum())
 
 
+def clocks_of(
+    trace: Trace,
+    *,
+    offsets: pl.DataFrame | None = None,
+    gpus_per_node: int | None = None,
+) -> pl.DataFrame:
+    """Return which of the trace's ranks have times that compare.
+
+    :func:`~timeline.analysis.groups.shared_clocks` of its file table: the ranks of one node, and
+    after ``--align`` (``offsets``) every rank the alignment moved; none when the load found clocks
+    that cannot be compared (``trace.clock_note``).
+    """
+    return shared_clocks(
+        trace.files, gpus_per_node=gpus_per_node, offsets=offsets, comparable=trace.clock_note is None
+    )
+
+
 def _match(
     trace: Trace,
     overlap: Overlap,
@@ -71,6 +91,8 @@ def _match(
     link_gbps: float | None,
     overrides: Mapping[str, str] | None,
     nodes: pl.DataFrame | None = None,
+    offsets: pl.DataFrame | None = None,
+    gpus_per_node: int | None = None,
 ) -> CollectiveMatch:
     """Match the trace's collectives within the groups it declares (the job's world size for ``*``)."""
     return match_collectives(
@@ -81,11 +103,17 @@ def _match(
         groups=trace.groups,
         overrides=overrides,
         nodes=nodes,
+        clocks=clocks_of(trace, offsets=offsets, gpus_per_node=gpus_per_node),
     )
 
 
 def utilisation_summary(
-    trace: Trace, overlap: Overlap, link_gbps: float, *, overrides: Mapping[str, str] | None = None
+    trace: Trace,
+    overlap: Overlap,
+    link_gbps: float,
+    *,
+    overrides: Mapping[str, str] | None = None,
+    offsets: pl.DataFrame | None = None,
 ) -> dict[str, Any]:
     """Return the ``"utilisation"`` object of ``timeline analyze --json``.
 
@@ -98,7 +126,7 @@ def utilisation_summary(
     iterations: list[dict[str, Any]] = []
     implausible = 0
     if events.filter((pl.col("source") == "kineto") & (pl.col("kind") == "communication")).height:
-        match = _match(trace, overlap, link_gbps=link_gbps, overrides=overrides)
+        match = _match(trace, overlap, link_gbps=link_gbps, overrides=overrides, offsets=offsets)
         utilisation = compute_iteration_utilisation(
             match.collectives,
             link_gbps=link_gbps,
@@ -130,16 +158,16 @@ def _matched_ranks(match: CollectiveMatch) -> list[int]:
 
 
 def _ambiguity(ambiguous: pl.DataFrame) -> list[dict[str, Any]]:
-    """Summarise the events whose group is ambiguous: per candidates and collective, how many, where."""
+    """Summarise the events matched across no rank for doubt: per candidates, why and collective."""
     summary = (
         ambiguous.with_columns(pl.col("candidates").list.join(","))
-        .group_by("candidates", "collective")
+        .group_by("candidates", "matched_by", "collective")
         .agg(
             events=pl.len().cast(pl.Int64),
             ranks=pl.col("rank").unique().sort(),
             group_size=pl.col("group_size").drop_nulls().unique().sort(),
         )
-        .sort("candidates", "collective", nulls_last=True)
+        .sort("candidates", "matched_by", "collective", nulls_last=True)
     )
     return [
         {**row, "candidates": row["candidates"].split(",") if row["candidates"] else []}
@@ -232,7 +260,15 @@ def build_collectives_report(
     if kineto_comm:
         overlap = overlap if overlap is not None else compute_overlap(events)
         nodes = nodes_of(trace.files, gpus_per_node=gpus_per_node)
-        match = _match(trace, overlap, link_gbps=link_gbps, overrides=overrides, nodes=nodes)
+        match = _match(
+            trace,
+            overlap,
+            link_gbps=link_gbps,
+            overrides=overrides,
+            nodes=nodes,
+            offsets=offsets,
+            gpus_per_node=gpus_per_node,
+        )
         stragglers = find_stragglers(match, iteration_overlap=overlap.iterations)
         if trace.clock_note is not None:  # the ranks' clocks disagree (a load warning): no time compares
             match, stragglers = without_cross_rank_times(match), without_stragglers(stragglers)

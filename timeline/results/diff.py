@@ -75,7 +75,7 @@ def read_diff_run(
     """
     from timeline.analysis.collectives import compute_iteration_utilisation, match_collectives
     from timeline.execution.session import analyze_inputs
-    from timeline.results.collectives import world_size_of
+    from timeline.results.collectives import clocks_of, world_size_of
 
     paths = inputs.paths
     if len(paths) == 1 and Path(paths[0]).is_file() and is_summary_file(paths[0]):
@@ -83,7 +83,11 @@ def read_diff_run(
     analysed = analyze_inputs(inputs, communication=True, progress=progress, warn=warn)
     overlap, trace = analysed.overlap, analysed.trace
     match = match_collectives(
-        trace.events, windows=overlap.windows, world_size=world_size_of(trace), groups=trace.groups
+        trace.events,
+        windows=overlap.windows,
+        world_size=world_size_of(trace),
+        groups=trace.groups,
+        clocks=clocks_of(trace, offsets=analysed.offsets),
     )
     utilisation = compute_iteration_utilisation(
         match.collectives, windows=overlap.windows, iteration_overlap=overlap.iterations

@@ -274,7 +274,9 @@ def _render_groups(groups: list[dict[str, Any]], console: Console) -> None:
     console.print(table)
     console.print(
         "collectives: complete/matched; group known by: named (the trace names it), only_group, size, "
-        "peer (the only group of the rank that fits), none (no group known: one sequence per rank)"
+        "peer (the only group of the rank that fits), timing (the other groups' members had no instance "
+        "at that moment), thread (its gloo thread's other collectives), pairing (the other groups' peers "
+        "had no matching send or receive), none (no group known: one sequence per rank)"
     )
 
 
@@ -283,13 +285,14 @@ def _render_ambiguity(ambiguity: list[dict[str, Any]], console: Console) -> None
     if not ambiguity:
         return
     table = _table(
-        "Collectives whose process group is ambiguous (matched across no rank)",
-        ["could be on groups", "collective", "events", "ranks", "size"],
+        "Collectives matched across no rank: their process group, or their place in its order, is ambiguous",
+        ["could be on groups", "ambiguous", "collective", "events", "ranks", "size"],
     )
     for row in ambiguity:
         sizes = row["group_size"]
         table.add_row(
             ", ".join(row["candidates"]) or "none that fits",
+            "place" if row["matched_by"] == "unordered" else "group",
             row["collective"] or "-",
             str(row["events"]),
             _ranks_text(row["ranks"], False),
