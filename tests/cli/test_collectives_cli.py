@@ -120,7 +120,13 @@ def test_analyze_keeps_its_keys_and_adds_utilisation_and_offsets() -> None:
     plain = run_json("analyze", PARAM)
     extended = run_json("analyze", PARAM, "--link-gbps", "100G", "--align")
     assert set(extended) == set(plain) | {"utilisation", "clock_offsets"}
-    changed = ("ranks", "iterations", "worst", "top_collectives", "warnings")  # times move by ≤ µs
+    changed: tuple[str, ...] = (
+        "ranks",
+        "iterations",
+        "worst",
+        "top_collectives",
+        "warnings",
+    )  # times move by ≤ µs
     changed += ("verdict", "findings")  # #21: the link's bandwidth lets the link's causes be examined
     for key in plain:
         if key not in changed:
