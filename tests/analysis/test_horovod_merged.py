@@ -148,20 +148,24 @@ def _expected(
     profile: pl.DataFrame, wire: list[Interval], windows: pl.DataFrame
 ) -> list[tuple[int, int, int]]:
     """Per profiler step window: (comm, hidden, exposed), from the rows of the profiler trace."""
-    rows = profile.select("kind", "source", "tid", "start_ns", "end_ns").with_columns(
-        pl.col("kind").cast(pl.String), pl.col("source").cast(pl.String)
+    rows = profile.select("kind", "source", "tid", "name", "start_ns", "end_ns").with_columns(
+        pl.col("kind").cast(pl.String), pl.col("source").cast(pl.String), pl.col("name").cast(pl.String)
     )
     comm_rows = rows.filter(pl.col("kind") == "communication").to_dicts()
-    comm_threads = {r["tid"] for r in comm_rows}
+    # gloo's worker threads compute nothing; the training thread (ProfilerStep#N) always computes,
+    # except inside calls into c10d (docs/metrics.md, the sets measured on each rank; #20)
+    training = {r["tid"] for r in rows.to_dicts() if r["name"].startswith("ProfilerStep#")}
+    comm_threads = {r["tid"] for r in comm_rows} - training
+    calls = ("c10d::", "_c10d_functional::", "c10d_functional::")
     compute = [
         (r["start_ns"], r["end_ns"])
         for r in rows.filter(pl.col("kind") == "cpu_op").to_dicts()
-        if r["tid"] not in comm_threads
+        if r["tid"] not in comm_threads and not r["name"].startswith(calls)
     ]
     waits = [
         (r["start_ns"], r["end_ns"])
-        for r in rows.filter(pl.col("kind") == "sync").to_dicts()
-        if r["tid"] not in comm_threads
+        for r in rows.filter(pl.col("kind").is_in(["sync", "cpu_op"])).to_dicts()
+        if r["tid"] not in comm_threads and (r["kind"] == "sync" or r["name"].startswith(calls))
     ]
     working = _subtract(compute, waits)
     comm = _union([*wire, *((r["start_ns"], r["end_ns"]) for r in comm_rows)])
