@@ -244,7 +244,7 @@ def test_a_generated_desync_is_reported_with_the_rank_and_the_collective(tmp_pat
     )
     text = run_timeline("analyze", tmp_path).stdout
     assert "2. desync" not in text
-    assert "1. desync (ranks 3)" in text
+    assert "1. desync (rank 3)" in text
     assert "Rank 3 of group 0 (world, default_pg; ranks 0, 1, 2, 3) issued all_gather at #3" in " ".join(
         text.split()
     )
@@ -332,4 +332,4 @@ def test_profiler_traces_and_dumps_of_one_job_together(tmp_path: Path) -> None:
     assert (matches["different_collective"], matches["different_bytes"]) == (0, 0)
     text = " ".join(run_timeline("analyze", trace, tmp_path / "dumps").stdout.split())
     assert f"Profiler traces and dumps: {len(world)} of the dumps' {total} entries matched" in text
-    assert "1. hang (ranks 1)" in text
+    assert "1. hang (rank 1)" in text

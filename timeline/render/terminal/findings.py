@@ -16,17 +16,52 @@ from rich.markup import escape
 
 from timeline.units import format_ns
 
-__all__ = ["FINDINGS_SHOWN", "describe_finding", "describe_verdict_figures", "render_findings"]
+__all__ = [
+    "FINDINGS_SHOWN",
+    "describe_finding",
+    "describe_verdict_figures",
+    "format_ranks",
+    "render_findings",
+]
 
 FINDINGS_SHOWN = 3
 """Findings drawn before the tables; ``--json`` holds every one."""
 
 
+def format_ranks(ranks: Sequence[int] | None) -> str:
+    """Return ranks compactly: ``0-3, 8, 12-15``; ``-`` for none; ``all`` for None.
+
+    Examples
+    --------
+    >>> format_ranks([0, 1, 2, 3, 8, 12, 13, 14, 15]), format_ranks([]), format_ranks(None)
+    ('0-3, 8, 12-15', '-', 'all')
+    """
+    if ranks is None:
+        return "all"
+    values = sorted(set(ranks))
+    if not values:
+        return "-"
+    runs: list[str] = []
+    start = prev = values[0]
+    for r in [*values[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        runs.append(
+            str(start) if start == prev else f"{start}-{prev}" if prev > start + 1 else f"{start}, {prev}"
+        )
+        if r is not None:
+            start = prev = r
+    return ", ".join(runs)
+
+
 def describe_finding(finding: Mapping[str, Any]) -> str:
     """Return a finding's headline: cause, ranks, predicted gain and step, and how it was predicted."""
     ranks = finding.get("ranks")
-    where = "" if not ranks else f" (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})"
+    where = "" if not ranks else f" (rank{'s' if len(ranks) > 1 else ''} {format_ranks(ranks)})"
     gain = finding.get("predicted_gain_ratio")
+    if gain is None and finding.get("basis") == "observed":
+        return f"{finding['cause']}{where}"  # what happened (a Flight Recorder dump), nothing to predict
     if gain is None:
         return f"{finding['cause']}{where}: no prediction ({finding['basis']})"
     step = finding.get("predicted_step_ns")
@@ -49,26 +84,35 @@ def describe_verdict_figures(verdict: Mapping[str, Any]) -> str:
 
 
 def render_findings(
-    verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], console: Console
+    verdict: Mapping[str, Any],
+    findings: Sequence[Mapping[str, Any]],
+    console: Console,
+    *,
+    shown: int | None = FINDINGS_SHOWN,
 ) -> None:
-    """Print the verdict, the first :data:`FINDINGS_SHOWN` findings and the notes."""
+    """Print the verdict, the first ``shown`` findings (None: all) and the notes.
+
+    The one renderer of findings in the terminal: the diagnosis of profiler traces (ranked by
+    predicted gain) and the findings of Flight Recorder dumps (what was observed, no prediction).
+    """
     console.print(f"[bold]verdict[/bold]: {escape(verdict['summary'])}")
     step = verdict.get("step_ns")
     iterations = verdict.get("iterations")
     scope = "whole traces" if iterations is None else f"iteration(s) {', '.join(map(str, iterations))}"
-    if findings:
+    if findings and any(f.get("predicted_gain_ratio") is not None for f in findings):
         head = f"findings, by predicted gain ({scope}"
         head += f"; measured step {format_ns(step)})" if step is not None else ")"
         console.print(head)
-    for k, finding in enumerate(findings[:FINDINGS_SHOWN], start=1):
+    elif findings:
+        console.print("findings")
+    limit = len(findings) if shown is None else shown
+    for k, finding in enumerate(findings[:limit], start=1):
         console.print(f"  {k}. [bold]{escape(describe_finding(finding))}[/bold]")
         console.print(f"     {escape(finding['summary'])}")
         console.print(f"     fix: {escape(finding['fix'])}")
-    if len(findings) > FINDINGS_SHOWN:
-        rest = ", ".join(f["cause"] for f in findings[FINDINGS_SHOWN:])
-        console.print(
-            f"  … {len(findings) - FINDINGS_SHOWN} more ({escape(rest)}): --json lists every finding"
-        )
+    if len(findings) > limit:
+        rest = ", ".join(f["cause"] for f in findings[limit:])
+        console.print(f"  … {len(findings) - limit} more ({escape(rest)}): --json lists every finding")
     figures = describe_verdict_figures(verdict)
     if figures:
         console.print(figures)

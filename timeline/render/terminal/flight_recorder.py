@@ -4,21 +4,22 @@
 findings (cause, ranks, what happened, the fix), the root ranks and the groups that stopped.
 :func:`render_flight_progress` prints what ``timeline collectives DUMPS…`` lists: every group
 instance's state and each member's progress. Every figure is one of the report's, never recomputed.
-The findings are drawn by :func:`render_findings`, in the layout of every finding (cause, ranks,
-summary, fix), so the diagnosis' renderer can take its place without changing what is shown.
+The findings are drawn by the renderer of every finding
+(:func:`timeline.render.terminal.findings.render_findings`), as ``timeline analyze`` draws the
+diagnosis' findings of a profiler trace.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from timeline.render.terminal.findings import format_ranks, render_findings
 from timeline.render.terminal.tables import titled_table
 
-__all__ = ["format_ranks", "render_findings", "render_flight_progress", "render_flight_verdict"]
+__all__ = ["render_flight_progress", "render_flight_verdict"]
 
 _STATE_STYLE = {
     "not_entered": "bold red",
@@ -28,33 +29,6 @@ _STATE_STYLE = {
     "outstanding": "yellow",
     "stopped": "bold red",
 }
-
-
-def format_ranks(ranks: Sequence[int] | None) -> str:
-    """Return ranks compactly: ``0-3, 8, 12-15``; ``-`` for none; ``all`` for None.
-
-    Examples
-    --------
-    >>> format_ranks([0, 1, 2, 3, 8, 12, 13, 14, 15]), format_ranks([]), format_ranks(None)
-    ('0-3, 8, 12-15', '-', 'all')
-    """
-    if ranks is None:
-        return "all"
-    values = sorted(set(ranks))
-    if not values:
-        return "-"
-    runs: list[str] = []
-    start = prev = values[0]
-    for r in [*values[1:], None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        runs.append(
-            str(start) if start == prev else f"{start}-{prev}" if prev > start + 1 else f"{start}, {prev}"
-        )
-        if r is not None:
-            start = prev = r
-    return ", ".join(runs)
 
 
 def _styled(state: str) -> str:
@@ -76,16 +50,6 @@ def _seq(value: int | None) -> str:
     return "-" if value is None else f"#{value}"
 
 
-def render_findings(verdict: dict[str, Any], findings: list[dict[str, Any]], console: Console) -> None:
-    """Print a verdict's summary and each finding (``finding_dict`` layout): cause, ranks, summary, fix."""
-    console.print(f"[bold]Verdict:[/bold] {escape(verdict['summary'])}")
-    for i, finding in enumerate(findings, 1):
-        ranks = format_ranks(finding["ranks"]) if finding["ranks"] is not None else "unknown"
-        console.print(f"\n[bold]{i}. {finding['cause']}[/bold] (ranks {ranks})")
-        console.print(f"   {escape(finding['summary'])}")
-        console.print(f"   [bold]Fix:[/bold] {escape(finding['fix'])}")
-
-
 def render_flight_verdict(report: dict[str, Any], console: Console) -> None:
     """Print the verdict and findings of the dumps, the roots and the groups that did not finish."""
     dumps = report["dumps"]
@@ -95,7 +59,7 @@ def render_flight_verdict(report: dict[str, Any], console: Console) -> None:
         f"Flight Recorder dumps of {len(dumps['ranks'])} ranks ({format_ranks(dumps['ranks'])}), "
         f"version {versions}, {dumps['entries']:,} entries, timing {timing}\n"
     )
-    render_findings(report["verdict"], report["findings"], console)
+    render_findings(report["verdict"], report["findings"], console, shown=None)
     if report["roots"]:
         table = titled_table(
             "\nRanks the others wait on",
