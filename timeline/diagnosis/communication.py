@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from timeline.analysis.groups import dimension_of
+from timeline.analysis.intervals import union_intervals
 from timeline.diagnosis.context import Context, finding, predicted
 from timeline.diagnosis.facts import mean_int
 from timeline.diagnosis.thresholds import (
     BUCKET_CAPS_MIB,
     CODEC_GBPS,
     COMPRESSION_RATIO,
-    FASTER_LINK,
     LINK_UNDERUSED_RATIO,
     MIN_GAIN,
     MIN_SHARE,
@@ -215,7 +215,12 @@ def _first_bucket_delay(context: Context) -> int:
 
 
 def _utilisation(context: Context) -> tuple[float | None, int]:
-    """Byte-weighted bus bandwidth over the link in the diagnosed iterations, and the collectives counted."""
+    """Bus bandwidth over the link in the diagnosed iterations, and the collectives counted.
+
+    The collectives' bus bits over the time the link was busy with them: per process group, the union
+    of their transfers (``[last_start_ns, last_start_ns + transfer_ns]``), so that collectives in flight
+    together (gloo's threads, NCCL's streams) share the link instead of each being counted alone.
+    """
     match = context.match
     if match is None or context.link_gbps is None:
         return None, 0
@@ -233,8 +238,14 @@ def _utilisation(context: Context) -> tuple[float | None, int]:
     bus_bits = (
         float((usable.get_column("bytes").cast(pl.Float64) * usable.get_column("bus_factor")).sum()) * 8
     )
-    transfer = float(usable.get_column("transfer_ns").sum())
-    return (bus_bits / transfer) / context.link_gbps, usable.height
+    spans = usable.select(
+        "group",
+        pl.col("last_start_ns").alias("start_ns"),
+        (pl.col("last_start_ns") + pl.col("transfer_ns")).alias("end_ns"),
+    )
+    union = union_intervals(spans, by=["group"])
+    busy = int(union.select((pl.col("end_ns") - pl.col("start_ns")).sum()).item())
+    return (bus_bits / busy) / context.link_gbps, usable.height
 
 
 def find_link(context: Context) -> Finding | None:
@@ -275,14 +286,20 @@ def find_link(context: Context) -> Finding | None:
         fix = "find what keeps transfers below the link (too few channels or connections, small messages, "
         fix += "CPU-bound reductions, a slower path than the link: NCCL_DEBUG=INFO shows it)"
     else:
-        faster = FASTER_LINK * link
+        # the link from which it no longer limits the step (at the efficiency the transfers reached)
+        faster = replayer.hide_bandwidth_gbps(efficiency="observed")
+        if faster is None:
+            return None
         prediction = predicted(context, replayer.predict(scenario=Scenario(bandwidth_gbps=faster)), "replay")
         cause, summary = (
             "slow_link",
             f"transfers run at {utilisation:.0%} of the {link:g} Gbit/s link and {format_ns(exposed)} of "
             "communication per iteration is exposed: the link limits them",
         )
-        fix = f"a faster link ({faster:g} Gbit/s replayed), or less data on it (compression, larger batches)"
+        fix = (
+            f"a faster link: from about {faster:.3g} Gbit/s (replayed) it no longer limits the step; or less "
+            "data on it (compression, larger batches)"
+        )
         evidence["faster_link_gbps"] = faster
     if prediction.gain_ratio < MIN_GAIN:
         return None
@@ -355,7 +372,7 @@ def find_compression(context: Context) -> Finding | None:
 def find_exposed_dimension(context: Context) -> Finding | None:
     """One mesh dimension's communication holds most of the exposed time (events with ``pg_desc``)."""
     events = context.events
-    if "pg_desc" not in events.columns:
+    if "pg_desc" not in events.columns or events.get_column("pg_desc").null_count() == events.height:
         context.unexamined.add("exposed_dimension")
         return None
     facts = context.facts

@@ -28,7 +28,7 @@ from timeline.diagnosis.thresholds import HIDE_TOLERANCE
 
 if TYPE_CHECKING:
     from timeline.whatif.graph import TraceGraph
-    from timeline.whatif.replay import Scenario
+    from timeline.whatif.replay import Efficiency, Scenario
 
 __all__ = ["Replayer", "WindowCut"]
 
@@ -203,8 +203,12 @@ class Replayer:
 
     # -- the bandwidth that hides communication ---------------------------------------------------
 
-    def hide_bandwidth_gbps(self, *, rtol: float = 0.25) -> float | None:
-        """Return the link (Gbit/s, used in full) at which the step is within 1 % of an infinite link's.
+    def hide_bandwidth_gbps(self, *, rtol: float = 0.25, efficiency: Efficiency = "full") -> float | None:
+        """Return the link (Gbit/s) at which the step is within 1 % of an infinite link's.
+
+        ``efficiency="full"``: every collective uses the whole link (the verdict's hide bandwidth);
+        ``"observed"``: each keeps the share of the link it reached (``slow_link``'s faster link,
+        which needs the measured link on the graph).
 
         The search starts from the bandwidth that would carry the diagnosed iterations' bits in
         their measured step (below it the link alone takes longer than the step),
@@ -217,7 +221,7 @@ class Replayer:
         bits = self._bits()
         if bits <= 0:
             return None
-        full = Scenario(efficiency="full", bandwidth_gbps=_INFINITE_GBPS)
+        full = Scenario(efficiency=efficiency, bandwidth_gbps=_INFINITE_GBPS)
         target = self.replayed_step(scenario=full) * (1 + HIDE_TOLERANCE)
 
         def hidden(gbps: float) -> bool:
