@@ -328,8 +328,8 @@ def _link(context: Context, totals: dict[str, object]) -> Finding | None:
         ),
         fix="find what keeps transfers below the link (NCCL_DEBUG=INFO, HOROVOD_HIERARCHICAL_ALLREDUCE)"
         if underused
-        else f"a faster link: from about {faster:.3g} Gbit/s (replayed) it no longer limits the step; or less "
-        "data on it (compression)",
+        else f"a faster link: from about {faster:.3g} Gbit/s (replayed) it no longer limits the step; or "
+        "less data on it (compression)",
         evidence={
             "link_gbps": link,
             "busbw_gbps": utilisation * link,
