@@ -34,6 +34,7 @@ from timeline.units import format_ns
 
 if TYPE_CHECKING:
     from timeline.diagnosis.replays import Replayer
+    from timeline.whatif.costs import FixedCost
 
 __all__ = [
     "GRADIENT_KINDS",
@@ -160,7 +161,11 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
     from timeline.whatif.replay import Scenario
 
     caps = [int(c) for c in BUCKET_CAPS_MIB]
-    steps = [replayer.predict(scenario=Scenario(buckets=DDPBuckets(cap_bytes=cap * 2**20))) for cap in caps]
+    cost = _gradient_cost(context, replayer)
+    steps = [
+        replayer.predict(scenario=Scenario(buckets=DDPBuckets(cap_bytes=cap * 2**20), gradient_cost=cost))
+        for cap in caps
+    ]
     best = min(range(len(caps)), key=lambda k: (steps[k], k))
     prediction = predicted(context, steps[best], "replay")
     if prediction.gain_ratio < MIN_GAIN:
@@ -173,6 +178,8 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
         "median_bucket_bytes": round(statistics.median(sizes)) if sizes else None,
         "first_bucket_delay_ns": _first_bucket_delay(context),
         "exposed_gradient_comm_ns": exposed,
+        "collective_latency_ns": None if cost is None else cost.latency_ns,
+        "collective_ns_per_bit": None if cost is None else cost.ns_per_bit,
         "caps_mib": caps,
         "predicted_step_by_cap_ns": [min(s, facts.step_ns) for s in steps],
         "best_cap_mib": caps[best],
@@ -191,6 +198,27 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
         iterations=None,
         evidence=evidence,
     )
+
+
+def _gradient_cost(context: Context, replayer: Replayer) -> FixedCost | None:
+    """Return the fixed cost and time per bit of the gradient collectives, fitted on the trace's own.
+
+    The least-squares line (:func:`~timeline.whatif.costs.fit_fixed_cost`) of each diagnosed gradient
+    collective's link time alone on the link (its exclusive work, what the replay re-times) against
+    the bits it sends (:func:`~timeline.whatif.costs.bandwidth_bits`); with the link known, no slower
+    per bit than the link.
+    """
+    from timeline.whatif.costs import bandwidth_bits, fit_fixed_cost
+
+    graph = replayer.graph
+    work = {op_id: inst.work_ns for inst in graph.instances for op_id in inst.ops}
+    points = [
+        (bandwidth_bits(o.collective, o.nbytes, o.group_size), work[o.op_id])
+        for o in graph.ops
+        if o.gradient and o.nbytes
+    ]
+    link = context.link_gbps
+    return fit_fixed_cost(points, min_ns_per_bit=1 / link if link else 0.0)
 
 
 def _mib(value: object) -> str:
@@ -327,10 +355,12 @@ def find_compression(context: Context) -> Finding | None:
     modes = set(replayer.graph.modes.values())
     codec_gbps = context.codec_gbps or CODEC_GBPS["gpu" if "gpu" in modes else "cpu"]
     codec = Compression(ratio=COMPRESSION_RATIO, codec_bytes_per_s=codec_gbps * 1e9 / 8)
-    prediction = predicted(context, replayer.predict(scenario=Scenario(compression=codec)), "replay")
-    free = min(
-        replayer.predict(scenario=Scenario(compression=Compression(ratio=COMPRESSION_RATIO))), facts.step_ns
+    cost = _gradient_cost(context, replayer)  # a collective's fixed cost is not compressed
+    prediction = predicted(
+        context, replayer.predict(scenario=Scenario(compression=codec, gradient_cost=cost)), "replay"
     )
+    free_codec = Scenario(compression=Compression(ratio=COMPRESSION_RATIO), gradient_cost=cost)
+    free = min(replayer.predict(scenario=free_codec), facts.step_ns)
     saved = facts.step_ns - free
     nbytes = gradient_bytes(context)
     # MLSys'22: encoding and decoding (S / R each) must cost less than what compression saves
@@ -343,6 +373,7 @@ def find_compression(context: Context) -> Finding | None:
         "gradient_bytes": nbytes,
         "exposed_gradient_comm_ns": exposed,
         "break_even_codec_gbps": break_even,
+        "collective_latency_ns": None if cost is None else cost.latency_ns,
     }
     codec_text = f"with a {codec_gbps:g} Gbit/s codec" + (" (assumed)" if assumed else "")
     if prediction.gain_ratio >= MIN_GAIN:
