@@ -212,6 +212,42 @@ def test_one_bucket_at_the_end_of_backward_is_bucketing() -> None:
     assert finding.evidence["first_bucket_delay_ns"] == 30 * US  # first gradient at 30, collective at 60
 
 
+def _latency_bound_buckets(rank: int) -> list[dict[str, Any]]:
+    """Four gradients of 1,000, 2,000, 4,000, 8,000 bytes ready at 50, 52, 54, 56 µs at the end of the
+    backward pass [0, 56), each all-reduced alone (launched at once, run one after the other on gloo's
+    thread), each taking
+    10 µs + 0.1 ns per bit sent (8 bits per byte on 2 ranks): [50, 60.8), [60.8, 72.4), [72.4, 85.6),
+    [85.6, 102); the update [102, 112)."""
+    rows = [
+        step(1, 0, 112 * US, rank=rank),
+        cpu("cpu_op", 0, 56 * US, rank=rank, name="backward"),
+        cpu("cpu_op", 102 * US, 112 * US, rank=rank, name="update"),
+    ]
+    start = 50 * US
+    for k, nbytes in enumerate((1000, 2000, 4000, 8000)):
+        at = (50 + 2 * k) * US
+        rows.append(cpu("cpu_op", at - 10, at, rank=rank, name=f"timeline.grad_ready:p{k}:{nbytes}"))
+        rows.append(cpu("cpu_op", at, at + 10, rank=rank, name="c10d::allreduce_"))  # launched at once
+        end = start + 10 * US + round(0.1 * 8 * nbytes)
+        rows.append(gloo_all_reduce(start, end, rank=rank, nbytes=nbytes))
+        start = end
+    return rows
+
+
+def test_many_latency_bound_collectives_are_bucketing_with_the_fitted_fixed_cost() -> None:
+    diagnosis = diagnosed(trace_of(_latency_bound_buckets(0) + _latency_bound_buckets(1)))
+    finding = only(diagnosis, "bucketing")
+    # the least-squares line of time on bits: exactly 10 µs + 0.1 ns/bit (the points lie on it)
+    assert finding.evidence["collective_latency_ns"] == pytest.approx(10 * US)
+    assert finding.evidence["collective_ns_per_bit"] == pytest.approx(0.1)
+    # every cap makes one bucket of 15,000 bytes, ready with its last gradient (its marker ends at
+    # 55.99 µs): 10 µs + 0.1 × 120,000 bits = 22 µs, [55.99, 77.99); the update [77.99, 87.99). Without
+    # the fixed cost the bucket would cost the 52 µs measured for these bits: no gain, no finding.
+    assert finding.predicted_step_ns == 87_990
+    assert finding.predicted_gain_ratio == pytest.approx(1 - 87_990 / 112_000)
+    assert finding.evidence["buckets_per_iteration"] == 4
+
+
 # --- slow_link and link_underused ----------------------------------------------------------------------
 
 

@@ -162,9 +162,23 @@ class Replayer:
             if cut.compute_ns > 0:
                 compute = self._clipped("compute", cut.rank, start, end)
                 removals[cut.rank] += _tails(compute, cut.compute_ns)
-            if cut.before_ns > 0:
-                removals[cut.rank].append((start - cut.before_ns, start))
+            before = min(cut.before_ns, self._idle_before(cut.rank, start))
+            if before > 0:
+                removals[cut.rank].append((start - before, start))
         return contract(self.graph, dict(removals))
+
+    def _idle_before(self, rank: int, start: int) -> int:
+        """Return how long the rank was idle just before ``start``: since its last compute or collective.
+
+        A cut before a window takes only that time: earlier, the rank's time belongs to another window
+        (contracting it would move that window's work). Unbounded (the window's start) when nothing
+        of the rank starts before it.
+        """
+        ends = []
+        for kind in ("compute", "ops"):
+            starts, kind_ends = self._by_rank(kind, rank)
+            ends += kind_ends[: bisect.bisect_left(starts, start)]  # those that start before it
+        return max(0, start - max(ends)) if ends else start
 
     def _clipped(self, kind: str, rank: int, start: int, end: int) -> list[tuple[int, int]]:
         """Return a rank's compute intervals or collectives that overlap ``[start, end)``, clipped, by start.
