@@ -6,7 +6,7 @@ iterations; gives, for a changed graph (:mod:`timeline.whatif.transform`) or a s
 
 ``predicted = measured step × replayed step with the fix / replayed step as measured``
 
-each replayed step being the mean over the diagnosed iterations of the median over ranks of the
+each replayed step being the median over the diagnosed iterations of the median over ranks of the
 replayed window (:func:`~timeline.whatif.replay.window_lengths`). The self-replay reproduces the
 measured step (``docs/whatif.md``), so the ratio is the replay's prediction; it also cancels what a
 graph restricted to a few iterations loses at their edges. Also: the idle intervals of a rank's
@@ -97,7 +97,7 @@ class Replayer:
 
     @property
     def error_ratio(self) -> float:
-        """How far the self-replay is from the measured step (its median windows' mean)."""
+        """How far the self-replay is from the measured step (the median over iterations of its windows)."""
         measured = self._step({w: r["end_ns"] - r["start_ns"] for w, r in self.windows.items()})
         return abs(self.self_step - measured) / measured if measured > 0 else 0.0
 
@@ -107,10 +107,10 @@ class Replayer:
             if window_id in lengths:
                 by_iteration[row["iteration"]].append(lengths[window_id])
         medians = [statistics.median(v) for v in by_iteration.values()]
-        return sum(medians) / len(medians) if medians else 0.0
+        return statistics.median(medians) if medians else 0.0
 
     def replayed_step(self, graph: TraceGraph | None = None, scenario: Scenario | None = None) -> float:
-        """Return the replayed step (mean over iterations of the median over ranks) of a graph."""
+        """Return the replayed step (median over iterations of the median over ranks) of a graph."""
         from timeline.whatif.replay import window_lengths
 
         # a changed graph keeps the windows of the restricted one, unless it contracted them
