@@ -30,7 +30,7 @@ What one case does:
    :data:`BUSY_RATIO` of the time the run is marked busy (its timings measure the machine's load).
 
 The cases, how each injects and removes its cause, and the numbers measured on the project's
-machine are in ``docs/diagnosis-validation.md``; ``tests/experiments/test_diagnosis_validation.py``
+machine are in ``docs/diagnosis.md`` (Validation); ``tests/experiments/test_diagnosis_validation.py``
 runs the quick ones (those without namespaces).
 """
 
@@ -94,7 +94,7 @@ ROOT_NICE = -19
 """The ranks' nice value when run as root (:func:`default_nice`)."""
 BUSY_RATIO = 0.25
 """Above this share of their time spent waiting for a CPU, the ranks' step times are not evidence:
-they measure the machine's load, not the job (:attr:`CaseRun.busy`, ``docs/diagnosis-validation.md``)."""
+they measure the machine's load, not the job (:attr:`CaseRun.busy`, ``docs/diagnosis.md`` (Validation))."""
 _WINDOW_FILE = re.compile(r"rank(\d+)\.(\d+)-(\d+)\.pt\.trace\.json\.gz")
 _WAIT, _WARMUP = 1, 1
 """Steps of each profiler window before the ``active`` recorded ones."""
@@ -245,7 +245,7 @@ CASES: dict[str, Case] = {
         ),
     )
 }
-"""The cases, by name (``docs/diagnosis-validation.md`` describes each)."""
+"""The cases, by name (``docs/diagnosis.md`` (Validation) describes each)."""
 
 
 def unavailable(case: Case) -> str | None:
@@ -663,7 +663,7 @@ def default_nice() -> int:
     """Return the ranks' nice value by default: -19 as root (:data:`ROOT_NICE`), else 0.
 
     On a shared machine the ranks otherwise wait for a CPU most of the time, and their step times
-    measure the machine's load rather than the job (``docs/diagnosis-validation.md``).
+    measure the machine's load rather than the job (``docs/diagnosis.md`` (Validation)).
     """
     return ROOT_NICE if hasattr(os, "geteuid") and os.geteuid() == 0 else 0
 
@@ -1018,7 +1018,7 @@ def sweep_buckets(
     """Measure the step of one DDP job at each bucket cap: its windows cycle through the caps.
 
     How the bucketing case's removed cap was chosen (the best of such a sweep, recorded in
-    ``docs/diagnosis-validation.md``).
+    ``docs/diagnosis.md`` (Validation)).
     """
     phases = tuple(Phase(f"cap-{cap:g}", bucket_mb=cap) for cap in caps_mb)
     spec = _JobSpec(

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from timeline.analysis.groups import dimension_of
+from timeline.analysis.intervals import union_intervals
 from timeline.diagnosis.context import Context, finding, predicted
 from timeline.diagnosis.facts import mean_int
 from timeline.diagnosis.thresholds import (
     BUCKET_CAPS_MIB,
     CODEC_GBPS,
     COMPRESSION_RATIO,
-    FASTER_LINK,
     LINK_UNDERUSED_RATIO,
     MIN_GAIN,
     MIN_SHARE,
@@ -34,6 +34,7 @@ from timeline.units import format_ns
 
 if TYPE_CHECKING:
     from timeline.diagnosis.replays import Replayer
+    from timeline.whatif.costs import FixedCost
 
 __all__ = [
     "GRADIENT_KINDS",
@@ -160,7 +161,11 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
     from timeline.whatif.replay import Scenario
 
     caps = [int(c) for c in BUCKET_CAPS_MIB]
-    steps = [replayer.predict(scenario=Scenario(buckets=DDPBuckets(cap_bytes=cap * 2**20))) for cap in caps]
+    cost = _gradient_cost(context, replayer)
+    steps = [
+        replayer.predict(scenario=Scenario(buckets=DDPBuckets(cap_bytes=cap * 2**20), gradient_cost=cost))
+        for cap in caps
+    ]
     best = min(range(len(caps)), key=lambda k: (steps[k], k))
     prediction = predicted(context, steps[best], "replay")
     if prediction.gain_ratio < MIN_GAIN:
@@ -173,6 +178,8 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
         "median_bucket_bytes": round(statistics.median(sizes)) if sizes else None,
         "first_bucket_delay_ns": _first_bucket_delay(context),
         "exposed_gradient_comm_ns": exposed,
+        "collective_latency_ns": None if cost is None else cost.latency_ns,
+        "collective_ns_per_bit": None if cost is None else cost.ns_per_bit,
         "caps_mib": caps,
         "predicted_step_by_cap_ns": [min(s, facts.step_ns) for s in steps],
         "best_cap_mib": caps[best],
@@ -191,6 +198,27 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
         iterations=None,
         evidence=evidence,
     )
+
+
+def _gradient_cost(context: Context, replayer: Replayer) -> FixedCost | None:
+    """Return the fixed cost and time per bit of the gradient collectives, fitted on the trace's own.
+
+    The least-squares line (:func:`~timeline.whatif.costs.fit_fixed_cost`) of each diagnosed gradient
+    collective's link time alone on the link (its exclusive work, what the replay re-times) against
+    the bits it sends (:func:`~timeline.whatif.costs.bandwidth_bits`); with the link known, no slower
+    per bit than the link.
+    """
+    from timeline.whatif.costs import bandwidth_bits, fit_fixed_cost
+
+    graph = replayer.graph
+    work = {op_id: inst.work_ns for inst in graph.instances for op_id in inst.ops}
+    points = [
+        (bandwidth_bits(o.collective, o.nbytes, o.group_size), work[o.op_id])
+        for o in graph.ops
+        if o.gradient and o.nbytes
+    ]
+    link = context.link_gbps
+    return fit_fixed_cost(points, min_ns_per_bit=1 / link if link else 0.0)
 
 
 def _mib(value: object) -> str:
@@ -215,7 +243,12 @@ def _first_bucket_delay(context: Context) -> int:
 
 
 def _utilisation(context: Context) -> tuple[float | None, int]:
-    """Byte-weighted bus bandwidth over the link in the diagnosed iterations, and the collectives counted."""
+    """Bus bandwidth over the link in the diagnosed iterations, and the collectives counted.
+
+    The collectives' bus bits over the time the link was busy with them: per process group, the union
+    of their transfers (``[last_start_ns, last_start_ns + transfer_ns]``), so that collectives in flight
+    together (gloo's threads, NCCL's streams) share the link instead of each being counted alone.
+    """
     match = context.match
     if match is None or context.link_gbps is None:
         return None, 0
@@ -233,8 +266,14 @@ def _utilisation(context: Context) -> tuple[float | None, int]:
     bus_bits = (
         float((usable.get_column("bytes").cast(pl.Float64) * usable.get_column("bus_factor")).sum()) * 8
     )
-    transfer = float(usable.get_column("transfer_ns").sum())
-    return (bus_bits / transfer) / context.link_gbps, usable.height
+    spans = usable.select(
+        "group",
+        pl.col("last_start_ns").alias("start_ns"),
+        (pl.col("last_start_ns") + pl.col("transfer_ns")).alias("end_ns"),
+    )
+    union = union_intervals(spans, by=["group"])
+    busy = int(union.select((pl.col("end_ns") - pl.col("start_ns")).sum()).item())
+    return (bus_bits / busy) / context.link_gbps, usable.height
 
 
 def find_link(context: Context) -> Finding | None:
@@ -275,14 +314,20 @@ def find_link(context: Context) -> Finding | None:
         fix = "find what keeps transfers below the link (too few channels or connections, small messages, "
         fix += "CPU-bound reductions, a slower path than the link: NCCL_DEBUG=INFO shows it)"
     else:
-        faster = FASTER_LINK * link
+        # the link from which it no longer limits the step (at the efficiency the transfers reached)
+        faster = replayer.hide_bandwidth_gbps(efficiency="observed")
+        if faster is None:
+            return None
         prediction = predicted(context, replayer.predict(scenario=Scenario(bandwidth_gbps=faster)), "replay")
         cause, summary = (
             "slow_link",
             f"transfers run at {utilisation:.0%} of the {link:g} Gbit/s link and {format_ns(exposed)} of "
             "communication per iteration is exposed: the link limits them",
         )
-        fix = f"a faster link ({faster:g} Gbit/s replayed), or less data on it (compression, larger batches)"
+        fix = (
+            f"a faster link: from about {faster:.3g} Gbit/s (replayed) it no longer limits the step; or less "
+            "data on it (compression, larger batches)"
+        )
         evidence["faster_link_gbps"] = faster
     if prediction.gain_ratio < MIN_GAIN:
         return None
@@ -310,10 +355,12 @@ def find_compression(context: Context) -> Finding | None:
     modes = set(replayer.graph.modes.values())
     codec_gbps = context.codec_gbps or CODEC_GBPS["gpu" if "gpu" in modes else "cpu"]
     codec = Compression(ratio=COMPRESSION_RATIO, codec_bytes_per_s=codec_gbps * 1e9 / 8)
-    prediction = predicted(context, replayer.predict(scenario=Scenario(compression=codec)), "replay")
-    free = min(
-        replayer.predict(scenario=Scenario(compression=Compression(ratio=COMPRESSION_RATIO))), facts.step_ns
+    cost = _gradient_cost(context, replayer)  # a collective's fixed cost is not compressed
+    prediction = predicted(
+        context, replayer.predict(scenario=Scenario(compression=codec, gradient_cost=cost)), "replay"
     )
+    free_codec = Scenario(compression=Compression(ratio=COMPRESSION_RATIO), gradient_cost=cost)
+    free = min(replayer.predict(scenario=free_codec), facts.step_ns)
     saved = facts.step_ns - free
     nbytes = gradient_bytes(context)
     # MLSys'22: encoding and decoding (S / R each) must cost less than what compression saves
@@ -326,6 +373,7 @@ def find_compression(context: Context) -> Finding | None:
         "gradient_bytes": nbytes,
         "exposed_gradient_comm_ns": exposed,
         "break_even_codec_gbps": break_even,
+        "collective_latency_ns": None if cost is None else cost.latency_ns,
     }
     codec_text = f"with a {codec_gbps:g} Gbit/s codec" + (" (assumed)" if assumed else "")
     if prediction.gain_ratio >= MIN_GAIN:
@@ -355,7 +403,7 @@ def find_compression(context: Context) -> Finding | None:
 def find_exposed_dimension(context: Context) -> Finding | None:
     """One mesh dimension's communication holds most of the exposed time (events with ``pg_desc``)."""
     events = context.events
-    if "pg_desc" not in events.columns:
+    if "pg_desc" not in events.columns or events.get_column("pg_desc").null_count() == events.height:
         context.unexamined.add("exposed_dimension")
         return None
     facts = context.facts

@@ -104,7 +104,7 @@ class Facts:
         The diagnosed ``ProfilerStep`` numbers; ``(None,)`` when the trace has none (each rank's
         whole trace is one window).
     step_ns
-        The measured step: the mean over the diagnosed iterations of the median over ranks.
+        The measured step: the median over the diagnosed iterations of the median over ranks.
     caused
         ``(iteration, rank)`` → the wait the rank caused at the synchronising collectives of the
         iteration: over those it started last, the others' ``wait_ns`` summed
@@ -202,7 +202,7 @@ def facts_of(overlap: Overlap, *, match: CollectiveMatch | None = None) -> Facts
     step = 0
     if rows.height:
         per_iteration = rows.group_by("iteration").agg(pl.col("step_ns").median().alias("_t"))
-        step = mean_int(per_iteration.get_column("_t").to_list())
+        step = round(statistics.median(per_iteration.get_column("_t").to_list()))
     caused: dict[tuple[int | None, int], int] = defaultdict(int)
     waited: dict[tuple[int | None, int], int] = defaultdict(int)
     late: dict[tuple[int | None, int], int] = defaultdict(int)

@@ -27,7 +27,6 @@ from timeline.analysis.horovod_phases import analyze_horovod
 from timeline.diagnosis.context import Context, finding, predicted
 from timeline.diagnosis.facts import Facts, mean_int, replayed_iterations
 from timeline.diagnosis.thresholds import (
-    FASTER_LINK,
     LINK_UNDERUSED_RATIO,
     MIN_GAIN,
     MIN_SHARE,
@@ -311,7 +310,11 @@ def _link(context: Context, totals: dict[str, object]) -> Finding | None:
 
     replayer = context.replayer
     underused = utilisation < LINK_UNDERUSED_RATIO
-    scenario = Scenario(efficiency="full") if underused else Scenario(bandwidth_gbps=FASTER_LINK * link)
+    # slow_link: the link from which it no longer limits the step, at the efficiency the batches reached
+    faster = None if underused else replayer.hide_bandwidth_gbps(efficiency="observed")
+    if not underused and faster is None:
+        return None
+    scenario = Scenario(efficiency="full") if underused else Scenario(bandwidth_gbps=faster)
     prediction = predicted(context, replayer.predict(scenario=scenario), "replay")
     if prediction.gain_ratio < MIN_GAIN:
         return None
@@ -325,14 +328,16 @@ def _link(context: Context, totals: dict[str, object]) -> Finding | None:
         ),
         fix="find what keeps transfers below the link (NCCL_DEBUG=INFO, HOROVOD_HIERARCHICAL_ALLREDUCE)"
         if underused
-        else f"a faster link ({FASTER_LINK * link:g} Gbit/s replayed), or less data on it (compression)",
+        else f"a faster link: from about {faster:.3g} Gbit/s (replayed) it no longer limits the step; or "
+        "less data on it (compression)",
         evidence={
             "link_gbps": link,
             "busbw_gbps": utilisation * link,
             "link_utilisation_ratio": min(utilisation, 1.0),
             "wire_ns": wire,
             "wire_ratio": wire / span,
-        },
+        }
+        | ({} if faster is None else {"faster_link_gbps": faster}),
     )
 
 

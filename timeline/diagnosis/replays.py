@@ -6,7 +6,7 @@ iterations; gives, for a changed graph (:mod:`timeline.whatif.transform`) or a s
 
 ``predicted = measured step × replayed step with the fix / replayed step as measured``
 
-each replayed step being the mean over the diagnosed iterations of the median over ranks of the
+each replayed step being the median over the diagnosed iterations of the median over ranks of the
 replayed window (:func:`~timeline.whatif.replay.window_lengths`). The self-replay reproduces the
 measured step (``docs/whatif.md``), so the ratio is the replay's prediction; it also cancels what a
 graph restricted to a few iterations loses at their edges. Also: the idle intervals of a rank's
@@ -28,7 +28,7 @@ from timeline.diagnosis.thresholds import HIDE_TOLERANCE
 
 if TYPE_CHECKING:
     from timeline.whatif.graph import TraceGraph
-    from timeline.whatif.replay import Scenario
+    from timeline.whatif.replay import Efficiency, Scenario
 
 __all__ = ["Replayer", "WindowCut"]
 
@@ -97,7 +97,7 @@ class Replayer:
 
     @property
     def error_ratio(self) -> float:
-        """How far the self-replay is from the measured step (its median windows' mean)."""
+        """How far the self-replay is from the measured step (the median over iterations of its windows)."""
         measured = self._step({w: r["end_ns"] - r["start_ns"] for w, r in self.windows.items()})
         return abs(self.self_step - measured) / measured if measured > 0 else 0.0
 
@@ -107,10 +107,10 @@ class Replayer:
             if window_id in lengths:
                 by_iteration[row["iteration"]].append(lengths[window_id])
         medians = [statistics.median(v) for v in by_iteration.values()]
-        return sum(medians) / len(medians) if medians else 0.0
+        return statistics.median(medians) if medians else 0.0
 
     def replayed_step(self, graph: TraceGraph | None = None, scenario: Scenario | None = None) -> float:
-        """Return the replayed step (mean over iterations of the median over ranks) of a graph."""
+        """Return the replayed step (median over iterations of the median over ranks) of a graph."""
         from timeline.whatif.replay import window_lengths
 
         # a changed graph keeps the windows of the restricted one, unless it contracted them
@@ -162,9 +162,23 @@ class Replayer:
             if cut.compute_ns > 0:
                 compute = self._clipped("compute", cut.rank, start, end)
                 removals[cut.rank] += _tails(compute, cut.compute_ns)
-            if cut.before_ns > 0:
-                removals[cut.rank].append((start - cut.before_ns, start))
+            before = min(cut.before_ns, self._idle_before(cut.rank, start))
+            if before > 0:
+                removals[cut.rank].append((start - before, start))
         return contract(self.graph, dict(removals))
+
+    def _idle_before(self, rank: int, start: int) -> int:
+        """Return how long the rank was idle just before ``start``: since its last compute or collective.
+
+        A cut before a window takes only that time: earlier, the rank's time belongs to another window
+        (contracting it would move that window's work). Unbounded (the window's start) when nothing
+        of the rank starts before it.
+        """
+        ends = []
+        for kind in ("compute", "ops"):
+            starts, kind_ends = self._by_rank(kind, rank)
+            ends += kind_ends[: bisect.bisect_left(starts, start)]  # those that start before it
+        return max(0, start - max(ends)) if ends else start
 
     def _clipped(self, kind: str, rank: int, start: int, end: int) -> list[tuple[int, int]]:
         """Return a rank's compute intervals or collectives that overlap ``[start, end)``, clipped, by start.
@@ -203,8 +217,12 @@ class Replayer:
 
     # -- the bandwidth that hides communication ---------------------------------------------------
 
-    def hide_bandwidth_gbps(self, *, rtol: float = 0.25) -> float | None:
-        """Return the link (Gbit/s, used in full) at which the step is within 1 % of an infinite link's.
+    def hide_bandwidth_gbps(self, *, rtol: float = 0.25, efficiency: Efficiency = "full") -> float | None:
+        """Return the link (Gbit/s) at which the step is within 1 % of an infinite link's.
+
+        ``efficiency="full"``: every collective uses the whole link (the verdict's hide bandwidth);
+        ``"observed"``: each keeps the share of the link it reached (``slow_link``'s faster link,
+        which needs the measured link on the graph).
 
         The search starts from the bandwidth that would carry the diagnosed iterations' bits in
         their measured step (below it the link alone takes longer than the step),
@@ -217,7 +235,7 @@ class Replayer:
         bits = self._bits()
         if bits <= 0:
             return None
-        full = Scenario(efficiency="full", bandwidth_gbps=_INFINITE_GBPS)
+        full = Scenario(efficiency=efficiency, bandwidth_gbps=_INFINITE_GBPS)
         target = self.replayed_step(scenario=full) * (1 + HIDE_TOLERANCE)
 
         def hidden(gbps: float) -> bool:

@@ -9,7 +9,6 @@ __all__ = [
     "BUCKET_CAPS_MIB",
     "CODEC_GBPS",
     "COMPRESSION_RATIO",
-    "FASTER_LINK",
     "HIDE_TOLERANCE",
     "IMBALANCE_LATE_SHARE",
     "LAUNCH_GAP_MAX_NS",
@@ -38,9 +37,6 @@ IMBALANCE_LATE_SHARE = 0.1
 LINK_UNDERUSED_RATIO = 0.5
 """Transfers below half the link (byte-weighted bus bandwidth over the link) under-use it
 (``link_underused``); at or above it, the link is what limits them (``slow_link``)."""
-
-FASTER_LINK = 2.0
-"""``slow_link``: the fix replayed is a link this many times faster."""
 
 COMPRESSION_RATIO = 4.0
 """``compression``: the ratio replayed (32-bit gradients sent in 8 bits)."""

@@ -46,7 +46,7 @@ class Diagnosis:
     summary
         One sentence answering "is communication my bottleneck, and what would fix it?".
     step_ns
-        The measured step the gains are shares of (mean over the diagnosed iterations of the
+        The measured step the gains are shares of (median over the diagnosed iterations of the
         median over ranks); None without a profiler trace.
     iterations
         The diagnosed ``ProfilerStep`` numbers (None: each rank's whole trace, or none).

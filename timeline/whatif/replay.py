@@ -46,7 +46,7 @@ from timeline.whatif.bucketing import (
     make_buckets,
 )
 from timeline.whatif.compression import Compression
-from timeline.whatif.costs import Algorithm, bandwidth_bits, latency_steps
+from timeline.whatif.costs import Algorithm, FixedCost, bandwidth_bits, latency_steps
 from timeline.whatif.graph import CommOp, Gradient, TraceGraph, WaitPoint
 
 __all__ = [
@@ -132,6 +132,12 @@ class Scenario:
         ``ring`` or ``tree`` (the trace's collectives are taken to have used it too).
     buckets
         How gradients are grouped: as measured, DDP caps, or Horovod-style fusion.
+    gradient_cost
+        The gradient collectives' fixed cost per collective and time per bit alone on the measured
+        link (:func:`~timeline.whatif.costs.fit_fixed_cost`), with ``observed`` efficiency: a rebuilt
+        bucket costs the line; a measured gradient collective keeps its time, of which
+        ``min(fixed cost, its time)`` is fixed (neither compressed nor changed by another link).
+        None: the measured time per bit, no fixed cost (merging collectives saves nothing by itself).
     compression
         Gradient compression and its codec cost.
     overlap
@@ -146,6 +152,7 @@ class Scenario:
     latency_s: float = 0.0
     algorithm: Algorithm = "ring"
     buckets: BucketPolicy = MEASURED
+    gradient_cost: FixedCost | None = None
     compression: Compression = field(default_factory=Compression)
     overlap: Overlap = "measured"
     communication: bool = True
@@ -496,6 +503,16 @@ def _work_ns(
             notes.add("nobytes")
         return op.base_ns
     efficiency = scenario.efficiency
+    if op.gradient and scenario.gradient_cost is not None and efficiency == "observed":
+        # the fixed part stays; the rest follows the bits (world size, compression) and the link
+        scale = bits / bits_measured if bits_measured > 0 else 1.0
+        if measured_link is not None and link is not None:
+            scale *= measured_link / link
+        cost = scenario.gradient_cost
+        if op.source is None:
+            return cost.latency_ns + cost.ns_per_bit * bits_measured * scale
+        fixed = min(cost.latency_ns, op.base_ns)
+        return fixed + (op.base_ns - fixed) * scale
     if efficiency in ("observed", "uniform"):
         if efficiency == "uniform" and op.collective in uniform:
             per_bit = uniform[op.collective]
