@@ -28,13 +28,14 @@ __all__ = ["whatif_command"]
 
 
 BandwidthOption = Annotated[
-    str | None,
+    list[str] | None,
     typer.Option(
         "--bandwidth",
         "-b",
         help="Link bandwidths to predict, one direction, comma-separated: 10,25,40,100Gbps (a unit on "
-        "the "
-        "last applies to all), presets (100gbe, ib-hdr), 'measured'. Default: the measured link.",
+        "the last applies to all), presets (100gbe, ib-hdr), 'measured'. Per dimension of the process "
+        "groups, one setting: tp=nvlink4,dp=25Gbps (a bare link: every other dimension). Repeatable: "
+        "each -b adds its settings. Default: the measured link.",
         show_default=False,
     ),
 ]
@@ -82,7 +83,11 @@ LinkGbpsOption = Annotated[
 ]
 LatencyOption = Annotated[
     str,
-    typer.Option("--latency", help="Latency of one step of a collective (α): 5us, 0.2ms; at most 1 hour."),
+    typer.Option(
+        "--latency",
+        help="Latency of one step of a collective (α): 5us, 0.2ms; at most 1 hour. Per dimension: "
+        "tp=1us,dp=20us (a bare value: every other dimension).",
+    ),
 ]
 AlgorithmOption = Annotated[
     str, typer.Option("--algorithm", help="Collective algorithm of the cost model: ring or tree.")
@@ -200,7 +205,7 @@ def whatif_command(
         from timeline.analysis.links import parse_link_gbps
         from timeline.errors import UsageError
         from timeline.results.whatif import build_whatif_report
-        from timeline.whatif.settings import choose_efficiency, parse_settings
+        from timeline.whatif.settings import check_dimensions, choose_efficiency, parse_settings
 
         for option, value in (("--single-step-ms", single_step_ms), ("--vector-add-cost", vector_add_cost)):
             if value is not None:
@@ -223,8 +228,10 @@ def whatif_command(
             if measured_link is not None
             else ("capture manifest" if built.link_gbps is not None else "not recorded")
         )
+        check_dimensions(settings, built.dimensions)
+        named = [gbps for _, pairs in settings.links for _, gbps in pairs]
         chosen, note = choose_efficiency(
-            efficiency, link_known=built.link_gbps is not None, bandwidths=settings.bandwidths
+            efficiency, link_known=built.link_gbps is not None, bandwidths=[*settings.bandwidths, *named]
         )
         if note is not None:
             typer.echo(f"note: {note}", err=True)
@@ -241,6 +248,8 @@ def whatif_command(
             target_sf=settings.target_sf,
             iterations=iteration or None,
             link_source=link_source,
+            dimension_bandwidths=settings.dimension_bandwidths,
+            dimension_latencies=settings.dimension_latencies,
         )
     echo_warnings(report["warnings"])
     if json_output:
@@ -260,7 +269,7 @@ def _seed_whatif(
     single_step_ms: float | None,
     vector_add_cost: str | None,
     json_output: bool,
-    bandwidth: str | None,
+    bandwidth: list[str] | None,
     world_size: str | None,
     compression: str,
     buckets: str | None,
@@ -295,6 +304,13 @@ def _seed_whatif(
         codec_gbps=codec_gbps,
         target_sf=target_sf,
     )
+    if settings.dimensions:
+        option, dimension = settings.dimensions[0]
+        msg = (
+            f"{option} {dimension}=…: per-dimension settings apply to traces with process groups, "
+            "not to a seed backward profile (.bk.log)"
+        )
+        raise UsageError(msg)
     grid = seed_grid(settings, single_step_ms=single_step_ms)
     profile = read_backward_profile(paths[0])
     table = vector_add_cost if vector_add_cost is not None else find_vector_add_cost(paths[0])
