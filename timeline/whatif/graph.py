@@ -829,7 +829,7 @@ def _attribute_collectives(
     within a group counts (``""``: every collective of the group; in a group an ambiguous collective
     may be on, only those of the same kind and size, whose order doubt leaves certain).
     """
-    view = comm.with_row_index("_op").with_columns(
+    view = comm.drop("group").with_row_index("_op").with_columns(
         kind=pl.lit("communication"), source=pl.lit("kineto"), pg_name=pl.col("pg_name").cast(pl.String)
     )
     attributed = attribute_groups(

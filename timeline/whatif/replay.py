@@ -50,6 +50,7 @@ from timeline.whatif.costs import Algorithm, bandwidth_bits, latency_steps
 from timeline.whatif.graph import CommOp, Gradient, TraceGraph, WaitPoint
 
 __all__ = [
+    "LINK_TIMES_SCHEMA",
     "MAX_LATENCY_S",
     "MAX_WORLD_SIZE",
     "PREDICTED_ITERATIONS_SCHEMA",
@@ -58,6 +59,7 @@ __all__ = [
     "Overlap",
     "Prediction",
     "Scenario",
+    "link_times",
     "replay",
     "self_replay",
     "single_replay",
@@ -1140,6 +1142,59 @@ def replay(
         iterations=_per_iteration(frame, iterations),
         warnings=tuple(warnings),
     )
+
+
+LINK_TIMES_SCHEMA = pl.Schema(
+    {
+        "op_id": pl.Int64(),
+        "rank": pl.Int32(),
+        "window_id": pl.Int64(),
+        "group": pl.String(),
+        "dimension": pl.String(),
+        "collective": pl.String(),
+        "nbytes": pl.Int64(),
+        "group_size": pl.Int32(),
+        "link_ns": pl.Float64(),
+    }
+)
+"""One row per collective of a scenario (:func:`link_times`)."""
+
+
+def link_times(graph: TraceGraph, *, scenario: Scenario) -> pl.DataFrame:
+    """Return the modelled link time of every collective of a scenario, alone on its link.
+
+    What the replay gives each collective's transfer before links are shared (``docs/whatif.md``:
+    the cost model), with the link and latency of the collective's dimension.
+
+    Returns
+    -------
+    pl.DataFrame
+        :data:`LINK_TIMES_SCHEMA`: ``op_id`` (the measured collective, :attr:`TraceGraph.ops`; null
+        for a rebuilt gradient bucket), its rank, window, group, dimension, kind, bytes and group
+        size, and ``link_ns``.
+
+    Raises
+    ------
+    UsageError
+        A scenario the trace cannot answer (as :func:`replay`).
+    """
+    plan = _plan(graph, scenario)
+    _cost(graph, scenario, plan)
+    rows = [
+        {
+            "op_id": op.source.op_id if op.source is not None else None,
+            "rank": op.rank,
+            "window_id": op.window_id,
+            "group": op.source.group if op.source is not None else None,
+            "dimension": op.dimension,
+            "collective": op.collective,
+            "nbytes": op.nbytes,
+            "group_size": op.group_size,
+            "link_ns": op.work_ns,
+        }
+        for op in plan.ops
+    ]
+    return pl.DataFrame(rows, schema=LINK_TIMES_SCHEMA)
 
 
 def _cost(graph: TraceGraph, scenario: Scenario, plan: _Plan) -> list[str]:

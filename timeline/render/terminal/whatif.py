@@ -99,8 +99,10 @@ def render_whatif_report(report: dict[str, Any], console: Console) -> None:
         "perfect overlap",
         "SF",
     ]
-    for i, name in enumerate(columns):
-        table.add_column(name, justify="left" if i == 3 else "right", no_wrap=True)
+    for i, name in enumerate(columns):  # the link of per-dimension settings wraps, the numbers never
+        table.add_column(
+            name, justify="left" if i == 3 else "right", no_wrap=i > 0, max_width=24 if i == 0 else None
+        )
     for row in report["scenarios"]:
         table.add_row(
             _link(row),
