@@ -68,7 +68,9 @@ def fsdp() -> tuple[TraceGraph, dict[int, dict[str, tuple[int, ...]]]]:
 
 
 @pytest.fixture(scope="module")
-def nccl(tmp_path_factory: pytest.TempPathFactory) -> tuple[TraceGraph, dict[int, dict[str, tuple[int, ...]]]]:
+def nccl(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[TraceGraph, dict[int, dict[str, tuple[int, ...]]]]:
     directory = tmp_path_factory.mktemp("mesh")
     job = device_mesh_job([("dp", 2), ("tp", 4)], steps=2, gpus_per_node=8, seed=5)
     write_job(job, directory)
