@@ -18,8 +18,9 @@ import pytest
 
 from tests.builders import SAMPLES
 from tests.generators.nccl import device_mesh_job, write_job
+from timeline.execution import LocalExecutor, graph_files
 from timeline.trace import load
-from timeline.whatif.graph import TraceGraph, combine_graph_parts, graph_parts, trace_graph
+from timeline.whatif.graph import TraceGraph, combine_graph_parts, graph_from_parts, graph_parts, trace_graph
 from timeline.whatif.replay import Scenario, link_times, replay, self_replay
 
 FSDP_TP = SAMPLES / "fsdp2_tp_gloo"
@@ -235,3 +236,20 @@ def test_a_trace_of_one_group_is_matched_as_before() -> None:
     assert sum(len(i.ops) > 1 for i in declared.instances) > 0
     assert {o.dimension for o in declared.ops} == {"world"}
     assert pl.Series([o.group_size for o in declared.ops]).unique().to_list() == [2]
+
+
+def test_rank_by_rank_parts_tell_the_same_groups() -> None:
+    """Each rank's part keeps its ``pg_config`` rows: combined, the graph of the loaded trace."""
+    trace = load(FSDP_TP)
+    expected = trace_graph(trace)
+    ranks = trace.events.get_column("rank").unique().sort().to_list()
+    parts = [
+        graph_parts(trace.events.filter(pl.col("rank") == r), groups=trace.groups) for r in reversed(ranks)
+    ]
+    got = graph_from_parts(parts, files=trace.files)
+    assert got.ops == expected.ops
+    assert got.instances == expected.instances
+    on_executor = graph_files(FSDP_TP, executor=LocalExecutor(2)).graph()
+    assert on_executor.ops == expected.ops
+    assert on_executor.instances == expected.instances
+    assert sum(inst.synchronising for inst in expected.instances) > 0
