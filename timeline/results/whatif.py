@@ -228,6 +228,8 @@ def _seed_row(policy: DDPBuckets | FusionBuckets, result: SeedResult) -> dict[st
         "perfect_overlap_scaling_factor": 1.0,
         "backward_ns": round(result.backward_s * 1e9),
         "fused_buckets": result.buckets,
+        "dimension_bandwidths": [],
+        "dimension_latencies": [],
     }
 
 
