@@ -829,8 +829,12 @@ def _attribute_collectives(
     within a group counts (``""``: every collective of the group; in a group an ambiguous collective
     may be on, only those of the same kind and size, whose order doubt leaves certain).
     """
-    view = comm.drop("group").with_row_index("_op").with_columns(
-        kind=pl.lit("communication"), source=pl.lit("kineto"), pg_name=pl.col("pg_name").cast(pl.String)
+    view = (
+        comm.drop("group")
+        .with_row_index("_op")
+        .with_columns(
+            kind=pl.lit("communication"), source=pl.lit("kineto"), pg_name=pl.col("pg_name").cast(pl.String)
+        )
     )
     attributed = attribute_groups(
         view, declared, overrides=overrides, clocks=clocks, windows=windows, warnings=warnings
@@ -1099,15 +1103,8 @@ def _flag_gradients(comm: pl.DataFrame, signals: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _ops_and_instances(
-    comm: pl.DataFrame, warnings: list[str]
-) -> tuple[tuple[CommOp, ...], tuple[Instance, ...]]:
-    """Return the collectives (pooled, matched across ranks, with their link time) and instances."""
-    comm = (
-        comm.sort("rank", "start_ns", "end_ns", maintain_order=True)
-        .with_row_index("op_id")
-        .with_columns(pl.col("op_id").cast(pl.Int64))
-    )
+def _numbered(comm: pl.DataFrame) -> pl.DataFrame:
+    """Add each collective's place in its group (``_index``; null when it stands alone) and its pool."""
     for name, default in (
         ("dimension", pl.lit(None, dtype=pl.String)),
         ("_lone", pl.lit(False)),
@@ -1126,6 +1123,19 @@ def _ops_and_instances(
         .then(pl.format("{}/ambiguous {}", pl.col("rank"), pl.col("channel")))
         .otherwise(pl.format("{}/group {}", pl.col("rank"), pl.col("group"))),
     )
+    return comm
+
+
+def _ops_and_instances(
+    comm: pl.DataFrame, warnings: list[str]
+) -> tuple[tuple[CommOp, ...], tuple[Instance, ...]]:
+    """Return the collectives (pooled, matched across ranks, with their link time) and instances."""
+    comm = (
+        comm.sort("rank", "start_ns", "end_ns", maintain_order=True)
+        .with_row_index("op_id")
+        .with_columns(pl.col("op_id").cast(pl.Int64))
+    )
+    comm = _numbered(comm)
     rows = comm.to_dicts()
     delays = _pool_delays(rows)
     by_key: dict[tuple[object, ...], list[int]] = defaultdict(list)
