@@ -77,7 +77,8 @@ LinkGbpsOption = Annotated[
     str | None,
     typer.Option(
         "--link-gbps",
-        help="The link the trace ran on (Gbit/s or a preset); default: the capture manifest's link_gbps.",
+        help="The link the trace ran on (Gbit/s or a preset); per dimension: tp=nvlink4,dp=25 (a bare link: "
+        "every other dimension). Default: the capture manifest's link_gbps.",
         show_default=False,
     ),
 ]
@@ -202,10 +203,17 @@ def whatif_command(
             )
         return
     with user_errors():
-        from timeline.analysis.links import parse_link_gbps
+        from dataclasses import replace
+
         from timeline.errors import UsageError
         from timeline.results.whatif import build_whatif_report
-        from timeline.whatif.settings import check_dimensions, choose_efficiency, parse_settings
+        from timeline.whatif.settings import (
+            check_dimensions,
+            check_named,
+            choose_efficiency,
+            parse_measured_links,
+            parse_settings,
+        )
 
         for option, value in (("--single-step-ms", single_step_ms), ("--vector-add-cost", vector_add_cost)):
             if value is not None:
@@ -220,18 +228,22 @@ def whatif_command(
             codec_gbps=codec_gbps,
             target_sf=target_sf,
         )
-        measured_link = parse_link_gbps(link_gbps) if link_gbps is not None else None
+        measured_link, measured_by_dimension = parse_measured_links(link_gbps)
         inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
         built = graph(inputs, link_gbps=measured_link)
+        check_named([("--link-gbps", d) for d, _ in measured_by_dimension], built.dimensions)
+        built = replace(built, dimension_links=measured_by_dimension)
         link_source = (
             "--link-gbps"
-            if measured_link is not None
+            if link_gbps is not None
             else ("capture manifest" if built.link_gbps is not None else "not recorded")
         )
         check_dimensions(settings, built.dimensions)
         named = [gbps for _, pairs in settings.links for _, gbps in pairs]
         chosen, note = choose_efficiency(
-            efficiency, link_known=built.link_gbps is not None, bandwidths=[*settings.bandwidths, *named]
+            efficiency,
+            link_known=built.link_gbps is not None or bool(measured_by_dimension),
+            bandwidths=[*settings.bandwidths, *named],
         )
         if note is not None:
             typer.echo(f"note: {note}", err=True)

@@ -13,6 +13,7 @@ from timeline.whatif.settings import (
     check_dimensions,
     parse_dimension_bandwidth,
     parse_latencies,
+    parse_measured_links,
     parse_settings,
 )
 
@@ -139,3 +140,29 @@ def test_cli_per_dimension_settings_do_not_apply_to_a_seed_profile(tmp_path: Any
     result = run_timeline("whatif", profile, "--single-step-ms", "10", "-b", "tp=100")
     assert result.returncode == 2
     assert "per-dimension settings apply to traces" in result.stderr
+
+
+def test_measured_links_per_dimension() -> None:
+    assert parse_measured_links(None) == (None, ())
+    assert parse_measured_links("100gbe") == (100.0, ())
+    assert parse_measured_links("tp=400,25") == (25.0, (("tp", 400.0),))
+    with pytest.raises(UsageError, match="--link-gbps 'tp=x': 'x' is not a bandwidth"):
+        parse_measured_links("tp=x")
+
+
+def test_cli_a_dimension_at_its_measured_link_predicts_the_measured_step() -> None:
+    result = run_timeline(
+        "whatif", FSDP_TP, "--link-gbps", "10,tp=40", "-b", "tp=40", "-b", "tp=80", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [(d["dimension"], d["link_gbps"]) for d in report["dimensions"]] == [("dp", 10.0), ("tp", 40.0)]
+    same, faster = report["scenarios"]
+    assert same["iteration_ns"] == report["self_replay"]["predicted_ns"]
+    assert faster["iteration_ns"] < same["iteration_ns"]
+    unknown = run_timeline("whatif", FSDP_TP, "--link-gbps", "pp=40")
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip().splitlines() == [
+        "error: --link-gbps pp=…: the trace has no dimension 'pp'; its dimensions: dp, tp "
+        "(give a bare value for every collective)"
+    ]

@@ -253,3 +253,25 @@ def test_rank_by_rank_parts_tell_the_same_groups() -> None:
     assert on_executor.ops == expected.ops
     assert on_executor.instances == expected.instances
     assert sum(inst.synchronising for inst in expected.instances) > 0
+
+
+def test_a_measured_link_per_dimension_scales_that_dimension_from_its_own_link(
+    case: tuple[TraceGraph, dict[int, dict[str, tuple[int, ...]]]],
+) -> None:
+    graph, _ = case
+    assert graph.link_gbps is not None
+    measured = replace(graph, dimension_links=(("tp", graph.link_gbps * 4),))
+    before = link_times(graph, scenario=Scenario()).sort("op_id")
+    # tp's collectives ran on a link 4 times faster: at that link they keep their time, at twice it halve
+    same = link_times(measured, scenario=Scenario(dimension_bandwidths=(("tp", graph.link_gbps * 4),)))
+    halved = link_times(measured, scenario=Scenario(dimension_bandwidths=(("tp", graph.link_gbps * 8),)))
+    rows = zip(
+        before.iter_rows(named=True),
+        same.sort("op_id").iter_rows(named=True),
+        halved.sort("op_id").iter_rows(named=True),
+        strict=True,
+    )
+    for old, kept, new in rows:
+        assert kept["link_ns"] == pytest.approx(old["link_ns"], rel=1e-9)
+        factor = 0.5 if new["dimension"] == "tp" else 1.0
+        assert new["link_ns"] == pytest.approx(old["link_ns"] * factor, rel=1e-9)

@@ -56,6 +56,7 @@ def _dimensions(graph: TraceGraph) -> list[dict[str, Any]]:
                 "groups": sorted({o.group for o in ops if o.group is not None}),
                 "group_sizes": sorted({o.group_size for o in ops}),
                 "collectives": len(ops),
+                "link_gbps": graph.link_of(dimension),
             }
         )
     return rows

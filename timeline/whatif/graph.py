@@ -214,6 +214,9 @@ class TraceGraph:
         the number of ranks).
     link_gbps
         The link the run had, when known (``--link-gbps``, or the capture manifest's ``link_gbps``).
+    dimension_links
+        ``(dimension, Gbit/s)``: the link the collectives of a dimension ran on, in place of
+        ``link_gbps`` (``--link-gbps tp=nvlink4,dp=25``).
     warnings
         Recoverable oddities, one line each.
     notes
@@ -234,6 +237,11 @@ class TraceGraph:
     link_gbps: float | None = None
     warnings: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
+    dimension_links: tuple[tuple[str, float], ...] = field(default=())
+
+    def link_of(self, dimension: str | None) -> float | None:
+        """Return the measured link (Gbit/s) of a collective of this dimension, when known."""
+        return dict(self.dimension_links).get(dimension or "", self.link_gbps)
 
     @property
     def dimensions(self) -> list[str]:

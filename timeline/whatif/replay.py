@@ -517,7 +517,8 @@ def _work_ns(
     gbps = scenario.bandwidth_of(op.dimension)
     latency = latency_steps(op.collective, n, algorithm=alg) * alpha
     latency_measured = latency_steps(op.collective, n_measured, algorithm=alg) * alpha
-    measured_link = graph.link_gbps * 1e9 if graph.link_gbps is not None else None
+    measured_gbps = graph.link_of(op.dimension)
+    measured_link = measured_gbps * 1e9 if measured_gbps is not None else None
     link = gbps * 1e9 if gbps is not None else measured_link
     if op.nbytes is None or (op.source is not None and bits_measured <= 0):
         if op.source is None:

@@ -29,11 +29,13 @@ __all__ = [
     "DimensionValues",
     "Settings",
     "check_dimensions",
+    "check_named",
     "choose_efficiency",
     "parse_bandwidths",
     "parse_dimension_bandwidth",
     "parse_efficiency",
     "parse_latencies",
+    "parse_measured_links",
     "parse_settings",
 ]
 
@@ -108,7 +110,9 @@ def _by_dimension(text: str, option: str, parse: Any) -> tuple[float | None, Dim
     return every, tuple(named.items())
 
 
-def parse_dimension_bandwidth(text: str) -> tuple[float | None, DimensionValues]:
+def parse_dimension_bandwidth(
+    text: str, *, option: str = "--bandwidth"
+) -> tuple[float | None, DimensionValues]:
     """Read one per-dimension link setting: ``tp=nvlink4,dp=25Gbps``.
 
     ``25Gbps,tp=nvlink4``: tp at NVLink 4, every other dimension at 25 Gbit/s. Each link as
@@ -132,12 +136,29 @@ def parse_dimension_bandwidth(text: str) -> tuple[float | None, DimensionValues]
             return parse_link_gbps(value)
         except UsageError:
             msg = (
-                f"--bandwidth {text!r}: {value!r} is not a bandwidth; give Gbit/s (10, 25G, 12.5GB/s) "
+                f"{option} {text!r}: {value!r} is not a bandwidth; give Gbit/s (10, 25G, 12.5GB/s) "
                 "or a preset"
             )
             raise UsageError(msg) from None
 
-    return _by_dimension(text, "--bandwidth", link)
+    return _by_dimension(text, option, link)
+
+
+def parse_measured_links(text: str | None) -> tuple[float | None, DimensionValues]:
+    """Read ``--link-gbps``: the link the trace ran on (``25``, ``100gbe``), or one per dimension.
+
+    ``tp=nvlink4,dp=25``: the links tp's and dp's collectives ran on; a bare link: every other one.
+
+    Examples
+    --------
+    >>> parse_measured_links("25"), parse_measured_links("tp=400,100")
+    ((25.0, ()), (100.0, (('tp', 400.0),)))
+    """
+    if text is None:
+        return None, ()
+    if "=" not in text:
+        return parse_link_gbps(text), ()
+    return parse_dimension_bandwidth(text, option="--link-gbps")
 
 
 def parse_latencies(text: str) -> tuple[float, DimensionValues]:
@@ -243,7 +264,18 @@ def check_dimensions(settings: Settings, dimensions: Sequence[str]) -> None:
     UsageError
         A dimension the trace has none of, listing the trace's dimensions.
     """
-    for option, dimension in settings.dimensions:
+    check_named(settings.dimensions, dimensions)
+
+
+def check_named(named: Sequence[tuple[str, str]], dimensions: Sequence[str]) -> None:
+    """Check that every (option, dimension) named is one of the trace's ``dimensions``.
+
+    Raises
+    ------
+    UsageError
+        A dimension the trace has none of, listing the trace's dimensions.
+    """
+    for option, dimension in named:
         if dimension in dimensions:
             continue
         known = ", ".join(dimensions) if dimensions else "none (its process groups have no description)"
