@@ -15,6 +15,7 @@ import typer
 from cli.common import console, echo_warnings, graph, inputs_of, user_errors
 from cli.options import (
     CommKernelOption,
+    DimensionOption,
     ExecutorOption,
     IncludePythonOption,
     JsonOption,
@@ -153,6 +154,7 @@ def whatif_command(
     single_step_ms: SingleStepMsOption = None,
     vector_add_cost: VectorAddCostOption = None,
     json_output: JsonOption = False,
+    dimension: DimensionOption = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -177,6 +179,7 @@ def whatif_command(
             "--efficiency": efficiency,
             "--link-gbps": link_gbps,
             "--iteration": iteration,
+            "--dimension": dimension,
             "--rank": rank,
             "--rank-regex": rank_regex,
             "--comm-kernel": comm_kernel,
@@ -205,6 +208,7 @@ def whatif_command(
     with user_errors():
         from dataclasses import replace
 
+        from timeline.analysis.groups import parse_dimension_overrides
         from timeline.errors import UsageError
         from timeline.results.whatif import build_whatif_report
         from timeline.whatif.settings import (
@@ -230,7 +234,7 @@ def whatif_command(
         )
         measured_link, measured_by_dimension = parse_measured_links(link_gbps)
         inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
-        built = graph(inputs, link_gbps=measured_link)
+        built = graph(inputs, link_gbps=measured_link, overrides=parse_dimension_overrides(dimension or []))
         check_named([("--link-gbps", d) for d, _ in measured_by_dimension], built.dimensions)
         built = replace(built, dimension_links=measured_by_dimension)
         link_source = (

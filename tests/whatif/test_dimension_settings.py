@@ -166,3 +166,19 @@ def test_cli_a_dimension_at_its_measured_link_predicts_the_measured_step() -> No
         "error: --link-gbps pp=…: the trace has no dimension 'pp'; its dimensions: dp, tp "
         "(give a bare value for every collective)"
     ]
+
+
+def test_cli_dimension_renames_the_dimension_the_settings_name() -> None:
+    renamed = run_timeline(
+        "whatif", FSDP_TP, "--dimension", "mesh_dp=fsdp", "--link-gbps", "10", "-b", "fsdp=100", "--json"
+    )
+    assert renamed.returncode == 0, renamed.stderr
+    report = json.loads(renamed.stdout)
+    assert [d["dimension"] for d in report["dimensions"]] == ["fsdp", "tp"]
+    plain = json.loads(run_timeline("whatif", FSDP_TP, "--link-gbps", "10", "-b", "dp=100", "--json").stdout)
+    assert report["scenarios"][0]["iteration_ns"] == plain["scenarios"][0]["iteration_ns"]
+    old_name = run_timeline(
+        "whatif", FSDP_TP, "--dimension", "mesh_dp=fsdp", "--link-gbps", "10", "-b", "dp=1"
+    )
+    assert old_name.returncode == 2
+    assert "its dimensions: fsdp, tp" in old_name.stderr

@@ -10,7 +10,7 @@ the driver combines the parts (:func:`~timeline.whatif.graph.graph_from_parts`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import polars as pl
@@ -64,9 +64,15 @@ class GraphAnalysis:
     """Equal to ``load(paths).clock_note``: when set, no process group is told by timing across ranks."""
 
     def graph(
-        self, *, link_gbps: float | None = None, resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS
+        self,
+        *,
+        link_gbps: float | None = None,
+        resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS,
+        overrides: Mapping[str, str] | None = None,
     ) -> TraceGraph:
         """Return the run's graph: equal to ``trace_graph(load(paths), ...)``.
+
+        ``overrides``: description → dimension label (``--dimension``).
 
         Raises
         ------
@@ -79,6 +85,7 @@ class GraphAnalysis:
             link_gbps=link_gbps,
             resume_tolerance_ns=resume_tolerance_ns,
             comparable=self.clock_note is None,
+            overrides=overrides,
         )
 
 

@@ -359,6 +359,7 @@ def trace_graph(
     link_gbps: float | None = None,
     resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS,
     windows: pl.DataFrame | None = None,
+    overrides: Mapping[str, str] | None = None,
 ) -> TraceGraph:
     """Build the graph of a loaded trace, with its world size and, when recorded, its link.
 
@@ -371,7 +372,8 @@ def trace_graph(
     from the timeline, and :attr:`TraceGraph.notes` says how.
 
     ``windows``: the iteration windows of the trace's events when already computed (the overlap
-    analysis' ``Overlap.windows``), to save computing them again.
+    analysis' ``Overlap.windows``), to save computing them again. ``overrides``: description →
+    dimension label (``--dimension mesh_dp_replicate=ddp``).
 
     Raises
     ------
@@ -403,6 +405,7 @@ def trace_graph(
         link_gbps=link_gbps,
         resume_tolerance_ns=resume_tolerance_ns,
         comparable=trace.clock_note is None,
+        overrides=overrides,
     )
 
 
@@ -413,6 +416,7 @@ def graph_from_parts(
     link_gbps: float | None = None,
     resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS,
     comparable: bool = True,
+    overrides: Mapping[str, str] | None = None,
 ) -> TraceGraph:
     """Build the graph of a loaded run from its per-rank parts and its file table.
 
@@ -435,6 +439,8 @@ def graph_from_parts(
         False when the traces' clocks cannot be compared (:attr:`timeline.trace.Trace.clock_note`):
         no process group is then told by timing across ranks. Otherwise the ranks of one node
         compare (:func:`~timeline.analysis.groups.shared_clocks` of ``files``).
+    overrides
+        Description → dimension label (:func:`~timeline.analysis.groups.parse_dimension_overrides`).
 
     Returns
     -------
@@ -453,7 +459,12 @@ def graph_from_parts(
     link = link_gbps if link_gbps is not None else _manifest_link(files)
     clocks = shared_clocks(files, comparable=comparable)
     return combine_graph_parts(
-        parts, world_size=world, link_gbps=link, resume_tolerance_ns=resume_tolerance_ns, clocks=clocks
+        parts,
+        world_size=world,
+        link_gbps=link,
+        resume_tolerance_ns=resume_tolerance_ns,
+        clocks=clocks,
+        overrides=overrides,
     )
 
 
