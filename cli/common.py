@@ -9,7 +9,7 @@ draw a progress bar and print the load warnings), picks a renderer, and exits. H
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -225,9 +225,11 @@ def flight_dumps(dumps: Sequence[Path], *, rank: int | None = None, rank_regex: 
     return loaded
 
 
-def graph(inputs: Inputs, *, link_gbps: float | None) -> TraceGraph:
+def graph(
+    inputs: Inputs, *, link_gbps: float | None, overrides: Mapping[str, str] | None = None
+) -> TraceGraph:
     """Return the what-if graph of the inputs, with a progress bar; print the load warnings."""
     from timeline.execution.session import graph_inputs
 
     with loading() as (progress, warn):
-        return graph_inputs(inputs, link_gbps=link_gbps, progress=progress, warn=warn)
+        return graph_inputs(inputs, link_gbps=link_gbps, progress=progress, warn=warn, overrides=overrides)

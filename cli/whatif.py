@@ -15,6 +15,7 @@ import typer
 from cli.common import console, echo_warnings, graph, inputs_of, user_errors
 from cli.options import (
     CommKernelOption,
+    DimensionOption,
     ExecutorOption,
     IncludePythonOption,
     JsonOption,
@@ -28,13 +29,14 @@ __all__ = ["whatif_command"]
 
 
 BandwidthOption = Annotated[
-    str | None,
+    list[str] | None,
     typer.Option(
         "--bandwidth",
         "-b",
         help="Link bandwidths to predict, one direction, comma-separated: 10,25,40,100Gbps (a unit on "
-        "the "
-        "last applies to all), presets (100gbe, ib-hdr), 'measured'. Default: the measured link.",
+        "the last applies to all), presets (100gbe, ib-hdr), 'measured'. Per dimension of the process "
+        "groups, one setting: tp=nvlink4,dp=25Gbps (a bare link: every other dimension). Repeatable: "
+        "each -b adds its settings. Default: the measured link.",
         show_default=False,
     ),
 ]
@@ -76,13 +78,18 @@ LinkGbpsOption = Annotated[
     str | None,
     typer.Option(
         "--link-gbps",
-        help="The link the trace ran on (Gbit/s or a preset); default: the capture manifest's link_gbps.",
+        help="The link the trace ran on (Gbit/s or a preset); per dimension: tp=nvlink4,dp=25 (a bare link: "
+        "every other dimension). Default: the capture manifest's link_gbps.",
         show_default=False,
     ),
 ]
 LatencyOption = Annotated[
     str,
-    typer.Option("--latency", help="Latency of one step of a collective (α): 5us, 0.2ms; at most 1 hour."),
+    typer.Option(
+        "--latency",
+        help="Latency of one step of a collective (α): 5us, 0.2ms; at most 1 hour. Per dimension: "
+        "tp=1us,dp=20us (a bare value: every other dimension).",
+    ),
 ]
 AlgorithmOption = Annotated[
     str, typer.Option("--algorithm", help="Collective algorithm of the cost model: ring or tree.")
@@ -147,6 +154,7 @@ def whatif_command(
     single_step_ms: SingleStepMsOption = None,
     vector_add_cost: VectorAddCostOption = None,
     json_output: JsonOption = False,
+    dimension: DimensionOption = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -171,6 +179,7 @@ def whatif_command(
             "--efficiency": efficiency,
             "--link-gbps": link_gbps,
             "--iteration": iteration,
+            "--dimension": dimension,
             "--rank": rank,
             "--rank-regex": rank_regex,
             "--comm-kernel": comm_kernel,
@@ -197,10 +206,18 @@ def whatif_command(
             )
         return
     with user_errors():
-        from timeline.analysis.links import parse_link_gbps
+        from dataclasses import replace
+
+        from timeline.analysis.groups import parse_dimension_overrides
         from timeline.errors import UsageError
         from timeline.results.whatif import build_whatif_report
-        from timeline.whatif.settings import choose_efficiency, parse_settings
+        from timeline.whatif.settings import (
+            check_dimensions,
+            check_named,
+            choose_efficiency,
+            parse_measured_links,
+            parse_settings,
+        )
 
         for option, value in (("--single-step-ms", single_step_ms), ("--vector-add-cost", vector_add_cost)):
             if value is not None:
@@ -215,16 +232,22 @@ def whatif_command(
             codec_gbps=codec_gbps,
             target_sf=target_sf,
         )
-        measured_link = parse_link_gbps(link_gbps) if link_gbps is not None else None
+        measured_link, measured_by_dimension = parse_measured_links(link_gbps)
         inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
-        built = graph(inputs, link_gbps=measured_link)
+        built = graph(inputs, link_gbps=measured_link, overrides=parse_dimension_overrides(dimension or []))
+        check_named([("--link-gbps", d) for d, _ in measured_by_dimension], built.dimensions)
+        built = replace(built, dimension_links=measured_by_dimension)
         link_source = (
             "--link-gbps"
-            if measured_link is not None
+            if link_gbps is not None
             else ("capture manifest" if built.link_gbps is not None else "not recorded")
         )
+        check_dimensions(settings, built.dimensions)
+        named = [gbps for _, pairs in settings.links for _, gbps in pairs]
         chosen, note = choose_efficiency(
-            efficiency, link_known=built.link_gbps is not None, bandwidths=settings.bandwidths
+            efficiency,
+            link_known=built.link_gbps is not None or bool(measured_by_dimension),
+            bandwidths=[*settings.bandwidths, *named],
         )
         if note is not None:
             typer.echo(f"note: {note}", err=True)
@@ -241,6 +264,8 @@ def whatif_command(
             target_sf=settings.target_sf,
             iterations=iteration or None,
             link_source=link_source,
+            dimension_bandwidths=settings.dimension_bandwidths,
+            dimension_latencies=settings.dimension_latencies,
         )
     echo_warnings(report["warnings"])
     if json_output:
@@ -260,7 +285,7 @@ def _seed_whatif(
     single_step_ms: float | None,
     vector_add_cost: str | None,
     json_output: bool,
-    bandwidth: str | None,
+    bandwidth: list[str] | None,
     world_size: str | None,
     compression: str,
     buckets: str | None,
@@ -295,6 +320,13 @@ def _seed_whatif(
         codec_gbps=codec_gbps,
         target_sf=target_sf,
     )
+    if settings.dimensions:
+        option, dimension = settings.dimensions[0]
+        msg = (
+            f"{option} {dimension}=…: per-dimension settings apply to traces with process groups, "
+            "not to a seed backward profile (.bk.log)"
+        )
+        raise UsageError(msg)
     grid = seed_grid(settings, single_step_ms=single_step_ms)
     profile = read_backward_profile(paths[0])
     table = vector_add_cost if vector_add_cost is not None else find_vector_add_cost(paths[0])

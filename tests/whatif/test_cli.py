@@ -43,12 +43,15 @@ def test_json_sweep() -> None:
         "latency_s",
         "algorithm",
         "codec_gbps",
+        "dimensions",
+        "dimension_latencies",
         "self_replay",
         "scenarios",
         "targets",
         "notes",
         "warnings",
     } == set(report)
+    assert report["version"] == 2
     assert report["ranks"] == [0, 1]
     assert report["iterations"] == [2, 3, 4]
     assert report["gradient_source"] == "markers"

@@ -10,7 +10,7 @@ the driver combines the parts (:func:`~timeline.whatif.graph.graph_from_parts`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import polars as pl
@@ -60,11 +60,19 @@ class GraphAnalysis:
     parts: tuple[GraphParts, ...]
     files: pl.DataFrame
     warnings: tuple[str, ...]
+    clock_note: str | None = None
+    """Equal to ``load(paths).clock_note``: when set, no process group is told by timing across ranks."""
 
     def graph(
-        self, *, link_gbps: float | None = None, resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS
+        self,
+        *,
+        link_gbps: float | None = None,
+        resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS,
+        overrides: Mapping[str, str] | None = None,
     ) -> TraceGraph:
         """Return the run's graph: equal to ``trace_graph(load(paths), ...)``.
+
+        ``overrides``: description → dimension label (``--dimension``).
 
         Raises
         ------
@@ -72,7 +80,12 @@ class GraphAnalysis:
             No rank with compute events (a Horovod timeline alone).
         """
         return graph_from_parts(
-            self.parts, files=self.files, link_gbps=link_gbps, resume_tolerance_ns=resume_tolerance_ns
+            self.parts,
+            files=self.files,
+            link_gbps=link_gbps,
+            resume_tolerance_ns=resume_tolerance_ns,
+            comparable=self.clock_note is None,
+            overrides=overrides,
         )
 
 
@@ -96,7 +109,7 @@ def graph_unit(unit: Unit) -> GraphReduction:
         event_ranks=tuple(events.get_column("rank").unique().drop_nulls().sort().to_list()),
         clocks=trace.clocks,
         groups=trace.groups,
-        parts=graph_parts(events),
+        parts=graph_parts(events, groups=trace.groups),
     )
 
 
@@ -166,4 +179,5 @@ def graph_files(
         parts=tuple(p for p in parts.parts if p is not None),
         files=collected.files_frame(),
         warnings=collected.all_warnings(),
+        clock_note=collected.clock_note,
     )

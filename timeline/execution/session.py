@@ -409,9 +409,14 @@ def _analyze_by_rank(
 
 
 def graph_inputs(
-    inputs: Inputs, *, link_gbps: float | None, progress: Progress | None = None, warn: Warn | None = None
+    inputs: Inputs,
+    *,
+    link_gbps: float | None,
+    progress: Progress | None = None,
+    warn: Warn | None = None,
+    overrides: Mapping[str, str] | None = None,
 ) -> TraceGraph:
-    """Return the what-if graph of the inputs.
+    """Return the what-if graph of the inputs (``overrides``: description → dimension label).
 
     Built from per-rank parts when read rank by rank: no process holds every rank's events.
     ``warn``: called with the load warnings as soon as the inputs are read.
@@ -428,13 +433,13 @@ def graph_inputs(
         parts = inputs.run(graph_files, executor=executor, progress=progress)
         if warn is not None:
             warn(parts.warnings)
-        return parts.graph(link_gbps=link_gbps)
+        return parts.graph(link_gbps=link_gbps, overrides=overrides)
     from timeline.whatif.graph import trace_graph
 
     trace = inputs.load(progress=progress)
     if warn is not None:
         warn(trace.warnings)
-    return trace_graph(trace, link_gbps=link_gbps)
+    return trace_graph(trace, link_gbps=link_gbps, overrides=overrides)
 
 
 def align_events(trace: Trace) -> tuple[Trace, pl.DataFrame]:

@@ -21,8 +21,13 @@ if TYPE_CHECKING:
 
 __all__ = ["REPORT_VERSION", "build_seed_report", "build_whatif_report"]
 
-REPORT_VERSION = 1
-"""The layout version of :func:`build_whatif_report` (``timeline whatif --json``)."""
+REPORT_VERSION = 2
+"""The layout version of :func:`build_whatif_report` (``timeline whatif --json``).
+
+2 (#20): ``dimensions`` (the collectives of each parallelism dimension) and
+``dimension_latencies``; each scenario has ``dimension_bandwidths`` and ``dimension_latencies``
+(the links and latencies of named dimensions; ``bandwidth_gbps`` is then the other collectives').
+"""
 
 
 def _prediction_summary(prediction: Prediction) -> dict[str, Any]:
@@ -40,6 +45,86 @@ def _prediction_summary(prediction: Prediction) -> dict[str, Any]:
     }
 
 
+def _dimensions(graph: TraceGraph) -> list[dict[str, Any]]:
+    """Per parallelism dimension: its process groups, their sizes, and its collectives."""
+    rows: list[dict[str, Any]] = []
+    for dimension in graph.dimensions:
+        ops = [o for o in graph.ops if o.dimension == dimension]
+        rows.append(
+            {
+                "dimension": dimension,
+                "groups": sorted({o.group for o in ops if o.group is not None}),
+                "group_sizes": sorted({o.group_size for o in ops}),
+                "collectives": len(ops),
+                "link_gbps": graph.link_of(dimension),
+            }
+        )
+    return rows
+
+
+def _targets(
+    graph: TraceGraph,
+    target_sf: float | None,
+    *,
+    bandwidths: list[float | None],
+    world_sizes: list[int | None],
+    buckets: list[BucketPolicy],
+    efficiency: Efficiency,
+    latency_s: float,
+    algorithm: Algorithm,
+    codec_gbps: float | None,
+    iterations: list[int] | None,
+    dimension_latencies: tuple[tuple[str, float], ...],
+) -> list[dict[str, Any]]:
+    """Return the bandwidth, and the compression ratio at each bandwidth, that reach ``target_sf``."""
+    targets: list[dict[str, Any]] = []
+    if target_sf is None:
+        return targets
+    codec = Compression(codec_bytes_per_s=codec_gbps * 1e9 / 8) if codec_gbps is not None else Compression()
+    base = Scenario(efficiency=efficiency, latency_s=latency_s, algorithm=algorithm, compression=codec)
+    for world in world_sizes:
+        scenario = Scenario(
+            world_size=world,
+            efficiency=efficiency,
+            latency_s=latency_s,
+            dimension_latencies=dimension_latencies,
+            algorithm=algorithm,
+            buckets=buckets[0],
+        )
+        needed = solve_bandwidth(graph, target_sf, scenario=scenario, iterations=iterations)
+        targets.append(
+            {
+                "target_scaling_factor": target_sf,
+                "world_size": world if world is not None else graph.world_size,
+                "solve": "bandwidth",
+                "bandwidth_gbps": needed,
+                "compression": 1.0,
+            }
+        )
+        for bandwidth in bandwidths:
+            base_at = Scenario(
+                bandwidth_gbps=bandwidth,
+                world_size=world,
+                efficiency=base.efficiency,
+                latency_s=latency_s,
+                dimension_latencies=dimension_latencies,
+                algorithm=algorithm,
+                buckets=buckets[0],
+                compression=base.compression,
+            )
+            ratio = solve_compression(graph, target_sf, scenario=base_at, iterations=iterations)
+            targets.append(
+                {
+                    "target_scaling_factor": target_sf,
+                    "world_size": world if world is not None else graph.world_size,
+                    "solve": "compression",
+                    "bandwidth_gbps": bandwidth if bandwidth is not None else graph.link_gbps,
+                    "compression": ratio,
+                }
+            )
+    return targets
+
+
 def build_whatif_report(
     graph: TraceGraph,
     *,
@@ -54,8 +139,14 @@ def build_whatif_report(
     target_sf: float | None,
     iterations: list[int] | None,
     link_source: str,
+    dimension_bandwidths: list[tuple[tuple[str, float], ...]] | None = None,
+    dimension_latencies: tuple[tuple[str, float], ...] = (),
 ) -> dict[str, Any]:
-    """Return everything ``timeline whatif`` prints, as plain data (the ``--json`` layout)."""
+    """Return everything ``timeline whatif`` prints, as plain data (the ``--json`` layout).
+
+    ``dimension_bandwidths``: per bandwidth, the links of named dimensions (the bandwidth is then
+    the other collectives'); ``dimension_latencies``: ``α`` of named dimensions.
+    """
     check = self_replay(graph)
     if iterations is not None:
         from timeline.whatif.replay import replay
@@ -72,51 +163,25 @@ def build_whatif_report(
         algorithm=algorithm,
         codec_gbps=codec_gbps,
         iterations=iterations,
+        dimension_bandwidths=dimension_bandwidths,
+        dimension_latencies=dimension_latencies,
     )
-    targets: list[dict[str, Any]] = []
-    if target_sf is not None:
-        codec = (
-            Compression(codec_bytes_per_s=codec_gbps * 1e9 / 8) if codec_gbps is not None else Compression()
-        )
-        base = Scenario(efficiency=efficiency, latency_s=latency_s, algorithm=algorithm, compression=codec)
-        for world in world_sizes:
-            scenario = Scenario(
-                world_size=world,
-                efficiency=efficiency,
-                latency_s=latency_s,
-                algorithm=algorithm,
-                buckets=buckets[0],
-            )
-            needed = solve_bandwidth(graph, target_sf, scenario=scenario, iterations=iterations)
-            targets.append(
-                {
-                    "target_scaling_factor": target_sf,
-                    "world_size": world if world is not None else graph.world_size,
-                    "solve": "bandwidth",
-                    "bandwidth_gbps": needed,
-                    "compression": 1.0,
-                }
-            )
-            for bandwidth in bandwidths:
-                base_at = Scenario(
-                    bandwidth_gbps=bandwidth,
-                    world_size=world,
-                    efficiency=base.efficiency,
-                    latency_s=latency_s,
-                    algorithm=algorithm,
-                    buckets=buckets[0],
-                    compression=base.compression,
-                )
-                ratio = solve_compression(graph, target_sf, scenario=base_at, iterations=iterations)
-                targets.append(
-                    {
-                        "target_scaling_factor": target_sf,
-                        "world_size": world if world is not None else graph.world_size,
-                        "solve": "compression",
-                        "bandwidth_gbps": bandwidth if bandwidth is not None else graph.link_gbps,
-                        "compression": ratio,
-                    }
-                )
+    named = dimension_bandwidths or [() for _ in bandwidths]
+    # a scaling factor target searches one link for every collective: per-dimension settings are not searched
+    plain = [b for b, pairs in zip(bandwidths, named, strict=True) if not pairs]
+    targets = _targets(
+        graph,
+        target_sf,
+        bandwidths=plain,
+        world_sizes=world_sizes,
+        buckets=buckets,
+        efficiency=efficiency,
+        latency_s=latency_s,
+        algorithm=algorithm,
+        codec_gbps=codec_gbps,
+        iterations=iterations,
+        dimension_latencies=dimension_latencies,
+    )
     warnings = list(graph.warnings) + list(check.warnings)
     iteration_numbers = graph.windows.get_column("iteration").drop_nulls().unique().sort().to_list()
     return {
@@ -133,6 +198,8 @@ def build_whatif_report(
         "latency_s": latency_s,
         "algorithm": algorithm,
         "codec_gbps": codec_gbps,
+        "dimensions": _dimensions(graph),
+        "dimension_latencies": [{"dimension": d, "latency_s": a} for d, a in dimension_latencies],
         "self_replay": _prediction_summary(check),
         "scenarios": table.to_dicts(),
         "targets": targets,
@@ -162,6 +229,8 @@ def _seed_row(policy: DDPBuckets | FusionBuckets, result: SeedResult) -> dict[st
         "perfect_overlap_scaling_factor": 1.0,
         "backward_ns": round(result.backward_s * 1e9),
         "fused_buckets": result.buckets,
+        "dimension_bandwidths": [],
+        "dimension_latencies": [],
     }
 
 

@@ -37,7 +37,7 @@ from timeline.whatif.costs import (
     parse_duration_s,
 )
 from timeline.whatif.graph import TraceGraph, build_graph, trace_graph
-from timeline.whatif.replay import Prediction, Scenario, replay, self_replay
+from timeline.whatif.replay import Prediction, Scenario, link_times, replay, self_replay
 from timeline.whatif.sweep import (
     SWEEP_SCHEMA,
     solve_bandwidth,
@@ -64,6 +64,7 @@ __all__ = [
     "ddp_buckets",
     "fusion_buckets",
     "latency_steps",
+    "link_times",
     "parse_bucket_policy",
     "parse_duration_s",
     "replay",

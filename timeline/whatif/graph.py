@@ -59,12 +59,14 @@ from typing import Literal
 import polars as pl
 
 from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP, SYNCHRONISING_COLLECTIVES
+from timeline.analysis.group_inference import UNEVEN_COLLECTIVES
+from timeline.analysis.groups import attribute_groups, group_instances, shared_clocks
 from timeline.analysis.intervals import formula_intervals, union_intervals
 from timeline.analysis.iterations import activity_sets, assign_iterations, rank_modes
 from timeline.errors import RankError, TraceContentError
 from timeline.importers.manifest import MANIFEST_NAME, read_manifest
 from timeline.importers.markers import GRAD_READY_PREFIX, parse_grad_ready_name
-from timeline.schema import ITERATIONS_SCHEMA
+from timeline.schema import ITERATIONS_SCHEMA, PROCESS_GROUPS_SCHEMA
 from timeline.trace import Trace
 
 __all__ = [
@@ -129,6 +131,12 @@ class CommOp:
     """Its :class:`Instance`."""
     gradient: bool
     """It synchronises gradients (all-reduce or reduce-scatter, launched once backward began)."""
+    group: str | None = ALL_COMMUNICATION_GROUP
+    """Its process group instance (``pg_name``, with its ranks when the name has several rank sets;
+    :func:`~timeline.analysis.groups.attribute_groups`); ``*`` when the trace names and declares no
+    group; None when it stays ambiguous (then matched across no rank)."""
+    dimension: str | None = None
+    """The parallelism dimension of its group (``tp``, ``dp``, ``world`` …); None when unknown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +214,9 @@ class TraceGraph:
         the number of ranks).
     link_gbps
         The link the run had, when known (``--link-gbps``, or the capture manifest's ``link_gbps``).
+    dimension_links
+        ``(dimension, Gbit/s)``: the link the collectives of a dimension ran on, in place of
+        ``link_gbps`` (``--link-gbps tp=nvlink4,dp=25``).
     warnings
         Recoverable oddities, one line each.
     notes
@@ -226,6 +237,16 @@ class TraceGraph:
     link_gbps: float | None = None
     warnings: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
+    dimension_links: tuple[tuple[str, float], ...] = field(default=())
+
+    def link_of(self, dimension: str | None) -> float | None:
+        """Return the measured link (Gbit/s) of a collective of this dimension, when known."""
+        return dict(self.dimension_links).get(dimension or "", self.link_gbps)
+
+    @property
+    def dimensions(self) -> list[str]:
+        """The parallelism dimensions of the collectives' process groups (``tp``, ``dp`` …), sorted."""
+        return sorted({o.dimension for o in self.ops if o.dimension is not None})
 
     @property
     def has_iterations(self) -> bool:
@@ -265,6 +286,10 @@ class GraphParts:
         null). Which of the two the graph uses is decided over all ranks.
     unmatched_calls
         The CPU-only ranks whose ``c10d::`` calls do not match their collectives one to one.
+    groups
+        The process groups the traces of its ranks declare (:attr:`timeline.trace.Trace.groups`,
+        the rows of its ranks): with the collectives' own group fields, what tells the process group
+        instance each collective ran on (:func:`combine_graph_parts`).
     """
 
     modes: pl.DataFrame
@@ -275,6 +300,7 @@ class GraphParts:
     markers: pl.DataFrame
     accumulate_grad: pl.DataFrame
     unmatched_calls: tuple[int, ...] = ()
+    groups: pl.DataFrame = field(default_factory=PROCESS_GROUPS_SCHEMA.to_frame)
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -295,7 +321,32 @@ _COMM_SCHEMA = pl.Schema(
         "start_ns": pl.Int64(),
         "end_ns": pl.Int64(),
         "ready_ns": pl.Int64(),
+        # what the process group attribution reads (timeline.analysis.groups.attribute_groups)
+        "name": pl.String(),
+        "pid": pl.Int64(),
+        "tid": pl.Int64(),
+        "device": pl.Int32(),
+        "pg_name": pl.String(),
+        "pg_desc": pl.String(),
+        "pg_ranks": pl.String(),
+        "in_bytes": pl.Int64(),
+        "out_bytes": pl.Int64(),
+        "peer": pl.Int32(),
+        "group_peer": pl.Int32(),
     }
+)
+_ATTRIBUTION_COLUMNS = (
+    "name",
+    "pid",
+    "tid",
+    "device",
+    "pg_name",
+    "pg_desc",
+    "pg_ranks",
+    "in_bytes",
+    "out_bytes",
+    "peer",
+    "group_peer",
 )
 _SIGNALS_SCHEMA = pl.Schema(
     {"rank": pl.Int32(), "param": pl.String(), "nbytes": pl.Int64(), "ready_ns": pl.Int64()}
@@ -308,6 +359,7 @@ def trace_graph(
     link_gbps: float | None = None,
     resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS,
     windows: pl.DataFrame | None = None,
+    overrides: Mapping[str, str] | None = None,
 ) -> TraceGraph:
     """Build the graph of a loaded trace, with its world size and, when recorded, its link.
 
@@ -320,7 +372,8 @@ def trace_graph(
     from the timeline, and :attr:`TraceGraph.notes` says how.
 
     ``windows``: the iteration windows of the trace's events when already computed (the overlap
-    analysis' ``Overlap.windows``), to save computing them again.
+    analysis' ``Overlap.windows``), to save computing them again. ``overrides``: description →
+    dimension label (``--dimension mesh_dp_replicate=ddp``).
 
     Raises
     ------
@@ -347,10 +400,12 @@ def trace_graph(
             notes=frames.notes,
         )
     return graph_from_parts(
-        [graph_parts(trace.events, windows=windows)],
+        [graph_parts(trace.events, windows=windows, groups=trace.groups)],
         files=trace.files,
         link_gbps=link_gbps,
         resume_tolerance_ns=resume_tolerance_ns,
+        comparable=trace.clock_note is None,
+        overrides=overrides,
     )
 
 
@@ -360,6 +415,8 @@ def graph_from_parts(
     files: pl.DataFrame,
     link_gbps: float | None = None,
     resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS,
+    comparable: bool = True,
+    overrides: Mapping[str, str] | None = None,
 ) -> TraceGraph:
     """Build the graph of a loaded run from its per-rank parts and its file table.
 
@@ -378,6 +435,12 @@ def graph_from_parts(
         The measured link's one-direction bandwidth; default: the capture manifests'.
     resume_tolerance_ns
         As for :func:`build_graph`.
+    comparable
+        False when the traces' clocks cannot be compared (:attr:`timeline.trace.Trace.clock_note`):
+        no process group is then told by timing across ranks. Otherwise the ranks of one node
+        compare (:func:`~timeline.analysis.groups.shared_clocks` of ``files``).
+    overrides
+        Description → dimension label (:func:`~timeline.analysis.groups.parse_dimension_overrides`).
 
     Returns
     -------
@@ -394,8 +457,14 @@ def graph_from_parts(
     sizes = files.get_column("world_size").drop_nulls()
     world = int(sizes.max()) if sizes.len() else None  # type: ignore[arg-type]
     link = link_gbps if link_gbps is not None else _manifest_link(files)
+    clocks = shared_clocks(files, comparable=comparable)
     return combine_graph_parts(
-        parts, world_size=world, link_gbps=link, resume_tolerance_ns=resume_tolerance_ns
+        parts,
+        world_size=world,
+        link_gbps=link,
+        resume_tolerance_ns=resume_tolerance_ns,
+        clocks=clocks,
+        overrides=overrides,
     )
 
 
@@ -458,7 +527,9 @@ def build_graph(
     )
 
 
-def graph_parts(events: pl.DataFrame, *, windows: pl.DataFrame | None = None) -> GraphParts:
+def graph_parts(
+    events: pl.DataFrame, *, windows: pl.DataFrame | None = None, groups: pl.DataFrame | None = None
+) -> GraphParts:
     """Reduce the events of some ranks to what the graph needs of them, rank by rank.
 
     Every rank's share of the result depends on that rank's events only (in their order), so the
@@ -474,6 +545,9 @@ def graph_parts(events: pl.DataFrame, *, windows: pl.DataFrame | None = None) ->
     windows
         Their iteration windows (:func:`~timeline.analysis.iterations.assign_iterations`, or the
         overlap analysis' ``windows``) when already computed; default: computed here.
+    groups
+        The process groups the traces declare (:attr:`timeline.trace.Trace.groups`; the rows of
+        these ranks are kept). Without them only the groups the collectives name are known.
 
     Returns
     -------
@@ -494,6 +568,11 @@ def graph_parts(events: pl.DataFrame, *, windows: pl.DataFrame | None = None) ->
             accumulate_grad=_SIGNALS_SCHEMA.to_frame(),
         )
     events = events.filter(pl.col("rank").is_in(kept_modes.get_column("rank").implode()))
+    declared = (
+        PROCESS_GROUPS_SCHEMA.to_frame()
+        if groups is None
+        else groups.filter(pl.col("rank").is_in(kept_modes.get_column("rank").implode()))
+    )
     modes = dict(
         zip(kept_modes.get_column("rank").to_list(), kept_modes.get_column("mode").to_list(), strict=True)
     )
@@ -520,6 +599,7 @@ def graph_parts(events: pl.DataFrame, *, windows: pl.DataFrame | None = None) ->
         markers=_conform(markers, _SIGNALS_SCHEMA),
         accumulate_grad=_conform(accumulate_grad, _SIGNALS_SCHEMA),
         unmatched_calls=unmatched,
+        groups=_conform(declared, PROCESS_GROUPS_SCHEMA),
     )
 
 
@@ -534,6 +614,8 @@ def combine_graph_parts(
     world_size: int | None = None,
     link_gbps: float | None = None,
     resume_tolerance_ns: int = DEFAULT_RESUME_TOLERANCE_NS,
+    clocks: pl.DataFrame | None = None,
+    overrides: Mapping[str, str] | None = None,
 ) -> TraceGraph:
     """Build the dependency graph of a run from the :func:`graph_parts` of its ranks.
 
@@ -548,6 +630,12 @@ def combine_graph_parts(
         One :class:`GraphParts` per rank or unit of ranks; each rank in one part only.
     world_size, link_gbps, resume_tolerance_ns
         As for :func:`build_graph`.
+    clocks
+        Which ranks' times compare (:func:`~timeline.analysis.groups.shared_clocks`): the process
+        group of a collective the traces leave ambiguous is then also told by its timing (without
+        it, only by what each rank's trace says).
+    overrides
+        Description → dimension label (:func:`~timeline.analysis.groups.parse_dimension_overrides`).
 
     Returns
     -------
@@ -578,6 +666,10 @@ def combine_graph_parts(
             f"rank(s) {unmatched}: as many c10d:: calls as collectives "
             "expected on CPU-only ranks, found otherwise; their collectives count as ready when they started"
         )
+    declared = _concat_by_rank([p.groups for p in parts], PROCESS_GROUPS_SCHEMA)
+    comm = _attribute_collectives(
+        comm, declared, clocks=clocks, windows=windows, overrides=overrides, warnings=warnings
+    )
     signals, source = _choose_gradient_signals(parts)
     return assemble_graph(
         modes,
@@ -736,6 +828,73 @@ def _concat_by_rank(frames: Sequence[pl.DataFrame], schema: pl.Schema) -> pl.Dat
     return pl.concat(frames, how="vertical").sort("rank", maintain_order=True)
 
 
+def _attribute_collectives(
+    comm: pl.DataFrame,
+    declared: pl.DataFrame,
+    *,
+    clocks: pl.DataFrame | None,
+    windows: pl.DataFrame,
+    overrides: Mapping[str, str] | None,
+    warnings: list[str],
+) -> pl.DataFrame:
+    """Give each collective its process group instance, dimension and group size; flag the unmatched.
+
+    The group is :func:`~timeline.analysis.groups.attribute_groups`' (the instance: ``pg_name``
+    and rank set), ``*`` when nothing names or declares a group (every collective of a rank is one
+    sequence, as before groups were known). ``group_size`` is the event's, else its group's size.
+    ``_lone``: matched across no rank, because its group is ambiguous (``group`` null), or because
+    on its rank a collective of the same kind and size whose group is ambiguous, and may be this
+    one's, started before it (its place in its group is then uncertain). ``_sub``: what the order
+    within a group counts (``""``: every collective of the group; in a group an ambiguous collective
+    may be on, only those of the same kind and size, whose order doubt leaves certain).
+    """
+    view = (
+        comm.drop("group")
+        .with_row_index("_op")
+        .with_columns(
+            kind=pl.lit("communication"), source=pl.lit("kineto"), pg_name=pl.col("pg_name").cast(pl.String)
+        )
+    )
+    attributed = attribute_groups(
+        view, declared, overrides=overrides, clocks=clocks, windows=windows, warnings=warnings
+    ).sort("_op")
+    sizes = (
+        group_instances(view, declared, overrides=overrides)
+        .select("group", _group_size="size")
+        .unique("group", keep="first")
+    )
+    attributed = attributed.join(sizes, on="group", how="left", maintain_order="left")
+    uneven = pl.col("collective").is_in(UNEVEN_COLLECTIVES).fill_null(True)
+    sub = (
+        pl.when(uneven)
+        .then(pl.col("collective").fill_null("?"))
+        .otherwise(
+            pl.format("{}:{}", pl.col("collective"), pl.col("in_bytes").cast(pl.String).fill_null("?"))
+        )
+    )
+    attributed = attributed.with_columns(_sub=sub)
+    doubt = (
+        attributed.filter(pl.col("group").is_null())
+        .select("rank", "_sub", _doubt_ns="start_ns", group=pl.col("candidates"))
+        .explode("group")
+        .filter(pl.col("group").is_not_null())
+    )
+    unordered = (
+        attributed.filter(pl.col("group").is_not_null())
+        .select("_op", "rank", "group", "_sub", "start_ns")
+        .join(doubt, on=["rank", "group", "_sub"], how="inner")
+        .filter(pl.col("_doubt_ns") <= pl.col("start_ns"))
+        .get_column("_op")
+        .unique()
+    )
+    doubted = doubt.get_column("group").unique()
+    return attributed.with_columns(
+        group_size=pl.coalesce(pl.col("group_size"), pl.col("_group_size")),
+        _lone=pl.col("group").is_null() | pl.col("_op").is_in(unordered.implode()),
+        _sub=pl.when(pl.col("group").is_in(doubted.implode())).then(pl.col("_sub")).otherwise(pl.lit("")),
+    ).drop("_op", "_group_size", "kind", "source")
+
+
 def _progress_table(events: pl.DataFrame, sets: pl.DataFrame) -> pl.DataFrame:
     """How far each GPU rank's compute got by each launch: ``rank``, ``issued_ns``, ``progress_ns``.
 
@@ -795,11 +954,19 @@ def _comm_frame(
         "correlation",
         "stream",
         "tid",
+        "pid",
+        "device",
         "in_bytes",
         "out_bytes",
         "group_size",
+        "pg_ranks",
+        "peer",
+        "group_peer",
         collective=pl.col("collective").cast(pl.String),
         group=pl.coalesce(pl.col("pg_name").cast(pl.String), pl.lit(ALL_COMMUNICATION_GROUP)),
+        name=pl.col("name").cast(pl.String),
+        pg_name=pl.col("pg_name").cast(pl.String),
+        pg_desc=pl.col("pg_desc").cast(pl.String),
     )
     comm = (
         sets.filter(pl.col("set") == "comm")
@@ -858,7 +1025,16 @@ def _comm_frame(
         .otherwise(pl.col("in_bytes"))
     )
     frame = comm.with_columns(ready_ns=ready, nbytes=nbytes).select(
-        "rank", "channel", "collective", "group", "nbytes", "group_size", "start_ns", "end_ns", "ready_ns"
+        "rank",
+        "channel",
+        "collective",
+        "group",
+        "nbytes",
+        "group_size",
+        "start_ns",
+        "end_ns",
+        "ready_ns",
+        *_ATTRIBUTION_COLUMNS,
     )
     return frame, tuple(sorted(int(r) for r in unmatched.get_column("rank").to_list()))
 
@@ -946,6 +1122,29 @@ def _flag_gradients(comm: pl.DataFrame, signals: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _numbered(comm: pl.DataFrame) -> pl.DataFrame:
+    """Add each collective's place in its group (``_index``; null when it stands alone) and its pool."""
+    for name, default in (
+        ("dimension", pl.lit(None, dtype=pl.String)),
+        ("_lone", pl.lit(False)),
+        ("_sub", pl.lit("")),
+    ):
+        if name not in comm.columns:
+            comm = comm.with_columns(default.alias(name))
+    matched = comm.filter(~pl.col("_lone")).with_columns(
+        _index=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "group", "_sub", order_by="start_ns")
+    )
+    comm = comm.join(matched.select("op_id", "_index"), on="op_id", how="left", maintain_order="left")
+    comm = comm.with_columns(
+        pool=pl.when(pl.col("channel").str.starts_with("stream"))
+        .then(pl.format("{}/{}", pl.col("rank"), pl.col("channel")))
+        .when(pl.col("group").is_null())
+        .then(pl.format("{}/ambiguous {}", pl.col("rank"), pl.col("channel")))
+        .otherwise(pl.format("{}/group {}", pl.col("rank"), pl.col("group"))),
+    )
+    return comm
+
+
 def _ops_and_instances(
     comm: pl.DataFrame, warnings: list[str]
 ) -> tuple[tuple[CommOp, ...], tuple[Instance, ...]]:
@@ -955,17 +1154,13 @@ def _ops_and_instances(
         .with_row_index("op_id")
         .with_columns(pl.col("op_id").cast(pl.Int64))
     )
-    comm = comm.with_columns(
-        _index=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "group", order_by="start_ns"),
-        pool=pl.when(pl.col("channel").str.starts_with("stream"))
-        .then(pl.format("{}/{}", pl.col("rank"), pl.col("channel")))
-        .otherwise(pl.format("{}/group {}", pl.col("rank"), pl.col("group"))),
-    )
+    comm = _numbered(comm)
     rows = comm.to_dicts()
     delays = _pool_delays(rows)
-    by_key: dict[tuple[str, int], list[int]] = defaultdict(list)
+    by_key: dict[tuple[object, ...], list[int]] = defaultdict(list)
     for row in rows:
-        by_key[(row["group"], row["_index"])].append(row["op_id"])
+        key = ("lone", row["op_id"]) if row["_lone"] else (row["group"], row["_sub"], row["_index"])
+        by_key[key].append(row["op_id"])
     instance_of: dict[int, int] = {}
     instances: list[Instance] = []
     inconsistent = 0
@@ -1039,6 +1234,8 @@ def _ops_and_instances(
             launch_delay_ns=delays[row["op_id"]],
             instance=instance_of[row["op_id"]],
             gradient=bool(row["gradient"]),
+            group=row["group"],
+            dimension=row["dimension"],
         )
         for row in rows
     )

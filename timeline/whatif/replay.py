@@ -50,6 +50,7 @@ from timeline.whatif.costs import Algorithm, FixedCost, bandwidth_bits, latency_
 from timeline.whatif.graph import CommOp, Gradient, TraceGraph, WaitPoint
 
 __all__ = [
+    "LINK_TIMES_SCHEMA",
     "MAX_LATENCY_S",
     "MAX_WORLD_SIZE",
     "PREDICTED_ITERATIONS_SCHEMA",
@@ -58,6 +59,7 @@ __all__ = [
     "Overlap",
     "Prediction",
     "Scenario",
+    "link_times",
     "replay",
     "self_replay",
     "single_replay",
@@ -144,6 +146,13 @@ class Scenario:
         ``none``: every gradient collective leaves after the backward pass.
     communication
         False: no communication at all (``T_single``).
+    dimension_bandwidths
+        ``(dimension, Gbit/s)`` pairs: the link of the collectives of that dimension's process groups
+        (``tp``, ``dp`` …: :attr:`~timeline.whatif.graph.CommOp.dimension`), in place of
+        ``bandwidth_gbps``; the other collectives keep ``bandwidth_gbps``.
+    dimension_latencies
+        ``(dimension, seconds)`` pairs: ``α`` of that dimension's collectives, in place of
+        ``latency_s``.
     """
 
     bandwidth_gbps: float | None = None
@@ -156,18 +165,31 @@ class Scenario:
     compression: Compression = field(default_factory=Compression)
     overlap: Overlap = "measured"
     communication: bool = True
+    dimension_bandwidths: tuple[tuple[str, float], ...] = ()
+    dimension_latencies: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
-        if self.bandwidth_gbps is not None and not (
-            math.isfinite(self.bandwidth_gbps) and self.bandwidth_gbps > 0
-        ):
-            raise UsageError(f"bandwidth {self.bandwidth_gbps} Gbit/s: must be positive and finite")
+        links = [self.bandwidth_gbps, *(gbps for _, gbps in self.dimension_bandwidths)]
+        for gbps in links:
+            if gbps is not None and not (math.isfinite(gbps) and gbps > 0):
+                raise UsageError(f"bandwidth {gbps} Gbit/s: must be positive and finite")
+        for _, latency_s in self.dimension_latencies:
+            if not 0 <= latency_s <= MAX_LATENCY_S:
+                raise UsageError(f"latency {latency_s} s: must be between 0 and {MAX_LATENCY_S:g} s")
         if self.world_size is not None and not 1 <= self.world_size <= MAX_WORLD_SIZE:
             raise UsageError(f"world size {self.world_size}: must be between 1 and {MAX_WORLD_SIZE:,}")
         if isinstance(self.efficiency, float | int) and not 0 < self.efficiency <= 1:
             raise UsageError(f"efficiency {self.efficiency}: must be in (0, 1]")
         if not 0 <= self.latency_s <= MAX_LATENCY_S:  # also refuses nan and infinity
             raise UsageError(f"latency {self.latency_s} s: must be between 0 and {MAX_LATENCY_S:g} s")
+
+    def bandwidth_of(self, dimension: str | None) -> float | None:
+        """Return the link (Gbit/s) of a collective of this dimension; None: the measured link."""
+        return dict(self.dimension_bandwidths).get(dimension or "", self.bandwidth_gbps)
+
+    def latency_of(self, dimension: str | None) -> float:
+        """Return ``α`` (seconds per step) of a collective of this dimension."""
+        return dict(self.dimension_latencies).get(dimension or "", self.latency_s)
 
     @property
     def rebuckets(self) -> bool:
@@ -266,6 +288,8 @@ class _Op:
     """The scenario's link time of its transfer, alone on the link."""
     decode_ns: int = 0
     encode_ns: int = 0
+    dimension: str | None = None
+    """The dimension of its process group (:attr:`~timeline.whatif.graph.CommOp.dimension`)."""
 
 
 @dataclass
@@ -309,6 +333,7 @@ def _plan(graph: TraceGraph, scenario: Scenario) -> _Plan:
                 source=o,
                 base_ns=work[o.op_id],
                 lag_ns=lag[o.op_id],
+                dimension=o.dimension,
             )
         )
     instances: list[tuple[bool, list[int]]] = []
@@ -383,7 +408,7 @@ def _rebuild(
                 for k in range(len(per_rank[0]))
             ]
             shared[iteration] = make_buckets(policy, latest)
-    groups: dict[tuple[object, int], list[int]] = defaultdict(list)
+    groups: dict[tuple[object, object, int], list[int]] = defaultdict(list)
     for key in sorted(rebuilt, key=lambda k: (k[0], -1 if k[1] is None else k[1])):
         originals = measured[key]
         members = sorted(grads.get(key, []), key=lambda g: g.ready_ns)
@@ -414,10 +439,12 @@ def _rebuild(
         channel = statistics.mode([o.channel for o in originals]) if originals else "gradients"
         pool = statistics.mode([o.pool for o in originals]) if originals else f"{key[0]}/gradients"
         group_size = max((o.group_size for o in originals), default=graph.world_size)
+        group = statistics.mode([o.group for o in originals]) if originals else None
+        dimension = statistics.mode([o.dimension for o in originals]) if originals else None
         delay = max(0, _median_int([o.launch_delay_ns for o in originals]))
         calibration = _calibration(originals, work, scenario)
         for k, bucket in enumerate(buckets):
-            groups[(iteration if key[1] is not None else None, k)].append(len(ops))
+            groups[(group, iteration if key[1] is not None else None, k)].append(len(ops))
             new_of[key].append(len(ops))
             ops.append(
                 _Op(
@@ -433,6 +460,7 @@ def _rebuild(
                     launch_delay_ns=delay,
                     gradient=True,
                     calibration=calibration,
+                    dimension=dimension,
                 )
             )
     for indices in groups.values():
@@ -454,7 +482,7 @@ def _calibration(originals: Sequence[CommOp], work: dict[int, float], scenario: 
         if w <= 0:
             continue
         steps = latency_steps(o.collective, o.group_size, algorithm=scenario.algorithm)
-        time_s += max(0.0, work[o.op_id] / 1e9 - steps * scenario.latency_s)
+        time_s += max(0.0, work[o.op_id] / 1e9 - steps * scenario.latency_of(o.dimension))
         bits += w
     return time_s / bits if bits > 0 else None
 
@@ -492,14 +520,17 @@ def _work_ns(
     alg = scenario.algorithm
     bits_measured = bandwidth_bits(op.collective, op.nbytes or 0, n_measured, algorithm=alg)
     bits = bandwidth_bits(op.collective, op.nbytes or 0, n, algorithm=alg) / ratio
-    latency = latency_steps(op.collective, n, algorithm=alg) * scenario.latency_s
-    latency_measured = latency_steps(op.collective, n_measured, algorithm=alg) * scenario.latency_s
-    measured_link = graph.link_gbps * 1e9 if graph.link_gbps is not None else None
-    link = scenario.bandwidth_gbps * 1e9 if scenario.bandwidth_gbps is not None else measured_link
+    alpha = scenario.latency_of(op.dimension)
+    gbps = scenario.bandwidth_of(op.dimension)
+    latency = latency_steps(op.collective, n, algorithm=alg) * alpha
+    latency_measured = latency_steps(op.collective, n_measured, algorithm=alg) * alpha
+    measured_gbps = graph.link_of(op.dimension)
+    measured_link = measured_gbps * 1e9 if measured_gbps is not None else None
+    link = gbps * 1e9 if gbps is not None else measured_link
     if op.nbytes is None or (op.source is not None and bits_measured <= 0):
         if op.source is None:
             return 0.0
-        if scenario.bandwidth_gbps is not None or scenario.world_size is not None or compressed:
+        if gbps is not None or scenario.world_size is not None or compressed:
             notes.add("nobytes")
         return op.base_ns
     efficiency = scenario.efficiency
@@ -523,7 +554,7 @@ def _work_ns(
         else:
             notes.add("nocalibration")
             per_bit = 1 / link if link else 0.0
-        if scenario.bandwidth_gbps is not None:
+        if gbps is not None:
             if measured_link is None:
                 msg = (
                     "the measured link is unknown, so the observed efficiency cannot move to another "
@@ -531,7 +562,7 @@ def _work_ns(
                     "or use full efficiency"
                 )
                 raise UsageError(msg)
-            per_bit *= measured_link / (scenario.bandwidth_gbps * 1e9)
+            per_bit *= measured_link / (gbps * 1e9)
         seconds = latency + bits * per_bit
     else:
         if link is None:
@@ -1129,6 +1160,59 @@ def replay(
         iterations=_per_iteration(frame, iterations),
         warnings=tuple(warnings),
     )
+
+
+LINK_TIMES_SCHEMA = pl.Schema(
+    {
+        "op_id": pl.Int64(),
+        "rank": pl.Int32(),
+        "window_id": pl.Int64(),
+        "group": pl.String(),
+        "dimension": pl.String(),
+        "collective": pl.String(),
+        "nbytes": pl.Int64(),
+        "group_size": pl.Int32(),
+        "link_ns": pl.Float64(),
+    }
+)
+"""One row per collective of a scenario (:func:`link_times`)."""
+
+
+def link_times(graph: TraceGraph, *, scenario: Scenario) -> pl.DataFrame:
+    """Return the modelled link time of every collective of a scenario, alone on its link.
+
+    What the replay gives each collective's transfer before links are shared (``docs/whatif.md``:
+    the cost model), with the link and latency of the collective's dimension.
+
+    Returns
+    -------
+    pl.DataFrame
+        :data:`LINK_TIMES_SCHEMA`: ``op_id`` (the measured collective, :attr:`TraceGraph.ops`; null
+        for a rebuilt gradient bucket), its rank, window, group, dimension, kind, bytes and group
+        size, and ``link_ns``.
+
+    Raises
+    ------
+    UsageError
+        A scenario the trace cannot answer (as :func:`replay`).
+    """
+    plan = _plan(graph, scenario)
+    _cost(graph, scenario, plan)
+    rows = [
+        {
+            "op_id": op.source.op_id if op.source is not None else None,
+            "rank": op.rank,
+            "window_id": op.window_id,
+            "group": op.source.group if op.source is not None else None,
+            "dimension": op.dimension,
+            "collective": op.collective,
+            "nbytes": op.nbytes,
+            "group_size": op.group_size,
+            "link_ns": op.work_ns,
+        }
+        for op in plan.ops
+    ]
+    return pl.DataFrame(rows, schema=LINK_TIMES_SCHEMA)
 
 
 def _cost(graph: TraceGraph, scenario: Scenario, plan: _Plan) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +25,25 @@ from timeline.whatif.compression import Compression
 from timeline.whatif.costs import ALGORITHMS, Algorithm, parse_duration_s
 from timeline.whatif.replay import MAX_LATENCY_S, MAX_WORLD_SIZE, Efficiency
 
-__all__ = ["Settings", "choose_efficiency", "parse_bandwidths", "parse_efficiency", "parse_settings"]
+__all__ = [
+    "DimensionValues",
+    "Settings",
+    "check_dimensions",
+    "check_named",
+    "choose_efficiency",
+    "parse_bandwidths",
+    "parse_dimension_bandwidth",
+    "parse_efficiency",
+    "parse_latencies",
+    "parse_measured_links",
+    "parse_settings",
+]
 
 _UNIT = re.compile(r"^\s*[0-9]*\.?[0-9]+\s*(?P<unit>[A-Za-z/]+)\s*$")
+_DIMENSION = re.compile(r"[A-Za-z0-9_.-]+")
+
+DimensionValues = tuple[tuple[str, float], ...]
+"""``(dimension, value)`` pairs, in the order given: a link (Gbit/s) or a latency (s) per dimension."""
 
 
 def parse_bandwidths(text: str) -> list[float | None]:
@@ -56,6 +73,106 @@ def parse_bandwidths(text: str) -> list[float | None]:
             msg = f"--bandwidth {item!r}: not a bandwidth; give Gbit/s (10, 25G, 12.5GB/s) or a preset"
             raise UsageError(msg) from None
     return out
+
+
+def _split_dimension(item: str, option: str, text: str) -> tuple[str | None, str]:
+    """Return (dimension, value) of ``tp=nvlink4``; (None, value) for an item without ``=``."""
+    dimension, sep, value = item.partition("=")
+    if not sep:
+        return None, item.strip()
+    dimension, value = dimension.strip(), value.strip()
+    if not _DIMENSION.fullmatch(dimension) or not value:
+        msg = (
+            f"{option} {text!r}: {item!r} is not DIMENSION=VALUE; write the dimension as the trace "
+            f"labels it, e.g. {option} tp=nvlink4,dp=25Gbps"
+        )
+        raise UsageError(msg)
+    return dimension, value
+
+
+def _by_dimension(text: str, option: str, parse: Any) -> tuple[float | None, DimensionValues]:
+    """Read ``[VALUE,]DIM=VALUE[,DIM=VALUE…]``: the value of every other dimension and each named one."""
+    every: float | None = None
+    named: dict[str, float] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        dimension, value = _split_dimension(item, option, text)
+        if dimension is None:
+            if every is not None:
+                msg = f"{option} {text!r}: give one value for every other dimension, not several"
+                raise UsageError(msg)
+            every = parse(value)
+            continue
+        if dimension in named:
+            raise UsageError(f"{option} {text!r}: dimension {dimension!r} is given twice")
+        named[dimension] = parse(value)
+    return every, tuple(named.items())
+
+
+def parse_dimension_bandwidth(
+    text: str, *, option: str = "--bandwidth"
+) -> tuple[float | None, DimensionValues]:
+    """Read one per-dimension link setting: ``tp=nvlink4,dp=25Gbps``.
+
+    ``25Gbps,tp=nvlink4``: tp at NVLink 4, every other dimension at 25 Gbit/s. Each link as
+    :func:`~timeline.analysis.links.parse_link_gbps` reads it (Gbit/s, a rate with a unit, a preset).
+
+    Returns
+    -------
+    tuple
+        The link of every dimension not named (None: as measured), and ``(dimension, Gbit/s)`` pairs.
+
+    Examples
+    --------
+    >>> parse_dimension_bandwidth("tp=nvlink4,dp=25Gbps")
+    (None, (('tp', 3600.0), ('dp', 25.0)))
+    >>> parse_dimension_bandwidth("100,tp=400")
+    (100.0, (('tp', 400.0),))
+    """
+
+    def link(value: str) -> float:
+        try:
+            return parse_link_gbps(value)
+        except UsageError:
+            msg = (
+                f"{option} {text!r}: {value!r} is not a bandwidth; give Gbit/s (10, 25G, 12.5GB/s) "
+                "or a preset"
+            )
+            raise UsageError(msg) from None
+
+    return _by_dimension(text, option, link)
+
+
+def parse_measured_links(text: str | None) -> tuple[float | None, DimensionValues]:
+    """Read ``--link-gbps``: the link the trace ran on (``25``, ``100gbe``), or one per dimension.
+
+    ``tp=nvlink4,dp=25``: the links tp's and dp's collectives ran on; a bare link: every other one.
+
+    Examples
+    --------
+    >>> parse_measured_links("25"), parse_measured_links("tp=400,100")
+    ((25.0, ()), (100.0, (('tp', 400.0),)))
+    """
+    if text is None:
+        return None, ()
+    if "=" not in text:
+        return parse_link_gbps(text), ()
+    return parse_dimension_bandwidth(text, option="--link-gbps")
+
+
+def parse_latencies(text: str) -> tuple[float, DimensionValues]:
+    """Read ``--latency``: ``5us`` (every collective), or per dimension ``tp=1us,dp=20us``.
+
+    ``5us,tp=1us``: tp at 1 µs, every other dimension at 5 µs (none given: 0).
+
+    Examples
+    --------
+    >>> parse_latencies("5us"), parse_latencies("2us,dp=20us")
+    ((5e-06, ()), (2e-06, (('dp', 2e-05),)))
+    """
+    every, named = _by_dimension(text, "--latency", _latency_s)
+    return (every if every is not None else 0.0), named
 
 
 def _parse_list(text: str, option: str, kind: type[int] | type[float]) -> list[Any]:
@@ -97,6 +214,7 @@ class Settings:
     """The settings a what-if sweeps, read from their text (``timeline whatif``'s options)."""
 
     bandwidths: list[float | None]
+    """The link of every collective (or of those of the dimensions not named), per link setting."""
     world_sizes: list[int | None]
     compressions: list[float]
     buckets: list[BucketPolicy]
@@ -104,11 +222,73 @@ class Settings:
     latency_s: float
     codec_gbps: float | None = None
     target_sf: float | None = None
+    dimension_bandwidths: list[DimensionValues] | None = None
+    """Per link setting (same length as ``bandwidths``): the links of named dimensions; None: none."""
+    dimension_latencies: DimensionValues = ()
+    """``α`` of the collectives of named dimensions (``latency_s`` for the others)."""
+
+    @property
+    def links(self) -> list[tuple[float | None, DimensionValues]]:
+        """Each link setting: (link of every other dimension, links of named dimensions)."""
+        named = self.dimension_bandwidths or [() for _ in self.bandwidths]
+        return list(zip(self.bandwidths, named, strict=True))
+
+    @property
+    def dimensions(self) -> list[tuple[str, str]]:
+        """Every (option, dimension) named, in the order given."""
+        named = [("--bandwidth", d) for pairs in self.dimension_bandwidths or [] for d, _ in pairs]
+        return named + [("--latency", d) for d, _ in self.dimension_latencies]
+
+
+def _read_bandwidths(values: str | Sequence[str]) -> tuple[list[float | None], list[DimensionValues]]:
+    """Read the ``--bandwidth`` values: each a list of links (a sweep) or one per-dimension setting."""
+    bandwidths: list[float | None] = []
+    named: list[DimensionValues] = []
+    for value in [values] if isinstance(values, str) else values:
+        if "=" in value:
+            every, pairs = parse_dimension_bandwidth(value)
+            bandwidths.append(every)
+            named.append(pairs)
+            continue
+        links = parse_bandwidths(value)
+        bandwidths.extend(links)
+        named.extend(() for _ in links)
+    return bandwidths, named
+
+
+def check_dimensions(settings: Settings, dimensions: Sequence[str]) -> None:
+    """Check that every dimension the settings name is one of the trace's.
+
+    Raises
+    ------
+    UsageError
+        A dimension the trace has none of, listing the trace's dimensions.
+    """
+    check_named(settings.dimensions, dimensions)
+
+
+def check_named(named: Sequence[tuple[str, str]], dimensions: Sequence[str]) -> None:
+    """Check that every (option, dimension) named is one of the trace's ``dimensions``.
+
+    Raises
+    ------
+    UsageError
+        A dimension the trace has none of, listing the trace's dimensions.
+    """
+    for option, dimension in named:
+        if dimension in dimensions:
+            continue
+        known = ", ".join(dimensions) if dimensions else "none (its process groups have no description)"
+        msg = (
+            f"{option} {dimension}=…: the trace has no dimension {dimension!r}; its dimensions: {known} "
+            "(give a bare value for every collective)"
+        )
+        raise UsageError(msg)
 
 
 def parse_settings(
     *,
-    bandwidth: str | None,
+    bandwidth: str | Sequence[str] | None,
     world_size: str | None,
     compression: str,
     buckets: str,
@@ -128,7 +308,11 @@ def parse_settings(
     UsageError
         A value that is not one, or out of its range, naming the option and what it takes.
     """
-    bandwidths: list[float | None] = parse_bandwidths(bandwidth) if bandwidth is not None else [None]
+    bandwidths: list[float | None] = [None]
+    named: list[DimensionValues] = [()]
+    if bandwidth is not None and (isinstance(bandwidth, str) or bandwidth):
+        bandwidths, named = _read_bandwidths(bandwidth)
+    latency_s, latencies = parse_latencies(latency)
     worlds: list[int | None] = _parse_list(world_size, "--world-size", int) if world_size else [None]
     ratios = [float(r) for r in _parse_list(compression, "--compression", float)]
     for ratio in ratios:
@@ -151,9 +335,11 @@ def parse_settings(
         compressions=ratios,
         buckets=policies,
         algorithm="tree" if algorithm == "tree" else "ring",
-        latency_s=_latency_s(latency),
+        latency_s=latency_s,
         codec_gbps=_codec_gbps(codec_gbps),
         target_sf=_target_sf(target_sf),
+        dimension_bandwidths=named if any(named) else None,
+        dimension_latencies=latencies,
     )
 
 

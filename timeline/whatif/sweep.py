@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import polars as pl
 
+from timeline.errors import UsageError
 from timeline.whatif.bucketing import MEASURED, BucketPolicy
 from timeline.whatif.compression import Compression
 from timeline.whatif.costs import Algorithm
@@ -44,6 +45,10 @@ SWEEP_SCHEMA = pl.Schema(
         "no_overlap_scaling_factor": pl.Float64(),
         "perfect_overlap_ns": pl.Int64(),
         "perfect_overlap_scaling_factor": pl.Float64(),
+        "dimension_bandwidths": pl.List(
+            pl.Struct({"dimension": pl.String(), "bandwidth_gbps": pl.Float64()})
+        ),
+        "dimension_latencies": pl.List(pl.Struct({"dimension": pl.String(), "latency_s": pl.Float64()})),
     }
 )
 """One row per scenario of a sweep. Times are means over iterations of medians over ranks."""
@@ -81,6 +86,10 @@ def scenario_row(
         else None,
         "perfect_overlap_ns": round(perfect),
         "perfect_overlap_scaling_factor": _ratio(single, perfect),
+        "dimension_bandwidths": [
+            {"dimension": d, "bandwidth_gbps": gbps} for d, gbps in scenario.dimension_bandwidths
+        ],
+        "dimension_latencies": [{"dimension": d, "latency_s": a} for d, a in scenario.dimension_latencies],
     }
 
 
@@ -97,6 +106,8 @@ def sweep(
     codec_gbps: float | None = None,
     iterations: Sequence[int] | None = None,
     bounds: bool = True,
+    dimension_bandwidths: Sequence[tuple[tuple[str, float], ...]] | None = None,
+    dimension_latencies: tuple[tuple[str, float], ...] = (),
 ) -> pl.DataFrame:
     """Replay every combination of settings and tabulate the predictions.
 
@@ -114,6 +125,12 @@ def sweep(
         Keep only these iterations in the averages.
     bounds
         Also replay each scenario without overlap (``no_overlap_*`` columns; null when False).
+    dimension_bandwidths
+        Per bandwidth (same length as ``bandwidths_gbps``): the links of named dimensions
+        (:attr:`~timeline.whatif.replay.Scenario.dimension_bandwidths`); the bandwidth is then that of
+        the other collectives. None: no dimension named.
+    dimension_latencies
+        ``α`` of named dimensions (:attr:`~timeline.whatif.replay.Scenario.dimension_latencies`).
 
     Returns
     -------
@@ -123,10 +140,16 @@ def sweep(
     single = single_replay(graph)
     codec = codec_gbps * 1e9 / 8 if codec_gbps is not None else None
     rows: list[dict[str, object]] = []
-    for bandwidth, world, ratio, policy in itertools.product(
-        bandwidths_gbps, world_sizes, compressions, buckets
+    named = list(dimension_bandwidths) if dimension_bandwidths is not None else [() for _ in bandwidths_gbps]
+    if len(named) != len(bandwidths_gbps):
+        raise UsageError("dimension_bandwidths: give one entry per bandwidth (bandwidths_gbps)")
+    links = list(zip(bandwidths_gbps, named, strict=True))
+    for (bandwidth, per_dimension), world, ratio, policy in itertools.product(
+        links, world_sizes, compressions, buckets
     ):
         scenario = Scenario(
+            dimension_bandwidths=per_dimension,
+            dimension_latencies=dimension_latencies,
             bandwidth_gbps=bandwidth,
             world_size=world,
             efficiency=efficiency,

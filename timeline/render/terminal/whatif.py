@@ -16,6 +16,41 @@ def _gbps(value: float | None) -> str:
     return "-" if value is None else f"{value:g} Gbit/s"
 
 
+def _link(row: dict[str, Any]) -> str:
+    """Return the link of a scenario: one for every collective, or per named dimension and the others'."""
+    named = row.get("dimension_bandwidths") or []
+    if not named:
+        return _gbps(row["bandwidth_gbps"])
+    parts = [f"{d['dimension']}={d['bandwidth_gbps']:g}" for d in named]
+    others = f"{row['bandwidth_gbps']:g}" if row["bandwidth_gbps"] is not None else "measured"
+    return f"{', '.join(parts)}, others={others} Gbit/s"
+
+
+def _latency(report: dict[str, Any]) -> str:
+    text = f"latency {report['latency_s'] * 1e6:g} µs/step"
+    named = report.get("dimension_latencies") or []
+    if named:
+        text += "".join(f"; {d['dimension']} {d['latency_s'] * 1e6:g} µs/step" for d in named)
+    return text
+
+
+def _render_dimensions(report: dict[str, Any], console: Console) -> None:
+    """Print the dimensions of the trace's collectives, when a setting names one."""
+    named = report.get("dimension_latencies") or any(
+        row.get("dimension_bandwidths") for row in report["scenarios"]
+    )
+    if not named:
+        return
+    described = [
+        f"{d['dimension']} ({len(d['groups'])} group(s) of {'/'.join(map(str, d['group_sizes']))} ranks, "
+        f"{d['collectives']} collectives)"
+        for d in report.get("dimensions", [])
+    ]
+    console.print(
+        f"dimensions: {', '.join(described) or 'none'}; the others keep the link of every collective"
+    )
+
+
 def _sf(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -41,9 +76,10 @@ def render_whatif_report(report: dict[str, Any], console: Console) -> None:
         f"T_single {format_ns(check['single_ns'])} (scaling factor {_sf(check['scaling_factor'])}); "
         f"exposed communication {format_ns(check['exposed_comm_ns'])}"
     )
+    _render_dimensions(report, console)
     table = Table(
         title=f"predictions (efficiency {report['efficiency']}, {report['algorithm']}, "
-        f"latency {report['latency_s'] * 1e6:g} µs/step, codec "
+        f"{_latency(report)}, codec "
         f"{_gbps(report['codec_gbps']) if report['codec_gbps'] else 'free'})",
         title_justify="left",
         title_style="bold",
@@ -63,11 +99,13 @@ def render_whatif_report(report: dict[str, Any], console: Console) -> None:
         "perfect overlap",
         "SF",
     ]
-    for i, name in enumerate(columns):
-        table.add_column(name, justify="left" if i == 3 else "right", no_wrap=True)
+    for i, name in enumerate(columns):  # the link of per-dimension settings wraps, the numbers never
+        table.add_column(
+            name, justify="left" if i == 3 else "right", no_wrap=i > 0, max_width=24 if i == 0 else None
+        )
     for row in report["scenarios"]:
         table.add_row(
-            _gbps(row["bandwidth_gbps"]),
+            _link(row),
             str(row["world_size"]),
             f"{row['compression']:g}×",
             row["buckets"],
