@@ -21,7 +21,7 @@ edge cases, are in ``docs/metrics.md``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -82,6 +82,11 @@ class Overlap:
         One row per communication event (:data:`COLLECTIVE_EXPOSURE_SCHEMA`).
     windows
         The iteration windows used (:data:`timeline.schema.ITERATIONS_SCHEMA`).
+    comm
+        The communication of each rank as disjoint intervals, each ``exposed`` or ``hidden``
+        (:func:`comm_intervals`, :data:`~timeline.analysis.schemas.COMM_INTERVALS_SCHEMA`): what
+        the exposure per dimension (:mod:`timeline.analysis.dimensions`) intersects with each
+        dimension's collectives.
     warnings
         Inputs the analysis left out, one line each (a Horovod timeline not on the clock of its
         writer's profiler trace: :func:`~timeline.analysis.horovod_phases.horovod_wire_sets`).
@@ -91,6 +96,7 @@ class Overlap:
     iterations: pl.DataFrame
     collectives: pl.DataFrame
     windows: pl.DataFrame
+    comm: pl.DataFrame = field(default_factory=COMM_INTERVALS_SCHEMA.to_frame)
     warnings: tuple[str, ...] = ()
 
 
@@ -326,7 +332,11 @@ def comm_intervals(events: pl.DataFrame) -> pl.DataFrame:
     """
     modes = rank_modes(events)
     _, sets, _ = _measured_sets(events, modes)
-    bounds = _sweep(sets)
+    return _comm_states(modes, _sweep(sets))
+
+
+def _comm_states(modes: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
+    """:func:`comm_intervals` of the one sweep of a rank's sets (cut at window edges or not)."""
     known = modes.filter(pl.col("mode") != "horovod").get_column("rank")
     parts = [
         sweep_intervals(bounds, by=["rank"], sets=_SETS, formula=formula).with_columns(state=pl.lit(state))
@@ -370,5 +380,6 @@ def overlap_with_modes(events: pl.DataFrame, modes: pl.DataFrame) -> Overlap:
         iterations=_iteration_overlap(modes, windows, bounds),
         collectives=_collective_exposure(events, modes, profiled, windows, bounds),
         windows=windows,
+        comm=_comm_states(modes, bounds),
         warnings=warnings,
     )
