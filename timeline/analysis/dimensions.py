@@ -37,7 +37,7 @@ import polars as pl
 
 from timeline.analysis.collectives import attributed_communication
 from timeline.analysis.groups import group_instances
-from timeline.analysis.intervals import clip_to_windows, measure, union_intervals
+from timeline.analysis.intervals import Formula, clip_to_windows, measure, union_intervals
 from timeline.analysis.overlap import Overlap
 from timeline.analysis.schemas import DIMENSION_EXPOSURE_SCHEMA
 from timeline.schema import PROCESS_GROUPS_SCHEMA, validate
@@ -200,21 +200,25 @@ def exposure_by(overlap: Overlap, labels: pl.DataFrame, *, by: ExposureKey = "di
     return validate(result, DIMENSION_EXPOSURE_SCHEMA, what="exposure per dimension")
 
 
-def _formulas(names: list[str]) -> dict[str, object]:
-    formulas: dict[str, object] = {}
-    for name in names:
-        others = [n for n in names if n != name]
+def _formulas(names: list[str]) -> dict[str, Formula]:
+    """Per key set: its length, under the hidden and the exposed states, and exposed with no other key."""
 
-        def alone(s: Mapping[str, pl.Expr], name: str = name, others: list[str] = others) -> pl.Expr:
-            expr = s[name] & s["exposed"]
-            for other in others:
-                expr = expr & ~s[other]
+    def within(name: str, state: str | None, *, alone: bool = False) -> Formula:
+        def formula(s: Mapping[str, pl.Expr]) -> pl.Expr:
+            expr = s[name] if state is None else s[name] & s[state]
+            for other in names:
+                if alone and other != name:
+                    expr = expr & ~s[other]
             return expr
 
-        formulas[f"{name}_comm"] = lambda s, name=name: s[name]
-        formulas[f"{name}_hidden"] = lambda s, name=name: s[name] & s["hidden"]
-        formulas[f"{name}_exposed"] = lambda s, name=name: s[name] & s["exposed"]
-        formulas[f"{name}_exclusive"] = alone
+        return formula
+
+    formulas: dict[str, Formula] = {}
+    for name in names:
+        formulas[f"{name}_comm"] = within(name, None)
+        formulas[f"{name}_hidden"] = within(name, "hidden")
+        formulas[f"{name}_exposed"] = within(name, "exposed")
+        formulas[f"{name}_exclusive"] = within(name, "exposed", alone=True)
     return formulas
 
 
