@@ -411,7 +411,7 @@ CASES: dict[str, list[Path]] = {
 
 def assert_overlap_equal(expected: Overlap, got: Overlap) -> None:
     """Every view of two overlap analyses is equal, row for row."""
-    for view in ("ranks", "iterations", "collectives", "windows"):
+    for view in ("ranks", "iterations", "collectives", "windows", "comm"):
         left: pl.DataFrame = getattr(expected, view)
         right: pl.DataFrame = getattr(got, view)
         try:
