@@ -13,12 +13,12 @@ from typing import Any
 
 import polars as pl
 
-from timeline.analysis.dimensions import ExposureKey, compute_dimension_exposure, named_dimensions
+from timeline.analysis.dimensions import ExposureKey, communication_labels, exposure_by, named_dimensions
 from timeline.analysis.groups import shared_clocks
 from timeline.analysis.overlap import Overlap
 from timeline.trace import Trace
 
-__all__ = ["dimension_exposure_of", "dimension_summary", "has_groups"]
+__all__ = ["dimension_exposure_of", "dimension_summary", "has_groups", "labels_of"]
 
 _ROW_FIELDS = ("dimension", "iteration", "rank", "comm_ns", "hidden_ns", "exposed_ns", "exclusive_exposed_ns")
 
@@ -33,6 +33,28 @@ def has_groups(trace: Trace) -> bool:
     return bool(events.filter(pl.col("kind") == "communication").get_column("pg_name").is_not_null().any())
 
 
+def labels_of(
+    trace: Trace,
+    overlap: Overlap,
+    *,
+    offsets: pl.DataFrame | None = None,
+    overrides: Mapping[str, str] | None = None,
+    gpus_per_node: int | None = None,
+) -> pl.DataFrame:
+    """Return the dimension and description of each communication event of an analysed trace.
+
+    :func:`~timeline.analysis.dimensions.communication_labels` with the trace's groups and the
+    clocks that compare (:func:`~timeline.analysis.groups.shared_clocks`: the ranks of one node, all
+    after ``--align``), as ``timeline collectives`` attributes groups.
+    """
+    clocks = shared_clocks(
+        trace.files, gpus_per_node=gpus_per_node, offsets=offsets, comparable=trace.clock_note is None
+    )
+    return communication_labels(
+        trace.events, groups=trace.groups, overrides=overrides, clocks=clocks, windows=overlap.windows
+    )
+
+
 def dimension_exposure_of(
     trace: Trace,
     overlap: Overlap,
@@ -44,16 +66,10 @@ def dimension_exposure_of(
 ) -> pl.DataFrame:
     """Return the exposure per dimension (or ``pg_desc``) × iteration × rank of an analysed trace.
 
-    :func:`~timeline.analysis.dimensions.compute_dimension_exposure` with the trace's groups and the
-    clocks that compare (:func:`~timeline.analysis.groups.shared_clocks`: the ranks of one node, all
-    after ``--align``), as ``timeline collectives`` attributes groups.
+    :func:`~timeline.analysis.dimensions.exposure_by` of :func:`labels_of`.
     """
-    clocks = shared_clocks(
-        trace.files, gpus_per_node=gpus_per_node, offsets=offsets, comparable=trace.clock_note is None
-    )
-    return compute_dimension_exposure(
-        trace.events, overlap, groups=trace.groups, overrides=overrides, clocks=clocks, by=by
-    )
+    labels = labels_of(trace, overlap, offsets=offsets, overrides=overrides, gpus_per_node=gpus_per_node)
+    return exposure_by(overlap, labels, by=by)
 
 
 def dimension_summary(exposure: pl.DataFrame, overlap: Overlap) -> dict[str, Any] | None:
