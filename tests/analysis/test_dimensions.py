@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +9,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.builders import REPO, cpu, gpu, make_events, step
+from tests.builders import REPO, cpu, exposure_reference, gpu, make_events, step
 from tests.generators.nccl import device_mesh_job, write_job
 from timeline import load
 from timeline.analysis.dimensions import AMBIGUOUS, compute_dimension_exposure, exposure_by, named_dimensions
@@ -141,49 +140,6 @@ def test_a_collective_of_an_uncertain_group_counts_as_ambiguous_and_in_no_dimens
 # --- generated NCCL traces against plain interval arithmetic over their raw JSON -----------------------
 
 
-def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(intervals):
-        if end <= start:
-            continue
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _length(intervals: list[tuple[int, int]]) -> int:
-    return sum(end - start for start, end in intervals)
-
-
-def _intersection(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    return [(max(s, t), min(e, f)) for s, e in a for t, f in b if max(s, t) < min(e, f)]
-
-
-def reference_by_dimension(document: dict[str, Any]) -> dict[str, tuple[int, int]]:
-    """Per mesh dimension of one rank's raw trace: (exposed, hidden) ns over the whole trace."""
-    comm: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    compute: list[tuple[int, int]] = []
-    for event in document["traceEvents"]:
-        if event.get("cat") != "kernel":
-            continue
-        start = round(event["ts"] * 1000)
-        interval = (start, start + round(event["dur"] * 1000))
-        desc = event["args"].get("Process Group Description")
-        if desc is None:
-            compute.append(interval)
-        else:
-            comm[desc.removeprefix("mesh_")].append(interval)
-    busy = _union(compute)
-    result = {}
-    for dim, intervals in comm.items():
-        union = _union(intervals)
-        hidden = _length(_intersection(union, busy))
-        result[dim] = (_length(union) - hidden, hidden)
-    return result
-
-
 @pytest.fixture(scope="module")
 def mesh_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, dict[str, Any]]]:
     job = device_mesh_job([("dp", 2), ("tp", 2)], steps=3, gpus_per_node=2, seed=2)
@@ -204,7 +160,7 @@ def test_generated_nccl_mesh_matches_plain_interval_arithmetic(
     expected = {
         (dim, rank): figures
         for rank, document in documents.items()
-        for dim, figures in reference_by_dimension(document).items()
+        for dim, figures in exposure_reference(document).items()
     }
     assert measured == expected
     assert AMBIGUOUS not in set(exposure.get_column("dimension").to_list())
