@@ -405,27 +405,9 @@ def select_samples(
         frame = frame.filter(pl.col("rank").is_in(scope.ranks))
         if frame.height == 0:
             return empty, f"no rank {_list(scope.ranks)} in {frames.label} (ranks {_list(present)})"
-    per_collective = metric.source != "iterations"
-    for column, names in (
-        ("collective", scope.collectives),
-        ("pg_name", scope.pg_names),
-        ("dimension", scope.dimensions if per_collective else None),
-        ("pg_desc", scope.pg_descs if per_collective else None),
-    ):
-        if names is not None:
-            if column not in frame.columns:
-                raise BudgetError(
-                    f"{where}: {frames.label} was read without the {column} of each collective; "
-                    "pass the trace"
-                )
-            present = sorted({str(n) for n in frame.get_column(column).drop_nulls().unique().to_list()})
-            frame = frame.filter(pl.col(column).cast(pl.String).is_in(names))
-            if frame.height == 0:
-                what = _WHAT[column]
-                return (
-                    empty,
-                    f"no {what} {_list(names)} in {frames.label} ({what}s: {_list(present) or 'none'})",
-                )
+    frame, reason = _named(frame, frames, metric, scope, where)
+    if reason:
+        return empty, reason
     if scope.skip_iterations:
         frame = _skip_warmup(frame, frames, metric, scope.skip_iterations)
         if frame.height == 0:
@@ -525,6 +507,34 @@ def _source(frames: MetricFrames, metric: Metric, where: str) -> pl.DataFrame:
         )
         raise BudgetError(msg)
     return frame
+
+
+def _named(
+    frame: pl.DataFrame, frames: MetricFrames, metric: Metric, scope: Scope, where: str
+) -> tuple[pl.DataFrame, str]:
+    """Keep the rows of the scoped collectives, process groups, dimensions and descriptions."""
+    per_collective = metric.source != "iterations"
+    for column, names in (
+        ("collective", scope.collectives),
+        ("pg_name", scope.pg_names),
+        ("dimension", scope.dimensions if per_collective else None),
+        ("pg_desc", scope.pg_descs if per_collective else None),
+    ):
+        if names is not None:
+            if column not in frame.columns:
+                raise BudgetError(
+                    f"{where}: {frames.label} was read without the {column} of each collective; "
+                    "pass the trace"
+                )
+            present = sorted({str(n) for n in frame.get_column(column).drop_nulls().unique().to_list()})
+            frame = frame.filter(pl.col(column).cast(pl.String).is_in(names))
+            if frame.height == 0:
+                what = _WHAT[column]
+                return (
+                    frame.clear(),
+                    f"no {what} {_list(names)} in {frames.label} ({what}s: {_list(present) or 'none'})",
+                )
+    return frame, ""
 
 
 def _dimension_iterations(frames: MetricFrames, scope: Scope, where: str) -> tuple[pl.DataFrame, str]:
