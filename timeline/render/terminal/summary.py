@@ -62,8 +62,10 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
 
         render_findings(summary["verdict"], summary.get("findings") or [], console)
     _render_overlap(summary, console)
-    if summary.get("dimensions"):
-        _render_dimensions(summary["dimensions"], console)
+    dimensions = summary.get("dimensions")
+    if dimensions and [row["dimension"] for row in dimensions["totals"]] != ["world"]:
+        # the world alone is the per-rank table again
+        _render_dimensions(dimensions, console)
     if "clock_offsets" in summary or "utilisation" in summary:
         from timeline.render.terminal.collectives import render_clock_offsets, render_utilisation
 
