@@ -32,9 +32,10 @@ from timeline.analysis.intervals import (
     measure_windows,
     sweep,
     sweep_intervals,
+    union_intervals,
 )
 from timeline.analysis.iterations import _assign_iterations, activity_sets, rank_modes
-from timeline.analysis.schemas import COMM_INTERVALS_SCHEMA
+from timeline.analysis.schemas import COMM_INTERVALS_SCHEMA, COMM_STATE
 from timeline.schema import (
     COLLECTIVE_EXPOSURE_SCHEMA,
     ITERATION_OVERLAP_SCHEMA,
@@ -338,14 +339,18 @@ def comm_intervals(events: pl.DataFrame) -> pl.DataFrame:
 def _comm_states(modes: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     """:func:`comm_intervals` of the one sweep of a rank's sets (cut at window edges or not)."""
     known = modes.filter(pl.col("mode") != "horovod").get_column("rank")
-    parts = [
-        sweep_intervals(bounds, by=["rank"], sets=_SETS, formula=formula).with_columns(state=pl.lit(state))
-        for state, formula in (
-            ("exposed", lambda s: s["comm"] & ~_working(s)),
-            ("hidden", _FORMULAS["hidden_comm_ns"]),
-        )
-    ]
-    frame = pl.concat(parts).filter(pl.col("rank").is_in(known.implode()))
+    # one pass over the boundaries: each stretch of communication is hidden or exposed, then the
+    # touching stretches of one state are merged
+    member = {name: pl.col(f"_c_{name}") > 0 for name in _SETS}
+    pieces = bounds.filter(
+        member["comm"] & (pl.col("_dt") > 0) & pl.col("rank").is_in(known.implode())
+    ).select(
+        "rank",
+        state=pl.when(_working(member)).then(pl.lit("hidden")).otherwise(pl.lit("exposed")),
+        start_ns=pl.col("_t"),
+        end_ns=pl.col("_t") + pl.col("_dt"),
+    )
+    frame = union_intervals(pieces, by=["rank", "state"]).with_columns(pl.col("state").cast(COMM_STATE))
     frame = frame.select("rank", "state", "start_ns", "end_ns").sort("rank", "start_ns")
     return validate(frame, COMM_INTERVALS_SCHEMA, what="communication intervals")
 
