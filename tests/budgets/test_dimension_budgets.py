@@ -170,3 +170,15 @@ def test_a_summary_of_layout_2_cannot_answer_a_dimension_budget() -> None:
     )
     with pytest.raises(BudgetError, match="layout 1 or 2"):
         evaluate_budgets(budgets, older)
+
+
+def test_a_summary_of_layout_2_still_answers_the_budgets_without_a_dimension() -> None:
+    trace = load(REPO / "sample_traces" / "fsdp2_tp_gloo")
+    summary = build_summary(trace, compute_overlap(trace.events))
+    older = {key: value for key, value in summary.items() if key != "dimensions"}
+    frames = frames_from_summary({**older, "version": 2}, label="old.json")
+    verdicts = _verdicts(
+        [{"name": "all", "metric": "exposed_comm_ns", "aggregate": "max", "max": 1e12}], frames
+    )
+    expected = max(row["exposed_comm_ns"] for row in summary["iterations"])
+    assert verdicts["all"] == ("pass", expected)

@@ -99,3 +99,35 @@ def test_a_bad_dimension_option_is_one_error_line() -> None:
     assert result.returncode == 2
     assert result.stderr.startswith("error: ")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_check_fails_the_budget_of_the_more_exposed_dimension_only(
+    mesh: tuple[Path, dict[int, dict[str, Any]]], tmp_path: Path
+) -> None:
+    directory, documents = mesh
+    windows = sum(
+        1
+        for d in documents.values()
+        for e in d["traceEvents"]
+        if str(e.get("name", "")).startswith("ProfilerStep#")
+    )
+    means = {
+        dim: sum(exposure_reference(d).get(dim, (0, 0))[0] for d in documents.values()) / windows
+        for dim in ("dp", "tp", "pp")
+    }
+    worst = max(means, key=lambda d: means[d])
+    limit = (means[worst] + max(v for d, v in means.items() if d != worst)) / 2
+    budget = tmp_path / "b.toml"
+    budget.write_text(
+        "".join(
+            f'[[budgets]]\nname = "{dim}"\nmetric = "exposed_comm_ns"\naggregate = "mean"\nmax = {limit}\n'
+            f'dimension = "{dim}"\n\n'
+            for dim in means
+        )
+    )
+    result = run_timeline("check", directory, "--budget", budget, "--json")
+    assert result.returncode == 1, result.stderr
+    verdicts = {v["name"]: v for v in json.loads(result.stdout)["verdicts"]}
+    assert {name for name, v in verdicts.items() if v["status"] == "fail"} == {worst}
+    for dim, mean in means.items():
+        assert verdicts[dim]["value"] == pytest.approx(mean)
