@@ -104,7 +104,7 @@ def test_a_summary_json_gives_the_same_verdicts(
     directory, _ = job
     trace = load(directory)
     summary = frames_from_summary(build_summary(trace, compute_overlap(trace.events)), label="s.json")
-    budgets = [
+    budgets: list[dict[str, object]] = [
         {"name": dim, "metric": "exposed_comm_ratio", "aggregate": "max", "max": 0.01, "dimension": dim}
         for dim in ("tp", "dp")
     ]
