@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 from tests.builders import (
@@ -182,3 +183,26 @@ def test_a_summary_of_layout_2_still_answers_the_budgets_without_a_dimension() -
     )
     expected = max(row["exposed_comm_ns"] for row in summary["iterations"])
     assert verdicts["all"] == ("pass", expected)
+
+
+def test_on_the_fsdp2_tp_sample_each_dimension_budget_reads_its_own_rows() -> None:
+    trace = load(REPO / "sample_traces" / "fsdp2_tp_gloo")
+    overlap = compute_overlap(trace.events)
+    frames = with_dimensions(frames_from_overlap(overlap, label="fsdp2_tp"), trace, overlap)
+    assert frames.dimensions is not None
+    rows = frames.dimensions.filter(pl.col("by") == "dimension")
+    worst = {
+        d: int(rows.filter(pl.col("dimension") == d).get_column("exposed_ns").cast(pl.Int64).max() or 0)
+        for d in ("dp", "tp")
+    }
+    assert worst["dp"] != worst["tp"]
+    limit = (worst["dp"] + worst["tp"]) / 2
+    verdicts = _verdicts(
+        [
+            {"name": d, "metric": "exposed_comm_ns", "aggregate": "max", "max": limit, "dimension": d}
+            for d in ("dp", "tp")
+        ],
+        frames,
+    )
+    for dim in ("dp", "tp"):
+        assert verdicts[dim] == ("fail" if worst[dim] > limit else "pass", worst[dim])
