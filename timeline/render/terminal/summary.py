@@ -213,7 +213,7 @@ def _render_dimensions(dimensions: dict[str, Any], console: Console) -> None:
             ranks=pl.len(),
             exposed_mean=pl.col("exposed_ns").mean(),
             exposed_max=pl.col("exposed_ns").max(),
-            worst_rank=pl.col("rank").sort_by("exposed_ns", descending=True).first(),
+            worst_rank=pl.col("rank").sort_by("exposed_ns", "rank", descending=[True, False]).first(),
             hidden_mean=pl.col("hidden_ns").mean(),
         )
         .sort("dimension", "iteration", nulls_last=True)
