@@ -11,7 +11,9 @@ from cli.options import (
     ROWS_MAX,
     AlignOption,
     CommKernelOption,
+    DimensionOption,
     ExecutorOption,
+    GpusPerNodeOption,
     IncludePythonOption,
     JsonOption,
     LinkOption,
@@ -38,6 +40,8 @@ def analyze_command(
     align: AlignOption = False,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    dimension: DimensionOption = None,
+    gpus_per_node: GpusPerNodeOption = None,
     no_findings: Annotated[
         bool,
         typer.Option(
@@ -67,19 +71,17 @@ def analyze_command(
         _print(flight, json_output)
         return
     with user_errors():
+        from timeline.analysis.groups import parse_dimension_overrides
         from timeline.analysis.links import parse_link_gbps
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
+        overrides = parse_dimension_overrides(dimension or [])
         given = [str(p) for p in traces] if flight is not None else paths
         inputs = inputs_of(given, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
-        # rank by rank, the communication events are kept only for the utilisation, --align, dumps and
-        # the findings, whose tasks also return the what-if graph's parts
-        analysed = analyze(
-            inputs,
-            align=align,
-            communication=link is not None or flight is not None,
-            findings=not no_findings,
-        )
+        # rank by rank, the communication events are kept (a few thousand rows per rank) for the
+        # communication per dimension, the utilisation, --align, dumps and the findings, whose tasks
+        # also return the what-if graph's parts
+        analysed = analyze(inputs, align=align, communication=True, findings=not no_findings)
         diagnosis = None if no_findings else analysed.diagnosis(link_gbps=link)
         from timeline.results.summary import build_summary
 
@@ -90,6 +92,8 @@ def analyze_command(
             offsets=analysed.offsets,
             link_gbps=link,
             diagnosis=diagnosis,
+            overrides=overrides,
+            gpus_per_node=gpus_per_node,
         )
         if flight is not None and loaded is not None:
             from timeline.results.flight_recorder import profiler_matches

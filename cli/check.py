@@ -16,7 +16,9 @@ import typer
 from cli.common import fail, inputs_of, loading, user_errors
 from cli.options import (
     CommKernelOption,
+    DimensionOption,
     ExecutorOption,
+    GpusPerNodeOption,
     IncludePythonOption,
     LinkOption,
     PathsArgument,
@@ -93,6 +95,8 @@ def check_command(
     include_python: IncludePythonOption = False,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    dimension: DimensionOption = None,
+    gpus_per_node: GpusPerNodeOption = None,
 ) -> None:
     """Check a run against communication budgets (and a baseline run); fail the build when one is exceeded.
 
@@ -112,6 +116,8 @@ def check_command(
             "--github": github,
             "--markdown": markdown is not None,
             "--link-gbps": link_gbps is not None,
+            "--dimension": bool(dimension),
+            "--gpus-per-node": gpus_per_node is not None,
         }
         extra = [name for name, given in used.items() if given]
         if extra:
@@ -123,6 +129,7 @@ def check_command(
             inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
         _init(budget, force, inputs)
     with user_errors():
+        from timeline.analysis.groups import parse_dimension_overrides
         from timeline.analysis.links import parse_link_gbps
         from timeline.budgets import check_links, evaluate_budgets, find_budget_file, read_budget_file
         from timeline.budgets.frames import read_run
@@ -130,6 +137,7 @@ def check_command(
         from timeline.render.markdown import render_markdown
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
+        overrides = parse_dimension_overrides(dimension or [])
         budgets = read_budget_file(budget if budget is not None else find_budget_file())
         check_links(budgets, link_gbps=link)  # a missing link stops before the traces are read
         if link is not None and not budgets.needs_link():
@@ -146,6 +154,9 @@ def check_command(
                 match=budgets.needs_matching(),
                 findings=diagnose,
                 link_gbps=link,
+                dimensions=budgets.needs_dimensions(),
+                overrides=overrides,
+                gpus_per_node=gpus_per_node,
                 progress=progress,
                 warn=warn,
             )
@@ -162,6 +173,9 @@ def check_command(
                     match=budgets.needs_matching(regressions_only=True),
                     findings=budgets.needs_findings(regressions_only=True),
                     link_gbps=link,
+                    dimensions=budgets.needs_dimensions(regressions_only=True),
+                    overrides=overrides,
+                    gpus_per_node=gpus_per_node,
                     progress=progress,
                     warn=warn,
                 )

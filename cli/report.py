@@ -67,6 +67,7 @@ def _prepare(trace: Trace, compare: dict[str, Any] | None = None) -> ReportData:
     """Return the report's data: the Gantt's, its findings, its "What-if" tab's sweep, the comparison."""
     from dataclasses import replace
 
+    from timeline.analysis.groups import shared_clocks
     from timeline.analysis.overlap import compute_overlap
     from timeline.diagnosis import diagnose
     from timeline.report.data import prepare_report_data
@@ -74,7 +75,8 @@ def _prepare(trace: Trace, compare: dict[str, Any] | None = None) -> ReportData:
     from timeline.results.diagnosis import build_diagnosis
 
     overlap = compute_overlap(trace.events)
-    data = prepare_report_data(trace.events, overlap, groups=trace.groups)
+    clocks = shared_clocks(trace.files, comparable=trace.clock_note is None)
+    data = prepare_report_data(trace.events, overlap, groups=trace.groups, clocks=clocks)
     diagnosis = build_diagnosis(diagnose(trace, overlap))
     return replace(data, whatif=whatif_sweep(trace), compare=compare, diagnosis=diagnosis)
 

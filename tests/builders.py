@@ -411,7 +411,7 @@ CASES: dict[str, list[Path]] = {
 
 def assert_overlap_equal(expected: Overlap, got: Overlap) -> None:
     """Every view of two overlap analyses is equal, row for row."""
-    for view in ("ranks", "iterations", "collectives", "windows"):
+    for view in ("ranks", "iterations", "collectives", "windows", "comm"):
         left: pl.DataFrame = getattr(expected, view)
         right: pl.DataFrame = getattr(got, view)
         try:
@@ -972,3 +972,68 @@ def hostile_dump(dump: Mapping[str, Any], marker: Path) -> bytes:
     hostile = dict(dump)
     hostile["entries"] = [*dump.get("entries", []), _Shell(f"touch {marker}")]
     return pickle.dumps(hostile, protocol=2)
+
+
+# --- plain interval arithmetic over raw Kineto JSON: the reference of the exposure per dimension (#20) --
+
+
+def interval_union(intervals: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of half-open intervals, as disjoint sorted intervals (empty ones dropped)."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(intervals):
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def interval_length(intervals: Sequence[tuple[int, int]]) -> int:
+    """The total length of disjoint intervals."""
+    return sum(end - start for start, end in intervals)
+
+
+def interval_intersection(
+    a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The intersection of two sets of disjoint intervals (O(n·m): small inputs)."""
+    return [(max(s, t), min(e, f)) for s, e in a for t, f in b if max(s, t) < min(e, f)]
+
+
+def raw_kernels(
+    document: Mapping[str, Any],
+) -> tuple[list[tuple[int, int]], list[tuple[str, tuple[int, int]]]]:
+    """A raw trace's GPU kernels in ns: compute kernels, and (dimension, interval) of the collective ones.
+
+    A kernel is a collective when its args carry ``Process Group Description`` (``mesh_tp`` -> ``tp``).
+    """
+    compute: list[tuple[int, int]] = []
+    comm: list[tuple[str, tuple[int, int]]] = []
+    for event in document["traceEvents"]:
+        if event.get("cat") != "kernel":
+            continue
+        start = round(event["ts"] * 1000)
+        interval = (start, start + round(event["dur"] * 1000))
+        desc = event["args"].get("Process Group Description")
+        if desc is None:
+            compute.append(interval)
+        else:
+            comm.append((desc.removeprefix("mesh_"), interval))
+    return compute, comm
+
+
+def exposure_reference(document: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """Per mesh dimension of one rank's raw trace: (exposed, hidden) ns over the whole trace."""
+    compute, comm = raw_kernels(document)
+    busy = interval_union(compute)
+    by_dimension: dict[str, list[tuple[int, int]]] = {}
+    for dim, interval in comm:
+        by_dimension.setdefault(dim, []).append(interval)
+    result = {}
+    for dim, intervals in by_dimension.items():
+        union = interval_union(intervals)
+        hidden = interval_length(interval_intersection(union, busy))
+        result[dim] = (interval_length(union) - hidden, hidden)
+    return result

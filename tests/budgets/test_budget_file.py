@@ -287,7 +287,7 @@ ERRORS = [
     pytest.param(
         '[[budgets]]\nmetric = "step_ns"\nmax = 1\ncolour = "red"\n',
         "timeline.toml:budgets[0].colour: unknown key; the keys are name, metric, aggregate, over, max, min, "
-        "skip_iterations, ranks, collective, pg_name, link_gbps",
+        "skip_iterations, ranks, collective, pg_name, dimension, pg_desc, link_gbps",
         id="unknown-key-no-match",
     ),
     pytest.param(

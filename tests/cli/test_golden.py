@@ -78,6 +78,16 @@ def _whatif_json_cases() -> list[str]:
     return ids
 
 
+def _report_data_cases() -> list[str]:
+    """Return the report-data cases #20 changes: every digest of an input that was read (a new column)."""
+    ids = []
+    for path in sorted(CASES.glob("report-data--*.txt")):
+        meta = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
+        if meta["exit_code"] == 0:
+            ids.append(meta["id"])
+    return ids
+
+
 CHANGED_BY_ISSUE: dict[str, str] = {
     **dict.fromkeys(
         _whatif_json_cases(),
@@ -198,6 +208,10 @@ CHANGED_BY_ISSUE: dict[str, str] = {
         ),
         "#20: on CPU-only ranks the time inside calls into c10d (DDP's c10d::allreduce_, 0.1-4.6 ms "
         "each on these samples) is not compute: less compute, more exposed communication",
+    ),
+    **dict.fromkeys(
+        _report_data_cases(),
+        "#20: the report's segments carry the mesh dimension of each collective (a dimension column)",
     ),
 }
 """Case id → the issue that changed its output on purpose and why; those cases are skipped."""

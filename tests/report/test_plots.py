@@ -32,7 +32,8 @@ from timeline.report.gantt import build_gantt, lane_factors  # noqa: E402
 
 PARAM = TRACES / "kineto" / "param_dlrm_8rank"
 GLOO = REPO / "sample_traces" / "ddp_gloo_4rank"
-COLUMNS = {"y", "left", "right", "style", "name", "collective", "count", "dur_us", "exposed_us", "bytes"}
+COLUMNS = {"y", "left", "right", "style", "name", "collective", "dimension", "count", "dur_us", "exposed_us"}
+COLUMNS |= {"bytes"}
 COLUMNS |= {"rank", "height"}
 
 
@@ -80,7 +81,18 @@ def test_gantt_tooltip_names_every_field(param: ReportData) -> None:
     plot = build_gantt(param, 0)
     hover = next(t for t in plot.figure.tools if type(t).__name__ == "HoverTool")
     labels = [label for label, _ in hover.tooltips]
-    assert labels == ["name", "kind", "lane", "start", "duration", "events", "collective", "bytes", "exposed"]
+    assert labels == [
+        "name",
+        "kind",
+        "lane",
+        "start",
+        "duration",
+        "events",
+        "collective",
+        "dimension",
+        "bytes",
+        "exposed",
+    ]
     comm = [i for i, s in enumerate(plot.source.data["style"]) if s == "communication (hidden)"]
     assert comm
     assert all(plot.source.data["collective"][i] in {"all_reduce", "all_to_all"} for i in comm)

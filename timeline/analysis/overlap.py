@@ -21,7 +21,7 @@ edge cases, are in ``docs/metrics.md``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -32,9 +32,10 @@ from timeline.analysis.intervals import (
     measure_windows,
     sweep,
     sweep_intervals,
+    union_intervals,
 )
 from timeline.analysis.iterations import _assign_iterations, activity_sets, rank_modes
-from timeline.analysis.schemas import COMM_INTERVALS_SCHEMA
+from timeline.analysis.schemas import COMM_INTERVALS_SCHEMA, COMM_STATE
 from timeline.schema import (
     COLLECTIVE_EXPOSURE_SCHEMA,
     ITERATION_OVERLAP_SCHEMA,
@@ -82,6 +83,11 @@ class Overlap:
         One row per communication event (:data:`COLLECTIVE_EXPOSURE_SCHEMA`).
     windows
         The iteration windows used (:data:`timeline.schema.ITERATIONS_SCHEMA`).
+    comm
+        The communication of each rank as disjoint intervals, each ``exposed`` or ``hidden``
+        (:func:`comm_intervals`, :data:`~timeline.analysis.schemas.COMM_INTERVALS_SCHEMA`): what
+        the exposure per dimension (:mod:`timeline.analysis.dimensions`) intersects with each
+        dimension's collectives.
     warnings
         Inputs the analysis left out, one line each (a Horovod timeline not on the clock of its
         writer's profiler trace: :func:`~timeline.analysis.horovod_phases.horovod_wire_sets`).
@@ -91,6 +97,7 @@ class Overlap:
     iterations: pl.DataFrame
     collectives: pl.DataFrame
     windows: pl.DataFrame
+    comm: pl.DataFrame = field(default_factory=COMM_INTERVALS_SCHEMA.to_frame)
     warnings: tuple[str, ...] = ()
 
 
@@ -326,16 +333,24 @@ def comm_intervals(events: pl.DataFrame) -> pl.DataFrame:
     """
     modes = rank_modes(events)
     _, sets, _ = _measured_sets(events, modes)
-    bounds = _sweep(sets)
+    return _comm_states(modes, _sweep(sets))
+
+
+def _comm_states(modes: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
+    """:func:`comm_intervals` of the one sweep of a rank's sets (cut at window edges or not)."""
     known = modes.filter(pl.col("mode") != "horovod").get_column("rank")
-    parts = [
-        sweep_intervals(bounds, by=["rank"], sets=_SETS, formula=formula).with_columns(state=pl.lit(state))
-        for state, formula in (
-            ("exposed", lambda s: s["comm"] & ~_working(s)),
-            ("hidden", _FORMULAS["hidden_comm_ns"]),
-        )
-    ]
-    frame = pl.concat(parts).filter(pl.col("rank").is_in(known.implode()))
+    # one pass over the boundaries: each stretch of communication is hidden or exposed, then the
+    # touching stretches of one state are merged
+    member = {name: pl.col(f"_c_{name}") > 0 for name in _SETS}
+    pieces = bounds.filter(
+        member["comm"] & (pl.col("_dt") > 0) & pl.col("rank").is_in(known.implode())
+    ).select(
+        "rank",
+        state=pl.when(_working(member)).then(pl.lit("hidden")).otherwise(pl.lit("exposed")),
+        start_ns=pl.col("_t"),
+        end_ns=pl.col("_t") + pl.col("_dt"),
+    )
+    frame = union_intervals(pieces, by=["rank", "state"]).with_columns(pl.col("state").cast(COMM_STATE))
     frame = frame.select("rank", "state", "start_ns", "end_ns").sort("rank", "start_ns")
     return validate(frame, COMM_INTERVALS_SCHEMA, what="communication intervals")
 
@@ -370,5 +385,6 @@ def overlap_with_modes(events: pl.DataFrame, modes: pl.DataFrame) -> Overlap:
         iterations=_iteration_overlap(modes, windows, bounds),
         collectives=_collective_exposure(events, modes, profiled, windows, bounds),
         windows=windows,
+        comm=_comm_states(modes, bounds),
         warnings=warnings,
     )

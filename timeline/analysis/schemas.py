@@ -21,6 +21,7 @@ __all__ = [
     "COLLECTIVE_RANKS_SCHEMA",
     "COMM_INTERVALS_SCHEMA",
     "COMM_STATE",
+    "DIMENSION_EXPOSURE_SCHEMA",
     "GROUP_INSTANCES_SCHEMA",
     "HOROVOD_BATCHES_SCHEMA",
     "HOROVOD_ITERATIONS_SCHEMA",
@@ -386,3 +387,18 @@ COMM_INTERVALS_SCHEMA = pl.Schema(
 
 Their lengths add up to the rank's ``exposed_comm_ns`` and ``hidden_comm_ns`` (``docs/metrics.md``).
 """
+
+DIMENSION_EXPOSURE_SCHEMA = pl.Schema(
+    {
+        "dimension": pl.String(),
+        "iteration": pl.Int64(),
+        "rank": pl.Int32(),
+        "comm_ns": pl.Int64(),
+        "hidden_ns": pl.Int64(),
+        "exposed_ns": pl.Int64(),
+        "exclusive_exposed_ns": pl.Int64(),
+    }
+)
+"""Exposed and hidden communication of one dimension on one rank in one iteration window
+(:func:`~timeline.analysis.dimensions.exposure_by`); the ``dimension`` column holds the key the
+exposure was split by (a dimension label, or a ``pg_desc``). Defined in ``docs/metrics.md``."""

@@ -44,7 +44,7 @@ AGGREGATES: tuple[str, ...] = ("max", "min", "mean", "p50", "p90", "p99")
 _AGGREGATE_SYNONYMS = {"median": "p50", "average": "mean", "avg": "mean", "maximum": "max", "minimum": "min"}
 _PERCENTILE = re.compile(r"p(100|\d{1,2}(\.\d+)?)")
 _OVERS: tuple[str, ...] = ("all", "rank")
-_SCOPE_KEYS = ("skip_iterations", "ranks", "collective", "pg_name")
+_SCOPE_KEYS = ("skip_iterations", "ranks", "collective", "pg_name", "dimension", "pg_desc")
 _BUDGET_KEYS = ("name", "metric", "aggregate", "over", "max", "min", *_SCOPE_KEYS, "link_gbps")
 _REGRESSION_KEYS = ("name", "relative", "absolute", "aggregate", "over", *_SCOPE_KEYS, "link_gbps")
 _TOP_KEYS = ("budgets", "regression", "link_gbps")
@@ -65,6 +65,14 @@ class Scope:
         Only communication events of these collectives (``all_reduce``); collective metrics only.
     pg_names
         Only communication events of these process groups; collective metrics only.
+    dimensions
+        Only the communication of these mesh dimensions (``tp``, ``dp``; ``ambiguous``,
+        ``undescribed``): collective metrics, and the communication metrics of an iteration
+        (:data:`~timeline.budgets.metrics.DIMENSION_METRICS`), which then read the exposure per
+        dimension (``docs/metrics.md``).
+    pg_descs
+        Only the communication of the process groups with these descriptions (``mesh_tp``); as
+        ``dimensions``.
     skip_iterations
         Leave out the first N iterations of every rank (warm-up).
     """
@@ -73,6 +81,13 @@ class Scope:
     collectives: tuple[str, ...] | None = None
     pg_names: tuple[str, ...] | None = None
     skip_iterations: int = 0
+    dimensions: tuple[str, ...] | None = None
+    pg_descs: tuple[str, ...] | None = None
+
+    @property
+    def by_dimension(self) -> bool:
+        """Whether the scope names dimensions or group descriptions."""
+        return self.dimensions is not None or self.pg_descs is not None
 
     def describe(self) -> str:
         """Return the scope in a few words (``ranks 0,1; all_reduce; skip 1``), or ``""``."""
@@ -83,6 +98,10 @@ class Scope:
             parts.append(",".join(self.collectives))
         if self.pg_names is not None:
             parts.append("group " + ",".join(self.pg_names))
+        if self.dimensions is not None:
+            parts.append("dimension " + ",".join(self.dimensions))
+        if self.pg_descs is not None:
+            parts.append("pg_desc " + ",".join(self.pg_descs))
         if self.skip_iterations:
             parts.append(f"skip {self.skip_iterations}")
         return "; ".join(parts)
@@ -219,6 +238,13 @@ class BudgetFile:
         if not regressions_only:
             checks = (*self.budgets, *checks)
         return any(check.metric.finding for check in checks)
+
+    def needs_dimensions(self, *, regressions_only: bool = False) -> bool:
+        """Return whether a check is scoped to dimensions or descriptions (``regressions_only``: as above)."""
+        checks: tuple[Budget | Regression, ...] = self.regressions
+        if not regressions_only:
+            checks = (*self.budgets, *checks)
+        return any(check.scope.by_dimension for check in checks)
 
     def needs_link(self) -> bool:
         """Return whether a check reads the link's bandwidth (a link utilisation metric)."""
@@ -536,12 +562,16 @@ def _scope(table: Mapping[str, object], where: str, metric: Metric) -> Scope:
             )
             raise BudgetError(msg)
     names: dict[str, tuple[str, ...] | None] = {}
-    for key in ("collective", "pg_name"):
+    for key in ("collective", "pg_name", "dimension", "pg_desc"):
         value = table.get(key)
         if value is None:
             names[key] = None
             continue
-        if not metric.per_collective:
+        if key in ("dimension", "pg_desc") and not metric.by_dimension:
+            usable = ", ".join(m.name for m in registered_metrics() if m.by_dimension)
+            msg = f"{where}.{key}: applies to communication metrics ({usable}), not to {metric.name}"
+            raise BudgetError(msg)
+        if key in ("collective", "pg_name") and not metric.per_collective:
             collective_metrics = ", ".join(m.name for m in registered_metrics() if m.per_collective)
             msg = f"{where}.{key}: applies to collective metrics ({collective_metrics}), not to {metric.name}"
             raise BudgetError(msg)
@@ -550,8 +580,17 @@ def _scope(table: Mapping[str, object], where: str, metric: Metric) -> Scope:
             msg = f"{where}.{key}: must be a name or a non-empty array of names, got {_show(value)}"
             raise BudgetError(msg)
         names[key] = tuple(str(v) for v in items)
+    if names["dimension"] is not None and names["pg_desc"] is not None:
+        raise BudgetError(
+            f"{where}: give dimension or pg_desc, not both (each splits the communication its own way)"
+        )
     return Scope(
-        ranks=rank_list, collectives=names["collective"], pg_names=names["pg_name"], skip_iterations=skip
+        ranks=rank_list,
+        collectives=names["collective"],
+        pg_names=names["pg_name"],
+        skip_iterations=skip,
+        dimensions=names["dimension"],
+        pg_descs=names["pg_desc"],
     )
 
 

@@ -49,6 +49,13 @@ _MEDIAN_SE = math.sqrt(math.pi / 2)  # the standard error of a median is √(π/
 Status = Literal["pass", "fail", "nodata", "skip"]
 Kind = Literal["budget", "regression"]
 
+_WHAT = {
+    "collective": "collective",
+    "pg_name": "process group",
+    "dimension": "dimension",
+    "pg_desc": "pg_desc",
+}
+
 _SAMPLE_SCHEMA = pl.Schema(
     {"rank": pl.Int64(), "iteration": pl.Int64(), "collective": pl.String(), "value": pl.Float64()}
 )
@@ -371,8 +378,13 @@ def select_samples(
     BudgetError
         The input cannot provide the metric at all.
     """
-    frame = _source(frames, metric, where)
     empty = pl.DataFrame(schema=_SAMPLE_SCHEMA)
+    if scope.by_dimension and metric.source == "iterations":
+        frame, reason = _dimension_iterations(frames, scope, where)
+        if reason:
+            return empty, reason
+    else:
+        frame = _source(frames, metric, where)
     if frame.height == 0:
         if metric.matched:
             hint = " (a Horovod timeline alone has none)"
@@ -393,16 +405,9 @@ def select_samples(
         frame = frame.filter(pl.col("rank").is_in(scope.ranks))
         if frame.height == 0:
             return empty, f"no rank {_list(scope.ranks)} in {frames.label} (ranks {_list(present)})"
-    for column, names in (("collective", scope.collectives), ("pg_name", scope.pg_names)):
-        if names is not None:
-            present = sorted({str(n) for n in frame.get_column(column).drop_nulls().unique().to_list()})
-            frame = frame.filter(pl.col(column).cast(pl.String).is_in(names))
-            if frame.height == 0:
-                what = "collective" if column == "collective" else "process group"
-                return (
-                    empty,
-                    f"no {what} {_list(names)} in {frames.label} ({what}s: {_list(present) or 'none'})",
-                )
+    frame, reason = _named(frame, frames, metric, scope, where)
+    if reason:
+        return empty, reason
     if scope.skip_iterations:
         frame = _skip_warmup(frame, frames, metric, scope.skip_iterations)
         if frame.height == 0:
@@ -504,9 +509,100 @@ def _source(frames: MetricFrames, metric: Metric, where: str) -> pl.DataFrame:
     return frame
 
 
+def _named(
+    frame: pl.DataFrame, frames: MetricFrames, metric: Metric, scope: Scope, where: str
+) -> tuple[pl.DataFrame, str]:
+    """Keep the rows of the scoped collectives, process groups, dimensions and descriptions."""
+    per_collective = metric.source != "iterations"
+    for column, names in (
+        ("collective", scope.collectives),
+        ("pg_name", scope.pg_names),
+        ("dimension", scope.dimensions if per_collective else None),
+        ("pg_desc", scope.pg_descs if per_collective else None),
+    ):
+        if names is not None:
+            if column not in frame.columns:
+                raise BudgetError(
+                    f"{where}: {frames.label} was read without the {column} of each collective; "
+                    "pass the trace"
+                )
+            present = sorted({str(n) for n in frame.get_column(column).drop_nulls().unique().to_list()})
+            frame = frame.filter(pl.col(column).cast(pl.String).is_in(names))
+            if frame.height == 0:
+                what = _WHAT[column]
+                return (
+                    frame.clear(),
+                    f"no {what} {_list(names)} in {frames.label} ({what}s: {_list(present) or 'none'})",
+                )
+    return frame, ""
+
+
+def _dimension_iterations(frames: MetricFrames, scope: Scope, where: str) -> tuple[pl.DataFrame, str]:
+    """Return the rank × iteration rows of the scoped dimensions (or descriptions), one set per key.
+
+    Every iteration window of every rank is a sample of each key the scope names and the run holds:
+    ``comm_ns``, ``hidden_comm_ns`` and ``exposed_comm_ns`` are that key's (0 in a window where it ran
+    nothing), the ratios over the window's ``step_ns`` (``hidden_comm_ratio`` over its ``comm_ns``).
+    """
+    if frames.dimensions is None:
+        msg = (
+            f"{where}: a dimension or pg_desc scope needs the exposure per dimension, which {frames.label} "
+            "does not hold (a summary JSON of layout 1 or 2); re-run timeline analyze --json, or pass the "
+            "trace"
+        )
+        raise BudgetError(msg)
+    by, names = (
+        ("dimension", scope.dimensions) if scope.dimensions is not None else ("pg_desc", scope.pg_descs)
+    )
+    rows = frames.dimensions.filter(pl.col("by") == by)
+    if by == "pg_desc" and rows.height == 0 and frames.collectives is None:
+        raise BudgetError(
+            f"{where}: a summary JSON holds the exposure per dimension only, not per pg_desc; pass the trace"
+        )
+    present = sorted({str(d) for d in rows.get_column("dimension").to_list()})
+    chosen = [name for name in names or () if name in present]
+    if not chosen:
+        return (
+            pl.DataFrame(),
+            f"no {by} {_list(names or ())} in {frames.label} ({by}s: {_list(present) or 'none'})",
+        )
+    key_rows = rows.select(
+        pl.col("rank").cast(pl.Int32),
+        pl.col("iteration").cast(pl.Int64),
+        "comm_ns",
+        "hidden_ns",
+        "exposed_ns",
+        _key="dimension",
+    )
+    windows = frames.iterations.drop(
+        [
+            c
+            for c in frames.iterations.columns
+            if c.endswith(("_ns", "_ratio")) and c not in ("start_ns", "end_ns", "step_ns")
+        ]
+    ).with_columns(pl.col("rank").cast(pl.Int32), pl.col("iteration").cast(pl.Int64))
+    joined = windows.join(pl.DataFrame({"_key": chosen}), how="cross").join(
+        key_rows, on=["rank", "iteration", "_key"], how="left", nulls_equal=True
+    )
+    step = pl.col("step_ns")
+    comm, hidden, exposed = (pl.col(c).fill_null(0) for c in ("comm_ns", "hidden_ns", "exposed_ns"))
+    frame = joined.with_columns(
+        comm_ns=comm,
+        hidden_comm_ns=hidden,
+        exposed_comm_ns=exposed,
+        comm_ratio=pl.when(step > 0).then(comm / step),
+        exposed_comm_ratio=pl.when(step > 0).then(exposed / step),
+        hidden_comm_ratio=pl.when(comm > 0).then(hidden / comm),
+        collective=pl.col("_key"),
+    )
+    return frame, ""
+
+
 def _skip_warmup(frame: pl.DataFrame, frames: MetricFrames, metric: Metric, skip: int) -> pl.DataFrame:
     """Drop the rows of each rank's first ``skip`` iteration windows."""
-    order = pl.int_range(pl.len()).over("rank", order_by="start_ns")
+    order = pl.int_range(pl.len()).over(
+        ["rank", "_key"] if "_key" in frame.columns else "rank", order_by="start_ns"
+    )
     if metric.source == "iterations":
         return frame.filter(order >= skip)
     skipped = frames.iterations.filter(order < skip).select(

@@ -21,6 +21,7 @@ import polars as pl
 
 from timeline.analysis.collectives import compute_iteration_utilisation, match_collectives
 from timeline.analysis.overlap import Overlap
+from timeline.analysis.schemas import DIMENSION_EXPOSURE_SCHEMA
 from timeline.analysis.stragglers import find_stragglers
 from timeline.errors import TraceFormatError
 from timeline.plausibility import without_cross_rank_times, without_stragglers
@@ -30,8 +31,10 @@ from timeline.schema import ITERATION_OVERLAP_SCHEMA, RANK_OVERLAP_SCHEMA
 
 if TYPE_CHECKING:
     from timeline.execution.session import Inputs
+    from timeline.trace import Trace
 
 __all__ = [
+    "DIMENSION_ROWS_SCHEMA",
     "FINDINGS_SCHEMA",
     "JobFacts",
     "MetricFrames",
@@ -42,6 +45,7 @@ __all__ = [
     "job_facts",
     "read_run",
     "read_summary",
+    "with_dimensions",
 ]
 
 # ``timeline analyze --json`` writes "version" first; jq and json.dump(indent=...) keep key order.
@@ -144,6 +148,11 @@ class MetricFrames:
     diagnosis
         The diagnosis as plain data (``verdict`` and ``findings``, :mod:`timeline.results.diagnosis`),
         for the markdown summary; ``None`` unless diagnosed.
+    dimensions
+        The exposure per dimension × iteration × rank (:data:`DIMENSION_ROWS_SCHEMA`: the rows of
+        :func:`~timeline.analysis.dimensions.exposure_by` split by ``dimension`` and by ``pg_desc``,
+        ``by`` saying which), read by budgets scoped to a dimension; ``None`` unless asked for
+        (:func:`with_dimensions`) or read from a summary of layout 3.
     """
 
     label: str
@@ -158,6 +167,7 @@ class MetricFrames:
     job: JobFacts | None = None
     findings: pl.DataFrame | None = None
     diagnosis: Mapping[str, Any] | None = None
+    dimensions: pl.DataFrame | None = None
 
     @property
     def matched(self) -> bool:
@@ -222,14 +232,75 @@ def frames_from_overlap(
     stragglers = find_stragglers(match, iteration_overlap=overlap.iterations)
     if clock_note is not None:  # the ranks' clocks disagree (a load warning): no time compares
         match, stragglers = without_cross_rank_times(match), without_stragglers(stragglers)
+    descriptions = match.groups.select("group", "pg_desc").unique("group")
     return replace(
         frames,
-        logical_collectives=match.collectives,
-        collective_ranks=match.ranks,
+        logical_collectives=match.collectives.join(
+            descriptions, on="group", how="left", maintain_order="left"
+        ),
+        collective_ranks=match.ranks.join(descriptions, on="group", how="left", maintain_order="left"),
         iteration_utilisation=_in_windows(utilisation),
         straggler_iterations=_in_windows(stragglers.iterations),
         warnings=match.warnings,
     )
+
+
+DIMENSION_ROWS_SCHEMA = pl.Schema({"by": pl.String(), **DIMENSION_EXPOSURE_SCHEMA})
+"""The exposure per dimension (``by = "dimension"``) or per group description (``by = "pg_desc"``)."""
+
+
+def with_dimensions(
+    frames: MetricFrames,
+    trace: Trace,
+    overlap: Overlap,
+    *,
+    offsets: pl.DataFrame | None = None,
+    overrides: Mapping[str, str] | None = None,
+    gpus_per_node: int | None = None,
+) -> MetricFrames:
+    """Return the frames with the exposure per dimension and each communication event's dimension.
+
+    :attr:`MetricFrames.dimensions` (split by dimension and by ``pg_desc``), and the ``dimension``
+    and ``pg_desc`` of every row of :attr:`MetricFrames.collectives`
+    (:func:`~timeline.results.dimensions.labels_of`: the group attribution of ``timeline
+    collectives``). ``overrides``: description → dimension label; ``gpus_per_node``: ranks per node.
+    """
+    from timeline.analysis.dimensions import exposure_by
+    from timeline.results.dimensions import labels_of
+
+    labels = labels_of(trace, overlap, offsets=offsets, overrides=overrides, gpus_per_node=gpus_per_node)
+    rows = pl.concat(
+        [
+            exposure_by(overlap, labels, by="dimension").with_columns(by=pl.lit("dimension")),
+            exposure_by(overlap, labels, by="pg_desc").with_columns(by=pl.lit("pg_desc")),
+        ]
+    ).select(DIMENSION_ROWS_SCHEMA.names())
+    collectives = frames.collectives
+    if collectives is not None:
+        keyed = labels.unique(["rank", "start_ns", "end_ns"], keep="first", maintain_order=True)
+        collectives = collectives.join(
+            keyed, on=["rank", "start_ns", "end_ns"], how="left", maintain_order="left"
+        )
+    return replace(frames, dimensions=rows, collectives=collectives)
+
+
+def _summary_dimensions(summary: Mapping[str, Any], label: str) -> pl.DataFrame | None:
+    """Return the exposure per dimension a summary holds: none before layout 3, no rows if it names none."""
+    if summary.get("version", 0) < 3:
+        return None
+    held = summary.get("dimensions")
+    if held is None:
+        return DIMENSION_ROWS_SCHEMA.to_frame()
+    rows = held.get("rows") if isinstance(held, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise TraceFormatError(
+            f"{label}: summary 'dimensions' has no rows; write it with timeline analyze --json"
+        )
+    try:
+        frame = pl.DataFrame(rows, schema=DIMENSION_EXPOSURE_SCHEMA, strict=False)
+    except (pl.exceptions.PolarsError, TypeError, ValueError) as exc:
+        raise TraceFormatError(f"{label}: summary 'dimensions' rows of an unexpected shape ({exc})") from None
+    return frame.with_columns(by=pl.lit("dimension")).select(DIMENSION_ROWS_SCHEMA.names())
 
 
 def _in_windows(frame: pl.DataFrame) -> pl.DataFrame:
@@ -362,6 +433,7 @@ def frames_from_summary(summary: Mapping[str, Any], *, label: str) -> MetricFram
         job=job,
         findings=findings_frame(verdict, findings) if diagnosed else None,
         diagnosis={"verdict": verdict, "findings": findings} if diagnosed else None,
+        dimensions=_summary_dimensions(summary, label),
     )
 
 
@@ -388,6 +460,9 @@ def read_run(
     match: bool,
     findings: bool = False,
     link_gbps: float | None = None,
+    dimensions: bool = False,
+    overrides: Mapping[str, str] | None = None,
+    gpus_per_node: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     warn: Callable[[Sequence[str]], None] | None = None,
 ) -> MetricFrames:
@@ -396,8 +471,10 @@ def read_run(
     ``match``: also match the collectives across ranks (only when a budget reads them: it is one more
     pass over every rank's communication events, which rank by rank are then kept). ``findings``:
     also diagnose the run (:mod:`timeline.diagnosis`, with the link ``link_gbps`` when known): the
-    ``*_gain_ratio`` metrics and the markdown summary read it. ``warn``: called with the load
-    warnings, and the frames' own, as soon as they are known.
+    ``*_gain_ratio`` metrics and the markdown summary read it. ``dimensions``: also the exposure per
+    dimension (:func:`with_dimensions`, with ``overrides`` and ``gpus_per_node``), for budgets scoped
+    to a dimension. ``warn``: called with the load warnings, and the frames' own, as soon as they are
+    known.
 
     Raises
     ------
@@ -411,7 +488,9 @@ def read_run(
         if warn is not None and (inputs.executor is not None or inputs.ray_address is not None):
             warn([f"{paths[0]} is a summary JSON; --executor is not used for it"])
         return read_summary(paths[0])
-    analysed = analyze_inputs(inputs, communication=match, findings=findings, progress=progress, warn=warn)
+    analysed = analyze_inputs(
+        inputs, communication=match or dimensions, findings=findings, progress=progress, warn=warn
+    )
     events = analysed.trace.events if match else None
     frames = frames_from_overlap(
         analysed.overlap,
@@ -421,6 +500,15 @@ def read_run(
         clock_note=analysed.trace.clock_note,
         groups=analysed.trace.groups,
     )
+    if dimensions:
+        frames = with_dimensions(
+            frames,
+            analysed.trace,
+            analysed.overlap,
+            offsets=analysed.offsets,
+            overrides=overrides,
+            gpus_per_node=gpus_per_node,
+        )
     if findings:
         from timeline.results.diagnosis import build_diagnosis
 

@@ -22,6 +22,7 @@ from timeline.diagnosis.verdict import DIAGNOSED_CAUSES
 from timeline.errors import BudgetError
 
 __all__ = [
+    "DIMENSION_METRICS",
     "MATCHED_SOURCES",
     "Better",
     "Metric",
@@ -51,6 +52,13 @@ MATCHED_SOURCES: frozenset[str] = frozenset(
 )
 """The sources built from :func:`~timeline.analysis.collectives.match_collectives`: a run's collectives
 are matched across ranks only when a budget reads one of them."""
+
+DIMENSION_METRICS: frozenset[str] = frozenset(
+    {"comm_ns", "hidden_comm_ns", "exposed_comm_ns", "comm_ratio", "hidden_comm_ratio", "exposed_comm_ratio"}
+)
+"""The per-iteration communication metrics a ``dimension`` / ``pg_desc`` scope applies to: scoped, they
+read the exposure per dimension × iteration × rank (:mod:`timeline.analysis.dimensions`) in place of
+the rank's whole communication."""
 
 _ACROSS_RANKS = frozenset(
     {"logical_collectives", "iteration_utilisation", "straggler_iterations", "findings"}
@@ -126,6 +134,11 @@ class Metric:
     def per_collective(self) -> bool:
         """Whether each sample belongs to one collective (``collective`` and ``pg_name`` apply)."""
         return self.source in _PER_COLLECTIVE
+
+    @property
+    def by_dimension(self) -> bool:
+        """Whether ``dimension``/``pg_desc`` scopes apply (collective metrics, :data:`DIMENSION_METRICS`)."""
+        return self.per_collective or (self.source == "iterations" and self.name in DIMENSION_METRICS)
 
 
 _REGISTRY: dict[str, Metric] = {}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from timeline.analysis.groups import dimension_of
+from timeline.analysis.dimensions import communication_labels, exposure_by, named_dimensions
 from timeline.analysis.intervals import union_intervals
 from timeline.diagnosis.context import Context, finding, predicted
 from timeline.diagnosis.facts import mean_int
@@ -403,24 +403,20 @@ def find_compression(context: Context) -> Finding | None:
 def find_exposed_dimension(context: Context) -> Finding | None:
     """One mesh dimension's communication holds most of the exposed time (events with ``pg_desc``)."""
     events = context.events
-    if "pg_desc" not in events.columns or events.get_column("pg_desc").null_count() == events.height:
+    if "pg_desc" not in events.columns or events.get_column("pg_desc").is_null().all():
         context.unexamined.add("exposed_dimension")
         return None
     facts = context.facts
-    groups = (
-        events.filter(pl.col("pg_name").is_not_null() & pl.col("pg_desc").is_not_null())
-        .select(pl.col("pg_name").cast(pl.String), pl.col("pg_desc").cast(pl.String))
-        .unique()
-    )
-    label = {name: dimension_of(desc) for name, desc in groups.iter_rows()}
+    # the exposure per dimension of `timeline analyze` (one computation): the groups the events name
+    exposure = exposure_by(context.overlap, communication_labels(events, windows=context.overlap.windows))
+    named = set(named_dimensions(exposure))
     whole = facts.iterations == (None,)
     sums: dict[tuple[str, int | None, int], int] = defaultdict(int)
-    for rank, iteration, group, exposed in context.overlap.collectives.select(
-        "rank", "iteration", "pg_name", "exposed_ns"
+    for dimension, iteration, rank, exposed in exposure.select(
+        "dimension", "iteration", "rank", "exposed_ns"
     ).iter_rows():
-        dimension = label.get(group)
         key_iteration = None if whole else iteration
-        if dimension is None or key_iteration not in facts.iterations or exposed is None:
+        if dimension not in named or key_iteration not in facts.iterations:
             continue
         sums[(dimension, key_iteration, rank)] += int(exposed)
     dimensions = sorted({d for d, _i, _r in sums})

@@ -320,6 +320,7 @@ def shift_overlap(overlap: Overlap, offsets: pl.DataFrame, *, horovod_writer: in
         iterations=shifted(overlap.iterations),
         collectives=shifted(overlap.collectives),
         windows=shifted(overlap.windows),
+        comm=shifted(overlap.comm),
         warnings=overlap.warnings,
     )
 
@@ -428,7 +429,7 @@ def _shared_rank_groups(event_ranks: Sequence[tuple[int, ...]]) -> list[list[int
     return [g for g in groups.values() if len(g) > 1]
 
 
-_VIEWS = ("ranks", "iterations", "collectives", "windows", "communication")
+_VIEWS = ("ranks", "iterations", "collectives", "windows", "comm", "communication")
 _BLOCK_UNITS = 64
 """Units unpacked into one contiguous block at a time when the results are combined."""
 
@@ -738,6 +739,7 @@ def analyze_files(
             iterations=stacked["iterations"],
             collectives=stacked["collectives"],
             windows=stacked["windows"],
+            comm=stacked["comm"],
             warnings=tuple(w for unit in views.warnings for w in unit),
         ),
         files=collected.files_frame(),

@@ -35,6 +35,7 @@ __all__ = [
     "build_collectives_table",
     "build_heatmap",
     "build_summary_table",
+    "dimension_rows",
     "summary_tables",
     "view_rows",
 ]
@@ -261,13 +262,71 @@ _SUMMARY_HEADERS = {
 
 
 def summary_tables(data: ReportData) -> list[str]:
-    """Return, for each view, the HTML table of its ranks (the rows of ``timeline analyze``)."""
+    """Return, for each view, the HTML table of its ranks (the rows of ``timeline analyze``).
+
+    Where the traces name a mesh dimension other than the world, the table of the view's
+    communication per dimension follows (:func:`dimension_rows`).
+    """
     frame = _summary_frame(data)
     tables = []
     for view in data.views.get_column("view").to_list():
         rows = frame.filter(pl.col("view") == view).select(list(_SUMMARY_HEADERS)).rows()
-        tables.append(_html_table(list(_SUMMARY_HEADERS.values()), [list(r) for r in rows]))
+        table = _html_table(list(_SUMMARY_HEADERS.values()), [list(r) for r in rows])
+        per_dimension = dimension_rows(data, view)
+        if per_dimension:
+            title = '<div style="font-size:12px;margin-top:8px"><b>Communication per dimension</b></div>'
+            table += title + _html_table(list(_DIMENSION_HEADERS), per_dimension)
+        tables.append(table)
     return tables
+
+
+_DIMENSION_HEADERS = (
+    "dimension",
+    "ranks",
+    "comm mean",
+    "hidden mean",
+    "exposed mean",
+    "exposed max",
+    "worst rank",
+)
+
+
+def dimension_rows(data: ReportData, view: int) -> list[list[str]]:
+    """Return the breakdown per dimension of one view, across its ranks (empty: the world alone, no groups).
+
+    One row per dimension: how many ranks ran its communication, the mean over those ranks of its
+    communication, hidden and exposed time (:mod:`timeline.analysis.dimensions`), the largest exposed
+    time and the rank it was on.
+    """
+    if data.dimensions is None:
+        return []
+    rows = data.dimensions.filter(pl.col("view") == view)
+    if rows.get_column("dimension").unique().to_list() in ([], ["world"]):
+        return []
+    table = (
+        rows.group_by("dimension")
+        .agg(
+            ranks=pl.len(),
+            comm=pl.col("comm_ns").mean(),
+            hidden=pl.col("hidden_ns").mean(),
+            exposed=pl.col("exposed_ns").mean(),
+            worst=pl.col("exposed_ns").max(),
+            worst_rank=pl.col("rank").sort_by("exposed_ns", "rank", descending=[True, False]).first(),
+        )
+        .sort("exposed", "dimension", descending=[True, False])
+    )
+    return [
+        [
+            row["dimension"],
+            str(row["ranks"]),
+            format_ns(row["comm"]),
+            format_ns(row["hidden"]),
+            format_ns(row["exposed"]),
+            format_ns(row["worst"]),
+            str(row["worst_rank"]),
+        ]
+        for row in table.iter_rows(named=True)
+    ]
 
 
 def build_summary_table(data: ReportData, view: int, *, width: int = 760) -> Div:

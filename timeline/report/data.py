@@ -27,6 +27,7 @@ from typing import Any
 import polars as pl
 
 from timeline.analysis.collectives import CollectiveMatch, match_collectives
+from timeline.analysis.dimensions import communication_labels, exposure_by
 from timeline.analysis.horovod_phases import horovod_wire_sets
 from timeline.analysis.intervals import clip_to_windows, formula_intervals
 from timeline.analysis.iterations import activity_sets, rank_modes
@@ -116,6 +117,7 @@ _SEGMENT_COLUMNS: dict[str, pl.DataType] = {
     "collective": pl.String(),
     "in_bytes": pl.Int64(),
     "exposed_ns": pl.Int64(),  # exposed time of the collective(s); null where unknown or not communication
+    "dimension": pl.String(),  # the mesh dimension of a collective (timeline.analysis.dimensions); else null
 }
 
 SEGMENTS_SCHEMA = pl.Schema({"view": pl.Int32(), **_SEGMENT_COLUMNS})
@@ -187,6 +189,10 @@ class ReportData:
     diagnosis
         The diagnosis (:func:`~timeline.results.diagnosis.build_diagnosis`) the report opens with
         (:mod:`timeline.report.findings_view`); None: no findings panel.
+    dimensions
+        The communication per dimension × iteration × rank
+        (:func:`~timeline.analysis.dimensions.exposure_by`) with the ``view`` of each row; None when
+        the traces know no process group.
     bars_cache
         The last results of :func:`view_bars` (every browser session of ``timeline serve`` opens
         on the same view): not part of the data.
@@ -202,6 +208,7 @@ class ReportData:
     whatif: WhatIfSweep | None = None
     compare: dict[str, Any] | None = None
     diagnosis: dict[str, Any] | None = None
+    dimensions: pl.DataFrame | None = None
     bars_cache: dict[tuple[object, ...], pl.DataFrame] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -416,7 +423,12 @@ def _breakdown(overlap: Overlap, views: pl.DataFrame) -> pl.DataFrame:
 
 
 def prepare_report_data(
-    events: pl.DataFrame, overlap: Overlap, *, groups: pl.DataFrame | None = None
+    events: pl.DataFrame,
+    overlap: Overlap,
+    *,
+    groups: pl.DataFrame | None = None,
+    clocks: pl.DataFrame | None = None,
+    overrides: Mapping[str, str] | None = None,
 ) -> ReportData:
     """Return the lanes, views, segments and breakdowns the report draws.
 
@@ -428,7 +440,12 @@ def prepare_report_data(
         Its analysis (:func:`~timeline.analysis.overlap.compute_overlap`).
     groups
         The process groups the traces declare (``Trace.groups``), for the collectives matched
-        across ranks (an event that names no group may have run on one of them).
+        across ranks (an event that names no group may have run on one of them) and the dimension
+        of each collective.
+    clocks, overrides
+        Which ranks' times compare (:func:`~timeline.analysis.groups.shared_clocks`) and the
+        description → dimension labels, for the group each collective ran on
+        (:func:`~timeline.analysis.dimensions.communication_labels`).
 
     Returns
     -------
@@ -449,7 +466,8 @@ def prepare_report_data(
     views = _views_with_spans(views, windows)
     exposed, exposed_ranks = _exposed_time(events, modes, windows)
     lanes, lane_keys = _lanes(drawn, exposed_ranks)
-    base = _clip(_event_rows(drawn, lane_keys, overlap), windows)
+    labels = _labels(events, overlap, groups, clocks, overrides)
+    base = _clip(_event_rows(drawn, lane_keys, overlap, labels), windows)
     segments = _assemble_segments(base, _exposed_overlays(base, exposed, lanes))
     return ReportData(
         lanes=lanes,
@@ -459,6 +477,30 @@ def prepare_report_data(
         overlap=overlap,
         omitted=_omitted_events(events, drawn, base),
         collectives=_collective_match(events, overlap, modes, groups),
+        dimensions=None if labels is None else _dimension_rows(overlap, labels, views),
+    )
+
+
+def _labels(
+    events: pl.DataFrame,
+    overlap: Overlap,
+    groups: pl.DataFrame | None,
+    clocks: pl.DataFrame | None,
+    overrides: Mapping[str, str] | None,
+) -> pl.DataFrame | None:
+    """Return the dimension of each collective; None when neither the traces nor the events name a group."""
+    named = (events.get_column("kind") == "communication") & events.get_column("pg_name").is_not_null()
+    if (groups is None or groups.height == 0) and not named.any():
+        return None
+    return communication_labels(
+        events, groups=groups, overrides=overrides, clocks=clocks, windows=overlap.windows
+    ).unique(["rank", "start_ns", "end_ns"], keep="first", maintain_order=True)
+
+
+def _dimension_rows(overlap: Overlap, labels: pl.DataFrame, views: pl.DataFrame) -> pl.DataFrame:
+    """Return the exposure per dimension × iteration × rank, with the view each row is shown in."""
+    return exposure_by(overlap, labels).join(
+        views.select("iteration", "view"), on="iteration", how="inner", nulls_equal=True
     )
 
 
@@ -494,13 +536,28 @@ def _exposed_time(
     return exposed, exposed_ranks
 
 
-def _event_rows(drawn: pl.DataFrame, lane_keys: pl.DataFrame, overlap: Overlap) -> pl.DataFrame:
-    """Place the drawn events on their lanes, with the analyzer's exposed time of each collective."""
+def _event_rows(
+    drawn: pl.DataFrame, lane_keys: pl.DataFrame, overlap: Overlap, labels: pl.DataFrame | None
+) -> pl.DataFrame:
+    """Place the drawn events on their lanes, with each collective's exposed time and dimension."""
     exposure = overlap.collectives.select("rank", "name", "start_ns", "end_ns", "exposed_ns").unique(
         ["rank", "name", "start_ns", "end_ns"]
     )
+    dimensions = (
+        labels.select("rank", "start_ns", "end_ns", "dimension")
+        if labels is not None
+        else pl.DataFrame(
+            schema={
+                "rank": pl.Int32(),
+                "start_ns": pl.Int64(),
+                "end_ns": pl.Int64(),
+                "dimension": pl.String(),
+            }
+        )
+    )
     return (
         drawn.join(lane_keys, on=["rank", "_base"], how="inner")
+        .join(dimensions, on=["rank", "start_ns", "end_ns"], how="left", maintain_order="left")
         .with_columns(name=pl.col("name").cast(pl.String))
         .join(exposure, on=["rank", "name", "start_ns", "end_ns"], how="left")
         .select(
@@ -514,6 +571,7 @@ def _event_rows(drawn: pl.DataFrame, lane_keys: pl.DataFrame, overlap: Overlap) 
             collective=pl.col("collective").cast(pl.String),
             in_bytes="in_bytes",
             exposed_ns=pl.when(pl.col("kind") == "communication").then(pl.col("exposed_ns")),
+            dimension=pl.when(pl.col("kind") == "communication").then(pl.col("dimension")),
         )
     )
 
@@ -549,6 +607,7 @@ def _exposed_overlays(base: pl.DataFrame, exposed: pl.DataFrame, lanes: pl.DataF
         collective=pl.lit(None, dtype=pl.String),
         in_bytes=pl.lit(None, dtype=pl.Int64),
         exposed_ns=pl.col("end_ns") - pl.col("start_ns"),
+        dimension=pl.lit(None, dtype=pl.String),
     )
 
 
@@ -671,6 +730,7 @@ def level_of_detail(segments: pl.DataFrame, *, start_ns: int, end_ns: int, pixel
             dur_ns=pl.col("dur_ns").sum(),
             count=pl.col("count").sum(),
             _collectives=pl.col("collective").drop_nulls().unique(),
+            _dimensions=pl.col("dimension").drop_nulls().unique(),
             in_bytes=pl.when(pl.col("in_bytes").is_not_null().any()).then(pl.col("in_bytes").sum()),
             exposed_ns=pl.when(pl.col("exposed_ns").is_not_null().any()).then(pl.col("exposed_ns").sum()),
         )
@@ -679,6 +739,10 @@ def level_of_detail(segments: pl.DataFrame, *, start_ns: int, end_ns: int, pixel
             collective=pl.when(pl.col("_collectives").list.len() == 1)
             .then(pl.col("_collectives").list.first())
             .when(pl.col("_collectives").list.len() > 1)
+            .then(pl.lit("mixed")),
+            dimension=pl.when(pl.col("_dimensions").list.len() == 1)
+            .then(pl.col("_dimensions").list.first())
+            .when(pl.col("_dimensions").list.len() > 1)
             .then(pl.lit("mixed")),
         )
     )

@@ -125,8 +125,10 @@ def gantt_columns(bars: pl.DataFrame, data: ReportData, *, origin_ns: int) -> di
     """Return the data-source columns of ``bars``: lanes as factors, times in ms since ``origin_ns``.
 
     Columns: ``y`` (``(rank, lane)``), ``left``, ``right`` (ms), ``style``, ``name`` (event name, or
-    ``N events, mostly NAME`` for a merged bar), ``collective``, ``count``, ``dur_us`` (busy time),
-    ``exposed_us`` and ``bytes`` (NaN when unknown), ``rank``, ``height`` (:func:`bar_height`).
+    ``N events, mostly NAME`` for a merged bar), ``collective``, ``dimension`` (the mesh dimension of
+    a collective, ``-`` when none or unknown, ``mixed`` for a merged bar of several), ``count``,
+    ``dur_us`` (busy time), ``exposed_us`` and ``bytes`` (NaN when unknown), ``rank``, ``height``
+    (:func:`bar_height`).
     """
     joined = bars.join(
         data.lanes.select("lane_id", "group", "label"), on="lane_id", how="left", maintain_order="left"
@@ -146,6 +148,7 @@ def gantt_columns(bars: pl.DataFrame, data: ReportData, *, origin_ns: int) -> di
         "style": joined.get_column("style").cast(pl.String).to_list(),
         "name": names,
         "collective": joined.get_column("collective").fill_null("-").to_list(),
+        "dimension": joined.get_column("dimension").fill_null("-").to_list(),
         "count": joined.get_column("count").cast(pl.Int32).to_numpy(),
         "dur_us": (joined.get_column("dur_ns") / 1e3).to_numpy(),
         "exposed_us": (joined.get_column("exposed_ns").cast(pl.Float64) / 1e3).to_numpy(),
@@ -185,6 +188,7 @@ def empty_columns() -> dict[str, Any]:
         "style": [],
         "name": [],
         "collective": [],
+        "dimension": [],
         "count": ints,
         "dur_us": floats,
         "exposed_us": floats,
@@ -301,6 +305,7 @@ def build_gantt(
                 ("duration", "@dur_us{custom} µs"),
                 ("events", "@count{0,0}"),
                 ("collective", "@collective"),
+                ("dimension", "@dimension"),
                 ("bytes", "@bytes{custom}"),
                 ("exposed", "@exposed_us{custom} µs"),
             ],

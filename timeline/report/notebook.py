@@ -28,16 +28,19 @@ __all__ = ["notebook_dashboard", "show"]
 
 def _report_data(run: Analysed | Trace) -> tuple[ReportData, int]:
     """Return the report data of an analysis or a trace, and how many files it came from."""
+    from timeline.analysis.groups import shared_clocks
     from timeline.analysis.overlap import compute_overlap
 
+    trace = run if isinstance(run, Trace) else run.trace
+    clocks = shared_clocks(trace.files, comparable=trace.clock_note is None)
     if isinstance(run, Trace):
-        return prepare_report_data(
-            run.events, compute_overlap(run.events), groups=run.groups
-        ), run.files.height
+        overlap = compute_overlap(run.events)
+        return prepare_report_data(run.events, overlap, groups=run.groups, clocks=clocks), run.files.height
     ranks = run.overlap.ranks.get_column("rank").to_list()
     # rank by rank, the analysis holds the communication events only: every event is read again
     events = run.full_ranks(ranks).events if run.rank_by_rank else run.trace.events
-    return prepare_report_data(events, run.overlap, groups=run.trace.groups), run.trace.files.height
+    data = prepare_report_data(events, run.overlap, groups=run.trace.groups, clocks=clocks)
+    return data, run.trace.files.height
 
 
 def notebook_dashboard(

@@ -7,6 +7,7 @@ read back as a baseline by ``timeline check``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -25,11 +26,12 @@ __all__ = [
     "worst_iteration",
 ]
 
-SUMMARY_VERSION = 2
-"""The layout version of :func:`build_summary` (2: ``verdict`` and ``findings`` added)."""
+SUMMARY_VERSION = 3
+"""The layout version of :func:`build_summary` (2: ``verdict`` and ``findings`` added; 3: ``dimensions``)."""
 
-READABLE_SUMMARY_VERSIONS = frozenset({1, 2})
-"""Summary layouts ``timeline check`` and ``timeline diff`` read (2 only adds keys they do not read)."""
+READABLE_SUMMARY_VERSIONS = frozenset({1, 2, 3})
+"""Summary layouts ``timeline check`` and ``timeline diff`` read (2 and 3 only add keys; a budget scoped
+to a dimension needs 3's ``dimensions``)."""
 
 _RANK_FIELDS = (
     "rank",
@@ -134,6 +136,8 @@ def build_summary(
     offsets: pl.DataFrame | None = None,
     link_gbps: float | None = None,
     diagnosis: Diagnosis | None = None,
+    overrides: Mapping[str, str] | None = None,
+    gpus_per_node: int | None = None,
 ) -> dict[str, Any]:
     """Return the summary of an analysis as plain data (``timeline analyze --json``).
 
@@ -146,9 +150,22 @@ def build_summary(
     communication), ``top_collectives``; with ``offsets`` (clocks aligned), ``clock_offsets``; with
     ``link_gbps``, ``utilisation`` (:func:`timeline.results.collectives.utilisation_summary`); then
     ``verdict`` and ``findings`` (:mod:`timeline.results.diagnosis`) of the ``diagnosis``, null
-    without one.
+    without one; ``dimensions``: the communication per dimension × iteration × rank
+    (:func:`timeline.results.dimensions.dimension_summary`; ``overrides``: description → dimension
+    label, ``gpus_per_node``: ranks per node, for the group attribution), null when no communication
+    names a dimension.
     """
     summary = _overlap_summary(trace, overlap, top=top)
+    summary["dimensions"] = None
+    from timeline.results.dimensions import has_groups
+
+    if has_groups(trace):
+        from timeline.results.dimensions import dimension_exposure_of, dimension_summary
+
+        exposure = dimension_exposure_of(
+            trace, overlap, offsets=offsets, overrides=overrides, gpus_per_node=gpus_per_node
+        )
+        summary["dimensions"] = dimension_summary(exposure, overlap)
     if offsets is not None:
         summary["clock_offsets"] = offsets.to_dicts()
     if link_gbps is not None:

@@ -62,6 +62,10 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
 
         render_findings(summary["verdict"], summary.get("findings") or [], console)
     _render_overlap(summary, console)
+    dimensions = summary.get("dimensions")
+    if dimensions and [row["dimension"] for row in dimensions["totals"]] != ["world"]:
+        # the world alone is the per-rank table again
+        _render_dimensions(dimensions, console)
     if "clock_offsets" in summary or "utilisation" in summary:
         from timeline.render.terminal.collectives import render_clock_offsets, render_utilisation
 
@@ -173,3 +177,65 @@ def _iteration_table(iterations: list[dict[str, Any]]) -> Table:
             str(row["worst_rank"]),
         )
     return table
+
+
+def _render_dimensions(dimensions: dict[str, Any], console: Console) -> None:
+    """Print the communication per dimension: totals, then per iteration across ranks."""
+    totals = _table(
+        "Communication per dimension (all ranks and iterations)",
+        [
+            "dimension",
+            "comm",
+            "hidden",
+            "exposed",
+            "exposed alone",
+            "exposed/iteration",
+            "worst",
+            "hidden/comm",
+        ],
+    )
+    for row in dimensions["totals"]:
+        totals.add_row(
+            row["dimension"],
+            format_ns(row["comm_ns"]),
+            format_ns(row["hidden_ns"]),
+            format_ns(row["exposed_ns"]),
+            format_ns(row["exclusive_exposed_ns"]),
+            format_ns(row["mean_exposed_ns"]),
+            format_ns(row["max_exposed_ns"]),
+            format_ratio(row["hidden_comm_ratio"]),
+        )
+    console.print(totals)
+    rows = pl.DataFrame(dimensions["rows"])
+    per_iteration = (
+        rows.group_by("dimension", "iteration")
+        .agg(
+            ranks=pl.len(),
+            exposed_mean=pl.col("exposed_ns").mean(),
+            exposed_max=pl.col("exposed_ns").max(),
+            worst_rank=pl.col("rank").sort_by("exposed_ns", "rank", descending=[True, False]).first(),
+            hidden_mean=pl.col("hidden_ns").mean(),
+        )
+        .sort("dimension", "iteration", nulls_last=True)
+    )
+    if per_iteration.height <= _MAX_ITERATION_ROWS:
+        table = _table(
+            "Communication per dimension and iteration (across ranks)",
+            ["dimension", "iteration", "ranks", "hidden mean", "exposed mean", "exposed max", "worst rank"],
+        )
+        for row in per_iteration.iter_rows(named=True):
+            table.add_row(
+                row["dimension"],
+                "-" if row["iteration"] is None else str(row["iteration"]),
+                str(row["ranks"]),
+                format_ns(row["hidden_mean"]),
+                format_ns(row["exposed_mean"]),
+                format_ns(row["exposed_max"]),
+                str(row["worst_rank"]),
+            )
+        console.print(table)
+    if any(r["exclusive_exposed_ns"] < r["exposed_ns"] for r in dimensions["totals"]):
+        console.print(
+            "dimensions ran at once: their shared time counts in each one's exposed time ('exposed alone': "
+            "when no other dimension ran); see docs/metrics.md"
+        )

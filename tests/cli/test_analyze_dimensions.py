@@ -1,0 +1,133 @@
+"""``timeline analyze``: communication per dimension, in the text and ``--json`` outputs (#20)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import PARAM, REPO, SAMPLES, exposure_reference, run_timeline
+from tests.generators.nccl import device_mesh_job, write_job
+
+FSDP2_TP = REPO / "sample_traces" / "fsdp2_tp_gloo"
+
+
+def _json(*args: str | Path) -> dict[str, Any]:
+    result = run_timeline("analyze", "--json", "--no-findings", *args)
+    assert result.returncode == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, dict[str, Any]]]:
+    job = device_mesh_job([("pp", 2), ("dp", 2), ("tp", 2)], steps=2, gpus_per_node=4, seed=7)
+    directory = tmp_path_factory.mktemp("mesh3d")
+    write_job(job, directory)
+    return directory, job.traces
+
+
+def test_json_gives_the_exposed_and_hidden_communication_of_each_dimension_of_a_generated_nccl_job(
+    mesh: tuple[Path, dict[int, dict[str, Any]]],
+) -> None:
+    directory, documents = mesh
+    summary = _json(directory)
+    assert summary["version"] == 3
+    measured: dict[tuple[str, int], list[int]] = {}
+    for row in summary["dimensions"]["rows"]:
+        figures = measured.setdefault((row["dimension"], row["rank"]), [0, 0])
+        figures[0] += row["exposed_ns"]
+        figures[1] += row["hidden_ns"]
+    expected = {
+        (dim, rank): list(figures)
+        for rank, document in documents.items()
+        for dim, figures in exposure_reference(document).items()
+    }
+    assert measured == expected
+    totals = {row["dimension"]: row for row in summary["dimensions"]["totals"]}
+    assert sorted(totals) == ["dp", "pp", "tp"]
+    for dim, row in totals.items():
+        assert row["exposed_ns"] == sum(v[0] for (d, _), v in expected.items() if d == dim)
+
+
+def test_the_rank_by_rank_road_prints_the_same_dimensions(
+    mesh: tuple[Path, dict[int, dict[str, Any]]],
+) -> None:
+    directory, _ = mesh
+    assert _json(directory, "--executor", "local")["dimensions"] == _json(directory)["dimensions"]
+
+
+def test_fsdp2_tp_sample_text_has_the_table_and_json_the_two_dimensions() -> None:
+    result = run_timeline("analyze", "--no-findings", FSDP2_TP)
+    assert result.returncode == 0, result.stderr
+    assert "Communication per dimension (all ranks and iterations)" in result.stdout
+    assert "Communication per dimension and iteration (across ranks)" in result.stdout
+    summary = _json(FSDP2_TP)
+    assert [row["dimension"] for row in summary["dimensions"]["totals"]] == ["tp", "dp"]
+    per_window: dict[tuple[int, int], int] = {}
+    for row in summary["dimensions"]["rows"]:
+        key = (row["rank"], row["iteration"])
+        per_window[key] = per_window.get(key, 0) + row["exclusive_exposed_ns"]
+    for row in summary["iterations"]:
+        assert per_window.get((row["rank"], row["iteration"]), 0) <= row["exposed_comm_ns"]
+
+
+def test_a_user_label_renames_a_dimension() -> None:
+    summary = _json(FSDP2_TP, "--dimension", "mesh_dp=fsdp")
+    assert sorted(row["dimension"] for row in summary["dimensions"]["totals"]) == ["fsdp", "tp"]
+
+
+def test_a_trace_without_groups_has_no_dimensions_and_no_table() -> None:
+    assert _json(PARAM)["dimensions"] is None
+    result = run_timeline("analyze", "--no-findings", PARAM)
+    assert "Communication per dimension" not in result.stdout
+
+
+def test_the_world_alone_is_in_the_json_and_not_a_table() -> None:
+    summary = _json(SAMPLES / "ddp_gloo")
+    assert [row["dimension"] for row in summary["dimensions"]["totals"]] == ["world"]
+    world = summary["dimensions"]["totals"][0]
+    assert world["exposed_ns"] == sum(row["exposed_comm_ns"] for row in summary["iterations"])
+    result = run_timeline("analyze", "--no-findings", SAMPLES / "ddp_gloo")
+    assert "Communication per dimension" not in result.stdout
+
+
+def test_a_bad_dimension_option_is_one_error_line() -> None:
+    result = run_timeline("analyze", FSDP2_TP, "--dimension", "mesh_dp")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_check_fails_the_budget_of_the_more_exposed_dimension_only(
+    mesh: tuple[Path, dict[int, dict[str, Any]]], tmp_path: Path
+) -> None:
+    directory, documents = mesh
+    windows = sum(
+        1
+        for d in documents.values()
+        for e in d["traceEvents"]
+        if str(e.get("name", "")).startswith("ProfilerStep#")
+    )
+    means = {
+        dim: sum(exposure_reference(d).get(dim, (0, 0))[0] for d in documents.values()) / windows
+        for dim in ("dp", "tp", "pp")
+    }
+    worst = max(means, key=lambda d: means[d])
+    limit = (means[worst] + max(v for d, v in means.items() if d != worst)) / 2
+    budget = tmp_path / "b.toml"
+    budget.write_text(
+        "".join(
+            f'[[budgets]]\nname = "{dim}"\nmetric = "exposed_comm_ns"\naggregate = "mean"\nmax = {limit}\n'
+            f'dimension = "{dim}"\n\n'
+            for dim in means
+        )
+    )
+    result = run_timeline("check", directory, "--budget", budget, "--json")
+    assert result.returncode == 1, result.stderr
+    verdicts = {v["name"]: v for v in json.loads(result.stdout)["verdicts"]}
+    assert {name for name, v in verdicts.items() if v["status"] == "fail"} == {worst}
+    for dim, mean in means.items():
+        assert verdicts[dim]["value"] == pytest.approx(mean)
