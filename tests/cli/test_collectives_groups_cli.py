@@ -76,7 +76,7 @@ def test_ambiguous_groups_are_reported_and_matched_nowhere(tmp_path: Path) -> No
     assert any("do not say which process group" in w for w in data["warnings"])
     tables = run_timeline("collectives", tmp_path)
     assert tables.returncode == 0
-    assert "Collectives whose process group is ambiguous" in tables.stdout
+    assert "Collectives matched across no rank: their process group" in tables.stdout
     assert "do not say which process group" in tables.stderr
 
 
