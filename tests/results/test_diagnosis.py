@@ -74,7 +74,7 @@ def test_analyze_json_holds_the_same_verdict_and_findings(diagnosis: dict[str, A
     done = run_timeline("analyze", SAMPLE, "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    assert summary["version"] == 2
+    assert summary["version"] == 3  # #20 added the dimensions
     assert summary["verdict"] == diagnosis["verdict"]
     assert summary["findings"] == diagnosis["findings"]
 

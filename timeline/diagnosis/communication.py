@@ -401,14 +401,22 @@ def find_compression(context: Context) -> Finding | None:
 
 
 def find_exposed_dimension(context: Context) -> Finding | None:
-    """One mesh dimension's communication holds most of the exposed time (events with ``pg_desc``)."""
+    """One mesh dimension's communication holds most of the exposed time (groups with descriptions).
+
+    The dimensions are those of ``timeline analyze``'s exposure per dimension (one computation): the
+    group each event names, else the one the traces' declared groups (``pg_config``) attribute it to.
+    """
     events = context.events
-    if "pg_desc" not in events.columns or events.get_column("pg_desc").is_null().all():
+    described = "pg_desc" in events.columns and not events.get_column("pg_desc").is_null().all()
+    declared = context.groups is not None and not context.groups.get_column("pg_desc").is_null().all()
+    if not (described or declared):
         context.unexamined.add("exposed_dimension")
         return None
     facts = context.facts
-    # the exposure per dimension of `timeline analyze` (one computation): the groups the events name
-    exposure = exposure_by(context.overlap, communication_labels(events, windows=context.overlap.windows))
+    labels = communication_labels(
+        events, groups=context.groups, clocks=context.clocks, windows=context.overlap.windows
+    )
+    exposure = exposure_by(context.overlap, labels)
     named = set(named_dimensions(exposure))
     whole = facts.iterations == (None,)
     sums: dict[tuple[str, int | None, int], int] = defaultdict(int)

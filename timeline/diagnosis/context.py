@@ -53,6 +53,12 @@ class Context:
         None when it could not be measured.
     launch_intervals
         ``(iteration, rank)`` → the launch-bound gaps themselves.
+    groups
+        The process groups the traces declare (:attr:`timeline.trace.Trace.groups`): the dimensions
+        of collectives whose events name no group (gloo), attributed as ``timeline analyze`` does.
+    clocks
+        Which ranks' times compare (:func:`~timeline.analysis.groups.shared_clocks`), for that
+        attribution.
     notes
         What the diagnosis left out, and why (one line each).
     unexamined
@@ -70,6 +76,8 @@ class Context:
     launch_intervals: Mapping[tuple[int | None, int], tuple[tuple[int, int], ...]] = field(
         default_factory=dict
     )
+    groups: pl.DataFrame | None = None
+    clocks: pl.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
     unexamined: set[str] = field(default_factory=set)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from timeline.analysis.groups import shared_clocks
 from timeline.diagnosis.communication import (
     find_bucketing,
     find_compression,
@@ -105,6 +106,8 @@ def diagnose(
         ),
         link_gbps=link_gbps,
         codec_gbps=codec_gbps,
+        groups=trace.groups,
+        clocks=shared_clocks(trace.files, comparable=trace.clock_note is None),
         notes=notes,
     )
     _launch_gaps(context, trace, complete=complete, gaps=launch_gaps)
