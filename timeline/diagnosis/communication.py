@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from timeline.analysis.groups import dimension_of
 from timeline.diagnosis.context import Context, finding, predicted
 from timeline.diagnosis.facts import mean_int
 from timeline.diagnosis.thresholds import (
@@ -364,6 +363,8 @@ def find_exposed_dimension(context: Context) -> Finding | None:
         .select(pl.col("pg_name").cast(pl.String), pl.col("pg_desc").cast(pl.String))
         .unique()
     )
+    from timeline.analysis.groups import dimension_of  # only for traces with group descriptions
+
     label = {name: dimension_of(desc) for name, desc in groups.iter_rows()}
     whole = facts.iterations == (None,)
     sums: dict[tuple[str, int | None, int], int] = defaultdict(int)
