@@ -116,3 +116,35 @@ def test_a_replayer_replays_its_own_graph_once_per_scenario(monkeypatch: pytest.
     again = [replayer.replayed_step(scenario=slow), replayer.replayed_step(), replayer.predict(scenario=slow)]
     assert first == again
     assert calls == [slow]  # the self-replay was made when the replayer was built
+
+
+def _removed_before(removals: list[tuple[int, int]], t: int) -> int:
+    """``|R ∩ (−∞, t)|`` of a union of intervals, point by point (the definition of a contraction)."""
+    covered: set[int] = set()
+    for a, b in removals:
+        covered.update(range(a, min(b, t)))
+    return len(covered)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 300])
+def test_contracted_times_are_the_times_less_what_was_removed_before_them(rows: int) -> None:
+    from timeline.whatif import transform
+
+    rng = random.Random(rows)
+    removals = {0: [(100, 150), (120, 180), (400, 420)], 2: [(0, 10), (990, 1_000)]}
+    frame = pl.DataFrame(
+        [
+            (rng.randrange(4), rng.randrange(1_000), rng.randrange(1_000), rng.randrange(3))
+            for _ in range(rows)
+        ],
+        schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64, "window_id": pl.Int64},
+        orient="row",
+    )
+    maps = {rank: transform._Contraction(spans) for rank, spans in removals.items()}
+    got = transform._map_frame(frame, maps)
+    expected = [
+        (r, s - _removed_before(removals.get(r, []), s), e - _removed_before(removals.get(r, []), e), w)
+        for r, s, e, w in frame.iter_rows()
+    ]
+    assert got.schema == frame.schema
+    assert list(got.iter_rows()) == expected
