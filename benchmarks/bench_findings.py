@@ -47,12 +47,11 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_load import child_env  # noqa: E402
+from benchmarks.bench_load import child_env, time_stages  # noqa: E402
 from benchmarks.bench_scale import machine_facts, write_section  # noqa: E402
 from benchmarks.bench_startup import (  # noqa: E402
     QUIET,
@@ -230,7 +229,7 @@ def child_breakdown(path: str, runs: int) -> int:
     cold = time.process_time() - start
     for name in BREAKDOWN_MODULES:
         importlib.import_module(name)
-    totals, calls = _wrap_stages()
+    totals, calls = time_stages(BREAKDOWN_STAGES, clock=time.process_time)
     warm = []
     for _ in range(runs):
         start = time.process_time()
@@ -239,43 +238,6 @@ def child_breakdown(path: str, runs: int) -> int:
     result = {"cold_s": cold, "warm_s": warm, "stages_s": totals, "calls": calls, "runs": runs}
     print("BREAKDOWN " + json.dumps(result))
     return 0
-
-
-def _wrap_stages() -> tuple[dict[str, float], dict[str, int]]:
-    """Replace every function (and replayer method) named in :data:`BREAKDOWN_STAGES` by a timed one."""
-    import types
-
-    totals: dict[str, float] = {}
-    calls: dict[str, int] = {}
-    stack: list[float] = []  # per open stage: the time its timed callees took
-
-    def wrap(fn: Any) -> Any:
-        label = BREAKDOWN_STAGES[fn.__name__]
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            stack.append(0.0)
-            start = time.process_time()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                elapsed = time.process_time() - start
-                inner = stack.pop()
-                totals[label] = totals.get(label, 0.0) + elapsed - inner
-                calls[label] = calls.get(label, 0) + 1
-                if stack:
-                    stack[-1] += elapsed
-
-        return timed
-
-    wrappers: dict[int, Any] = {}
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("timeline.") or module is None:
-            continue
-        for attr, value in list(vars(module).items()):
-            stage = isinstance(value, types.FunctionType) and value.__name__ in BREAKDOWN_STAGES
-            if stage and value.__module__.startswith("timeline"):
-                setattr(module, attr, wrappers.setdefault(id(value), wrap(value)))
-    return totals, calls
 
 
 def breakdown(cases: dict[str, list[str]], keys: list[str], env: dict[str, str], runs: int) -> str:
