@@ -145,8 +145,10 @@ def diagnosis_parts(
     return DiagnosisParts(graph=graph_parts(selected, windows=kept), launch_gaps=gaps)
 
 
-_FEW_BOUNDS = 64
-"""Up to this many spans, :func:`_near` tests each (a rank's task has one to three): no join."""
+_FEW_BOUNDS = 8
+"""Up to this many spans, :func:`_near` tests each (a rank's task has one to three) instead of joining
+(each test reads every event: beyond a few spans the join, which pairs an event with its rank's only,
+costs less)."""
 
 
 def _near(events: pl.DataFrame, bounds: pl.DataFrame) -> pl.Expr:
