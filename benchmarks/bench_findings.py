@@ -3,7 +3,8 @@
 Usage::
 
     python benchmarks/bench_findings.py [--runs 5] [--cases sample param single r8] \\
-        [--wait-quiet CORES] [--out docs/performance.md] [--json benchmarks/out/bench_findings.json]
+        [--wait-quiet CORES] [--out docs/performance.md] [--json benchmarks/out/bench_findings.json] \\
+        [--breakdown]
 
 Each measurement is one fresh process as a user runs it (the ``timeline`` console script of this
 interpreter's environment, output discarded), timed from ``fork`` to ``wait4`` by
@@ -25,6 +26,13 @@ The machine is shared: the table says how busy it was (CPU time other processes 
 ran); compare only the two columns of one row, measured in the same run, alternating. ``--out``
 rewrites the section of that file between ``<!-- bench_findings:start -->`` and
 ``<!-- bench_findings:end -->``.
+
+``--breakdown`` also prints (after the section, not into ``--out``) where the diagnosis' time goes
+on each case: in fresh processes, the inputs are analysed as ``timeline analyze`` does, then the
+diagnosis runs once cold (the what-if engine and the rules imported on first use: the difference
+with a warm run) and ``--breakdown-runs`` times warm with its stages wrapped in timers (CPU time of
+the process, exclusive: a stage called inside another is counted once; found by name, so the table
+follows the code; a name that no longer exists is not timed and its time lands in the rest).
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_load import child_env  # noqa: E402
+from benchmarks.bench_load import child_env, time_stages  # noqa: E402
 from benchmarks.bench_scale import machine_facts, write_section  # noqa: E402
 from benchmarks.bench_startup import (  # noqa: E402
     QUIET,
@@ -170,8 +178,103 @@ def render(args: argparse.Namespace, pairs: list[Pair], load: tuple[float, float
     return "\n".join([*lines, MARK_END])
 
 
+# The diagnosis' stages timed by ``--breakdown``, by ``__name__`` (functions of ``timeline`` modules,
+# and methods of the replayer), with the row label; exclusive times (see the module docstring).
+BREAKDOWN_STAGES: dict[str, str] = {
+    "match_collectives": "collectives matched across ranks (`match_collectives`)",
+    "facts_of": "the facts (`facts_of`)",
+    "chosen_launch_gaps": "launch gaps of the diagnosed windows (`chosen_launch_gaps`, in memory)",
+    "_launch_gaps": "launch gaps per window, rest (`diagnosis._launch_gaps`)",
+    "diagnosis_parts": "graph parts of the diagnosed iterations (`diagnosis_parts`, in memory)",
+    "graph_parts": "… `whatif.graph.graph_parts` (inside diagnosis_parts)",
+    "combine_graph_parts": "the graph assembled from the parts (`combine_graph_parts`)",
+    "restrict": "the graph restricted to the diagnosed iterations (`transform.restrict`)",
+    "window_lengths": "replays (`replay.window_lengths`)",
+    "contract": "contractions (`transform.contract`)",
+    "launch_when_ready": "collectives launched when ready (`transform.launch_when_ready`)",
+    "find_straggler": "rule straggler, rest",
+    "find_imbalance": "rule imbalance, rest",
+    "find_input_stall": "rule input_stall, rest",
+    "find_launch_bound": "rule launch_bound, rest",
+    "find_no_overlap": "rule no_overlap, rest",
+    "find_bucketing": "rule bucketing, rest",
+    "find_link": "rule slow_link / link_underused, rest",
+    "find_compression": "rule compression, rest",
+    "find_exposed_dimension": "rule exposed_dimension, rest",
+    "_verdict": "verdict, rest (the bandwidth that hides communication: its replays above)",
+    "diagnose": "`diagnose`, rest",
+}
+BREAKDOWN_MODULES = (
+    "timeline.analysis.collectives",
+    "timeline.diagnosis.diagnosis",
+    "timeline.diagnosis.parts",
+    "timeline.diagnosis.replays",
+    "timeline.whatif.graph",
+    "timeline.whatif.replay",
+    "timeline.whatif.transform",
+    "timeline.execution.session",
+    "timeline.execution.reduce",
+)
+
+
+def child_breakdown(path: str, runs: int) -> int:
+    """Analyse ``path`` as ``timeline analyze`` does; time its diagnosis cold, then warm by stage (JSON)."""
+    import importlib
+
+    from timeline.execution.session import Inputs, analyze_inputs
+
+    analysed = analyze_inputs(Inputs(paths=[path]), communication=False, findings=True)
+    start = time.process_time()
+    analysed.diagnosis()
+    cold = time.process_time() - start
+    for name in BREAKDOWN_MODULES:
+        importlib.import_module(name)
+    totals, calls = time_stages(BREAKDOWN_STAGES, clock=time.process_time)
+    warm = []
+    for _ in range(runs):
+        start = time.process_time()
+        analysed.diagnosis()
+        warm.append(time.process_time() - start)
+    result = {"cold_s": cold, "warm_s": warm, "stages_s": totals, "calls": calls, "runs": runs}
+    print("BREAKDOWN " + json.dumps(result))
+    return 0
+
+
+def breakdown(cases: dict[str, list[str]], keys: list[str], env: dict[str, str], runs: int) -> str:
+    """Return the Markdown tables of ``--breakdown``: per case, the diagnosis' stages (CPU ms, warm)."""
+    import subprocess
+
+    lines = ["", "### Where the diagnosis' time goes (CPU time of the process, `--breakdown`)", ""]
+    for key in keys:
+        path = cases[key][-1]
+        command = [sys.executable, str(Path(__file__).resolve()), "--child-breakdown", path, str(runs)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=REPO)
+        line = next((x for x in done.stdout.splitlines() if x.startswith("BREAKDOWN ")), None)
+        if line is None:
+            lines += [f"{key}: failed: {done.stderr.strip().splitlines()[-1:]}", ""]
+            continue
+        result = json.loads(line.removeprefix("BREAKDOWN "))
+        warm = statistics.median(result["warm_s"])
+        lines += [
+            f"**{key}** (`{path}`): diagnosis cold {result['cold_s'] * 1e3:.0f} ms (imports and first "
+            f"use included), warm median {warm * 1e3:.0f} ms of {result['runs']}; stages, per diagnosis:",
+            "",
+            "| stage | ms | calls |",
+            "|---|--:|--:|",
+        ]
+        stages = sorted(result["stages_s"].items(), key=lambda kv: -kv[1])
+        for label, total in stages:
+            n = result["calls"][label] / result["runs"]
+            lines.append(f"| {label} | {total / result['runs'] * 1e3:.1f} | {n:g} |")
+        timed = sum(result["stages_s"].values()) / result["runs"]
+        lines += [f"| (not in a timed stage) | {max(0.0, warm - timed) * 1e3:.1f} | |", ""]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child-breakdown"]:
+        return child_breakdown(argv[1], int(argv[2]))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=5, help="measured runs of each side per case (default 5)")
     parser.add_argument("--cases", nargs="+", choices=ALL_CASES, default=list(ALL_CASES))
@@ -181,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--out", type=Path, help="rewrite the bench_findings section of this Markdown file")
     parser.add_argument("--json", type=Path, help="write every run as JSON")
+    parser.add_argument("--breakdown", action="store_true", help="also print where the diagnosis' time goes")
+    parser.add_argument("--breakdown-runs", type=int, default=5, help="warm diagnoses per case (default 5)")
     args = parser.parse_args(argv)
     args.argv = argv
     QUIET.update(cores=args.wait_quiet, max_wait_s=args.max_wait)
@@ -191,8 +296,9 @@ def main(argv: list[str] | None = None) -> int:
         if "r8" in args.cases:
             make_inputs([make_cases(args.workdir)["r8"]], args.workdir, _log)
         pairs = [run_pair(key, cases[key], env, args.runs, args.timeout) for key in args.cases]
+        stages = breakdown(cases, args.cases, env, args.breakdown_runs) if args.breakdown else ""
     section = render(args, pairs, (load_before, os.getloadavg()[0]))
-    print(section)
+    print(section + stages)
     if args.out:
         write_section(args.out, section, start=MARK_START, end=MARK_END, heading=HEADING)
         _log(f"wrote {args.out}")

@@ -227,49 +227,34 @@ STAGES: dict[str, str] = {
 }
 
 
-def child_stages(path: Path) -> int:
-    """Time ``timeline.trace.load`` with its import stages wrapped in timers (exclusive times).
+def time_stages(
+    stages: dict[str, str], *, clock: Callable[[], float] = time.perf_counter
+) -> tuple[dict[str, float], dict[str, int]]:
+    """Wrap every function of the loaded ``timeline`` modules named in ``stages`` in an exclusive timer.
 
-    Every function of a loaded ``timeline`` module named in :data:`STAGES` is replaced, in every
-    module that refers to it, by a wrapper that times it; then ``load`` runs once. ``classify``
-    re-evaluates ``kineto._kind_expr`` on every loaded event: what classifying event by event
-    would cost (the import classifies each distinct (category, name) pair once; not added to the
-    stages).
+    Each function whose ``__name__`` is a key of ``stages`` is replaced, in every ``timeline``
+    module that refers to it, by a wrapper that adds its time (``clock``) less that of the timed
+    functions it called to its label's total. Returns the totals (seconds) and the calls by label,
+    filled as the wrapped functions run.
     """
-    import contextlib
-    import importlib
+    import threading
     import types
-
-    import polars as pl
-
-    for module_name in (
-        "timeline.importers.horovod",
-        "timeline.importers.kineto",
-        "timeline.importers.stream",
-    ):
-        with contextlib.suppress(ImportError):  # load() imports them lazily: wrap their functions too
-            importlib.import_module(module_name)
-    from timeline.importers import kineto
-    from timeline.importers.result import ImportOptions
-    from timeline.trace import load
 
     totals: dict[str, float] = {}
     calls: dict[str, int] = {}
-    import threading
-
     local = threading.local()  # per thread: the stack of time spent in wrapped callees
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        label = STAGES[fn.__name__]
+        label = stages[fn.__name__]
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             inner_time: list[float] = local.__dict__.setdefault("stack", [])
             inner_time.append(0.0)
-            start = time.perf_counter()
+            start = clock()
             try:
                 return fn(*args, **kwargs)
             finally:
-                elapsed = time.perf_counter() - start
+                elapsed = clock() - start
                 inner = inner_time.pop()
                 totals[label] = totals.get(label, 0.0) + elapsed - inner
                 calls[label] = calls.get(label, 0) + 1
@@ -285,12 +270,40 @@ def child_stages(path: Path) -> int:
         for attr, value in list(vars(module).items()):
             if (
                 isinstance(value, types.FunctionType)
-                and value.__name__ in STAGES
+                and value.__name__ in stages
                 and value.__module__.startswith("timeline")
             ):
                 wrapper = wrappers.setdefault(id(value), wrap(value))
                 setattr(module, attr, wrapper)
+    return totals, calls
 
+
+def child_stages(path: Path) -> int:
+    """Time ``timeline.trace.load`` with its import stages wrapped in timers (exclusive times).
+
+    Every function of a loaded ``timeline`` module named in :data:`STAGES` is replaced, in every
+    module that refers to it, by a wrapper that times it; then ``load`` runs once. ``classify``
+    re-evaluates ``kineto._kind_expr`` on every loaded event: what classifying event by event
+    would cost (the import classifies each distinct (category, name) pair once; not added to the
+    stages).
+    """
+    import contextlib
+    import importlib
+
+    import polars as pl
+
+    for module_name in (
+        "timeline.importers.horovod",
+        "timeline.importers.kineto",
+        "timeline.importers.stream",
+    ):
+        with contextlib.suppress(ImportError):  # load() imports them lazily: wrap their functions too
+            importlib.import_module(module_name)
+    from timeline.importers import kineto
+    from timeline.importers.result import ImportOptions
+    from timeline.trace import load
+
+    totals, _calls = time_stages(STAGES)
     start = time.perf_counter()
     trace = load(path)
     load_s = time.perf_counter() - start

@@ -43,11 +43,12 @@ def launch_gap_intervals(events: pl.DataFrame, *, max_gap_ns: int = DEFAULT_MAX_
     blocks = device.with_columns(_busy_until=pl.col("end_ns").cum_max().shift(1).over("rank")).filter(
         pl.col("_busy_until").is_not_null() & (pl.col("start_ns") > pl.col("_busy_until"))
     )
+    # only the launches of the activities that end a gap are joined: the others are not grouped
     launches = (
         events.filter(
             pl.col("rank").is_in(gpu.implode())
             & (pl.col("kind") == "runtime")
-            & pl.col("correlation").is_not_null()
+            & pl.col("correlation").is_in(blocks.get_column("correlation").drop_nulls().implode())
         )
         .group_by("rank", "correlation")
         .agg(_launched=pl.col("end_ns").min())

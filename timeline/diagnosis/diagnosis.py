@@ -10,7 +10,6 @@ how its gain is computed.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -26,7 +25,7 @@ from timeline.diagnosis.communication import (
     gradient_bytes,
 )
 from timeline.diagnosis.context import Context
-from timeline.diagnosis.facts import Facts, facts_of
+from timeline.diagnosis.facts import Facts, facts_of, horovod_only
 from timeline.diagnosis.ranks import find_imbalance, find_input_stall, find_launch_bound, find_straggler
 from timeline.diagnosis.thresholds import MIN_GAIN, MIN_SHARE, REPLAY_ERROR
 from timeline.diagnosis.verdict import DIAGNOSED_CAUSES, NOTHING, Diagnosis, headline
@@ -87,9 +86,9 @@ def diagnose(
     >>> analysed = timeline.analyze("sample_traces/ddp_gloo")  # doctest: +SKIP
     >>> diagnose(analysed.trace, analysed.overlap).summary  # doctest: +SKIP
     """
-    from timeline.diagnosis.horovod import diagnose_horovod, horovod_only
-
     if horovod_only(trace, overlap):
+        from timeline.diagnosis.horovod import diagnose_horovod  # a Horovod timeline alone: only then
+
         return diagnose_horovod(trace, link_gbps=link_gbps)
     notes: list[str] = []
     match = _match(trace, overlap, notes)
@@ -228,16 +227,33 @@ def _launch_gaps(context: Context, trace: Trace, *, complete: bool, gaps: pl.Dat
         gaps = chosen_launch_gaps(
             trace.events, overlap.windows, chosen_by_rank(overlap.windows, overlap.collectives)
         )
-    whole = facts.iterations == (None,)
+    context.launch_gaps, context.launch_intervals = _gaps_by_window(gaps, facts.iterations)
+
+
+def _gaps_by_window(
+    gaps: pl.DataFrame, iterations: tuple[int | None, ...]
+) -> tuple[dict[tuple[int | None, int], int], dict[tuple[int | None, int], tuple[tuple[int, int], ...]]]:
+    """Return per ``(iteration, rank)`` of the diagnosed iterations the gaps' total and the gaps, in order.
+
+    ``iterations == (None,)``: the whole trace, every gap under iteration None.
+    """
+    whole = iterations == (None,)
+    wanted = [i for i in iterations if i is not None]
+    frame = gaps.select("rank", "iteration", "start_ns", "end_ns")
+    if whole:
+        frame = frame.with_columns(iteration=pl.lit(None, dtype=frame.schema["iteration"]))
+    else:
+        keep = pl.col("iteration").is_in(wanted)
+        frame = frame.filter(keep | pl.col("iteration").is_null() if None in iterations else keep)
+    grouped = frame.group_by("iteration", "rank", maintain_order=True).agg(
+        _total=(pl.col("end_ns") - pl.col("start_ns")).sum(), _starts="start_ns", _ends="end_ns"
+    )
     totals: dict[tuple[int | None, int], int] = {}
-    intervals: dict[tuple[int | None, int], list[tuple[int, int]]] = defaultdict(list)
-    for rank, iteration, start, end in gaps.select("rank", "iteration", "start_ns", "end_ns").iter_rows():
-        key = (None if whole else iteration, rank)
-        if key[0] in facts.iterations:
-            intervals[key].append((start, end))
-            totals[key] = totals.get(key, 0) + end - start
-    context.launch_gaps = totals
-    context.launch_intervals = {key: tuple(value) for key, value in intervals.items()}
+    intervals: dict[tuple[int | None, int], tuple[tuple[int, int], ...]] = {}
+    for iteration, rank, total, starts, ends in grouped.iter_rows():
+        totals[(iteration, rank)] = total
+        intervals[(iteration, rank)] = tuple(zip(starts, ends, strict=True))
+    return totals, intervals
 
 
 def _verdict(context: Context, findings: list[Finding]) -> Diagnosis:

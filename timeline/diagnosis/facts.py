@@ -22,12 +22,14 @@ from timeline.diagnosis.thresholds import MAX_RANK_EVENTS
 if TYPE_CHECKING:
     from timeline.analysis.collectives import CollectiveMatch
     from timeline.analysis.overlap import Overlap
+    from timeline.trace import Trace
 
 __all__ = [
     "Facts",
     "choose_iterations",
     "chosen_by_rank",
     "facts_of",
+    "horovod_only",
     "mean_int",
     "replayed_iterations",
 ]
@@ -45,6 +47,15 @@ def replayed_iterations(iterations: list[int], events: int) -> list[int]:
     if len(ordered) > 1 and events > MAX_RANK_EVENTS:
         return [ordered[len(ordered) // 2]]
     return ordered
+
+
+def horovod_only(trace: Trace, overlap: Overlap) -> bool:
+    """Whether every rank of the analysis is a Horovod timeline's (no profiler trace at all).
+
+    Such a trace has its own diagnosis (:mod:`timeline.diagnosis.horovod`, imported only then).
+    """
+    modes = set(overlap.ranks.get_column("mode").to_list())
+    return bool(modes) and modes == {"horovod"} and trace.events.height > 0
 
 
 def chosen_by_rank(windows: pl.DataFrame, collectives: pl.DataFrame) -> dict[int, list[int]]:

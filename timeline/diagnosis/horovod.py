@@ -25,7 +25,7 @@ import polars as pl
 
 from timeline.analysis.horovod_phases import analyze_horovod
 from timeline.diagnosis.context import Context, finding, predicted
-from timeline.diagnosis.facts import Facts, mean_int, replayed_iterations
+from timeline.diagnosis.facts import Facts, horovod_only, mean_int, replayed_iterations
 from timeline.diagnosis.thresholds import (
     LINK_UNDERUSED_RATIO,
     MIN_GAIN,
@@ -57,12 +57,6 @@ _EXAMINED = ("straggler", "bucketing", "slow_link", "link_underused")
 
 FUSION_POLICIES = ((64, 1.0), (64, 5.0), (128, 5.0), (16, 1.0))
 """``bucketing`` on a Horovod timeline: the fusion threshold (MiB) and cycle time (ms) replayed."""
-
-
-def horovod_only(trace: Trace, overlap: Overlap) -> bool:
-    """Whether every rank of the analysis is a Horovod timeline's (no profiler trace at all)."""
-    modes = set(overlap.ranks.get_column("mode").to_list())
-    return bool(modes) and modes == {"horovod"} and trace.events.height > 0
 
 
 def diagnose_horovod(trace: Trace, *, link_gbps: float | None = None) -> Diagnosis:

@@ -141,6 +141,29 @@ def diagnosis_parts(
     kept = _kept_windows(windows, chosen)
     restricted = [int(r) for r in chosen]
     bounds = _event_bounds(events, kept.filter(pl.col("rank").is_in(restricted)))
+    selected = events.filter(~pl.col("rank").is_in(restricted) | _near(events, bounds))
+    return DiagnosisParts(graph=graph_parts(selected, windows=kept), launch_gaps=gaps)
+
+
+_FEW_BOUNDS = 8
+"""Up to this many spans, :func:`_near` tests each (a rank's task has one to three) instead of joining
+(each test reads every event: beyond a few spans the join, which pairs an event with its rank's only,
+costs less)."""
+
+
+def _near(events: pl.DataFrame, bounds: pl.DataFrame) -> pl.Expr:
+    """Return whether an event overlaps a span of its rank (a row of ``bounds``: end ≥ _lo, start < _hi).
+
+    The spans (``rank``, ``_lo``, ``_hi``) tested one by one when few, else joined.
+    """
+    if bounds.height <= _FEW_BOUNDS:
+        return pl.any_horizontal(
+            pl.lit(False),
+            *(
+                (pl.col("rank") == rank) & (pl.col("end_ns") >= lo) & (pl.col("start_ns") < hi)
+                for rank, lo, hi in bounds.select("rank", "_lo", "_hi").iter_rows()
+            ),
+        )
     near = (
         events.with_row_index("_row")
         .join(bounds, on="rank", how="inner")
@@ -148,8 +171,4 @@ def diagnosis_parts(
         .get_column("_row")
         .unique()
     )
-    rows = events.with_row_index("_row")
-    selected = rows.filter(~pl.col("rank").is_in(restricted) | pl.col("_row").is_in(near.implode())).drop(
-        "_row"
-    )
-    return DiagnosisParts(graph=graph_parts(selected, windows=kept), launch_gaps=gaps)
+    return pl.int_range(pl.len(), dtype=pl.UInt32).is_in(near.implode())

@@ -87,6 +87,7 @@ class Replayer:
         self.graph = restrict(graph, wanted) if wanted else graph
         self.step_ns = step_ns
         self._rows = window_rows(self.graph)
+        self._replayed: dict[Scenario | None, float] = {}  # the graph's own replays, by scenario
         self.windows = {
             row["window_id"]: row
             for row in self.graph.windows.select(
@@ -110,12 +111,19 @@ class Replayer:
         return statistics.median(medians) if medians else 0.0
 
     def replayed_step(self, graph: TraceGraph | None = None, scenario: Scenario | None = None) -> float:
-        """Return the replayed step (median over iterations of the median over ranks) of a graph."""
+        """Return the replayed step (median over iterations of the median over ranks) of a graph.
+
+        The graph's own replay of a scenario is made once (rules and the bandwidth search ask again).
+        """
         from timeline.whatif.replay import window_lengths
 
-        # a changed graph keeps the windows of the restricted one, unless it contracted them
-        rows = self._rows if graph is None else None
-        return self._step(window_lengths(graph or self.graph, scenario=scenario, windows=rows))
+        if graph is not None:  # a changed graph: its windows are recomputed (a contraction moves them)
+            return self._step(window_lengths(graph, scenario=scenario))
+        if scenario not in self._replayed:
+            self._replayed[scenario] = self._step(
+                window_lengths(self.graph, scenario=scenario, windows=self._rows)
+            )
+        return self._replayed[scenario]
 
     def predict(self, graph: TraceGraph | None = None, scenario: Scenario | None = None) -> int:
         """Return the predicted step of a changed graph or a scenario, scaled to the measured step."""

@@ -176,11 +176,29 @@ def contract(graph: TraceGraph, removals: Removals) -> TraceGraph:
     )
 
 
+_FEW_ROWS = 256
+"""Up to this many rows, :func:`_map_frame` maps each time in Python."""
+
+
 def _map_frame(frame: pl.DataFrame, maps: Mapping[int, _Contraction]) -> pl.DataFrame:
     """Apply each rank's map to ``start_ns`` and ``end_ns`` (other columns and row order kept).
 
-    In polars: each time joins the last removed interval of its rank that starts at or before it.
+    In polars: each time joins the last removed interval of its rank that starts at or before it; a
+    small frame (the windows: a few per rank) is mapped value by value, which costs less than the joins.
     """
+    if frame.height <= _FEW_ROWS:
+        ranks = frame.get_column("rank").to_list()
+        return frame.with_columns(
+            pl.Series(
+                column,
+                [
+                    t if t is None or r not in maps else maps[r](t)
+                    for r, t in zip(ranks, frame.get_column(column).to_list(), strict=True)
+                ],
+                dtype=frame.schema[column],
+            )
+            for column in ("start_ns", "end_ns")
+        )
     table = pl.DataFrame(
         {
             "rank": [r for r, m in maps.items() for _ in m.starts],
