@@ -149,6 +149,19 @@ def make_events(rows: list[dict[str, Any]]) -> pl.DataFrame:
 # --- the console script -------------------------------------------------------------------------------
 
 
+def raw_sample_traces(sample: str) -> dict[int, dict[str, Any]]:
+    """Return each rank's raw JSON of a sample (``sample_traces/SAMPLE/rank*.pt.trace.json.gz``), by rank.
+
+    Read with the standard library only: the plain-Python references of the tests compute from it.
+    """
+    traces = {}
+    for path in sorted((SAMPLES / sample).glob("rank*.pt.trace.json.gz")):
+        with gzip.open(path, "rb") as f:
+            trace = json.loads(f.read())
+        traces[trace["distributedInfo"]["rank"]] = trace
+    return traces
+
+
 def timeline_command() -> list[str]:
     """The console script installed beside this interpreter, else its entry point through ``-c``."""
     script = Path(sys.executable).with_name("timeline")

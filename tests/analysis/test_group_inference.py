@@ -8,8 +8,6 @@ samples, each event's true group read from the raw JSON's ``pg_config`` and the 
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +16,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.builders import REPO, cpu, make_events, step
+from tests.builders import REPO, cpu, make_events, raw_sample_traces, step
 from tests.generators.nccl import device_mesh_job, write_job
 from timeline.analysis.collectives import attributed_communication, match_collectives
 from timeline.analysis.group_inference import TIMING_TOLERANCE_NS
@@ -317,15 +315,6 @@ def test_an_event_after_an_ambiguous_one_of_its_kind_is_not_ordered() -> None:
 # --- the real gloo samples ------------------------------------------------------------------------
 
 
-def raw_traces(sample: str) -> dict[int, dict[str, Any]]:
-    traces = {}
-    for path in sorted((SAMPLES / sample).glob("rank*.pt.trace.json.gz")):
-        with gzip.open(path, "rb") as f:
-            trace = json.loads(f.read())
-        traces[trace["distributedInfo"]["rank"]] = trace
-    return traces
-
-
 def true_description(sample: str, collective: str, in_bytes: int) -> str:
     """The group description each sample's job code runs a collective on (docs/capturing.md)."""
     if sample == "fsdp2_tp_gloo":  # TP all-reduces the activations: 16 rows x 64 float32 = 4096 bytes
@@ -342,7 +331,7 @@ def truth(sample: str) -> dict[int, dict[str, str]]:
     """rank → description → pg_name, from each raw trace's pg_config."""
     return {
         rank: {g["pg_desc"]: g["pg_name"] for g in trace["distributedInfo"]["pg_config"]}
-        for rank, trace in raw_traces(sample).items()
+        for rank, trace in raw_sample_traces(sample).items()
     }
 
 
@@ -379,7 +368,10 @@ def test_every_group_decided_on_the_samples_is_the_one_the_job_ran_it_on(sample:
             assert group == expected, (rank, collective, in_bytes)
     assert dict(Counter(frame["attributed_by"].to_list())) == DECIDED[sample]
     raw = sum(
-        1 for t in raw_traces(sample).values() for e in t["traceEvents"] if e["name"].startswith("gloo:")
+        1
+        for t in raw_sample_traces(sample).values()
+        for e in t["traceEvents"]
+        if e["name"].startswith("gloo:")
     )
     assert frame.height == raw
 
@@ -402,7 +394,7 @@ def test_fsdp2_tp_sample_matches_within_groups_with_the_groups_size() -> None:
     )
     members = {
         g["pg_name"]: set(g["ranks"])
-        for t in raw_traces("fsdp2_tp_gloo").values()
+        for t in raw_sample_traces("fsdp2_tp_gloo").values()
         for g in t["distributedInfo"]["pg_config"]
     }
     per_collective = match.ranks.group_by("collective_id").agg(pl.col("rank"), pl.col("group").unique())
@@ -435,7 +427,7 @@ def test_pipeline_sample_pairs_each_send_with_its_receive() -> None:
         trace.events, windows=overlap.windows, groups=trace.groups, clocks=shared_clocks(trace.files)
     )
     pairs = match.point_to_point
-    raw = raw_traces("pipeline_gloo")
+    raw = raw_sample_traces("pipeline_gloo")
 
     def starts(rank: int, name: str) -> list[int]:
         return sorted(raw_ns(raw[rank], e) for e in raw[rank]["traceEvents"] if e["name"] == name)

@@ -9,15 +9,13 @@ wait (DDP's ``copy_bucket_to_grad``); all clipped to the rank's measured window.
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.builders import REPO
+from tests.builders import REPO, raw_sample_traces
 from timeline.analysis.overlap import compute_overlap
 from timeline.trace import load
 
@@ -84,19 +82,10 @@ def reference(trace: dict[str, Any], window: Interval) -> dict[str, int]:
     return {"comm_ns": length(comm), "compute_ns": length(compute), "hidden_comm_ns": hidden}
 
 
-def raw(sample: str) -> dict[int, dict[str, Any]]:
-    traces = {}
-    for path in sorted((SAMPLES / sample).glob("rank*.pt.trace.json.gz")):
-        with gzip.open(path, "rb") as f:
-            trace = json.loads(f.read())
-        traces[trace["distributedInfo"]["rank"]] = trace
-    return traces
-
-
 @pytest.mark.parametrize("sample", ["pipeline_gloo", "fsdp2_tp_gloo", "expert_gloo", "ddp_gloo"])
 def test_cpu_compute_and_hidden_communication_match_a_plain_computation(sample: str) -> None:
     overlap = compute_overlap(load(SAMPLES / sample, workers=1).events)
-    traces = raw(sample)
+    traces = raw_sample_traces(sample)
     for row in overlap.ranks.iter_rows(named=True):
         expected = reference(traces[row["rank"]], (row["start_ns"], row["end_ns"]))
         got = {key: row[key] for key in expected}

@@ -66,26 +66,26 @@ def _diagnosed_cases() -> list[str]:
     return ids
 
 
+def _read_cases(pattern: str) -> list[str]:
+    """Return the ids of the cases matching ``pattern`` whose command exited 0."""
+    ids = []
+    for path in sorted(CASES.glob(pattern)):
+        meta = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
+        if meta["exit_code"] == 0:
+            ids.append(meta["id"])
+    return ids
+
+
 def _whatif_json_cases() -> list[str]:
     """Return the ``timeline whatif --json`` cases that printed a report: #20's layout 2 adds keys to it
     (``dimensions``, ``dimension_latencies``, each scenario's ``dimension_bandwidths`` and
     ``dimension_latencies``); the predictions themselves are those of layout 1."""
-    ids = []
-    for path in sorted(CASES.glob("whatif*json--*.txt")):
-        meta = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
-        if meta["exit_code"] == 0:
-            ids.append(meta["id"])
-    return ids
+    return _read_cases("whatif*json--*.txt")
 
 
 def _report_data_cases() -> list[str]:
     """Return the report-data cases #20 changes: every digest of an input that was read (a new column)."""
-    ids = []
-    for path in sorted(CASES.glob("report-data--*.txt")):
-        meta = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
-        if meta["exit_code"] == 0:
-            ids.append(meta["id"])
-    return ids
+    return _read_cases("report-data--*.txt")
 
 
 CHANGED_BY_ISSUE: dict[str, str] = {
