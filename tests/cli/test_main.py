@@ -94,19 +94,41 @@ def test_after_worker_processes_the_command_exits_at_once_and_releases_them() ->
     """Worker processes were started: stopped, their queues released, and the teardown skipped all the same.
 
     Released means no warning of multiprocessing's resource tracker about semaphores left behind
-    (it prints one for each pool whose queues were not released, once the command has ended): the
-    control run, which skips the release, shows it.
+    (it prints one for each pool whose queues were not released, once the command has ended:
+    :func:`test_a_pool_not_released_leaves_semaphores_behind` shows it does).
     """
     ok = _run("analyze", "--executor", "local", str(PARAM), "--json")
     assert ok.returncode == 0
     assert ok.stdout.startswith("{")
     assert "teardown ran" not in ok.stderr
     assert ok.stderr == ""
-    # the workers stopped, their queues not released
-    skipped = "import timeline.workers as w\nw.release_at_exit = lambda: w.stop_workers() or True\n"
-    control = _run("analyze", "--executor", "local", str(PARAM), "--json", patch=skipped)
-    assert control.returncode == 0
-    assert "leaked semaphore" in control.stderr
+
+
+_POOL = """
+import os, sys
+import timeline.workers as w
+if __name__ == "__main__":
+    pool = w.process_pool(1)
+    assert pool.submit(abs, -3).result() == 3
+    if sys.argv[1] == "release":
+        assert w.release_at_exit()
+    else:
+        w.stop_workers()  # the workers stopped, their queues not released
+    os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("ending", ["release", "stop"])
+def test_a_pool_not_released_leaves_semaphores_behind(tmp_path: Path, ending: str) -> None:
+    """The control of the test above: ended with ``os._exit`` after a pool ran, only
+    :func:`timeline.workers.release_at_exit` leaves no semaphore for the resource tracker to warn of."""
+    script = tmp_path / "pool.py"  # a file: spawned workers re-import the main module
+    script.write_text(_POOL, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script), ending], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert ("leaked semaphore" in done.stderr) == (ending == "stop"), done.stderr
 
 
 def test_teardown_is_kept_where_the_workers_cannot_be_released(monkeypatch: pytest.MonkeyPatch) -> None:
