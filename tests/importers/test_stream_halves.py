@@ -278,7 +278,8 @@ def test_a_file_cut_off_gives_the_serial_result(tmp_path: Path, where: float) ->
 
 def test_blank_text_and_bytes_after_the_gzip_data_are_noted_once(tmp_path: Path) -> None:
     """Notes come from the half that read to the end: the whole file's, once."""
-    text = stream_trace_text(3000, metadata_after=False).encode()
+    # long enough that the split point (SPLIT_SHARE of the text) lies well past the padding
+    text = stream_trace_text(6000, metadata_after=False).encode()
     at = text.index(b'{"ph"', len(text) // 10)  # in the first part, which the second half skips
     padded = text[:at] + b" " * (300 * 1024) + text[at:]
     path = tmp_path / "rank3.json.gz"
