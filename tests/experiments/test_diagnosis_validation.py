@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,13 @@ from timeline.analysis.overlap import compute_overlap
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 QUICK = [name for name, case in CASES.items() if case.quick]
+
+REAL_RUNS = pytest.mark.skipif(
+    os.environ.get("TIMELINE_VALIDATION") != "1",
+    reason="real 2-rank training runs that measure the machine (minutes, load-sensitive): run them on a "
+    "quiet machine with TIMELINE_VALIDATION=1 (docs/diagnosis.md, Validation)",
+)
+"""The tests that train real jobs: run on demand, like the benchmarks, not in every test run."""
 
 
 def _event(name: str, ts: str, dur: str, *, cat: str = "cpu_op", tid: int = 1) -> dict[str, Any]:
@@ -288,6 +296,7 @@ def test_command_line_refuses_what_it_cannot_run_before_running_anything(
 
 
 @pytest.mark.slow
+@REAL_RUNS
 def test_a_case_runs_both_phases_in_their_own_run_folders(tmp_path: Path) -> None:
     why = unavailable(CASES["input_stall"])
     if why is not None:
@@ -325,6 +334,7 @@ _LOAD_SENSITIVE = {
 
 
 @pytest.mark.slow
+@REAL_RUNS
 @pytest.mark.parametrize(
     "name",
     [
