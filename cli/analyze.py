@@ -82,7 +82,11 @@ def analyze_command(
         # communication per dimension, the utilisation, --align, dumps and the findings, whose tasks
         # also return the what-if graph's parts
         analysed = analyze(inputs, align=align, communication=True, findings=not no_findings)
-        diagnosis = None if no_findings else analysed.diagnosis(link_gbps=link)
+        diagnosis = (
+            None
+            if no_findings
+            else analysed.diagnosis(link_gbps=link, dimensions=overrides, gpus_per_node=gpus_per_node)
+        )
         from timeline.results.summary import build_summary
 
         summary = build_summary(

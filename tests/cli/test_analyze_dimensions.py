@@ -79,6 +79,17 @@ def test_a_user_label_renames_a_dimension() -> None:
     assert sorted(row["dimension"] for row in summary["dimensions"]["totals"]) == ["fsdp", "tp"]
 
 
+def test_the_exposed_dimension_finding_names_the_users_label_as_the_tables_do() -> None:
+    result = run_timeline("analyze", "--json", FSDP2_TP, "--dimension", "mesh_tp=tensor")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    [finding] = [f for f in summary["findings"] if f["cause"] == "exposed_dimension"]
+    totals = {row["dimension"] for row in summary["dimensions"]["totals"]}
+    assert totals == {"dp", "tensor"}
+    assert set(finding["evidence"]["dimensions"]) == totals
+    assert finding["evidence"]["dimension"] == "tensor"
+
+
 def test_a_trace_without_groups_has_no_dimensions_and_no_table() -> None:
     assert _json(PARAM)["dimensions"] is None
     result = run_timeline("analyze", "--no-findings", PARAM)

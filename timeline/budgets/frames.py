@@ -512,7 +512,9 @@ def read_run(
     if findings:
         from timeline.results.diagnosis import build_diagnosis
 
-        built = build_diagnosis(analysed.diagnosis(link_gbps=link_gbps))
+        built = build_diagnosis(
+            analysed.diagnosis(link_gbps=link_gbps, dimensions=overrides, gpus_per_node=gpus_per_node)
+        )
         frames = replace(
             frames,
             findings=findings_frame(built["verdict"], built["findings"]),

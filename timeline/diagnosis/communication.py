@@ -414,7 +414,11 @@ def find_exposed_dimension(context: Context) -> Finding | None:
         return None
     facts = context.facts
     labels = communication_labels(
-        events, groups=context.groups, clocks=context.clocks, windows=context.overlap.windows
+        events,
+        groups=context.groups,
+        overrides=context.dimensions,
+        clocks=context.clocks,
+        windows=context.overlap.windows,
     )
     exposure = exposure_by(context.overlap, labels)
     named = set(named_dimensions(exposure))

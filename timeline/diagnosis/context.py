@@ -59,6 +59,8 @@ class Context:
     clocks
         Which ranks' times compare (:func:`~timeline.analysis.groups.shared_clocks`), for that
         attribution.
+    dimensions
+        Description → dimension label (``--dimension``).
     notes
         What the diagnosis left out, and why (one line each).
     unexamined
@@ -78,6 +80,7 @@ class Context:
     )
     groups: pl.DataFrame | None = None
     clocks: pl.DataFrame | None = None
+    dimensions: Mapping[str, str] | None = None
     notes: list[str] = field(default_factory=list)
     unexamined: set[str] = field(default_factory=set)
 

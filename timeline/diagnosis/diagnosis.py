@@ -10,7 +10,7 @@ how its gain is computed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -52,6 +52,8 @@ def diagnose(
     codec_gbps: float | None = None,
     complete: bool = True,
     launch_gaps: pl.DataFrame | None = None,
+    dimensions: Mapping[str, str] | None = None,
+    clocks: pl.DataFrame | None = None,
 ) -> Diagnosis:
     """Return the diagnosis of a loaded trace.
 
@@ -75,6 +77,12 @@ def diagnose(
         The launch-bound gaps of the diagnosed iterations when measured elsewhere (rank by rank:
         :func:`timeline.diagnosis.parts.chosen_launch_gaps` in each task); default: measured here
         when ``trace`` is complete.
+    dimensions
+        Description → dimension label (``--dimension``), as ``timeline analyze``'s exposure per
+        dimension takes them (``exposed_dimension`` names the same dimensions).
+    clocks
+        Which ranks' times compare (:func:`~timeline.analysis.groups.shared_clocks`), for the group
+        attribution of collectives that name no group; default: the ranks of one host.
 
     Returns
     -------
@@ -106,7 +114,10 @@ def diagnose(
         link_gbps=link_gbps,
         codec_gbps=codec_gbps,
         groups=trace.groups,
-        clocks=shared_clocks(trace.files, comparable=trace.clock_note is None),
+        clocks=clocks
+        if clocks is not None
+        else shared_clocks(trace.files, comparable=trace.clock_note is None),
+        dimensions=dimensions,
         notes=notes,
     )
     _launch_gaps(context, trace, complete=complete, gaps=launch_gaps)

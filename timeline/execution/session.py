@@ -209,13 +209,22 @@ class Analysed:
         )
         return Result(summary)
 
-    def diagnosis(self, *, link_gbps: float | None = None, codec_gbps: float | None = None) -> Diagnosis:
+    def diagnosis(
+        self,
+        *,
+        link_gbps: float | None = None,
+        codec_gbps: float | None = None,
+        dimensions: Mapping[str, str] | None = None,
+        gpus_per_node: int | None = None,
+    ) -> Diagnosis:
         """Return what limits the job and what would fix it (:func:`timeline.diagnosis.diagnosis`).
 
         In memory the what-if graph is built from the loaded events; read rank by rank, from the
         graph parts the tasks returned when they were asked for (``analyze_inputs(findings=True)``),
-        else the diagnosis says in its notes what it left out.
+        else the diagnosis says in its notes what it left out. ``dimensions`` (``--dimension``) and
+        ``gpus_per_node`` attribute groups and name dimensions as the exposure per dimension does.
         """
+        from timeline.analysis.groups import shared_clocks
         from timeline.diagnosis.diagnosis import diagnose
 
         graph = gaps = None
@@ -231,6 +240,13 @@ class Analysed:
             codec_gbps=codec_gbps,
             complete=not self.rank_by_rank,
             launch_gaps=gaps,
+            dimensions=dimensions,
+            clocks=shared_clocks(
+                self.trace.files,
+                gpus_per_node=gpus_per_node,
+                offsets=self.offsets,
+                comparable=self.trace.clock_note is None,
+            ),
         )
 
     def collectives(
