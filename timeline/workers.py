@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -117,22 +118,45 @@ def stop_workers(timeout_s: float = 10.0) -> None:
         child.join(timeout_s)
 
 
-def release_at_exit() -> bool:
+def release_at_exit(timeout_s: float = 10.0) -> bool:
     """Stop the workers and release what their pools hold, for a process about to end with ``os._exit``.
 
     A pool's queues hold named semaphores, which multiprocessing unlinks at a normal exit (its
-    exit finalizers); ended without them, its resource tracker warns about each one on stderr. Runs
-    those finalizers (``multiprocessing.util._run_finalizers``, what a normal exit runs first); returns
-    False, having done nothing, where this Python has no such function (the caller exits normally).
+    exit finalizers); ended without them, its resource tracker warns about each one on stderr. Does
+    the first steps of a normal exit, in its order, once the workers are stopped: waits for the
+    threads it waits for (the non-daemon ones, among them each pool's manager thread, whose
+    teardown unlinks semaphores), then runs the finalizers (``threading._shutdown`` and
+    ``multiprocessing.util._run_finalizers``). Returns False, the workers stopped, where this Python
+    has no such functions or a thread is still running after ``timeout_s`` (the caller exits
+    normally).
+
+    Two races of this order are closed. A thread's teardown goes on after it has left
+    :func:`threading.enumerate`: a process that ended while a semaphore's finalizer ran there,
+    between the unlink and its word to the tracker, left the tracker a name it could no longer
+    unlink ("leaked semaphore", "No such file or directory"); ``threading._shutdown`` waits for it.
+    And a manager thread closes its wake-up pipe as it ends, unguarded against the exit hook that
+    writes to it (Python 3.11: "Bad file descriptor"): the threads still listed are joined first.
     """
     from multiprocessing import util
 
     run_finalizers = getattr(util, "_run_finalizers", None)
-    if run_finalizers is None:
-        return False
+    threads_done = getattr(threading, "_shutdown", None)
     stop_workers()
-    run_finalizers(0)  # the finalizers a normal exit runs before it joins the workers: the semaphores
+    if run_finalizers is None or threads_done is None or not _threads_joined(timeout_s):
+        return False
+    threads_done()  # what a normal exit does first: the threads' exit hooks, then it waits for them
+    run_finalizers(0)  # what it does next, before it joins the workers: the semaphores
     return True
+
+
+def _threads_joined(timeout_s: float) -> bool:
+    """Join the running non-daemon threads but this one (at most ``timeout_s`` in all); whether all ended."""
+    deadline = time.monotonic() + timeout_s
+    this = threading.current_thread()
+    waited = [thread for thread in threading.enumerate() if thread is not this and not thread.daemon]
+    for thread in waited:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(thread.is_alive() for thread in waited)
 
 
 def preload_module(name: str) -> None:

@@ -131,6 +131,46 @@ def test_a_pool_not_released_leaves_semaphores_behind(tmp_path: Path, ending: st
     assert ("leaked semaphore" in done.stderr) == (ending == "stop"), done.stderr
 
 
+_POOL_TORN_DOWN_BY_ITS_THREAD = """
+import os, threading, time
+from multiprocessing import resource_tracker, synchronize
+import timeline.workers as w
+
+
+def cleanup(name):
+    # a semaphore's finalizer (unlink, then tell the tracker), slowed down outside the main thread
+    synchronize.sem_unlink(name)
+    if threading.current_thread() is not threading.main_thread():
+        time.sleep(0.2)
+    resource_tracker.unregister(name, "semaphore")
+
+
+if __name__ == "__main__":
+    synchronize.SemLock._cleanup = staticmethod(cleanup)
+    pool = w.process_pool(1)
+    assert pool.submit(abs, -3).result() == 3
+    pool.shutdown(wait=False, cancel_futures=True)  # as LocalExecutor does: its thread tears it down
+    assert w.release_at_exit()
+    os._exit(0)
+"""
+
+
+def test_a_pool_torn_down_by_its_thread_is_waited_for(tmp_path: Path) -> None:
+    """A pool shut down without waiting is torn down by its manager thread, whose semaphores' finalizers
+    may run after it has left ``threading.enumerate()``: the exit waits for them, as a normal exit does.
+
+    Their window is widened here (each waits 0.2 s between the unlink and its word to the tracker):
+    a process ended inside it leaves the tracker a name it warns of ("leaked semaphore").
+    """
+    script = tmp_path / "pool.py"
+    script.write_text(_POOL_TORN_DOWN_BY_ITS_THREAD, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+
+
 def test_teardown_is_kept_where_the_workers_cannot_be_released(monkeypatch: pytest.MonkeyPatch) -> None:
     """A Python without multiprocessing's exit finalizers: the normal exit, which releases the queues."""
     import multiprocessing.util
