@@ -47,6 +47,7 @@ def test_missing_tools_are_named_with_their_debian_package_never_installed(
 
 
 @pytest.mark.slow
+@pytest.mark.machine
 def test_slow_run_predicted_from_fast_run_within_15_percent(tmp_path: Path) -> None:
     why = experiment_unavailable()
     if why is not None:
