@@ -142,3 +142,27 @@ def test_check_fails_the_budget_of_the_more_exposed_dimension_only(
     assert {name for name, v in verdicts.items() if v["status"] == "fail"} == {worst}
     for dim, mean in means.items():
         assert verdicts[dim]["value"] == pytest.approx(mean)
+
+
+def test_the_diagnosis_reads_the_exposure_the_summary_shows_computed_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """analyze computes the communication per dimension once: the diagnosis given it finds what it
+    finds computing its own, and computes none (the labels' attribution is not run again)."""
+    import timeline
+    import timeline.diagnosis.communication as rules
+    from timeline.results.diagnosis import build_diagnosis
+
+    analysed = timeline.analyze(FSDP2_TP)
+    labels = {"mesh_tp": "tensor"}
+    own = build_diagnosis(analysed.diagnosis(dimensions=labels))
+    exposure = analysed.dimension_exposure(dimensions=labels)
+    assert exposure is not None
+
+    def not_again(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the exposure per dimension was computed again")
+
+    monkeypatch.setattr(rules, "communication_labels", not_again)
+    shared = build_diagnosis(analysed.diagnosis(dimensions=labels, exposure=exposure))
+    assert shared == own
+    assert "exposed_dimension" in {finding["cause"] for finding in shared["findings"]}

@@ -403,8 +403,9 @@ def find_compression(context: Context) -> Finding | None:
 def find_exposed_dimension(context: Context) -> Finding | None:
     """One mesh dimension's communication holds most of the exposed time (groups with descriptions).
 
-    The dimensions are those of ``timeline analyze``'s exposure per dimension (one computation): the
-    group each event names, else the one the traces' declared groups (``pg_config``) attribute it to.
+    The dimensions are those of ``timeline analyze``'s exposure per dimension (one computation, made
+    once where ``analyze`` passes it: ``Context.exposure``): the group each event names, else the one
+    the traces' declared groups (``pg_config``) attribute it to.
     """
     events = context.events
     described = "pg_desc" in events.columns and not events.get_column("pg_desc").is_null().all()
@@ -413,14 +414,16 @@ def find_exposed_dimension(context: Context) -> Finding | None:
         context.unexamined.add("exposed_dimension")
         return None
     facts = context.facts
-    labels = communication_labels(
-        events,
-        groups=context.groups,
-        overrides=context.dimensions,
-        clocks=context.clocks,
-        windows=context.overlap.windows,
-    )
-    exposure = exposure_by(context.overlap, labels)
+    exposure = context.exposure
+    if exposure is None:
+        labels = communication_labels(
+            events,
+            groups=context.groups,
+            overrides=context.dimensions,
+            clocks=context.clocks,
+            windows=context.overlap.windows,
+        )
+        exposure = exposure_by(context.overlap, labels)
     named = set(named_dimensions(exposure))
     whole = facts.iterations == (None,)
     sums: dict[tuple[str, int | None, int], int] = defaultdict(int)

@@ -61,6 +61,10 @@ class Context:
         attribution.
     dimensions
         Description → dimension label (``--dimension``).
+    exposure
+        The exposure per dimension × iteration × rank when already computed
+        (:func:`timeline.results.dimensions.dimension_exposure_of`, which ``timeline analyze`` shows),
+        for the ``exposed_dimension`` rule; else computed there.
     notes
         What the diagnosis left out, and why (one line each).
     unexamined
@@ -81,6 +85,7 @@ class Context:
     groups: pl.DataFrame | None = None
     clocks: pl.DataFrame | None = None
     dimensions: Mapping[str, str] | None = None
+    exposure: pl.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
     unexamined: set[str] = field(default_factory=set)
 

@@ -54,6 +54,7 @@ def diagnose(
     launch_gaps: pl.DataFrame | None = None,
     dimensions: Mapping[str, str] | None = None,
     clocks: pl.DataFrame | None = None,
+    exposure: pl.DataFrame | None = None,
 ) -> Diagnosis:
     """Return the diagnosis of a loaded trace.
 
@@ -83,6 +84,11 @@ def diagnose(
     clocks
         Which ranks' times compare (:func:`~timeline.analysis.groups.shared_clocks`), for the group
         attribution of collectives that name no group; default: the ranks of one host.
+    exposure
+        The exposure per dimension × iteration × rank, when computed already with the same
+        ``dimensions`` and ``clocks`` (:func:`timeline.results.dimensions.dimension_exposure_of`:
+        ``timeline analyze`` computes it once for its table and this diagnosis); default: computed
+        by ``exposed_dimension`` when the events name groups.
 
     Returns
     -------
@@ -118,6 +124,7 @@ def diagnose(
         if clocks is not None
         else shared_clocks(trace.files, comparable=trace.clock_note is None),
         dimensions=dimensions,
+        exposure=exposure,
         notes=notes,
     )
     _launch_gaps(context, trace, complete=complete, gaps=launch_gaps)

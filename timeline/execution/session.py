@@ -203,9 +203,16 @@ class Analysed:
         from timeline.render.html import Result
         from timeline.results.summary import build_summary
 
-        diagnosis = self.diagnosis(link_gbps=link_gbps) if findings else None
+        exposure = self.dimension_exposure()
+        diagnosis = self.diagnosis(link_gbps=link_gbps, exposure=exposure) if findings else None
         summary = build_summary(
-            self.trace, self.overlap, top=top, offsets=self.offsets, link_gbps=link_gbps, diagnosis=diagnosis
+            self.trace,
+            self.overlap,
+            top=top,
+            offsets=self.offsets,
+            link_gbps=link_gbps,
+            diagnosis=diagnosis,
+            exposure=exposure,
         )
         return Result(summary)
 
@@ -216,13 +223,15 @@ class Analysed:
         codec_gbps: float | None = None,
         dimensions: Mapping[str, str] | None = None,
         gpus_per_node: int | None = None,
+        exposure: pl.DataFrame | None = None,
     ) -> Diagnosis:
         """Return what limits the job and what would fix it (:func:`timeline.diagnosis.diagnosis`).
 
         In memory the what-if graph is built from the loaded events; read rank by rank, from the
         graph parts the tasks returned when they were asked for (``analyze_inputs(findings=True)``),
         else the diagnosis says in its notes what it left out. ``dimensions`` (``--dimension``) and
-        ``gpus_per_node`` attribute groups and name dimensions as the exposure per dimension does.
+        ``gpus_per_node`` attribute groups and name dimensions as the exposure per dimension does;
+        ``exposure``: that exposure, when computed already with them (:meth:`dimension_exposure`).
         """
         from timeline.analysis.groups import shared_clocks
         from timeline.diagnosis.diagnosis import diagnose
@@ -241,12 +250,30 @@ class Analysed:
             complete=not self.rank_by_rank,
             launch_gaps=gaps,
             dimensions=dimensions,
+            exposure=exposure,
             clocks=shared_clocks(
                 self.trace.files,
                 gpus_per_node=gpus_per_node,
                 offsets=self.offsets,
                 comparable=self.trace.clock_note is None,
             ),
+        )
+
+    def dimension_exposure(
+        self, *, dimensions: Mapping[str, str] | None = None, gpus_per_node: int | None = None
+    ) -> pl.DataFrame | None:
+        """Return the communication per dimension × iteration × rank, or None when no event names a group.
+
+        :func:`~timeline.results.dimensions.dimension_exposure_of` with the clocks of the analysis:
+        computed once, it serves the summary (``build_summary(exposure=)``) and the diagnosis
+        (:meth:`diagnosis`), as ``timeline analyze`` does.
+        """
+        from timeline.results.dimensions import dimension_exposure_of, has_groups
+
+        if not has_groups(self.trace):
+            return None
+        return dimension_exposure_of(
+            self.trace, self.overlap, offsets=self.offsets, overrides=dimensions, gpus_per_node=gpus_per_node
         )
 
     def collectives(

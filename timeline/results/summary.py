@@ -138,6 +138,7 @@ def build_summary(
     diagnosis: Diagnosis | None = None,
     overrides: Mapping[str, str] | None = None,
     gpus_per_node: int | None = None,
+    exposure: pl.DataFrame | None = None,
 ) -> dict[str, Any]:
     """Return the summary of an analysis as plain data (``timeline analyze --json``).
 
@@ -153,18 +154,22 @@ def build_summary(
     without one; ``dimensions``: the communication per dimension × iteration × rank
     (:func:`timeline.results.dimensions.dimension_summary`; ``overrides``: description → dimension
     label, ``gpus_per_node``: ranks per node, for the group attribution), null when no communication
-    names a dimension.
+    names a dimension; ``exposure``: that communication per dimension when computed already, with
+    these ``overrides`` and ``gpus_per_node``
+    (:func:`timeline.results.dimensions.dimension_exposure_of`: ``timeline analyze`` computes it
+    once, for this summary and the diagnosis), else computed here when the trace names groups.
     """
     summary = _overlap_summary(trace, overlap, top=top)
     summary["dimensions"] = None
     from timeline.results.dimensions import has_groups
 
-    if has_groups(trace):
+    if exposure is not None or has_groups(trace):
         from timeline.results.dimensions import dimension_exposure_of, dimension_summary
 
-        exposure = dimension_exposure_of(
-            trace, overlap, offsets=offsets, overrides=overrides, gpus_per_node=gpus_per_node
-        )
+        if exposure is None:
+            exposure = dimension_exposure_of(
+                trace, overlap, offsets=offsets, overrides=overrides, gpus_per_node=gpus_per_node
+            )
         summary["dimensions"] = dimension_summary(exposure, overlap)
     if offsets is not None:
         summary["clock_offsets"] = offsets.to_dicts()
