@@ -4,8 +4,9 @@ The harness's own parts are checked against independent computations: the measur
 hand-computed trace and against ``timeline``'s own iteration windows, the gain against its formula,
 the findings check against every way a finding can miss. The acceptance test runs the quick cases
 (real 2-rank gloo jobs on 127.0.0.1) and asserts issue 21's condition on each (skipped for a run
-the machine's load made busy); ``bucketing``, which the diagnosis misses (``docs/diagnosis.md``,
-"Validation"), is a strict expected failure: it fails the suite once it passes, to be recorded.
+the machine's load made busy; ``no_overlap`` only on an idle machine, where it passes); ``bucketing``,
+which the diagnosis misses (``docs/diagnosis.md``, "Validation"), is a strict expected failure: it
+fails the suite once it passes, to be recorded.
 """
 
 from __future__ import annotations
@@ -328,9 +329,16 @@ _MISSED = {
 _LOAD_SENSITIVE = {
     "no_overlap": "passes on an idle machine only (docs/diagnosis.md, Validation: measured 0.14, predicted "
     "0.17); under load the fix's measured gain grows (0.23-0.41) and the replay, which keeps each "
-    "collective's measured time, predicts 0.10-0.13: an open limit of issue 21, reported, not asserted",
+    "collective's measured time, predicts 0.10-0.13: an open limit of issue 21",
 }
-"""The quick cases whose result depends on the machine's load: run and reported (xfail or xpass)."""
+"""The quick cases whose result depends on the machine's load: asserted on an idle machine, else skipped."""
+
+IDLE_LOAD_PER_CORE = 0.5
+"""The load average per core, before and after a run, up to which the machine counts as idle."""
+
+
+def _idle(load_average: tuple[float, float]) -> bool:
+    return max(load_average) <= IDLE_LOAD_PER_CORE * (os.cpu_count() or 1)
 
 
 @pytest.mark.slow
@@ -340,8 +348,6 @@ _LOAD_SENSITIVE = {
     [
         pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=_MISSED[name]))
         if name in _MISSED
-        else pytest.param(name, marks=pytest.mark.xfail(strict=False, reason=_LOAD_SENSITIVE[name]))
-        if name in _LOAD_SENSITIVE
         else name
         for name in QUICK
     ],
@@ -358,6 +364,11 @@ def test_quick_case_top_finding_is_the_injected_cause_with_the_measured_gain(
         pytest.skip(
             f"the training threads waited for a CPU {run.run_queue_ratio:.0%} of the time: "
             "the step times measure the machine's load, not the job"
+        )
+    if name in _LOAD_SENSITIVE and not _idle(run.load_average):
+        pytest.skip(
+            f"load average {max(run.load_average):.1f} on {os.cpu_count()} cores, above "
+            f"{IDLE_LOAD_PER_CORE} per core: {_LOAD_SENSITIVE[name]}"
         )
     assert run.passed, f"{name}: " + "; ".join(run.problems) + "\n" + render_table([run])
     top = run.top_finding
