@@ -82,27 +82,12 @@ def analyze_command(
         # communication per dimension, the utilisation, --align, dumps and the findings, whose tasks
         # also return the what-if graph's parts
         analysed = analyze(inputs, align=align, communication=True, findings=not no_findings)
-        # one computation of the communication per dimension: the summary's table and the diagnosis
-        exposure = analysed.dimension_exposure(dimensions=overrides, gpus_per_node=gpus_per_node)
-        diagnosis = (
-            None
-            if no_findings
-            else analysed.diagnosis(
-                link_gbps=link, dimensions=overrides, gpus_per_node=gpus_per_node, exposure=exposure
-            )
-        )
-        from timeline.results.summary import build_summary
-
-        summary = build_summary(
-            analysed.trace,
-            analysed.overlap,
+        summary = analysed.summary_data(
             top=top,
-            offsets=analysed.offsets,
             link_gbps=link,
-            diagnosis=diagnosis,
-            overrides=overrides,
+            findings=not no_findings,
+            dimensions=overrides,
             gpus_per_node=gpus_per_node,
-            exposure=exposure,
         )
         if flight is not None and loaded is not None:
             from timeline.results.flight_recorder import profiler_matches

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from timeline import policy
 from timeline.errors import TimelineError, UsageError
@@ -201,20 +201,45 @@ class Analysed:
         tables in a notebook. ``findings``: with the verdict and the findings (:meth:`diagnosis`).
         """
         from timeline.render.html import Result
+
+        return Result(self.summary_data(top=top, link_gbps=link_gbps, findings=findings))
+
+    def summary_data(
+        self,
+        *,
+        top: int = 10,
+        link_gbps: float | None = None,
+        findings: bool = True,
+        dimensions: Mapping[str, str] | None = None,
+        gpus_per_node: int | None = None,
+    ) -> dict[str, Any]:
+        """Return the summary as plain data (``timeline analyze --json``): :meth:`summary`'s data.
+
+        ``dimensions`` (``--dimension``) and ``gpus_per_node`` (``--gpus-per-node``) attribute the
+        groups of the communication per dimension and of the diagnosis, computed once for both
+        (:meth:`dimension_exposure`).
+        """
         from timeline.results.summary import build_summary
 
-        exposure = self.dimension_exposure()
-        diagnosis = self.diagnosis(link_gbps=link_gbps, exposure=exposure) if findings else None
-        summary = build_summary(
+        exposure = self.dimension_exposure(dimensions=dimensions, gpus_per_node=gpus_per_node)
+        diagnosis = (
+            self.diagnosis(
+                link_gbps=link_gbps, dimensions=dimensions, gpus_per_node=gpus_per_node, exposure=exposure
+            )
+            if findings
+            else None
+        )
+        return build_summary(
             self.trace,
             self.overlap,
             top=top,
             offsets=self.offsets,
             link_gbps=link_gbps,
             diagnosis=diagnosis,
+            overrides=dimensions,
+            gpus_per_node=gpus_per_node,
             exposure=exposure,
         )
-        return Result(summary)
 
     def diagnosis(
         self,
