@@ -116,6 +116,22 @@ def stop_workers(timeout_s: float = 10.0) -> None:
         child.terminate()
     for child in children:
         child.join(timeout_s)
+    _exits_recorded(children, timeout_s)
+
+
+def _exits_recorded(children: list[multiprocessing.process.BaseProcess], timeout_s: float) -> None:
+    """Wait until each ended child's exit code is recorded (at most ``timeout_s`` in all).
+
+    A pool's manager thread joins its workers too: when its ``waitpid`` took a child's exit status,
+    this thread's got none, and the child counts as running (``active_children``) until that thread
+    has stored the code, a few GIL switches later.
+    """
+    from multiprocessing.connection import wait
+
+    deadline = time.monotonic() + timeout_s
+    for child in children:
+        while child.exitcode is None and wait([child.sentinel], 0) and time.monotonic() < deadline:
+            time.sleep(0.001)  # the GIL to the thread that reaped it
 
 
 def release_at_exit(timeout_s: float = 10.0) -> bool:
