@@ -205,3 +205,26 @@ def test_on_the_fsdp2_tp_sample_each_dimension_budget_reads_its_own_rows() -> No
     )
     for dim in ("dp", "tp"):
         assert verdicts[dim] == ("fail" if worst[dim] > limit else "pass", worst[dim])
+
+
+def test_check_diagnoses_with_the_exposure_its_budgets_read_computed_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``check`` with budgets scoped to a dimension and findings: the diagnosis reads the exposure per
+    dimension the budgets read (computing none of its own) and finds what it finds computing it."""
+    import timeline.diagnosis.communication as rules
+    from timeline.budgets.frames import read_run
+    from timeline.execution.session import Inputs
+
+    inputs = Inputs(paths=[str(REPO / "sample_traces" / "fsdp2_tp_gloo")])
+    labels = {"mesh_tp": "tensor"}
+    own = read_run(inputs, match=False, findings=True, overrides=labels).diagnosis
+
+    def not_again(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the exposure per dimension was computed again")
+
+    monkeypatch.setattr(rules, "communication_labels", not_again)
+    shared = read_run(inputs, match=False, findings=True, dimensions=True, overrides=labels)
+    assert shared.diagnosis == own
+    assert own is not None
+    assert "exposed_dimension" in {finding["cause"] for finding in own["findings"]}

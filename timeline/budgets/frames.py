@@ -500,6 +500,7 @@ def read_run(
         clock_note=analysed.trace.clock_note,
         groups=analysed.trace.groups,
     )
+    exposure = None  # the exposure per dimension, when the budgets read it: the diagnosis reads it too
     if dimensions:
         frames = with_dimensions(
             frames,
@@ -509,11 +510,15 @@ def read_run(
             overrides=overrides,
             gpus_per_node=gpus_per_node,
         )
+        if frames.dimensions is not None:
+            exposure = frames.dimensions.filter(pl.col("by") == "dimension").drop("by")
     if findings:
         from timeline.results.diagnosis import build_diagnosis
 
         built = build_diagnosis(
-            analysed.diagnosis(link_gbps=link_gbps, dimensions=overrides, gpus_per_node=gpus_per_node)
+            analysed.diagnosis(
+                link_gbps=link_gbps, dimensions=overrides, gpus_per_node=gpus_per_node, exposure=exposure
+            )
         )
         frames = replace(
             frames,
