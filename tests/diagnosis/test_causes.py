@@ -165,6 +165,44 @@ def test_every_rank_idling_before_its_step_is_an_input_stall() -> None:
     assert not [f for f in diagnosis.findings if f.cause == "straggler"]
 
 
+def _python_between_ops(rank: int, *, lead: int, gap: int) -> list[dict[str, Any]]:
+    """One CPU step: `lead` µs idle, 8 ops of 1 ms `gap` µs apart, an all-reduce, the update."""
+    rows = [step(1, 0, (lead + 8 * 1000 + 7 * gap + 2000) * US, rank=rank)]
+    at = lead
+    for k in range(8):
+        rows.append(cpu("cpu_op", at * US, (at + 1000) * US, rank=rank, name=f"layer{k}"))
+        at += 1000 + (gap if k < 7 else 0)
+    rows += cpu_all_reduce_call(at * US, (at * US, (at + 1000) * US), rank=rank)
+    rows.append(cpu("cpu_op", (at + 1000) * US, (at + 2000) * US, rank=rank, name="update"))
+    return rows
+
+
+def test_the_python_between_a_cpu_ranks_ops_is_not_an_input_stall() -> None:
+    # 7 gaps of 400 µs between ops (18 % of the step) are the interpreter, not a stall: no finding
+    trace = trace_of(_python_between_ops(0, lead=0, gap=400) + _python_between_ops(1, lead=0, gap=400))
+    idle = compute_overlap(trace.events).iterations.get_column("idle_ns").to_list()
+    assert idle == [7 * 400 * US] * 2
+    assert not [f for f in diagnosed(trace).findings if f.cause == "input_stall"]
+
+
+def test_a_cpu_ranks_stall_before_its_step_counts_without_its_dispatch_gaps() -> None:
+    # 3 ms before the first op, then 7 gaps of 400 µs: the stall is the 3 ms; the replay removes them alone
+    trace = trace_of(_python_between_ops(0, lead=3000, gap=400) + _python_between_ops(1, lead=3000, gap=400))
+    finding = only(diagnosed(trace), "input_stall")
+    step_ns = (3000 + 8000 + 7 * 400 + 2000) * US
+    assert finding.evidence["idle_ns"] == (3000 + 7 * 400) * US
+    assert finding.evidence["common_idle_ns"] == 3000 * US
+    assert finding.evidence["dispatch_gap_ns"] == 7 * 400 * US
+    assert finding.predicted_step_ns == step_ns - 3000 * US
+    # gaps over DISPATCH_GAP_MAX_NS (1 ms) between ops are idle: 7 × 1.5 ms more
+    longer = trace_of(
+        _python_between_ops(0, lead=3000, gap=1500) + _python_between_ops(1, lead=3000, gap=1500)
+    )
+    finding = only(diagnosed(longer), "input_stall")
+    assert finding.evidence["common_idle_ns"] == (3000 + 7 * 1500) * US
+    assert finding.evidence["dispatch_gap_ns"] == 0
+
+
 # --- no_overlap ---------------------------------------------------------------------------------------
 
 

@@ -14,7 +14,13 @@ from collections import defaultdict
 from timeline.diagnosis.context import Context, Prediction, finding, predicted
 from timeline.diagnosis.facts import mean_int
 from timeline.diagnosis.replays import WindowCut
-from timeline.diagnosis.thresholds import IMBALANCE_LATE_SHARE, MIN_GAIN, MIN_SHARE, SLOW_RANK_SHARE
+from timeline.diagnosis.thresholds import (
+    DISPATCH_GAP_MAX_NS,
+    IMBALANCE_LATE_SHARE,
+    MIN_GAIN,
+    MIN_SHARE,
+    SLOW_RANK_SHARE,
+)
 from timeline.results.findings import Evidence, Finding
 from timeline.units import format_ns
 
@@ -227,19 +233,40 @@ def find_imbalance(context: Context, *, straggler: Finding | None) -> Finding | 
 
 
 def find_input_stall(context: Context) -> Finding | None:
-    """Every rank idles (device-launch gaps left out): data loading, host synchronisation."""
+    """Every rank idles (launch gaps, CPU ranks' dispatch gaps left out): data loading, host syncs."""
     facts = context.facts
     common = {
         i: min(max(0, facts.value(r, i, "idle_ns") - context.launch_gap(r, i)) for r in facts.ranks)
         for i in facts.iterations
     }
+    if not facts.ranks or facts.share(mean_int(common.values())) < MIN_SHARE:
+        return None
+    dispatch = _dispatch_gaps(context)
+    if dispatch:
+        common = {
+            i: min(
+                max(
+                    0,
+                    facts.value(r, i, "idle_ns")
+                    - context.launch_gap(r, i)
+                    - _total(dispatch.get((i, r), ())),
+                )
+                for r in facts.ranks
+            )
+            for i in facts.iterations
+        }
     stall = mean_int(common.values())
-    if not facts.ranks or facts.share(stall) < MIN_SHARE:
+    if facts.share(stall) < MIN_SHARE:
         return None
     if context.replayer is not None:
         replayer = context.replayer
         cuts = [
-            WindowCut(r, window, common[i], spare=context.launch_intervals.get((i, r), ()))
+            WindowCut(
+                r,
+                window,
+                common[i],
+                spare=context.launch_intervals.get((i, r), ()) + dispatch.get((i, r), ()),
+            )
             for i in facts.iterations
             for r in facts.ranks
             if (window := replayer.window_of(r, i)) is not None and common[i] > 0
@@ -255,6 +282,14 @@ def find_input_stall(context: Context) -> Finding | None:
         "common_idle_ns": stall,
         "idle_ratio": facts.share(idle),
         "launch_gap_ns": None if context.launch_gaps is None else _median_launch_gap(context),
+        "dispatch_gap_ns": (
+            None
+            if not dispatch
+            else mean_int(
+                statistics.median(_total(dispatch.get((i, r), ())) for r in facts.ranks)
+                for i in facts.iterations
+            )
+        ),
         "iterations": len(facts.iterations),
     }
     return finding(
@@ -270,6 +305,28 @@ def find_input_stall(context: Context) -> Finding | None:
         iterations=None,
         evidence=evidence,
     )
+
+
+def _total(intervals: tuple[tuple[int, int], ...]) -> int:
+    return sum(b - a for a, b in intervals)
+
+
+def _dispatch_gaps(context: Context) -> dict[tuple[int | None, int], tuple[tuple[int, int], ...]]:
+    """Return per ``(iteration, rank)`` the dispatch gaps of the CPU-only ranks (:data:`DISPATCH_GAP_MAX_NS`).
+
+    Empty without a graph (the idle is then taken whole) or without CPU-only ranks.
+    """
+    facts = context.facts
+    cpu = {int(r) for r, mode in context.overlap.ranks.select("rank", "mode").iter_rows() if mode == "cpu"}
+    if context.replayer is None or not cpu.intersection(facts.ranks):
+        return {}
+    replayer = context.replayer
+    return {
+        (i, r): replayer.dispatch_gaps(r, window, DISPATCH_GAP_MAX_NS)
+        for i in facts.iterations
+        for r in facts.ranks
+        if r in cpu and (window := replayer.window_of(r, i)) is not None
+    }
 
 
 def _median_launch_gap(context: Context) -> int:

@@ -175,6 +175,32 @@ class Replayer:
                 removals[cut.rank].append((start - before, start))
         return contract(self.graph, dict(removals))
 
+    def dispatch_gaps(self, rank: int, window_id: int, max_gap_ns: int) -> tuple[tuple[int, int], ...]:
+        """Return the short gaps between a rank's activities inside one of its windows, in order.
+
+        The gaps of at most ``max_gap_ns`` between two busy blocks (compute intervals and
+        collectives) that both lie in the window; the gap before the window's first activity is
+        never one of them.
+        """
+        row = self.windows.get(window_id)
+        if row is None:
+            return ()
+        start, end = row["start_ns"], row["end_ns"]
+        busy = sorted(
+            itertools.chain(
+                self._clipped("compute", rank, start, end), self._clipped("ops", rank, start, end)
+            )
+        )
+        gaps: list[tuple[int, int]] = []
+        at: int | None = None
+        for a, b in busy:
+            if b <= a:
+                continue
+            if at is not None and at < a <= at + max_gap_ns:
+                gaps.append((at, a))
+            at = b if at is None else max(at, b)
+        return tuple(gaps)
+
     def _idle_before(self, rank: int, start: int) -> int:
         """Return how long the rank was idle just before ``start``: since its last compute or collective.
 

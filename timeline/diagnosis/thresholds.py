@@ -9,6 +9,7 @@ __all__ = [
     "BUCKET_CAPS_MIB",
     "CODEC_GBPS",
     "COMPRESSION_RATIO",
+    "DISPATCH_GAP_MAX_NS",
     "HIDE_TOLERANCE",
     "IMBALANCE_LATE_SHARE",
     "LAUNCH_GAP_MAX_NS",
@@ -53,6 +54,13 @@ BUCKET_CAPS_MIB = (1.0, 5.0, 25.0, 100.0)
 LAUNCH_GAP_MAX_NS = 100_000
 """``launch_bound``: a device gap counts when it is at most 100 µs long and the next activity's
 launch ended after the gap began (the device waited for the host); longer gaps are idle time."""
+
+DISPATCH_GAP_MAX_NS = 1_000_000
+"""``input_stall`` on CPU-only ranks: a gap of at most 1 ms between two of the rank's operators (or
+collectives) inside a step is the host running the Python between them (on a CPU rank the host is
+the device: 20-300 µs per gap measured on a loaded 2-vCPU machine), not a stall. The gap before a
+step's first activity counts whatever its length, and so do longer gaps (a data loader's queue,
+a sleep, a blocking read)."""
 
 HIDE_TOLERANCE = 0.01
 """The hide bandwidth: the step comes within 1 % of the step with an infinitely fast link."""
