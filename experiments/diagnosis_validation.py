@@ -124,6 +124,10 @@ class Model:
     """Hidden layers (the first is ``inputs × hidden``, the others ``hidden × hidden``)."""
     batch: int = 64
     """Samples per rank and step."""
+    wrapper: str = "ddp"
+    """``ddp``: DistributedDataParallel; ``fsdp2``: each linear layer and the root sharded with
+    FSDP2's ``fully_shard`` on a 1-D CPU mesh (all-gathers in forward and backward, reduce-scatters
+    of the gradients; no bucket cap, no ``no_sync``)."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +208,17 @@ CASES: dict[str, Case] = {
             removed=Phase("removed"),
             injection="rank 1 waits 30 ms for its data (a sleep) before each step's forward",
             removal="its data is ready",
+        ),
+        Case(
+            name="fsdp_straggler",
+            cause="straggler",
+            ranks=(1,),
+            with_cause=Phase("with", late_rank=1, late_matmuls=4),
+            removed=Phase("removed"),
+            injection="an FSDP2 job (every linear layer and the root sharded): rank 1 multiplies four "
+            "512 × 512 matrices before each step's forward",
+            removal="no extra work",
+            model=Model(wrapper="fsdp2"),
         ),
         Case(
             name="input_stall",
@@ -750,12 +765,17 @@ class _Trainer:
             layers += [nn.Linear(m.hidden, m.hidden), nn.ReLU()]
         layers.append(nn.Linear(m.hidden, 10))
         self.net = nn.Sequential(*layers)
-        # One wrapper per cap, all on the same module: only the one whose forward runs all-reduces
-        # (a DDP reducer ignores the autograd hooks of a backward it did not prepare).
-        self.ddp = {
-            cap: nn.parallel.DistributedDataParallel(self.net, bucket_cap_mb=cap)
-            for cap in sorted({p.bucket_mb for p in spec.phases})
-        }
+        if m.wrapper == "fsdp2":
+            if any(not p.overlap or p.bucket_mb != Phase("").bucket_mb for p in spec.phases):
+                raise ValueError("an FSDP2 job has no bucket cap and no no_sync phase")
+            self.ddp = {spec.phases[0].bucket_mb: self._fully_sharded(torch)}
+        else:
+            # One wrapper per cap, all on the same module: only the one whose forward runs
+            # all-reduces (a DDP reducer ignores the autograd hooks of a backward it did not prepare).
+            self.ddp = {
+                cap: nn.parallel.DistributedDataParallel(self.net, bucket_cap_mb=cap)
+                for cap in sorted({p.bucket_mb for p in spec.phases})
+            }
         self.buckets: dict[float, list[list[Any]]] = {}
         self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.001)
         self.loss = nn.CrossEntropyLoss()
@@ -765,6 +785,17 @@ class _Trainer:
         self.matrix = torch.randn(_LATE_MATMUL, _LATE_MATMUL, generator=generator)
         for cap in sorted({p.bucket_mb for p in spec.phases if not p.overlap}):
             self.buckets[cap] = self._ddp_buckets(cap)
+
+    def _fully_sharded(self, torch: Any) -> Any:
+        """Shard every linear layer, then the root, with FSDP2 on a 1-D CPU mesh; return the root."""
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh("cpu", (torch.distributed.get_world_size(),))
+        for layer in self.net:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        return fully_shard(self.net, mesh=mesh)
 
     def _ddp_buckets(self, cap: float) -> list[list[Any]]:
         """Return the parameters of each of DDP's buckets at ``cap``, in the order DDP reduces them.

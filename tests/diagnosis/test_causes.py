@@ -117,6 +117,49 @@ def test_without_a_graph_the_straggler_gain_is_the_stated_bound() -> None:
     assert any("rank by rank" in note for note in diagnosis.notes)
 
 
+def _sharded_rank(rank: int, *, extra: int) -> list[dict[str, Any]]:
+    """One CPU step of an FSDP2-like rank: ``extra`` µs of work, two synchronous all-gathers, no wait op.
+
+    Copy-in [e, e+10); 10 µs of Python; the all-gather called at e+20 (1 µs) and gathered over gloo
+    until 10 µs after the last rank's start (81 when rank 1 is 50 µs late); the main thread resumes
+    100 µs after each end (the Python between the calls): forward [181, 221), a second all-gather
+    called at 231, gathered [232, 242), the loss [342, 362).
+    """
+
+    def gather(call: int, end: int) -> list[dict[str, Any]]:
+        return [
+            cpu("cpu_op", call * US, (call + 1) * US, rank=rank, name="c10d::_allgather_base_"),
+            cpu("communication", (call + 1) * US, end * US, rank=rank, tid=2, name="gloo:all_gather",
+                cat="user_annotation", collective="all_gather", in_bytes=4000, group_size=2),
+        ]  # fmt: skip
+
+    rows = [
+        step(1, 0, 362 * US, rank=rank),
+        cpu("cpu_op", extra * US, (extra + 10) * US, rank=rank, name="copy_in"),
+    ]
+    if extra:
+        rows.append(cpu("cpu_op", 0, extra * US, rank=rank, name="late_work"))
+    rows += gather(extra + 20, 81)
+    rows += [cpu("cpu_op", 181 * US, 221 * US, rank=rank, name="forward")]
+    rows += gather(231, 242)
+    rows += [cpu("cpu_op", 342 * US, 362 * US, rank=rank, name="loss")]
+    return rows
+
+
+def test_a_straggler_before_a_synchronous_all_gather_without_a_wait_op() -> None:
+    # FSDP2 on gloo: the main thread calls the all-gather 10 µs after its last op, blocks with no wait op
+    # and resumes 100 µs after the gather's end. Rank 1's 50 µs of extra work before the first all-gather
+    # makes rank 0 wait 50 µs there; without it both gather [21, 31), resume at 131 and the step is
+    # 312 µs (rank 0's resumption follows the all-gather: a wait point; rank 1's excess comes out of
+    # its compute before the all-gather it was late for).
+    trace = trace_of(_sharded_rank(0, extra=0) + _sharded_rank(1, extra=50))
+    finding = only(diagnosed(trace), "straggler")
+    assert finding.ranks == (1,)
+    assert finding.evidence["excess_compute_ns"] == 50 * US
+    assert finding.predicted_step_ns == 312 * US
+    assert finding.predicted_gain_ratio == pytest.approx(50 / 362)
+
+
 # --- imbalance: lateness rotates --------------------------------------------------------------------
 
 

@@ -74,8 +74,33 @@ def _cuts(context: Context, ranks: list[int], *, median: bool = False) -> list[W
             window = replayer.window_of(rank, iteration)
             idle, compute, before = _late_cut(context, rank, iteration, median=median)
             if window is not None and idle + compute + before > 0:
-                cuts.append(WindowCut(rank, window, idle, compute, before))
+                until = _compute_until(replayer.late_arrivals(rank, window), compute, idle + before)
+                cuts.append(WindowCut(rank, window, idle, compute, before, compute_until=until))
     return cuts
+
+
+def _compute_until(
+    arrivals: list[tuple[int, int]], compute: int, earlier: int
+) -> tuple[tuple[int, int], ...]:
+    """Return where a late rank's excess compute comes from: before each collective it was late for.
+
+    ``arrivals``: ``(start_ns, late_ns)`` by start (:meth:`Replayer.late_arrivals`); ``earlier``: the
+    idle and the time before the window already removed (the rank starts that much earlier). At each
+    late arrival, what is still late after what was taken before it comes out of the compute before
+    it (at most what is left of ``compute``).
+
+    Examples
+    --------
+    >>> _compute_until([(100, 30), (200, 50), (300, 10)], 60, 10)
+    ((100, 20), (200, 20))
+    """
+    until, taken = [], 0
+    for start, late in arrivals:
+        take = min(max(0, late - earlier - taken), compute - taken)
+        if take > 0:
+            until.append((start, take))
+            taken += take
+    return tuple(until)
 
 
 def _late_prediction(

@@ -55,6 +55,12 @@ class WindowCut:
         Intervals removed as they are (the device's launch gaps).
     spare
         Intervals the idle time is not taken from (launch gaps, when the idle removed is another kind).
+    compute_until
+        ``(boundary_ns, amount)`` pairs, by boundary: ``amount`` of the compute time is taken from
+        the compute between the previous boundary (the window's start) and this one, each interval
+        there losing the same fraction, from its end (the work that made a rank late at the
+        collective starting at the boundary); the rest of ``compute_ns`` from every compute interval
+        of the window, as without them.
     """
 
     rank: int
@@ -64,6 +70,7 @@ class WindowCut:
     before_ns: int = 0
     exact: tuple[tuple[int, int], ...] = ()
     spare: tuple[tuple[int, int], ...] = ()
+    compute_until: tuple[tuple[int, int], ...] = ()
 
 
 class Replayer:
@@ -169,11 +176,44 @@ class Replayer:
             removals[cut.rank] += list(cut.exact)
             if cut.compute_ns > 0:
                 compute = self._clipped("compute", cut.rank, start, end)
-                removals[cut.rank] += _tails(compute, cut.compute_ns)
+                left, since = cut.compute_ns, start
+                for boundary, amount in cut.compute_until:
+                    segment = [
+                        (max(a, since), min(b, boundary)) for a, b in compute if b > since and a < boundary
+                    ]
+                    taken = _tails(segment, min(amount, left))
+                    removals[cut.rank] += taken
+                    left -= sum(b - a for a, b in taken)
+                    compute = _without(compute, taken)
+                    since = max(since, boundary)
+                removals[cut.rank] += _tails(compute, left)
             before = min(cut.before_ns, self._idle_before(cut.rank, start))
             if before > 0:
                 removals[cut.rank].append((start - before, start))
         return contract(self.graph, dict(removals))
+
+    def late_arrivals(self, rank: int, window_id: int) -> list[tuple[int, int]]:
+        """Return the rank's late arrivals in a window: ``(start_ns, late_ns)`` by start.
+
+        One per synchronising collective of the window the rank started after every other rank of
+        it: its start and how long after the latest other rank's start.
+        """
+        arrivals: dict[tuple[int, int | None], list[tuple[int, int]]] | None = self.__dict__.get("_arrivals")
+        if arrivals is None:
+            arrivals = defaultdict(list)
+            ops = {o.op_id: o for o in self.graph.ops}
+            for instance in self.graph.instances:
+                if not instance.synchronising:
+                    continue
+                members = [ops[i] for i in instance.ops if i in ops]
+                for o in members:
+                    others = [m.start_ns for m in members if m.op_id != o.op_id]
+                    if others and o.start_ns > max(others):
+                        arrivals[(o.rank, o.window_id)].append((o.start_ns, o.start_ns - max(others)))
+            for found in arrivals.values():
+                found.sort()
+            self.__dict__["_arrivals"] = arrivals
+        return list(arrivals.get((rank, window_id), ()))
 
     def dispatch_gaps(self, rank: int, window_id: int, max_gap_ns: int) -> tuple[tuple[int, int], ...]:
         """Return the short gaps between a rank's activities inside one of its windows, in order.
@@ -330,6 +370,31 @@ def _first_idle(busy: Iterable[tuple[int, int]], start: int, end: int, amount: i
         at = max(at, b)
     if left > 0 and end > at:
         out.append((at, at + min(end - at, left)))
+    return out
+
+
+def _without(
+    intervals: Sequence[tuple[int, int]], removed: Sequence[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """Return disjoint ``intervals`` less the ``removed`` parts (each inside one of them), in order.
+
+    Examples
+    --------
+    >>> _without([(0, 10), (20, 30)], [(6, 10), (25, 30)])
+    [(0, 6), (20, 25)]
+    """
+    out = []
+    cuts = sorted(removed)
+    for a, b in intervals:
+        at = a
+        for c, d in cuts:
+            if d <= a or c >= b:
+                continue
+            if c > at:
+                out.append((at, c))
+            at = max(at, d)
+        if at < b:
+            out.append((at, b))
     return out
 
 

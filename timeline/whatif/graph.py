@@ -30,9 +30,11 @@ the input of the replay (:mod:`timeline.whatif.replay`). Per rank, as measured:
 - **waits** (:class:`WaitPoint`): where compute resumed because a collective finished. A gap in the
   compute timeline ``[g0, g1)`` waits for the collectives launched before ``g0`` that ended inside
   the gap when compute resumed within ``resume_tolerance_ns`` of the end, or (CPU-only ranks) when the
-  gap holds an explicit wait on a collective. And the **update** (the compute after the last
-  gradient collective of an iteration: DDP's finalisation, the optimizer step) waits for *every*
-  gradient collective of the iteration, even those that were hidden.
+  gap holds an explicit wait on a collective, or began at most :data:`CPU_SYNC_TOLERANCE_NS` before
+  the collective's launch and ended at most that long after its end (a synchronous collective).
+  And the **update** (the compute after the last gradient collective of an iteration: DDP's
+  finalisation, the optimizer step) waits for *every* gradient collective of the iteration, even
+  those that were hidden.
 
 Every collective and gap keeps its measured numbers, so replaying the graph under the measured
 conditions reproduces the trace (``docs/whatif.md``).
@@ -70,6 +72,7 @@ from timeline.schema import ITERATIONS_SCHEMA, PROCESS_GROUPS_SCHEMA
 from timeline.trace import Trace
 
 __all__ = [
+    "CPU_SYNC_TOLERANCE_NS",
     "DEFAULT_RESUME_TOLERANCE_NS",
     "GRADIENT_COLLECTIVES",
     "CommOp",
@@ -90,6 +93,13 @@ __all__ = [
 
 DEFAULT_RESUME_TOLERANCE_NS = 50_000
 """Compute that resumes within 50 µs of a collective's end, after a gap, waited for it."""
+
+CPU_SYNC_TOLERANCE_NS = 1_000_000
+"""CPU-only ranks: a gap that began at most 1 ms before the rank launched a collective, held its end,
+and ended at most 1 ms after it, waited for it: a synchronous collective whose wait the trace does
+not show as an op (FSDP2's all-gathers on gloo). On a CPU rank the Python between the calls takes
+that long (hundreds of µs on a loaded machine); a collective launched during the backward pass never
+ends in the short gap after its launch."""
 
 GRADIENT_COLLECTIVES = frozenset({"all_reduce", "reduce_scatter"})
 """The collectives that synchronise gradients (DDP, Horovod: all-reduce; FSDP, ZeRO: reduce-scatter)."""
@@ -1445,8 +1455,9 @@ def _collectives_ending_in_gaps(
 ) -> pl.DataFrame:
     """Pair every collective with the compute block after its end, keeping those that ended in its gap.
 
-    A row per collective ready before the gap began and ended inside it, with ``_waited`` telling
-    whether the gap holds an explicit wait on a collective (what CPU-only ranks show).
+    A row per collective ready before the gap began (``_before``), or at most
+    :data:`CPU_SYNC_TOLERANCE_NS` after, and ended inside it, with ``_waited`` telling whether the gap
+    holds an explicit wait on a collective (what CPU-only ranks show).
     """
     ends = pl.DataFrame(
         {
@@ -1469,8 +1480,8 @@ def _collectives_ending_in_gaps(
         pl.col("block_start").is_not_null()
         & pl.col("gap_start").is_not_null()
         & (pl.col("gap_start") <= pl.col("end_ns"))
-        & (pl.col("ready_ns") <= pl.col("gap_start"))
-    )
+        & (pl.col("ready_ns") - pl.col("gap_start") <= CPU_SYNC_TOLERANCE_NS)
+    ).with_columns(_before=pl.col("ready_ns") <= pl.col("gap_start"))
     # CPU-only ranks: does the gap hold an explicit wait on a collective?
     last_wait = waits_union.select("rank", _w_start="start_ns", _w_end="end_ns").sort("_w_start")
     return (
@@ -1497,8 +1508,9 @@ def _record_resumed_waits(
 ) -> None:
     """Record the gaps where compute resumed right after a collective ended (or explicitly waited)."""
     cpu = [r for r, m in modes.items() if m == "cpu"]
-    resumed = (pl.col("block_start") - pl.col("end_ns") <= tolerance_ns) | (
-        pl.col("rank").is_in(cpu) & pl.col("_waited")
+    synchronous = pl.col("block_start") - pl.col("end_ns") <= CPU_SYNC_TOLERANCE_NS
+    resumed = (pl.col("_before") & (pl.col("block_start") - pl.col("end_ns") <= tolerance_ns)) | (
+        pl.col("rank").is_in(cpu) & ((pl.col("_before") & pl.col("_waited")) | synchronous)
     )
     for row in in_gap.filter(resumed).iter_rows(named=True):
         key = (row["rank"], row["block_start"])
@@ -1520,7 +1532,7 @@ def _record_post_backward_waits(
         for key, group in by_window.items()
     }
     window_of = {o.op_id: (o.rank, o.window_id) for o in ops if o.gradient and o.window_id is not None}
-    for row in in_gap.iter_rows(named=True):
+    for row in in_gap.filter(pl.col("_before")).iter_rows(named=True):
         key_w = window_of.get(row["op_id"])
         if key_w is None or row["gap_start"] < backward_end[key_w]:
             continue
