@@ -1,0 +1,163 @@
+"""Validation of ``launch_bound`` on one GPU: a launch-bound job, and the same job under CUDA graphs.
+
+Takes a run folder; gives the measured gain of removing the launch gaps and whether
+``timeline analyze``'s top finding names ``launch_bound`` with a predicted gain within
+:data:`~experiments.diagnosis_validation.GAIN_TOLERANCE` of it. Two steps, so that the GPU machine
+needs only torch and msgspec (``timeline.capture``), not the analysis::
+
+    python -m experiments.launch_validation run --out runs/launch      # on a machine with a GPU
+    python -m experiments.launch_validation check runs/launch          # anywhere timeline runs
+
+``run`` trains one process (no process group) on ``cuda:0``: a narrow, deep MLP (``--layers`` linear
+layers of ``--width``, batch ``--batch``), whose kernels last a few µs each, so that the device waits
+for the host to launch the next one. Two phases, each captured with :func:`timeline.capture.capture`
+into its own run folder: ``with/`` runs forward and backward eagerly, one launch per kernel;
+``removed/`` runs the same forward and backward as CUDA graphs
+(``torch.cuda.make_graphed_callables``), the fix ``launch_bound`` names. Both run the same SGD step
+(``foreach``) eagerly and synchronise the device at the end of every step (as a loop that logs its
+loss does), so that each step's ``ProfilerStep`` span on the CPU covers its device work.
+
+``check`` measures each folder's step in plain Python (the median ``ProfilerStep#`` span of the CPU
+thread, the step being synchronised), the gain ``1 − step(removed) / step(with)``, and runs
+``timeline analyze <with> --json``. Exit status 0 when the check passed, 1 when it did not, 2 when
+the folder is not such a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from experiments.diagnosis_validation import GAIN_TOLERANCE
+
+__all__ = ["check", "main", "measured_step_ns", "run"]
+
+_PHASES = ("with", "removed")
+
+
+def _mlp(torch: Any, layers: int, width: int) -> Any:
+    nn = torch.nn
+    blocks: list[Any] = []
+    for _ in range(layers):
+        blocks += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*blocks).cuda()
+
+
+def run(out: Path, *, layers: int, width: int, batch: int, active: int, repeat: int) -> None:
+    """Train both phases on ``cuda:0`` and capture each into ``out/<phase>``."""
+    import torch
+
+    from timeline.capture import capture
+
+    if not torch.cuda.is_available():
+        raise SystemExit("error: no CUDA device: run this on a machine with a GPU")
+    torch.manual_seed(0)
+    x = torch.randn(batch, width, device="cuda")
+    target = torch.randn(batch, width, device="cuda")
+    for phase in _PHASES:
+        model = _mlp(torch, layers, width)
+        forward = torch.cuda.make_graphed_callables(model, (x,)) if phase == "removed" else model
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=True)
+        for _ in range(5):  # allocations, cuBLAS handles, the graphs' first replays
+            _step(torch, forward, optimizer, x, target)
+        with capture(out / phase, wait=1, warmup=1, active=active, repeat=repeat) as cap:
+            for _ in range(repeat * (active + 2)):
+                _step(torch, forward, optimizer, x, target)
+                cap.step()
+
+
+def _step(torch: Any, forward: Any, optimizer: Any, x: Any, target: Any) -> None:
+    """One training step, the device synchronised at its end (as a loop that logs its loss is)."""
+    optimizer.zero_grad(set_to_none=False)  # CUDA graphs keep the gradients' memory
+    loss = torch.nn.functional.mse_loss(forward(x), target)
+    loss.backward()
+    optimizer.step()
+    torch.cuda.synchronize()
+
+
+def measured_step_ns(folder: Path) -> float:
+    """Return the median ``ProfilerStep#`` span (ns) over the folder's trace files (CPU thread)."""
+    spans: list[float] = []
+    for trace in sorted(folder.glob("rank*.pt.trace.json*")):
+        raw = trace.read_bytes()
+        if trace.suffix == ".gz":
+            raw = gzip.decompress(raw)
+        events = msgspec.json.decode(raw)["traceEvents"]
+        spans += [
+            float(e["dur"]) * 1000
+            for e in events
+            if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+        ]
+    if not spans:
+        raise ValueError(f"{folder}: no ProfilerStep# span in a trace file")
+    return statistics.median(spans)
+
+
+def check(out: Path) -> tuple[bool, dict[str, Any]]:
+    """Return whether the top finding is ``launch_bound`` within the tolerance, and the record."""
+    with_ns, removed_ns = (measured_step_ns(out / phase) for phase in _PHASES)
+    gain = 1 - removed_ns / with_ns
+    done = subprocess.run(
+        ["timeline", "analyze", str(out / "with"), "--json"], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise ValueError(f"timeline analyze {out / 'with'}: exit {done.returncode}: {done.stderr.strip()}")
+    findings = msgspec.json.decode(done.stdout)["findings"]
+    top = findings[0] if findings else None
+    predicted: float | None = None if top is None else top["predicted_gain_ratio"]
+    passed = (
+        top is not None
+        and top["cause"] == "launch_bound"
+        and predicted is not None
+        and abs(predicted - gain) <= GAIN_TOLERANCE
+    )
+    record = {
+        "with_step_ns": with_ns,
+        "removed_step_ns": removed_ns,
+        "measured_gain": gain,
+        "top_finding": None if top is None else top["cause"],
+        "predicted_gain": predicted,
+        "gain_error": None if predicted is None else abs(predicted - gain),
+        "findings": [(f["cause"], f["predicted_gain_ratio"]) for f in findings],
+        "launch_gap_ns": None if top is None else top["evidence"].get("launch_gap_ns"),
+        "passed": passed,
+    }
+    return passed, record
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``run`` or ``check`` (module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m experiments.launch_validation", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_parser = sub.add_parser("run", help="train both phases on cuda:0 and capture them")
+    run_parser.add_argument("--out", type=Path, required=True)
+    run_parser.add_argument("--layers", type=int, default=48)
+    run_parser.add_argument("--width", type=int, default=128)
+    run_parser.add_argument("--batch", type=int, default=16)
+    run_parser.add_argument("--active", type=int, default=5, help="recorded steps per window")
+    run_parser.add_argument("--repeat", type=int, default=4, help="profiler windows per phase")
+    check_parser = sub.add_parser("check", help="measure the gain and check the diagnosis")
+    check_parser.add_argument("out", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        run(args.out, layers=args.layers, width=args.width, batch=args.batch, active=args.active,
+            repeat=args.repeat)  # fmt: skip
+        return 0
+    try:
+        passed, record = check(args.out)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(msgspec.json.format(msgspec.json.encode(record), indent=2).decode())
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
