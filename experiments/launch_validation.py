@@ -18,7 +18,8 @@ into its own run folder: ``with/`` runs forward and backward eagerly, one launch
 loss does), so that each step's ``ProfilerStep`` span on the CPU covers its device work.
 
 ``check`` measures each folder's step in plain Python (the median ``ProfilerStep#`` span of the CPU
-thread, the step being synchronised), the gain ``1 − step(removed) / step(with)``, and runs
+thread, the ``user_annotation``, not the GPU's ``gpu_user_annotation`` copy; the step being
+synchronised, it is ``timeline``'s ``step_ns``), the gain ``1 − step(removed) / step(with)``, and runs
 ``timeline analyze <with> --json``. Exit status 0 when the check passed, 1 when it did not, 2 when
 the folder is not such a run.
 """
@@ -83,17 +84,19 @@ def _step(torch: Any, forward: Any, optimizer: Any, x: Any, target: Any) -> None
 
 
 def measured_step_ns(folder: Path) -> float:
-    """Return the median ``ProfilerStep#`` span (ns) over the folder's trace files (CPU thread)."""
+    """Return the median CPU ``ProfilerStep#`` span (``user_annotation``) of the folder's traces, ns."""
     spans: list[float] = []
     for trace in sorted(folder.glob("rank*.pt.trace.json*")):
         raw = trace.read_bytes()
         if trace.suffix == ".gz":
             raw = gzip.decompress(raw)
         events = msgspec.json.decode(raw)["traceEvents"]
-        spans += [
+        spans += [  # the CPU's spans: the GPU's copies (gpu_user_annotation) cover its work alone
             float(e["dur"]) * 1000
             for e in events
-            if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+            if e.get("ph") == "X"
+            and e.get("cat") == "user_annotation"
+            and str(e.get("name", "")).startswith("ProfilerStep#")
         ]
     if not spans:
         raise ValueError(f"{folder}: no ProfilerStep# span in a trace file")

@@ -20,6 +20,8 @@ from tests.builders import gpu_kernel, profiler_step
 def _write(path: Path, steps: list[tuple[float, float]]) -> None:
     events = [profiler_step(k, ts, dur) for k, (ts, dur) in enumerate(steps, start=2)]
     events.append(gpu_kernel("k", 1.0, 2.0))  # not a step
+    # the GPU's copy of a step (its device work only) is not the step
+    events.append({**profiler_step(2, 1.0, 2.0), "cat": "gpu_user_annotation", "pid": 0, "tid": 7})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(gzip.compress(msgspec.json.encode({"traceEvents": events})))
 
