@@ -1,21 +1,27 @@
-"""Validation of ``launch_bound`` on one GPU: a launch-bound job, and the same job under CUDA graphs.
+"""Validation of the diagnosis on one GPU: ``launch_bound`` (eager, then CUDA graphs) and ``input_stall``.
 
-Takes a run folder; gives the measured gain of removing the launch gaps and whether
-``timeline analyze``'s top finding names ``launch_bound`` with a predicted gain within
+Takes a run folder; gives the measured gain of removing the cause and whether
+``timeline analyze``'s top finding names it with a predicted gain within
 :data:`~experiments.diagnosis_validation.GAIN_TOLERANCE` of it. Two steps, so that the GPU machine
 needs only torch and msgspec (``timeline.capture``), not the analysis::
 
     python -m experiments.launch_validation run --out runs/launch      # on a machine with a GPU
     python -m experiments.launch_validation check runs/launch          # anywhere timeline runs
 
-``run`` trains one process (no process group) on ``cuda:0``: a narrow, deep MLP (``--layers`` linear
-layers of ``--width``, batch ``--batch``), whose kernels last a few µs each, so that the device waits
-for the host to launch the next one. Two phases, each captured with :func:`timeline.capture.capture`
-into its own run folder: ``with/`` runs forward and backward eagerly, one launch per kernel;
-``removed/`` runs the same forward and backward as CUDA graphs
-(``torch.cuda.make_graphed_callables``), the fix ``launch_bound`` names. Both run the same SGD step
-(``foreach``) eagerly and synchronise the device at the end of every step (as a loop that logs its
-loss does), so that each step's ``ProfilerStep`` span on the CPU covers its device work.
+``run`` trains one process (no process group) on ``cuda:0``: an MLP (``--layers`` linear layers of
+``--width``, batch ``--batch``). Two phases, each captured with :func:`timeline.capture.capture` into
+its own run folder, ``with/`` and ``removed/``; the cause goes to ``case.json``:
+
+- ``--cause launch_bound`` (a narrow, deep MLP, whose kernels last a few µs each, so that the device
+  waits for the host to launch the next one): ``with/`` runs forward and backward eagerly, one
+  launch per kernel; ``removed/`` runs the same forward and backward as CUDA graphs
+  (``torch.cuda.make_graphed_callables``), the fix ``launch_bound`` names;
+- ``--cause input_stall``: ``with/`` waits ``--stall-ms`` for its data (a sleep) before each step,
+  ``removed/`` does not; both eager.
+
+Both phases run the same SGD step (``foreach``) eagerly and synchronise the device at the end of
+every step (as a loop that logs its loss does), so that each step's ``ProfilerStep`` span on the CPU
+covers its device work.
 
 ``check`` measures each folder's step in plain Python (the median ``ProfilerStep#`` span of the CPU
 thread, the ``user_annotation``, not the GPU's ``gpu_user_annotation`` copy; the step being
@@ -38,9 +44,11 @@ import msgspec
 
 from experiments.diagnosis_validation import GAIN_TOLERANCE
 
-__all__ = ["check", "main", "measured_step_ns", "run"]
+__all__ = ["CAUSES", "check", "main", "measured_step_ns", "run"]
 
 _PHASES = ("with", "removed")
+CAUSES = ("launch_bound", "input_stall")
+"""The causes ``run`` injects (``--cause``)."""
 
 
 def _mlp(torch: Any, layers: int, width: int) -> Any:
@@ -51,25 +59,42 @@ def _mlp(torch: Any, layers: int, width: int) -> Any:
     return nn.Sequential(*blocks).cuda()
 
 
-def run(out: Path, *, layers: int, width: int, batch: int, active: int, repeat: int) -> None:
-    """Train both phases on ``cuda:0`` and capture each into ``out/<phase>``."""
+def run(
+    out: Path, *, layers: int, width: int, batch: int, active: int, repeat: int, cause: str = "launch_bound",
+    stall_ms: float = 5.0,
+) -> None:  # fmt: skip
+    """Train both phases of ``cause`` on ``cuda:0`` and capture each into ``out/<phase>``.
+
+    ``launch_bound``: eager, then CUDA graphs. ``input_stall``: each step waits ``stall_ms`` for its
+    data (a sleep, before its forward), then it does not; both eager.
+    """
+    import time
+
     import torch
 
     from timeline.capture import capture
 
     if not torch.cuda.is_available():
         raise SystemExit("error: no CUDA device: run this on a machine with a GPU")
+    if cause not in CAUSES:
+        raise SystemExit(f"error: --cause {cause}: one of {', '.join(CAUSES)}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "case.json").write_bytes(msgspec.json.encode({"cause": cause, "stall_ms": stall_ms}))
     torch.manual_seed(0)
     x = torch.randn(batch, width, device="cuda")
     target = torch.randn(batch, width, device="cuda")
     for phase in _PHASES:
         model = _mlp(torch, layers, width)
-        forward = torch.cuda.make_graphed_callables(model, (x,)) if phase == "removed" else model
+        graphed = cause == "launch_bound" and phase == "removed"
+        forward = torch.cuda.make_graphed_callables(model, (x,)) if graphed else model
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=True)
+        wait_s = stall_ms / 1000 if cause == "input_stall" and phase == "with" else 0.0
         for _ in range(5):  # allocations, cuBLAS handles, the graphs' first replays
             _step(torch, forward, optimizer, x, target)
         with capture(out / phase, wait=1, warmup=1, active=active, repeat=repeat) as cap:
             for _ in range(repeat * (active + 2)):
+                if wait_s:
+                    time.sleep(wait_s)  # waiting for the data
                 _step(torch, forward, optimizer, x, target)
                 cap.step()
 
@@ -104,7 +129,12 @@ def measured_step_ns(folder: Path) -> float:
 
 
 def check(out: Path) -> tuple[bool, dict[str, Any]]:
-    """Return whether the top finding is ``launch_bound`` within the tolerance, and the record."""
+    """Return whether the top finding is the run's cause within the tolerance, and the record.
+
+    The cause is the one ``run`` wrote in ``case.json`` (``launch_bound`` without it).
+    """
+    case = out / "case.json"
+    cause = str(msgspec.json.decode(case.read_bytes())["cause"]) if case.is_file() else "launch_bound"
     with_ns, removed_ns = (measured_step_ns(out / phase) for phase in _PHASES)
     gain = 1 - removed_ns / with_ns
     done = subprocess.run(
@@ -117,11 +147,12 @@ def check(out: Path) -> tuple[bool, dict[str, Any]]:
     predicted: float | None = None if top is None else top["predicted_gain_ratio"]
     passed = (
         top is not None
-        and top["cause"] == "launch_bound"
+        and top["cause"] == cause
         and predicted is not None
         and abs(predicted - gain) <= GAIN_TOLERANCE
     )
     record = {
+        "cause": cause,
         "with_step_ns": with_ns,
         "removed_step_ns": removed_ns,
         "measured_gain": gain,
@@ -130,6 +161,7 @@ def check(out: Path) -> tuple[bool, dict[str, Any]]:
         "gain_error": None if predicted is None else abs(predicted - gain),
         "findings": [(f["cause"], f["predicted_gain_ratio"]) for f in findings],
         "launch_gap_ns": None if top is None else top["evidence"].get("launch_gap_ns"),
+        "common_idle_ns": None if top is None else top["evidence"].get("common_idle_ns"),
         "passed": passed,
     }
     return passed, record
@@ -146,12 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     run_parser.add_argument("--batch", type=int, default=16)
     run_parser.add_argument("--active", type=int, default=5, help="recorded steps per window")
     run_parser.add_argument("--repeat", type=int, default=4, help="profiler windows per phase")
+    run_parser.add_argument("--cause", default="launch_bound", choices=CAUSES)
+    run_parser.add_argument("--stall-ms", type=float, default=5.0, help="input_stall: the wait per step")
     check_parser = sub.add_parser("check", help="measure the gain and check the diagnosis")
     check_parser.add_argument("out", type=Path)
     args = parser.parse_args(argv)
     if args.command == "run":
         run(args.out, layers=args.layers, width=args.width, batch=args.batch, active=args.active,
-            repeat=args.repeat)  # fmt: skip
+            repeat=args.repeat, cause=args.cause, stall_ms=args.stall_ms)  # fmt: skip
         return 0
     try:
         passed, record = check(args.out)
