@@ -82,6 +82,7 @@ __all__ = [
     "run_case",
     "step_windows_ns",
     "sweep_buckets",
+    "trace_spans",
     "unavailable",
     "window_steps_ns",
 ]
@@ -296,6 +297,20 @@ class _Trace(msgspec.Struct):
 _TRACE = msgspec.json.Decoder(_Trace)
 
 
+def trace_spans(trace: str | os.PathLike[str]) -> list[_Event]:
+    """Return the complete events (``ph`` ``X``, with ``ts`` and ``dur``) of a Kineto JSON trace file.
+
+    Read in plain Python (``.json`` or ``.json.gz``), ``ts`` and ``dur`` as exact decimals (µs).
+    """
+    path = Path(trace)
+    raw = path.read_bytes()
+    if path.suffix == ".gz":
+        raw = gzip.decompress(raw)
+    return [
+        e for e in _TRACE.decode(raw).traceEvents if e.ph == "X" and e.ts is not None and e.dur is not None
+    ]
+
+
 def step_windows_ns(trace: str | os.PathLike[str]) -> dict[int, int]:
     """Return the length of every iteration window of one rank's trace file, by step number (ns).
 
@@ -316,13 +331,7 @@ def step_windows_ns(trace: str | os.PathLike[str]) -> dict[int, int]:
     dict[int, int]
         ``{step number: end − start}``, in ns.
     """
-    path = Path(trace)
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
-    events = [
-        e for e in _TRACE.decode(raw).traceEvents if e.ph == "X" and e.ts is not None and e.dur is not None
-    ]
+    events = trace_spans(trace)
 
     def span(e: _Event) -> tuple[int, int]:
         start = int(e.ts * 1000)  # type: ignore[operator]  # checked above

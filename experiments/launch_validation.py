@@ -33,16 +33,14 @@ the folder is not such a run.
 from __future__ import annotations
 
 import argparse
-import gzip
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from experiments.diagnosis_validation import GAIN_TOLERANCE
+from experiments.diagnosis_validation import analyze_json, check_findings, measured_gain, trace_spans
 
 __all__ = ["CAUSES", "check", "main", "measured_step_ns", "run"]
 
@@ -110,19 +108,12 @@ def _step(torch: Any, forward: Any, optimizer: Any, x: Any, target: Any) -> None
 
 def measured_step_ns(folder: Path) -> float:
     """Return the median CPU ``ProfilerStep#`` span (``user_annotation``) of the folder's traces, ns."""
-    spans: list[float] = []
-    for trace in sorted(folder.glob("rank*.pt.trace.json*")):
-        raw = trace.read_bytes()
-        if trace.suffix == ".gz":
-            raw = gzip.decompress(raw)
-        events = msgspec.json.decode(raw)["traceEvents"]
-        spans += [  # the CPU's spans: the GPU's copies (gpu_user_annotation) cover its work alone
-            float(e["dur"]) * 1000
-            for e in events
-            if e.get("ph") == "X"
-            and e.get("cat") == "user_annotation"
-            and str(e.get("name", "")).startswith("ProfilerStep#")
-        ]
+    spans = [  # the CPU's spans: the GPU's copies (gpu_user_annotation) cover its work alone
+        int(e.dur * 1000)  # type: ignore[operator]  # trace_spans keeps events with a dur
+        for trace in sorted(folder.glob("rank*.pt.trace.json*"))
+        for e in trace_spans(trace)
+        if e.cat == "user_annotation" and e.name.startswith("ProfilerStep#")
+    ]
     if not spans:
         raise ValueError(f"{folder}: no ProfilerStep# span in a trace file")
     return statistics.median(spans)
@@ -131,40 +122,31 @@ def measured_step_ns(folder: Path) -> float:
 def check(out: Path) -> tuple[bool, dict[str, Any]]:
     """Return whether the top finding is the run's cause within the tolerance, and the record.
 
-    The cause is the one ``run`` wrote in ``case.json`` (``launch_bound`` without it).
+    The cause is the one ``run`` wrote in ``case.json`` (``launch_bound`` without it); the check is
+    :func:`~experiments.diagnosis_validation.check_findings` on ``timeline analyze <with> --json``.
     """
     case = out / "case.json"
     cause = str(msgspec.json.decode(case.read_bytes())["cause"]) if case.is_file() else "launch_bound"
     with_ns, removed_ns = (measured_step_ns(out / phase) for phase in _PHASES)
-    gain = 1 - removed_ns / with_ns
-    done = subprocess.run(
-        ["timeline", "analyze", str(out / "with"), "--json"], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise ValueError(f"timeline analyze {out / 'with'}: exit {done.returncode}: {done.stderr.strip()}")
-    findings = msgspec.json.decode(done.stdout)["findings"]
-    top = findings[0] if findings else None
-    predicted: float | None = None if top is None else top["predicted_gain_ratio"]
-    passed = (
-        top is not None
-        and top["cause"] == cause
-        and predicted is not None
-        and abs(predicted - gain) <= GAIN_TOLERANCE
-    )
+    gain = measured_gain(with_ns, removed_ns)
+    analysis = analyze_json(out / "with", link_gbps=None)
+    verdict = check_findings(analysis, cause=cause, ranks=None, gain=gain)
+    top = verdict.top
     record = {
         "cause": cause,
         "with_step_ns": with_ns,
         "removed_step_ns": removed_ns,
         "measured_gain": gain,
         "top_finding": None if top is None else top["cause"],
-        "predicted_gain": predicted,
-        "gain_error": None if predicted is None else abs(predicted - gain),
-        "findings": [(f["cause"], f["predicted_gain_ratio"]) for f in findings],
+        "predicted_gain": verdict.predicted_gain,
+        "gain_error": verdict.gain_error,
+        "findings": [(f["cause"], f["predicted_gain_ratio"]) for f in analysis["findings"]],
         "launch_gap_ns": None if top is None else top["evidence"].get("launch_gap_ns"),
         "common_idle_ns": None if top is None else top["evidence"].get("common_idle_ns"),
-        "passed": passed,
+        "passed": verdict.passed,
+        "problems": list(verdict.problems),
     }
-    return passed, record
+    return verdict.passed, record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         passed, record = check(args.out)
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(msgspec.json.format(msgspec.json.encode(record), indent=2).decode())

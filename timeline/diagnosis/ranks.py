@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
 
 from timeline.diagnosis.context import Context, Prediction, finding, predicted
 from timeline.diagnosis.facts import mean_int
-from timeline.diagnosis.replays import WindowCut
+from timeline.diagnosis.replays import Intervals, WindowCut, total_ns
 from timeline.diagnosis.thresholds import (
     DISPATCH_GAP_MAX_NS,
     IMBALANCE_LATE_SHARE,
@@ -260,26 +261,27 @@ def find_imbalance(context: Context, *, straggler: Finding | None) -> Finding | 
 def find_input_stall(context: Context) -> Finding | None:
     """Every rank idles (launch gaps, CPU ranks' dispatch gaps left out): data loading, host syncs."""
     facts = context.facts
-    common = {
-        i: min(max(0, facts.value(r, i, "idle_ns") - context.launch_gap(r, i)) for r in facts.ranks)
-        for i in facts.iterations
-    }
-    if not facts.ranks or facts.share(mean_int(common.values())) < MIN_SHARE:
-        return None
-    dispatch = _dispatch_gaps(context)
-    if dispatch:
-        common = {
+
+    def common_idle(dispatch: Mapping[tuple[int | None, int], Intervals]) -> dict[int | None, int]:
+        """Per iteration, the idle every rank has, less its launch gaps and these dispatch gaps."""
+        return {
             i: min(
                 max(
                     0,
                     facts.value(r, i, "idle_ns")
                     - context.launch_gap(r, i)
-                    - _total(dispatch.get((i, r), ())),
+                    - total_ns(dispatch.get((i, r), ())),
                 )
                 for r in facts.ranks
             )
             for i in facts.iterations
         }
+
+    # without the dispatch gaps first: they need the graph, which an idle-free job never builds
+    if not facts.ranks or facts.share(mean_int(common_idle({}).values())) < MIN_SHARE:
+        return None
+    dispatch = _dispatch_gaps(context)
+    common = common_idle(dispatch)
     stall = mean_int(common.values())
     if facts.share(stall) < MIN_SHARE:
         return None
@@ -311,7 +313,7 @@ def find_input_stall(context: Context) -> Finding | None:
             None
             if not dispatch
             else mean_int(
-                statistics.median(_total(dispatch.get((i, r), ())) for r in facts.ranks)
+                statistics.median(total_ns(dispatch.get((i, r), ())) for r in facts.ranks)
                 for i in facts.iterations
             )
         ),
@@ -332,11 +334,7 @@ def find_input_stall(context: Context) -> Finding | None:
     )
 
 
-def _total(intervals: tuple[tuple[int, int], ...]) -> int:
-    return sum(b - a for a, b in intervals)
-
-
-def _dispatch_gaps(context: Context) -> dict[tuple[int | None, int], tuple[tuple[int, int], ...]]:
+def _dispatch_gaps(context: Context) -> dict[tuple[int | None, int], Intervals]:
     """Return per ``(iteration, rank)`` the dispatch gaps of the CPU-only ranks (:data:`DISPATCH_GAP_MAX_NS`).
 
     Empty without a graph (the idle is then taken whole) or without CPU-only ranks.

@@ -30,7 +30,16 @@ if TYPE_CHECKING:
     from timeline.whatif.graph import TraceGraph
     from timeline.whatif.replay import Efficiency, Scenario
 
-__all__ = ["Replayer", "WindowCut"]
+__all__ = ["Intervals", "Replayer", "WindowCut", "total_ns"]
+
+Intervals = tuple[tuple[int, int], ...]
+"""Disjoint ``[start_ns, end_ns)`` intervals, by start."""
+
+
+def total_ns(intervals: Iterable[tuple[int, int]]) -> int:
+    """Return the summed length of ``[start, end)`` intervals (disjoint)."""
+    return sum(b - a for a, b in intervals)
+
 
 _INFINITE_GBPS = 1e9
 """A link this fast makes every transfer's bandwidth term vanish (its latency term stays)."""
@@ -183,7 +192,7 @@ class Replayer:
                     ]
                     taken = _tails(segment, min(amount, left))
                     removals[cut.rank] += taken
-                    left -= sum(b - a for a, b in taken)
+                    left -= total_ns(taken)
                     compute = _without(compute, taken)
                     since = max(since, boundary)
                 removals[cut.rank] += _tails(compute, left)
@@ -400,7 +409,7 @@ def _without(
 
 def _tails(intervals: Sequence[tuple[int, int]], amount: int) -> list[tuple[int, int]]:
     """Return the same fraction of each interval, from its end, adding up to ``amount`` ns (at most all)."""
-    total = sum(b - a for a, b in intervals)
+    total = total_ns(intervals)
     if amount <= 0 or total <= 0:
         return []
     fraction = min(1.0, amount / total)
