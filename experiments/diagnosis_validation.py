@@ -38,8 +38,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import gzip
+import itertools
 import os
 import re
 import socket
@@ -57,13 +59,14 @@ from typing import Any
 
 import msgspec
 
-from experiments.netns import Link, experiment_unavailable, rate_bps, terminate_cleanly
+from experiments.netns import DelayLink, Link, experiment_unavailable, rate_bps, terminate_cleanly
 from experiments.ranks import drive, join_gloo, wait_for_parent
 
 __all__ = [
     "BUSY_RATIO",
     "CASES",
     "GAIN_TOLERANCE",
+    "NOT_CHECKED",
     "ROOT_NICE",
     "BucketSweep",
     "Case",
@@ -74,6 +77,7 @@ __all__ = [
     "analyze_command",
     "analyze_json",
     "check_findings",
+    "check_run",
     "default_nice",
     "main",
     "measured_gain",
@@ -96,6 +100,8 @@ ROOT_NICE = -19
 BUSY_RATIO = 0.25
 """Above this share of their time spent waiting for a CPU, the ranks' step times are not evidence:
 they measure the machine's load, not the job (:attr:`CaseRun.busy`, ``docs/diagnosis.md`` (Validation))."""
+NOT_CHECKED = "not checked: run without the analysis (--capture-only); check it with --check"
+"""The problem a run made with ``analyze=False`` carries until :func:`check_run` checks it."""
 _WINDOW_FILE = re.compile(r"rank(\d+)\.(\d+)-(\d+)\.pt\.trace\.json\.gz")
 _WAIT, _WARMUP = 1, 1
 """Steps of each profiler window before the ``active`` recorded ones."""
@@ -125,6 +131,9 @@ class Model:
     """Hidden layers (the first is ``inputs × hidden``, the others ``hidden × hidden``)."""
     batch: int = 64
     """Samples per rank and step."""
+    widths: tuple[int, ...] = ()
+    """The hidden layers' widths, when they differ (then ``hidden`` and ``layers`` are not used): layers
+    of different sizes give DDP buckets of different sizes, which the fixed-cost fit needs."""
     wrapper: str = "ddp"
     """``ddp``: DistributedDataParallel; ``fsdp2``: each linear layer and the root sharded with
     FSDP2's ``fully_shard`` on a 1-D CPU mesh (all-gathers in forward and backward, reduce-scatters
@@ -154,6 +163,9 @@ class Phase:
     """How long every rank waits for its data before each step."""
     rate: str | None = None
     """The link's ``tc`` rate: the ranks run in two network namespaces (root needed)."""
+    delay_ms: float = 0.0
+    """The one-way delay the link adds in each direction (:class:`~experiments.netns.DelayLink`; needs
+    ``rate``, which that link then keeps too)."""
 
 
 @dataclass(frozen=True)
@@ -182,12 +194,20 @@ class Case:
         return None if self.with_cause.rate is None else rate_bps(self.with_cause.rate) / 1e9
 
     @property
+    def delayed(self) -> bool:
+        """Whether its link adds a delay (:class:`~experiments.netns.DelayLink`: ``/dev/net/tun`` needed)."""
+        return any(phase.delay_ms > 0 for phase in self.phases)
+
+    @property
     def phases(self) -> tuple[Phase, Phase]:
         """The two phases, in the order the windows alternate."""
         return (self.with_cause, self.removed)
 
 
 _SLOW_RATE, _FAST_RATE = "500mbit", "5gbit"
+_LINK_DELAY_MS, _DELAYED_RATE = 0.5, "1gbit"
+"""``bucketing_link``: the one-way delay of its link (a round trip of 1 ms, as between racks under
+load) and its rate (one the forwarder of :class:`~experiments.netns.DelayLink` keeps up with)."""
 CASES: dict[str, Case] = {
     case.name: case
     for case in (
@@ -251,6 +271,18 @@ CASES: dict[str, Case] = {
             model=Model(inputs=128, hidden=128, layers=24),
         ),
         Case(
+            name="bucketing_link",
+            cause="bucketing",
+            ranks=None,
+            with_cause=Phase("with", bucket_mb=0.01, rate=_DELAYED_RATE, delay_ms=_LINK_DELAY_MS),
+            removed=Phase("removed", bucket_mb=25.0, rate=_DELAYED_RATE, delay_ms=_LINK_DELAY_MS),
+            injection=f"DDP bucket_cap_mb=0.01 over a {_DELAYED_RATE} link that delays each packet "
+            f"{_LINK_DELAY_MS:g} ms each way (a forwarder between tap devices): one all-reduce per "
+            "layer, 25 of 33-132 KB a step (latency-bound)",
+            removal="bucket_cap_mb=25 (DDP's default) on the same link",
+            model=Model(inputs=128, widths=(64, 128, 256) * 8),
+        ),
+        Case(
             name="slow_link",
             cause="slow_link",
             ranks=None,
@@ -267,7 +299,7 @@ CASES: dict[str, Case] = {
 def unavailable(case: Case) -> str | None:
     """Return why ``case`` cannot run here (torch missing; root and ``ip``/``tc`` for link cases), or None."""
     if not case.quick:
-        return experiment_unavailable()
+        return experiment_unavailable(delay=case.delayed)
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -517,6 +549,10 @@ class _JobSpec:
     def link(self) -> bool:
         return any(p.rate is not None for p in self.phases)
 
+    @property
+    def delayed(self) -> bool:
+        return any(p.delay_ms > 0 for p in self.phases)
+
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -530,7 +566,8 @@ def _run_job(spec: _JobSpec, link: Link | None) -> None:
     out = Path(spec.out)
     out.mkdir(parents=True, exist_ok=False)
     if link is not None:
-        link.shape(spec.phases[0].rate or _FAST_RATE)
+        first = spec.phases[0]
+        link.shape(first.rate or _FAST_RATE, delay_ms=first.delay_ms)
     port = _free_port() if link is None else 29500 + os.getpid() % 1000
     master = "127.0.0.1" if link is None else link.addresses[0]
     path = os.pathsep.join(p for p in (str(_REPO), os.environ.get("PYTHONPATH")) if p)
@@ -549,8 +586,10 @@ def _run_job(spec: _JobSpec, link: Link | None) -> None:
         processes.append(subprocess.Popen(command, env=env, cwd=_REPO, start_new_session=True))
     switches = []
     if link is not None:  # the next window's rate, at the end of each window
-        rates = [spec.phases[(k + 1) % len(spec.phases)].rate or _FAST_RATE for k in range(spec.windows - 1)]
-        switches = [functools.partial(link.shape, rate) for rate in rates]
+        following = [spec.phases[(k + 1) % len(spec.phases)] for k in range(spec.windows - 1)]
+        switches = [
+            functools.partial(link.shape, p.rate or _FAST_RATE, delay_ms=p.delay_ms) for p in following
+        ]
     drive(processes, out, switches=switches, timeout_s=spec.timeout_s, what="validation")
 
 
@@ -634,7 +673,7 @@ def _job(spec: _JobSpec) -> _JobResult:
         link = None
         if spec.link:
             stack.enter_context(terminate_cleanly())
-            link = stack.enter_context(Link("tldv"))
+            link = stack.enter_context((DelayLink if spec.delayed else Link)("tldv"))
         _run_job(spec, link)
     elapsed = time.monotonic() - started
     others = (_busy_cpu_s() - busy_before) - (_own_cpu_s() - own_before)
@@ -769,10 +808,11 @@ class _Trainer:
         nn = torch.nn
         torch.manual_seed(0)
         m = spec.model
-        layers: list[Any] = [nn.Linear(m.inputs, m.hidden), nn.ReLU()]
-        for _ in range(m.layers - 1):
-            layers += [nn.Linear(m.hidden, m.hidden), nn.ReLU()]
-        layers.append(nn.Linear(m.hidden, 10))
+        widths = [m.inputs, *(m.widths or (m.hidden,) * m.layers)]
+        layers: list[Any] = []
+        for width_in, width_out in itertools.pairwise(widths):
+            layers += [nn.Linear(width_in, width_out), nn.ReLU()]
+        layers.append(nn.Linear(widths[-1], 10))
         self.net = nn.Sequential(*layers)
         if m.wrapper == "fsdp2":
             if any(not p.overlap or p.bucket_mb != Phase("").bucket_mb for p in spec.phases):
@@ -891,7 +931,8 @@ class CaseRun:
     wall_s: float
     """How long the job ran (both phases, start-up included)."""
     total_s: float
-    """How long the whole case took: the job, the measurements and ``timeline analyze``."""
+    """How long the whole case took: the job, the measurements and (unless run with
+    ``--capture-only``) ``timeline analyze``."""
     load_average: tuple[float, float]
     """The 1-minute load average before and after the job (the machine's other work)."""
     background_cpu_ratio: float
@@ -951,6 +992,7 @@ def run_case(
     repetition: int = 0,
     nice: int | None = None,
     timeout_s: float = 300.0,
+    analyze: bool = True,
 ) -> CaseRun:
     """Run ``case`` (its job with the cause and without, alternating), measure and check it.
 
@@ -970,6 +1012,10 @@ def run_case(
         The ranks' nice value (:func:`default_nice` when None).
     timeout_s
         Give up on the job after this long.
+    analyze
+        False: run and measure the job only; the run is not checked (:data:`NOT_CHECKED`) until
+        :func:`check_run` analyses it, on any machine with the project installed (the jobs need only
+        torch and msgspec: a machine with quiet cores may lack the analysis' packages).
 
     Raises
     ------
@@ -995,9 +1041,7 @@ def run_case(
         _steps(_window_lengths(folder), folder) for folder in (with_dir, removed_dir)
     )
     gain = measured_gain(with_step, removed_step)
-    analysis = analyze_json(with_dir, link_gbps=case.link_gbps)
-    check = check_findings(analysis, cause=case.cause, ranks=case.ranks, gain=gain)
-    return CaseRun(
+    run = CaseRun(
         case=case.name,
         cause=case.cause,
         ranks=None if case.ranks is None else list(case.ranks),
@@ -1013,11 +1057,11 @@ def run_case(
         with_cpu_step_ns=job.cpu_step_ns[case.with_cause.label],
         removed_cpu_step_ns=job.cpu_step_ns[case.removed.label],
         link_gbps=case.link_gbps,
-        passed=check.passed,
-        problems=list(check.problems),
-        top_finding=check.top,
-        predicted_gain=check.predicted_gain,
-        gain_error=check.gain_error,
+        passed=False,
+        problems=[NOT_CHECKED],
+        top_finding=None,
+        predicted_gain=None,
+        gain_error=None,
         with_dir=str(with_dir),
         removed_dir=str(removed_dir),
         analyze_command=analyze_command(with_dir, link_gbps=case.link_gbps),
@@ -1028,6 +1072,47 @@ def run_case(
         run_queue_ratio=job.run_queue_ratio,
         uptime=uptime,
         nice=spec.nice,
+    )
+    if not analyze:
+        return run
+    checked = check_run(run)
+    return dataclasses.replace(checked, total_s=time.monotonic() - started)
+
+
+def check_run(run: CaseRun, *, folder: str | os.PathLike[str] | None = None) -> CaseRun:
+    """Return ``run`` analysed and checked: ``timeline analyze --json`` on its run with the cause.
+
+    Parameters
+    ----------
+    run
+        A run of a case (checked or not: :func:`run_case` with ``analyze=False``).
+    folder
+        Where the case's ``with/`` and ``removed/`` run folders are now, when they were moved (a run
+        made on another machine); else where the run says.
+
+    Raises
+    ------
+    RuntimeError
+        ``analyze`` failed.
+    """
+    case = CASES[run.case]
+    with_dir, removed_dir = (
+        (Path(run.with_dir), Path(run.removed_dir))
+        if folder is None
+        else (Path(folder) / case.with_cause.label, Path(folder) / case.removed.label)
+    )
+    analysis = analyze_json(with_dir, link_gbps=run.link_gbps)
+    check = check_findings(analysis, cause=case.cause, ranks=case.ranks, gain=run.measured_gain)
+    return dataclasses.replace(
+        run,
+        passed=check.passed,
+        problems=list(check.problems),
+        top_finding=check.top,
+        predicted_gain=check.predicted_gain,
+        gain_error=check.gain_error,
+        with_dir=str(with_dir),
+        removed_dir=str(removed_dir),
+        analyze_command=analyze_command(with_dir, link_gbps=run.link_gbps),
     )
 
 
@@ -1145,7 +1230,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m experiments.diagnosis_validation",
         description="Real 2-rank CPU DDP jobs (gloo) with one injected cause each, run again with the "
         "cause removed: does timeline analyze's top finding name the cause, with the measured gain? "
-        "Exit 0: every run passed; 1: a run failed; 2: a case could not run.",
+        "Exit 0: every run passed (--capture-only: every job ran); 1: a run failed; 2: a case could not run.",
     )
     names = ", ".join(CASES)
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated (default: all): {names}")
@@ -1164,6 +1249,19 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="CAPS",
         help="instead: measure these DDP bucket caps (MB, comma-separated) on the bucketing case's model",
+    )
+    parser.add_argument(
+        "--capture-only",
+        action="store_true",
+        help="run and measure the jobs without analysing them (a machine with the jobs' needs only: "
+        "torch and msgspec); check the runs later with --check",
+    )
+    parser.add_argument(
+        "--check",
+        default=None,
+        metavar="RUNS_JSON",
+        help="instead: analyse and check the runs a --capture-only run wrote to this JSON file; their "
+        "case folders are in --out (default: the JSON file's folder)",
     )
     for hidden in ("--rank", "--port"):
         parser.add_argument(hidden, type=int, help=argparse.SUPPRESS)
@@ -1195,6 +1293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.worker:
         _worker(args)
         return 0
+    if args.check:
+        return _main_check(args)
     names = [n.strip() for n in args.cases.split(",") if n.strip()]
     problem = _usage_problem(args, names)
     if problem is not None:
@@ -1214,6 +1314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     pairs=args.pairs,
                     repetition=repetition,
                     nice=args.nice,
+                    analyze=not args.capture_only,
                 )
             except RuntimeError as exc:
                 print(f"error: {exc}", file=sys.stderr)
@@ -1221,13 +1322,48 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs.append(run)
             print(render_table([run]).splitlines()[1], flush=True)
             if args.json:  # after every run: a long series interrupted keeps what it measured
-                records = [{**asdict(r), "busy": r.busy} for r in runs]
-                Path(args.json).write_bytes(
-                    msgspec.json.format(msgspec.json.encode(records), indent=2) + b"\n"
-                )
+                _write_runs(runs, Path(args.json))
+    if args.capture_only:
+        print(_summary(runs))
+        return 0
+    return _finish(runs)
+
+
+def _write_runs(runs: Sequence[CaseRun], path: Path) -> None:
+    records = [{**asdict(r), "busy": r.busy} for r in runs]
+    path.write_bytes(msgspec.json.format(msgspec.json.encode(records), indent=2) + b"\n")
+
+
+def _finish(runs: Sequence[CaseRun]) -> int:
     print(render_table(runs))
     print(_summary(runs))
     return 0 if all(run.passed for run in runs) else 1
+
+
+def _main_check(args: argparse.Namespace) -> int:
+    source = Path(args.check)
+    try:
+        records = msgspec.json.decode(source.read_bytes(), type=list[dict[str, Any]])
+        runs = [msgspec.convert(record, CaseRun) for record in records]
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+        print(f"error: {source}: {exc}: give the JSON file a --capture-only run wrote", file=sys.stderr)
+        return 2
+    unknown = sorted({run.case for run in runs if run.case not in CASES})
+    if unknown:
+        known = ", ".join(CASES)
+        print(f"error: {source}: unknown case {', '.join(unknown)}; known: {known}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else source.parent
+    checked = []
+    for run in runs:
+        try:
+            checked.append(check_run(run, folder=out / f"{run.case}.{run.repetition}"))
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.json:
+        _write_runs(checked, Path(args.json))
+    return _finish(checked)
 
 
 def _main_sweep(args: argparse.Namespace, out: Path) -> int:

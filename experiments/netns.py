@@ -10,19 +10,26 @@ without them it says what to install. Used by :mod:`experiments.netns_whatif` an
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import fcntl
 import os
 import re
+import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 __all__ = [
+    "DelayLink",
     "Link",
     "MissingToolError",
+    "delivery_ns",
     "experiment_unavailable",
     "missing_tools",
     "rate_bps",
@@ -30,6 +37,8 @@ __all__ = [
     "terminate_cleanly",
 ]
 
+_TUN = "/dev/net/tun"
+"""The TUN/TAP driver's device: :class:`DelayLink` opens a tap device through it."""
 _TOOLS = {"ip": "iproute2", "tc": "iproute2"}
 """The commands the experiments run, and the Debian package that provides each."""
 _RATE = re.compile(r"(?P<value>[0-9]*\.?[0-9]+)\s*(?P<unit>kbit|mbit|gbit)", re.IGNORECASE)
@@ -71,8 +80,11 @@ def require_tools() -> None:
         raise MissingToolError(f"experiment: {_missing_message(missing)}")
 
 
-def experiment_unavailable() -> str | None:
-    """Return why a namespace experiment cannot run here (not root, no ``ip``/``tc``, no torch), or None."""
+def experiment_unavailable(*, delay: bool = False) -> str | None:
+    """Return why a namespace experiment cannot run here (not root, no ``ip``/``tc``, no torch), or None.
+
+    With ``delay``, also when ``/dev/net/tun`` cannot be opened (:class:`DelayLink` needs it).
+    """
     if sys.platform != "linux":
         return "needs Linux network namespaces"
     missing = missing_tools()
@@ -89,6 +101,11 @@ def experiment_unavailable() -> str | None:
     if made.returncode != 0:
         return f"ip netns add fails here: {made.stderr.strip()}"
     subprocess.run(["ip", "netns", "del", probe], capture_output=True, check=False)
+    if delay:
+        try:
+            os.close(os.open(_TUN, os.O_RDWR))
+        except OSError as exc:
+            return f"needs {_TUN} (the kernel's TUN/TAP driver) for a delayed link: {exc.strerror}"
     return None
 
 
@@ -139,8 +156,10 @@ class Link:
         for ns in self.namespaces:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
 
-    def shape(self, rate: str) -> None:
-        """Limit both directions to ``rate`` with a token bucket filter."""
+    def shape(self, rate: str, *, delay_ms: float = 0.0) -> None:
+        """Limit both directions to ``rate`` with a token bucket filter (no delay: see :class:`DelayLink`)."""
+        if delay_ms > 0:
+            raise ValueError("a veth link adds no delay: use DelayLink")
         burst = max(32 * 1024, int(rate_bps(rate) / 8 * 0.002))
         for ns, dev in zip(self.namespaces, self.devices, strict=True):
             _run(
@@ -162,6 +181,130 @@ class Link:
                 "latency",
                 "50ms",
             )
+
+
+_TUNSETIFF = 0x400454CA
+_IFF_TAP, _IFF_NO_PI = 0x0002, 0x1000
+_TAP_MTU = 65000
+"""The tap devices' MTU: large frames keep the forwarder's per-frame work small (64 KiB a read)."""
+
+
+class DelayLink(Link):
+    """Two namespaces joined through this process: each packet is delayed, then sent at the rate.
+
+    Each namespace holds a tap device; a thread of this process (:meth:`forward_between`) reads the frames
+    one namespace sends and writes them into the other's tap once ``delay_ms`` have passed and the
+    link, at ``rate``, has sent the frames before them (first in, first out, nothing dropped): the
+    one-way delay and the rate of a long link, which the kernel's ``netem`` gives where it is built
+    in. Its timing is the thread's: a few tens of µs of jitter on an idle core.
+    """
+
+    def __init__(self, prefix: str = "tlwi") -> None:
+        super().__init__(prefix)
+        self._taps: list[int] = []
+        self._delay_ns, self._ns_per_byte = 0, 0.0
+        self._stop = os.pipe()
+        self._thread: threading.Thread | None = None
+        self.frames = 0
+        """Frames forwarded so far (both directions)."""
+
+    def __enter__(self) -> DelayLink:
+        try:
+            for ns, dev, address in zip(self.namespaces, self.devices, self.addresses, strict=True):
+                _run("ip", "netns", "add", ns)
+                self._taps.append(_open_tap(dev))
+                _run("ip", "link", "set", dev, "netns", ns)
+                _run("ip", "-n", ns, "link", "set", dev, "mtu", str(_TAP_MTU))
+                _run("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", dev)
+                _run("ip", "-n", ns, "link", "set", dev, "up")
+                _run("ip", "-n", ns, "link", "set", "lo", "up")
+            self.forward_between(self._taps)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Stop the forwarder, close the taps and delete both namespaces."""
+        if self._thread is not None:
+            os.write(self._stop[1], b"x")
+            self._thread.join()
+            self._thread = None
+        for fd in self._taps:
+            os.close(fd)
+        self._taps = []
+        for fd in self._stop:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        super().close()
+
+    def shape(self, rate: str, *, delay_ms: float = 0.0) -> None:
+        """Delay each packet by ``delay_ms`` and send at ``rate``, from the next frame on."""
+        self._delay_ns = round(delay_ms * 1e6)
+        self._ns_per_byte = 8e9 / rate_bps(rate)
+
+    def forward_between(self, fds: list[int]) -> None:
+        """Start the forwarder between two non-blocking descriptors of frames (the taps).
+
+        :meth:`close` stops it and closes them.
+        """
+        self._taps = fds
+        self._thread = threading.Thread(target=self._forward, name="delay-link", daemon=True)
+        self._thread.start()
+
+    def _forward(self) -> None:
+        """Move frames between the taps until :meth:`close`: the link itself."""
+        taps, stop = self._taps, self._stop[0]
+        queues: list[collections.deque[tuple[int, bytes]]] = [collections.deque(), collections.deque()]
+        free = [0, 0]  # when each direction's sender is free again
+        while True:
+            now = time.monotonic_ns()
+            wait: int | None = None
+            for d, queue in enumerate(queues):
+                while queue and queue[0][0] <= now:
+                    os.write(taps[1 - d], queue.popleft()[1])
+                    self.frames += 1
+                if queue:
+                    wait = queue[0][0] - now if wait is None else min(wait, queue[0][0] - now)
+            ready, _, _ = select.select([*taps, stop], [], [], None if wait is None else wait / 1e9)
+            if stop in ready:
+                return
+            now = time.monotonic_ns()
+            for d, tap in enumerate(taps):
+                if tap not in ready:
+                    continue
+                while True:
+                    try:
+                        frame = os.read(tap, _TAP_MTU + 64)
+                    except BlockingIOError:
+                        break
+                    free[d] = delivery_ns(now, len(frame), free[d], self._delay_ns, self._ns_per_byte)
+                    queues[d].append((free[d], frame))
+
+
+def delivery_ns(arrival_ns: int, nbytes: int, free_ns: int, delay_ns: int, ns_per_byte: float) -> int:
+    """Return when a frame leaves a :class:`DelayLink`: delayed, then sent once the frames before it are.
+
+    ``free_ns`` is when the link finished sending the frame before it (the value this returned for
+    it). The result is the next frame's ``free_ns``.
+
+    >>> delivery_ns(0, 1000, 0, 500_000, 8.0)  # 0.5 ms, then 1,000 bytes at 1 Gbit/s
+    508000
+    >>> delivery_ns(1_000, 1000, 508_000, 500_000, 8.0)  # behind it: sent after it
+    516000
+    """
+    return max(arrival_ns + delay_ns, free_ns) + round(nbytes * ns_per_byte)
+
+
+def _open_tap(name: str) -> int:
+    """Create the tap device ``name`` and return its file descriptor (non-blocking)."""
+    fd = os.open(_TUN, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        fcntl.ioctl(fd, _TUNSETIFF, struct.pack("16sH", name.encode(), _IFF_TAP | _IFF_NO_PI))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 @contextlib.contextmanager

@@ -329,6 +329,21 @@ def test_many_latency_bound_collectives_are_bucketing_with_the_fitted_fixed_cost
     assert finding.evidence["buckets_per_iteration"] == 4
 
 
+def test_latency_bound_collectives_below_the_link_keep_their_fixed_cost_in_link_underused() -> None:
+    diagnosis = diagnosed(trace_of(_latency_bound_buckets(0) + _latency_bound_buckets(1)), link_gbps=100)
+    # 15,000 bytes × 8 bits (2 ranks: bus factor 1) over the 52 µs the link was busy: 2.3 % of it
+    underused = only(diagnosis, "link_underused")
+    assert underused.evidence["link_utilisation_ratio"] == pytest.approx(15_000 * 8 / (52 * US) / 100)
+    assert underused.evidence["collective_latency_ns"] == pytest.approx(10 * US)
+    # the full link keeps the fitted 10 µs of each collective (2 latency steps of 5 µs on 2 ranks):
+    # 4 × 10 µs + 120,000 bits × 0.01 ns = 41.2 µs from 50 µs, [50, 91.2); the update [91.2, 101.2).
+    # Without the fixed cost it would be 1.2 µs, and link_underused (to 66.64 µs) would hide the fix
+    assert underused.predicted_step_ns == 101_200
+    bucketing = only(diagnosis, "bucketing")
+    assert bucketing.predicted_step_ns == 87_990  # as without the link: 10 µs + 0.1 ns/bit
+    assert diagnosis.findings[0] is bucketing
+
+
 # --- slow_link and link_underused ----------------------------------------------------------------------
 
 

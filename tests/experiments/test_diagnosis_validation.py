@@ -11,9 +11,11 @@ expected failure: it fails the suite once it passes, to be recorded.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
+import shutil
 import statistics
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from experiments.diagnosis_validation import (
     BUSY_RATIO,
     CASES,
     GAIN_TOLERANCE,
+    NOT_CHECKED,
     CaseRun,
     analyze_json,
     check_findings,
@@ -289,11 +292,77 @@ def test_command_line_refuses_what_it_cannot_run_before_running_anything(
     assert capsys.readouterr().err.startswith("error: unknown case nope; known: straggler, straggler_input,")
     assert validation.main(["--cases", "straggler", "--pairs", "0"]) == 2
     assert capsys.readouterr().err == "error: --repeat, --pairs and --active must be at least 1\n"
-    monkeypatch.setattr(validation, "experiment_unavailable", lambda: "needs root (ip netns, tc)")
+    monkeypatch.setattr(validation, "experiment_unavailable", lambda **_: "needs root (ip netns, tc)")
     assert validation.main(["--cases", "straggler,slow_link"]) == 2
     refused = "error: case slow_link needs root (ip netns, tc); leave it out of --cases\n"
     assert capsys.readouterr().err == refused
     assert ran == []
+
+
+def test_capture_only_runs_the_jobs_without_the_analysis_and_exits_0(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    asked: list[tuple[str, bool]] = []
+
+    def run_case(case: Any, out: Path, **options: Any) -> CaseRun:
+        asked.append((case.name, options["analyze"]))
+        return dataclasses.replace(
+            _run(case.name, passed=False, top=None, problems=[NOT_CHECKED]), repetition=options["repetition"]
+        )
+
+    monkeypatch.setattr(validation, "run_case", run_case)
+    written = tmp_path / "runs.json"
+    assert (
+        validation.main(
+            ["--cases", "straggler", "--capture-only", "--out", str(tmp_path), "--json", str(written)]
+        )
+        == 0
+    )
+    assert asked == [("straggler", False)]
+    records = json.loads(written.read_text())
+    assert [r["problems"] for r in records] == [[NOT_CHECKED]]
+    assert "straggler: measured gain 0.662 over 1 run(s)" in capsys.readouterr().out
+
+
+def test_check_analyses_runs_made_elsewhere_in_their_new_folder(tmp_path: Path) -> None:
+    # a run captured on another machine: its folders named there; here they sit under --out
+    folder = tmp_path / "runs" / "straggler.2"
+    shutil.copytree(SAMPLES / "ddp_gloo", folder / "with")
+    shutil.copytree(SAMPLES / "ddp_gloo", folder / "removed")
+    made = dataclasses.replace(
+        _run("straggler", passed=False, top=None, problems=[NOT_CHECKED]),
+        with_dir="/elsewhere/straggler.2/with",
+        removed_dir="/elsewhere/straggler.2/removed",
+    )
+    source = tmp_path / "captured.json"
+    source.write_text(json.dumps([{**dataclasses.asdict(made), "busy": made.busy}]))
+    checked_json = tmp_path / "checked.json"
+    code = validation.main(
+        ["--check", str(source), "--out", str(tmp_path / "runs"), "--json", str(checked_json)]
+    )
+    [checked] = json.loads(checked_json.read_text())
+    assert checked["with_dir"] == str(folder / "with")
+    assert checked["removed_dir"] == str(folder / "removed")
+    # the check is check_findings on analyze --json of the moved folder, with the measured gain kept
+    analysis = analyze_json(folder / "with", link_gbps=None)
+    expected = check_findings(analysis, cause="straggler", ranks=(1,), gain=made.measured_gain)
+    assert checked["top_finding"] == expected.top
+    assert checked["problems"] == list(expected.problems)
+    assert checked["passed"] is expected.passed
+    assert code == (0 if expected.passed else 1)
+    assert checked["measured_gain"] == made.measured_gain
+    assert checked["analyze_command"] == ["timeline", "analyze", str(folder / "with"), "--json"]
+
+
+def test_check_refuses_a_file_that_is_not_a_run_list(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source = tmp_path / "not-runs.json"
+    source.write_text('{"case": "straggler"}')
+    assert validation.main(["--check", str(source)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {source}: ")
+    assert err.rstrip().endswith("give the JSON file a --capture-only run wrote")
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -55,13 +56,18 @@ _SIGNALLED = ("markers", "accumulate_grad")
 
 def _per_rank_iteration(context: Context, column: str, *, kinds: tuple[str, ...] | None) -> int:
     """Mean over the diagnosed iterations of the median over ranks of a sum over communication events."""
-    facts = context.facts
     rows = context.overlap.collectives
     if kinds is not None:
         rows = rows.filter(pl.col("collective").is_in(kinds))
+    return _mean_of_medians(context, rows.select("rank", "iteration", column).iter_rows())
+
+
+def _mean_of_medians(context: Context, values: Iterable[tuple[int, int | None, int | None]]) -> int:
+    """Mean over the diagnosed iterations of the median over ranks of ``(rank, iteration, value)`` sums."""
+    facts = context.facts
     whole = facts.iterations == (None,)
     sums: dict[tuple[int | None, int], int] = defaultdict(int)
-    for rank, iteration, value in rows.select("rank", "iteration", column).iter_rows():
+    for rank, iteration, value in values:
         key_iteration = None if whole else iteration
         if key_iteration in facts.iterations and value is not None:
             sums[(key_iteration, rank)] += int(value)
@@ -71,8 +77,19 @@ def _per_rank_iteration(context: Context, column: str, *, kinds: tuple[str, ...]
 
 
 def exposed_gradient_ns(context: Context) -> int:
-    """Return the gradient collectives' exposed time: mean per iteration of the median over ranks."""
-    return _per_rank_iteration(context, "exposed_ns", kinds=GRADIENT_KINDS)
+    """Return the gradient collectives' exposed time: mean per iteration of the median over ranks.
+
+    Per rank and iteration, ``|C ∩ E|`` with ``C`` the union of the gradient collectives' intervals
+    and ``E`` the rank's exposed communication (as a dimension's ``exposed_ns``,
+    :func:`~timeline.analysis.dimensions.exposure_by`): collectives in flight together (gloo's two
+    threads, NCCL's streams) count once, so it is never more than the step.
+    """
+    rows = context.overlap.collectives.filter(pl.col("collective").is_in(GRADIENT_KINDS))
+    labels = rows.select(
+        "rank", "start_ns", "end_ns", dimension=pl.lit("gradient"), pg_desc=pl.lit("gradient")
+    )
+    exposure = exposure_by(context.overlap, labels)
+    return _mean_of_medians(context, exposure.select("rank", "iteration", "exposed_ns").iter_rows())
 
 
 def gradient_bytes(context: Context) -> int:
@@ -221,6 +238,23 @@ def _gradient_cost(context: Context, replayer: Replayer) -> FixedCost | None:
     return fit_fixed_cost(points, min_ns_per_bit=1 / link if link else 0.0)
 
 
+def _fixed_step_latency_s(context: Context, replayer: Replayer) -> tuple[float, FixedCost | None]:
+    """Return ``α`` (s per latency step) of the gradient collectives' fitted fixed cost, and the fit.
+
+    The fixed cost of :func:`_gradient_cost` spread over the latency steps of the median gradient
+    collective (``2(n−1)`` for a ring all-reduce of ``n`` ranks): what ``link_underused``'s full link
+    keeps, since a faster use of the link does not shorten it (fewer, larger collectives do:
+    ``bucketing``). 0 without a fit.
+    """
+    from timeline.whatif.costs import latency_steps
+
+    cost = _gradient_cost(context, replayer)
+    steps = [latency_steps(o.collective, o.group_size) for o in replayer.graph.ops if o.gradient and o.nbytes]
+    if cost is None or not steps:
+        return 0.0, cost
+    return cost.latency_ns / 1e9 / max(1.0, statistics.median(steps)), cost
+
+
 def _mib(value: object) -> str:
     return "unknown size" if not isinstance(value, int) else f"{value / 2**20:.2f} MiB"
 
@@ -296,7 +330,7 @@ def find_link(context: Context) -> Finding | None:
 
     replayer = context.replayer
     link = context.link_gbps
-    evidence = {
+    evidence: dict[str, float | int | None] = {
         "link_gbps": link,
         "busbw_gbps": utilisation * link,
         "link_utilisation_ratio": min(utilisation, 1.0),
@@ -304,7 +338,10 @@ def find_link(context: Context) -> Finding | None:
         "exposed_comm_ns": exposed,
     }
     if utilisation < LINK_UNDERUSED_RATIO:
-        prediction = predicted(context, replayer.predict(scenario=Scenario(efficiency="full")), "replay")
+        alpha_s, cost = _fixed_step_latency_s(context, replayer)
+        full = Scenario(efficiency="full", latency_s=alpha_s)
+        prediction = predicted(context, replayer.predict(scenario=full), "replay")
+        evidence["collective_latency_ns"] = None if cost is None else cost.latency_ns
         cause, summary = (
             "link_underused",
             f"transfers reach {utilisation:.0%} of the {link:g} Gbit/s link (bus bandwidth "
