@@ -20,6 +20,7 @@ import pytest
 
 from tests.builders import CASES, KINETO, SAMPLES, TRACES
 from timeline.analysis.collectives import match_collectives
+from timeline.analysis.dimensions import exposure_by
 from timeline.analysis.horovod_phases import compute_negotiation_wait
 from timeline.execution.session import Inputs, analyze_inputs
 from timeline.results.collectives import world_size_of
@@ -154,6 +155,19 @@ def _agrees_with_the_tables(
         )
         assert evidence["exposed_gradient_comm_ns"] == expected
         assert evidence["exposed_gradient_comm_ns"] <= max(rows.get_column("step_ns"))
+        # the same figure as the exposure per dimension gives for a "dimension" of the gradient collectives
+        labels = analysed.overlap.collectives.filter(
+            pl.col("collective").is_in(["all_reduce", "reduce_scatter"])
+        ).select("rank", "start_ns", "end_ns", dimension=pl.lit("g"), pg_desc=pl.lit("g"))
+        by_key = {
+            (i, r): v
+            for i, r, v in exposure_by(analysed.overlap, labels)
+            .select("iteration", "rank", "exposed_ns")
+            .iter_rows()
+        }
+        assert expected == round(
+            sum(statistics.median(by_key.get((i, r), 0) for r in ranks) for i in iterations) / len(iterations)
+        )
 
 
 def _merged(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -6,7 +6,9 @@ the findings check against every way a finding can miss. The acceptance test run
 (real 2-rank gloo jobs on 127.0.0.1) and asserts issue 21's condition on each (skipped for a run
 the machine's load made busy; ``no_overlap`` only on an idle machine, where it passes on some runs);
 ``bucketing``, which the diagnosis misses (``docs/diagnosis.md``, "Validation"), is a strict
-expected failure: it fails the suite once it passes, to be recorded.
+expected failure: it fails the suite once it passes, to be recorded. The link cases (``slow_link``,
+``bucketing_link``) need root and network namespaces: the harness runs them, not this test. Its
+``--capture-only`` and ``--check`` modes are checked on a sample run folder moved elsewhere.
 """
 
 from __future__ import annotations

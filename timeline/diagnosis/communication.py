@@ -79,17 +79,62 @@ def _mean_of_medians(context: Context, values: Iterable[tuple[int, int | None, i
 def exposed_gradient_ns(context: Context) -> int:
     """Return the gradient collectives' exposed time: mean per iteration of the median over ranks.
 
-    Per rank and iteration, ``|C ∩ E|`` with ``C`` the union of the gradient collectives' intervals
-    and ``E`` the rank's exposed communication (as a dimension's ``exposed_ns``,
-    :func:`~timeline.analysis.dimensions.exposure_by`): collectives in flight together (gloo's two
-    threads, NCCL's streams) count once, so it is never more than the step.
+    Per rank and diagnosed iteration window, ``|C ∩ E|`` with ``C`` the union of the gradient
+    collectives' intervals and ``E`` the rank's exposed communication (as a dimension's
+    ``exposed_ns``, :func:`~timeline.analysis.dimensions.exposure_by`): collectives in flight
+    together (gloo's two threads, NCCL's streams) count once, so it is never more than the step.
     """
-    rows = context.overlap.collectives.filter(pl.col("collective").is_in(GRADIENT_KINDS))
-    labels = rows.select(
-        "rank", "start_ns", "end_ns", dimension=pl.lit("gradient"), pg_desc=pl.lit("gradient")
+    if context.exposed_gradient_ns is None:
+        overlap = context.overlap
+        windows = overlap.windows.select("rank", "iteration", "start_ns", "end_ns")
+        if None not in context.facts.iterations:
+            windows = windows.filter(pl.col("iteration").is_in(list(context.facts.iterations)))
+        exposed = _by_rank(overlap.comm.filter(pl.col("state").cast(pl.String) == "exposed"), windows)
+        gradients = _by_rank(overlap.collectives.filter(pl.col("collective").is_in(GRADIENT_KINDS)), windows)
+        values = []
+        for rank, iteration, w_start, w_end in windows.iter_rows():
+            union = _union((max(a, w_start), min(b, w_end)) for a, b in gradients.get(rank, ()))
+            values.append((rank, iteration, _overlap_ns(union, exposed.get(rank, []))))
+        context.exposed_gradient_ns = _mean_of_medians(context, values)
+    return context.exposed_gradient_ns
+
+
+def _by_rank(frame: pl.DataFrame, windows: pl.DataFrame) -> dict[int, list[tuple[int, int]]]:
+    """Return each rank's ``[start_ns, end_ns)`` intervals that overlap its ``windows``' span, by start."""
+    spans = windows.group_by("rank").agg(_from=pl.col("start_ns").min(), _to=pl.col("end_ns").max())
+    near = (
+        frame.select("rank", "start_ns", "end_ns")
+        .join(spans, on="rank", how="inner")
+        .filter((pl.col("end_ns") > pl.col("_from")) & (pl.col("start_ns") < pl.col("_to")))
     )
-    exposure = exposure_by(context.overlap, labels)
-    return _mean_of_medians(context, exposure.select("rank", "iteration", "exposed_ns").iter_rows())
+    out: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for rank, start, end in near.select("rank", "start_ns", "end_ns").sort("rank", "start_ns").iter_rows():
+        out[rank].append((start, end))
+    return out
+
+
+def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Return the union of intervals (empty ones dropped) as disjoint intervals, by start."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(i for i in intervals if i[1] > i[0]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _overlap_ns(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> int:
+    """Return the length of the intersection of two lists of disjoint intervals, each by start."""
+    total, j = 0, 0
+    for a, b in first:
+        while j < len(second) and second[j][1] <= a:
+            j += 1
+        k = j
+        while k < len(second) and second[k][0] < b:
+            total += min(b, second[k][1]) - max(a, second[k][0])
+            k += 1
+    return total
 
 
 def gradient_bytes(context: Context) -> int:

@@ -69,6 +69,8 @@ class Context:
         What the diagnosis left out, and why (one line each).
     unexamined
         The causes the rules could not examine for lack of data (no link, no gradient-ready times…).
+    exposed_gradient_ns
+        Kept by the first rule that measures it.
     """
 
     facts: Facts
@@ -88,6 +90,9 @@ class Context:
     exposure: pl.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
     unexamined: set[str] = field(default_factory=set)
+    exposed_gradient_ns: int | None = None
+    """The gradient collectives' exposed time, once a rule measured it
+    (:func:`timeline.diagnosis.communication.exposed_gradient_ns`: three rules read it)."""
 
     @cached_property
     def replayer(self) -> Replayer | None:

@@ -25,7 +25,7 @@ from timeline.diagnosis.communication import (
     gradient_bytes,
 )
 from timeline.diagnosis.context import Context
-from timeline.diagnosis.facts import Facts, facts_of, horovod_only
+from timeline.diagnosis.facts import Facts, choose_iterations, facts_of, horovod_only
 from timeline.diagnosis.ranks import find_imbalance, find_input_stall, find_launch_bound, find_straggler
 from timeline.diagnosis.thresholds import MIN_GAIN, MIN_SHARE, REPLAY_ERROR
 from timeline.diagnosis.verdict import DIAGNOSED_CAUSES, NOTHING, Diagnosis, headline
@@ -105,8 +105,9 @@ def diagnose(
 
         return diagnose_horovod(trace, link_gbps=link_gbps)
     notes: list[str] = []
-    match = _match(trace, overlap, notes)
-    facts = facts_of(overlap, match=match)
+    chosen = choose_iterations(overlap)
+    match = _match(trace, overlap, notes, iterations=chosen[1])
+    facts = facts_of(overlap, match=match, chosen=chosen)
     if not facts.ranks or facts.step_ns <= 0:
         return Diagnosis(findings=(), communication_bound=False, summary=NOTHING, notes=tuple(notes))
     context = Context(
@@ -155,8 +156,15 @@ def _findings(context: Context) -> list[Finding]:
 _CLOCKS_NOTE = "the ranks' clocks disagree: straggler and imbalance not examined (align them: --align)"
 
 
-def _match(trace: Trace, overlap: Overlap, notes: list[str]) -> CollectiveMatch | None:
-    """Return the collectives matched across ranks (None with one rank, or clocks that disagree)."""
+def _match(
+    trace: Trace, overlap: Overlap, notes: list[str], *, iterations: tuple[int | None, ...]
+) -> CollectiveMatch | None:
+    """Return the collectives matched across ranks (None with one rank, or clocks that disagree).
+
+    Only the communication that starts in the diagnosed iterations, or in the one before or after
+    them (a collective some ranks start at the end of the previous iteration, skewed), is matched:
+    the facts read the diagnosed iterations' collectives only.
+    """
     events = trace.events
     comm = events.filter((pl.col("source") == "kineto") & (pl.col("kind") == "communication"))
     if comm.get_column("rank").n_unique() < 2:
@@ -165,6 +173,21 @@ def _match(trace: Trace, overlap: Overlap, notes: list[str]) -> CollectiveMatch 
         notes.append(_CLOCKS_NOTE)
         return None
     from timeline.analysis.collectives import match_collectives
+
+    if None not in iterations:
+        first, last = min(i for i in iterations if i is not None), max(i for i in iterations if i is not None)
+        bounds = (
+            overlap.windows.filter(
+                (pl.col("window") == "profiler_step") & pl.col("iteration").is_between(first - 1, last + 1)
+            )
+            .group_by("rank")
+            .agg(_from=pl.col("start_ns").min(), _to=pl.col("end_ns").max())
+        )
+        comm = (
+            comm.join(bounds, on="rank", how="inner")
+            .filter((pl.col("start_ns") >= pl.col("_from")) & (pl.col("start_ns") < pl.col("_to")))
+            .drop("_from", "_to")
+        )
 
     # the job's world size the profiler traces record (as `timeline collectives` matches with it)
     sizes = trace.files.filter(pl.col("format") != "horovod").get_column("world_size").drop_nulls()

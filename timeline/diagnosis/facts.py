@@ -198,7 +198,12 @@ def choose_iterations(overlap: Overlap) -> tuple[pl.DataFrame, tuple[int | None,
     return rows.select(_COLUMNS).sort("iteration", "rank"), tuple(common)
 
 
-def facts_of(overlap: Overlap, *, match: CollectiveMatch | None = None) -> Facts:
+def facts_of(
+    overlap: Overlap,
+    *,
+    match: CollectiveMatch | None = None,
+    chosen: tuple[pl.DataFrame, tuple[int | None, ...]] | None = None,
+) -> Facts:
     """Return the facts of an overlap analysis (and of its collectives matched across ranks).
 
     Parameters
@@ -208,8 +213,10 @@ def facts_of(overlap: Overlap, *, match: CollectiveMatch | None = None) -> Facts
     match
         :func:`~timeline.analysis.collectives.match_collectives` of the same events (a
         ``CollectiveMatch``), or None with one rank, or when cross-rank times cannot be trusted.
+    chosen
+        :func:`choose_iterations` of ``overlap``, when already computed.
     """
-    rows, iterations = choose_iterations(overlap)
+    rows, iterations = choose_iterations(overlap) if chosen is None else chosen
     step = 0
     if rows.height:
         per_iteration = rows.group_by("iteration").agg(pl.col("step_ns").median().alias("_t"))
