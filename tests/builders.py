@@ -19,7 +19,7 @@ import subprocess
 import sys
 import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1050,3 +1050,30 @@ def exposure_reference(document: Mapping[str, Any]) -> dict[str, tuple[int, int]
         hidden = interval_length(interval_intersection(union, busy))
         result[dim] = (interval_length(union) - hidden, hidden)
     return result
+
+
+# --- plain-Python interval arithmetic (the tests' independent computations) ---------------------------
+
+
+def merged_intervals(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of ``[start, end)`` intervals (empty ones dropped), disjoint, by start."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(i for i in intervals if i[1] > i[0]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def intersection_ns(x: list[tuple[int, int]], y: list[tuple[int, int]]) -> int:
+    """The length of the intersection of two lists of disjoint intervals, each by start."""
+    i = j = total = 0
+    while i < len(x) and j < len(y):
+        lo, hi = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
+        total += max(0, hi - lo)
+        if x[i][1] < y[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total

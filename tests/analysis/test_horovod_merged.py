@@ -22,7 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 import cli.main
-from tests.builders import REPO, SAMPLES
+from tests.builders import REPO, SAMPLES, merged_intervals
 from timeline import load
 from timeline.analysis.overlap import comm_intervals, compute_overlap
 from timeline.budgets import evaluate_budgets, frames_from_overlap, parse_budgets
@@ -116,32 +116,22 @@ def _write_timeline(
 # --- plain-Python interval arithmetic ----------------------------------------------------------------
 
 
-def _union(intervals: list[Interval]) -> list[Interval]:
-    out: list[Interval] = []
-    for a, b in sorted(i for i in intervals if i[1] > i[0]):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
 def _intersect(xs: list[Interval], ys: list[Interval]) -> list[Interval]:
-    return _union([(max(a, c), min(b, d)) for a, b in xs for c, d in ys if max(a, c) < min(b, d)])
+    return merged_intervals([(max(a, c), min(b, d)) for a, b in xs for c, d in ys if max(a, c) < min(b, d)])
 
 
 def _subtract(xs: list[Interval], ys: list[Interval]) -> list[Interval]:
     out: list[Interval] = []
-    for a, b in _union(xs):
+    for a, b in merged_intervals(xs):
         pieces = [(a, b)]
-        for c, d in _union(ys):
+        for c, d in merged_intervals(ys):
             pieces = [p for x, y in pieces for p in ((x, min(y, c)), (max(x, d), y)) if p[1] > p[0]]
         out.extend(pieces)
-    return _union(out)
+    return merged_intervals(out)
 
 
 def _length(xs: list[Interval]) -> int:
-    return sum(b - a for a, b in _union(xs))
+    return sum(b - a for a, b in merged_intervals(xs))
 
 
 def _expected(
@@ -168,7 +158,7 @@ def _expected(
         if r["tid"] not in comm_threads and (r["kind"] == "sync" or r["name"].startswith(calls))
     ]
     working = _subtract(compute, waits)
-    comm = _union([*wire, *((r["start_ns"], r["end_ns"]) for r in comm_rows)])
+    comm = merged_intervals([*wire, *((r["start_ns"], r["end_ns"]) for r in comm_rows)])
     out = []
     for lo, hi in windows.filter(pl.col("rank") == 0).select("start_ns", "end_ns").iter_rows():
         in_step = _intersect(comm, [(lo, hi)])

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.builders import TRACES
+from tests.builders import TRACES, intersection_ns, merged_intervals
 from timeline import compute_overlap, load
 from timeline.analysis.overlap import compute_rank_overlap
 
@@ -25,28 +25,6 @@ CASES = [
     *sorted((KINETO / "param_dlrm_8rank").glob("*.json.gz")),
     *sorted(KINETO.glob("hta_*/*.json.gz")),
 ]
-
-
-def merged(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(i for i in intervals if i[1] > i[0]):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def intersection(x: list[tuple[int, int]], y: list[tuple[int, int]]) -> int:
-    i = j = total = 0
-    while i < len(x) and j < len(y):
-        lo, hi = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
-        total += max(0, hi - lo)
-        if x[i][1] < y[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
 
 
 def naive(path: Path) -> dict[str, int]:
@@ -63,9 +41,9 @@ def naive(path: Path) -> dict[str, int]:
             start += base
         end = start + int(Decimal(event["dur"]) * 1000)
         (comm if event["name"].startswith("nccl") else compute).append((start, end))
-    c, p = merged(comm), merged(compute)
+    c, p = merged_intervals(comm), merged_intervals(compute)
     comm_ns = sum(b - a for a, b in c)
-    hidden = intersection(c, p)
+    hidden = intersection_ns(c, p)
     return {
         "comm_ns": comm_ns,
         "compute_ns": sum(b - a for a, b in p),

@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.builders import CASES, KINETO, SAMPLES, TRACES
+from tests.builders import CASES, KINETO, SAMPLES, TRACES, intersection_ns, merged_intervals
 from timeline.analysis.collectives import match_collectives
 from timeline.analysis.dimensions import exposure_by
 from timeline.analysis.horovod_phases import compute_negotiation_wait
@@ -170,16 +170,6 @@ def _agrees_with_the_tables(
         )
 
 
-def _merged(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for start, end in sorted(intervals):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out
-
-
 def _exposed_gradient_union(overlap: Any) -> dict[tuple[Any, int], int]:
     """Per (iteration, rank): |union of the gradient collectives ∩ exposed communication| in each window."""
     gradients: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -194,13 +184,11 @@ def _exposed_gradient_union(overlap: Any) -> dict[tuple[Any, int], int]:
     for rank, iteration, w_start, w_end in overlap.windows.select(
         "rank", "iteration", "start_ns", "end_ns"
     ).iter_rows():
-        union = _merged(
+        union = merged_intervals(
             [(max(s, w_start), min(e, w_end)) for s, e in gradients[rank] if min(e, w_end) > max(s, w_start)]
         )
         inside = [(s, e) for s, e in exposed[rank] if e > w_start and s < w_end]
-        sums[(iteration, rank)] += sum(
-            max(0, min(e1, e2) - max(s1, s2)) for s1, e1 in union for s2, e2 in inside
-        )
+        sums[(iteration, rank)] += intersection_ns(union, sorted(inside))
     return sums
 
 

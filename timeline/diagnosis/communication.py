@@ -22,6 +22,7 @@ from timeline.analysis.dimensions import communication_labels, exposure_by, name
 from timeline.analysis.intervals import union_intervals
 from timeline.diagnosis.context import Context, finding, predicted
 from timeline.diagnosis.facts import mean_int
+from timeline.diagnosis.replays import merged, overlap_ns
 from timeline.diagnosis.thresholds import (
     BUCKET_CAPS_MIB,
     CODEC_GBPS,
@@ -93,8 +94,8 @@ def exposed_gradient_ns(context: Context) -> int:
         gradients = _by_rank(overlap.collectives.filter(pl.col("collective").is_in(GRADIENT_KINDS)), windows)
         values = []
         for rank, iteration, w_start, w_end in windows.iter_rows():
-            union = _union((max(a, w_start), min(b, w_end)) for a, b in gradients.get(rank, ()))
-            values.append((rank, iteration, _overlap_ns(union, exposed.get(rank, []))))
+            union = merged((max(a, w_start), min(b, w_end)) for a, b in gradients.get(rank, ()))
+            values.append((rank, iteration, overlap_ns(union, exposed.get(rank, []))))
         context.exposed_gradient_ns = _mean_of_medians(context, values)
     return context.exposed_gradient_ns
 
@@ -111,30 +112,6 @@ def _by_rank(frame: pl.DataFrame, windows: pl.DataFrame) -> dict[int, list[tuple
     for rank, start, end in near.select("rank", "start_ns", "end_ns").sort("rank", "start_ns").iter_rows():
         out[rank].append((start, end))
     return out
-
-
-def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Return the union of intervals (empty ones dropped) as disjoint intervals, by start."""
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(i for i in intervals if i[1] > i[0]):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def _overlap_ns(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> int:
-    """Return the length of the intersection of two lists of disjoint intervals, each by start."""
-    total, j = 0, 0
-    for a, b in first:
-        while j < len(second) and second[j][1] <= a:
-            j += 1
-        k = j
-        while k < len(second) and second[k][0] < b:
-            total += min(b, second[k][1]) - max(a, second[k][0])
-            k += 1
-    return total
 
 
 def gradient_bytes(context: Context) -> int:

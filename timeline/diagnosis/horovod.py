@@ -26,6 +26,7 @@ import polars as pl
 from timeline.analysis.horovod_phases import analyze_horovod
 from timeline.diagnosis.context import Context, finding, predicted
 from timeline.diagnosis.facts import Facts, horovod_only, mean_int, replayed_iterations
+from timeline.diagnosis.replays import merged, total_ns
 from timeline.diagnosis.thresholds import (
     LINK_UNDERUSED_RATIO,
     MIN_GAIN,
@@ -266,18 +267,7 @@ def _union_in_windows(context: Context, spans: list[tuple[int, int]]) -> dict[in
             if w0 <= a < w1:
                 per[iteration].append((a, min(b, w1)))
                 break
-    out: dict[int | None, int] = {}
-    for iteration, _w0, _w1 in bounds:
-        total, end = 0, None
-        for a, b in sorted(per.get(iteration, [])):
-            if end is None or a > end:
-                total += b - a
-                end = b
-            elif b > end:
-                total += b - end
-                end = b
-        out[iteration] = total
-    return out
+    return {iteration: total_ns(merged(per.get(iteration, []))) for iteration, _w0, _w1 in bounds}
 
 
 def _link(context: Context, totals: dict[str, object]) -> Finding | None:
