@@ -203,10 +203,12 @@ class DelayLink(Link):
         super().__init__(prefix)
         self._taps: list[int] = []
         self._delay_ns, self._ns_per_byte = 0, 0.0
-        self._stop = os.pipe()
+        self._stop: tuple[int, ...] = os.pipe()
         self._thread: threading.Thread | None = None
         self.frames = 0
         """Frames forwarded so far (both directions)."""
+        self.dropped = 0
+        """Frames the receiving tap refused (none expected: TCP would resend them)."""
 
     def __enter__(self) -> DelayLink:
         try:
@@ -230,12 +232,9 @@ class DelayLink(Link):
             os.write(self._stop[1], b"x")
             self._thread.join()
             self._thread = None
-        for fd in self._taps:
+        for fd in (*self._taps, *self._stop):
             os.close(fd)
-        self._taps = []
-        for fd in self._stop:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._taps, self._stop = [], ()
         super().close()
 
     def shape(self, rate: str, *, delay_ms: float = 0.0) -> None:
@@ -262,8 +261,11 @@ class DelayLink(Link):
             wait: int | None = None
             for d, queue in enumerate(queues):
                 while queue and queue[0][0] <= now:
-                    os.write(taps[1 - d], queue.popleft()[1])
-                    self.frames += 1
+                    try:
+                        os.write(taps[1 - d], queue.popleft()[1])
+                        self.frames += 1
+                    except OSError:  # the peer's queue is full, or its device going: lost, as on a wire
+                        self.dropped += 1
                 if queue:
                     wait = queue[0][0] - now if wait is None else min(wait, queue[0][0] - now)
             ready, _, _ = select.select([*taps, stop], [], [], None if wait is None else wait / 1e9)
@@ -276,7 +278,7 @@ class DelayLink(Link):
                 while True:
                     try:
                         frame = os.read(tap, _TAP_MTU + 64)
-                    except BlockingIOError:
+                    except OSError:  # nothing more to read now (or the device is going)
                         break
                     free[d] = delivery_ns(now, len(frame), free[d], self._delay_ns, self._ns_per_byte)
                     queues[d].append((free[d], frame))

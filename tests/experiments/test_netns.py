@@ -53,6 +53,7 @@ def test_the_forwarder_delivers_every_frame_in_order_both_ways() -> None:
             s.close()
     assert not thread.is_alive()
     assert link.frames == 2 * len(frames)
+    assert link.dropped == 0
 
 
 def test_a_delayed_link_needs_the_tun_driver(monkeypatch: pytest.MonkeyPatch) -> None:
