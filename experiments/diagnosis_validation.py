@@ -167,6 +167,10 @@ class Phase:
     """The one-way delay the link adds in each direction (:class:`~experiments.netns.DelayLink`; needs
     ``rate``, which that link then keeps too)."""
 
+    def __post_init__(self) -> None:
+        if self.delay_ms > 0 and self.rate is None:
+            raise ValueError(f"phase {self.label!r}: a link delay needs a link rate (rate=...)")
+
 
 @dataclass(frozen=True)
 class Case:

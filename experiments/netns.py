@@ -192,10 +192,11 @@ _TAP_MTU = 65000
 class DelayLink(Link):
     """Two namespaces joined through this process: each packet is delayed, then sent at the rate.
 
-    Each namespace holds a tap device; a thread of this process (:meth:`forward_between`) reads the frames
-    one namespace sends and writes them into the other's tap once ``delay_ms`` have passed and the
-    link, at ``rate``, has sent the frames before them (first in, first out, nothing dropped): the
-    one-way delay and the rate of a long link, which the kernel's ``netem`` gives where it is built
+    Each namespace holds a tap device; a thread of this process (:meth:`forward_between`) reads the
+    frames one namespace sends and writes them into the other's tap once ``delay_ms`` have passed
+    and the link, at ``rate``, has sent the frames before them (first in, first out; a frame the
+    receiving tap refuses is counted in :attr:`dropped`, as lost on a wire): the one-way delay and
+    the rate of a long link, which the kernel's ``netem`` gives where it is built
     in. Its timing is the thread's: a few tens of µs of jitter on an idle core.
     """
 

@@ -356,6 +356,14 @@ def test_check_analyses_runs_made_elsewhere_in_their_new_folder(tmp_path: Path) 
     assert checked["analyze_command"] == ["timeline", "analyze", str(folder / "with"), "--json"]
 
 
+def test_a_link_delay_needs_a_link() -> None:
+    with pytest.raises(ValueError, match="phase 'with': a link delay needs a link rate"):
+        validation.Phase("with", delay_ms=0.5)
+    assert CASES["bucketing_link"].delayed
+    assert not CASES["bucketing_link"].quick  # root, namespaces and /dev/net/tun: not in the test
+    assert CASES["bucketing_link"].link_gbps == 1.0  # analyze gets --link-gbps 1
+
+
 def test_check_refuses_a_file_that_is_not_a_run_list(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
