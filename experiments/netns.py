@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Self
 
 __all__ = [
     "DelayLink",
@@ -132,21 +133,34 @@ class Link:
         subnet = 1 + tag % 250
         self.addresses = (f"10.213.{subnet}.1", f"10.213.{subnet}.2")
 
-    def __enter__(self) -> Link:
+    _mtu: int | None = None
+    """The devices' MTU, when not the kernel's default."""
+
+    def __enter__(self) -> Self:
         try:
             for ns in self.namespaces:
                 _run("ip", "netns", "add", ns)
-            a, b = self.devices
-            _run("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+            self._make_devices()
             for ns, dev, address in zip(self.namespaces, self.devices, self.addresses, strict=True):
                 _run("ip", "link", "set", dev, "netns", ns)
+                if self._mtu is not None:
+                    _run("ip", "-n", ns, "link", "set", dev, "mtu", str(self._mtu))
                 _run("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", dev)
                 _run("ip", "-n", ns, "link", "set", dev, "up")
                 _run("ip", "-n", ns, "link", "set", "lo", "up")
+            self._connect()
         except BaseException:
             self.close()
             raise
         return self
+
+    def _make_devices(self) -> None:
+        """Create the two devices (here a veth pair) in this namespace; ``__enter__`` moves them."""
+        a, b = self.devices
+        _run("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+
+    def _connect(self) -> None:
+        """Join the two devices, once each is up in its namespace (a veth pair already is)."""
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -211,21 +225,15 @@ class DelayLink(Link):
         self.dropped = 0
         """Frames the receiving tap refused (none expected: TCP would resend them)."""
 
-    def __enter__(self) -> DelayLink:
-        try:
-            for ns, dev, address in zip(self.namespaces, self.devices, self.addresses, strict=True):
-                _run("ip", "netns", "add", ns)
-                self._taps.append(_open_tap(dev))
-                _run("ip", "link", "set", dev, "netns", ns)
-                _run("ip", "-n", ns, "link", "set", dev, "mtu", str(_TAP_MTU))
-                _run("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", dev)
-                _run("ip", "-n", ns, "link", "set", dev, "up")
-                _run("ip", "-n", ns, "link", "set", "lo", "up")
-            self.forward_between(self._taps)
-        except BaseException:
-            self.close()
-            raise
-        return self
+    _mtu = _TAP_MTU
+
+    def _make_devices(self) -> None:
+        """Create a tap device for each namespace, this process holding both."""
+        for dev in self.devices:
+            self._taps.append(_open_tap(dev))
+
+    def _connect(self) -> None:
+        self.forward_between(self._taps)
 
     def close(self) -> None:
         """Stop the forwarder, close the taps and delete both namespaces."""
