@@ -66,6 +66,18 @@ def test_no_collective_is_matched_across_groups(mesh_8: tuple[Job, Trace]) -> No
     assert not match.warnings
 
 
+def test_without_details_the_collectives_and_ranks_are_the_full_matchs(mesh_8: tuple[Job, Trace]) -> None:
+    """``details=False`` (what the diagnosis reads) matches the same collectives; the rest is empty."""
+    _job, trace = mesh_8
+    full, light = matched(trace), matched(trace, details=False)
+    assert light.collectives.equals(full.collectives)
+    assert light.ranks.equals(full.ranks)
+    assert full.groups.height > 0
+    assert light.groups.height == light.point_to_point.height == light.ambiguous.height == 0
+    assert light.mismatches.height == 0
+    assert light.warnings == ()
+
+
 def test_each_collective_is_the_generated_one_with_its_groups_figures(mesh_8: tuple[Job, Trace]) -> None:
     job, trace = mesh_8
     truth = by_group_and_seq(job)

@@ -467,6 +467,7 @@ def match_collectives(
     overrides: Mapping[str, str] | None = None,
     nodes: pl.DataFrame | None = None,
     clocks: pl.DataFrame | None = None,
+    details: bool = True,
 ) -> CollectiveMatch:
     """Match every collective across the ranks of its process group; pair sends with receives.
 
@@ -501,6 +502,10 @@ def match_collectives(
         Which ranks' times compare (:func:`~timeline.analysis.groups.shared_clocks`): the groups of
         events the traces leave ambiguous are then also told by their timing and pairing (without
         it, only by their gloo worker thread).
+    details
+        Also pair sends with receives and report the count mismatches, the ambiguous events, the
+        groups and the warnings; False: only ``collectives`` and ``ranks`` (the rest empty, no
+        warnings), what the diagnosis reads.
 
     Returns
     -------
@@ -534,10 +539,49 @@ def match_collectives(
     known = group_instances(events, declared, overrides=overrides, nodes=nodes)
     expected = _expected_ranks(instances, known, len(measured_ranks), world_size)
     logical, collectives, ranks = _measured(instances, expected, link_gbps)
+    if not details:
+        return CollectiveMatch(
+            collectives=collectives, ranks=ranks, mismatches=pl.DataFrame(schema=COLLECTIVE_MISMATCHES_SCHEMA)
+        )
+    return _with_details(
+        collectives,
+        ranks,
+        attributed=attributed,
+        instances=instances,
+        logical=logical,
+        known=known,
+        measured_ranks=measured_ranks,
+        attribution_warnings=tuple(attribution_warnings),
+        windows=windows,
+        link_gbps=link_gbps,
+        nodes=nodes,
+    )
+
+
+def _with_details(
+    collectives: pl.DataFrame,
+    ranks: pl.DataFrame,
+    *,
+    attributed: pl.DataFrame,
+    instances: pl.DataFrame,
+    logical: pl.DataFrame,
+    known: pl.DataFrame,
+    measured_ranks: list[int],
+    attribution_warnings: tuple[str, ...],
+    windows: pl.DataFrame,
+    link_gbps: float | None,
+    nodes: pl.DataFrame | None,
+) -> CollectiveMatch:
+    """Return the match with its details: mismatches, point-to-point pairs, ambiguous events, groups."""
     mismatches, warnings = _mismatches(instances, logical, measured_ranks)
     pairs, p2p_warnings = match_point_to_point(attributed, windows=windows, link_gbps=link_gbps, nodes=nodes)
     ambiguous = _ambiguous(attributed, instances)
-    warnings = (*warnings, *p2p_warnings, *attribution_warnings, *_ambiguity_warnings(ambiguous, known))
+    warnings = (
+        *warnings,
+        *p2p_warnings,
+        *attribution_warnings,
+        *_ambiguity_warnings(ambiguous, known),
+    )
     too_fast = implausible_warning(
         int(collectives.get_column("implausible").sum()) + int(pairs.get_column("implausible").sum()),
         link_gbps,

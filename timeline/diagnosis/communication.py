@@ -11,7 +11,6 @@ with its thresholds, in ``docs/diagnosis.md``.
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -32,6 +31,7 @@ from timeline.diagnosis.thresholds import (
     MIN_SHARE,
 )
 from timeline.results.findings import Finding
+from timeline.stats import median
 from timeline.units import format_ns
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def _mean_of_medians(context: Context, values: Iterable[tuple[int, int | None, i
             sums[(key_iteration, rank)] += int(value)
     if not facts.ranks:
         return 0
-    return mean_int(statistics.median(sums.get((i, r), 0) for r in facts.ranks) for i in facts.iterations)
+    return mean_int(median(sums.get((i, r), 0) for r in facts.ranks) for i in facts.iterations)
 
 
 def exposed_gradient_ns(context: Context) -> int:
@@ -214,7 +214,7 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
     sizes = [o.nbytes for o in ops if o.nbytes is not None]
     evidence = {
         "buckets_per_iteration": round(len(ops) / max(1, len(windows))),
-        "median_bucket_bytes": round(statistics.median(sizes)) if sizes else None,
+        "median_bucket_bytes": round(median(sizes)) if sizes else None,
         "first_bucket_delay_ns": _first_bucket_delay(context),
         "exposed_gradient_comm_ns": exposed,
         "collective_latency_ns": None if cost is None else cost.latency_ns,
@@ -274,7 +274,7 @@ def _fixed_step_latency_s(context: Context, replayer: Replayer) -> tuple[float, 
     steps = [latency_steps(o.collective, o.group_size) for o in replayer.graph.ops if o.gradient and o.nbytes]
     if cost is None or not steps:
         return 0.0, cost
-    return cost.latency_ns / 1e9 / max(1.0, statistics.median(steps)), cost
+    return cost.latency_ns / 1e9 / max(1.0, median(steps)), cost
 
 
 def _mib(value: object) -> str:
@@ -497,7 +497,7 @@ def find_exposed_dimension(context: Context) -> Finding | None:
     if len(dimensions) < 2:
         return None
     per_dimension = {
-        d: mean_int(statistics.median(sums.get((d, i, r), 0) for r in facts.ranks) for i in facts.iterations)
+        d: mean_int(median(sums.get((d, i, r), 0) for r in facts.ranks) for i in facts.iterations)
         for d in dimensions
     }
     total = sum(per_dimension.values())

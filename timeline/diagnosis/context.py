@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from timeline.diagnosis.facts import Facts
 from timeline.results.findings import Basis, Evidence, Finding, gain_ratio
 
@@ -110,8 +112,7 @@ class Context:
         self.unexamined.update(causes)
 
 
-@dataclass(frozen=True)
-class Prediction:
+class Prediction(msgspec.Struct, frozen=True):
     """A finding's prediction: the step after the fix, its gain and how it was made."""
 
     step_ns: int

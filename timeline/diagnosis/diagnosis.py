@@ -192,7 +192,7 @@ def _match(
     # the job's world size the profiler traces record (as `timeline collectives` matches with it)
     sizes = trace.files.filter(pl.col("format") != "horovod").get_column("world_size").drop_nulls()
     world = None if sizes.is_empty() else int(sizes.max())  # type: ignore[arg-type]
-    return match_collectives(comm, windows=overlap.windows, world_size=world)
+    return match_collectives(comm, windows=overlap.windows, world_size=world, details=False)
 
 
 def _replayer(

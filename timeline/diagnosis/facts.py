@@ -9,7 +9,6 @@ iterations, rounded to the nanosecond.
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from timeline.diagnosis.thresholds import MAX_RANK_EVENTS
+from timeline.stats import median
 
 if TYPE_CHECKING:
     from timeline.analysis.collectives import CollectiveMatch
@@ -157,7 +157,7 @@ class Facts:
         chosen = list(self.ranks if ranks is None else ranks)
         if not chosen:
             return 0
-        return mean_int(statistics.median(self.value(r, i, column) for r in chosen) for i in self.iterations)
+        return mean_int(median(self.value(r, i, column) for r in chosen) for i in self.iterations)
 
     def min_mean(self, column: str) -> int:
         """Return the mean over iterations of the smallest value over ranks of a figure."""
@@ -220,7 +220,7 @@ def facts_of(
     step = 0
     if rows.height:
         per_iteration = rows.group_by("iteration").agg(pl.col("step_ns").median().alias("_t"))
-        step = round(statistics.median(per_iteration.get_column("_t").to_list()))
+        step = round(median(per_iteration.get_column("_t").to_list()))
     caused: dict[tuple[int | None, int], int] = defaultdict(int)
     waited: dict[tuple[int | None, int], int] = defaultdict(int)
     late: dict[tuple[int | None, int], int] = defaultdict(int)
@@ -272,7 +272,7 @@ def _waits(
         if own and others:
             key = (key_iteration, last)
             late[key] = max(late.get(key, 0), max(0, own[0] - max(others)))
-        middle = statistics.median(s for _r, s in members)
+        middle = median(s for _r, s in members)
         for rank, start in members:
             if start > middle:
                 key = (key_iteration, rank)

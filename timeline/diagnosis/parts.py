@@ -13,9 +13,9 @@ only
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 import polars as pl
 
 from timeline.analysis.launches import launch_gap_intervals
@@ -30,8 +30,7 @@ LAUNCH_GAPS_SCHEMA = pl.Schema(
 )
 
 
-@dataclass(frozen=True, eq=False)
-class DiagnosisParts:
+class DiagnosisParts(msgspec.Struct, frozen=True, eq=False):
     """What the diagnosis needs of some ranks' events beyond the overlap.
 
     Their share of the graph of the diagnosed iterations, and their launch-bound device gaps there.

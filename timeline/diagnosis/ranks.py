@@ -8,7 +8,6 @@ Each rule is defined, with its thresholds, in ``docs/diagnosis.md``.
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Mapping
 
@@ -23,6 +22,7 @@ from timeline.diagnosis.thresholds import (
     SLOW_RANK_SHARE,
 )
 from timeline.results.findings import Evidence, Finding
+from timeline.stats import median
 from timeline.units import format_ns
 
 __all__ = ["find_imbalance", "find_input_stall", "find_launch_bound", "find_straggler"]
@@ -41,8 +41,8 @@ def _excess(context: Context, rank: int, iteration: int | None, column: str) -> 
     others = [r for r in facts.ranks if r != rank]
     if not others:
         return 0
-    median = statistics.median(facts.value(r, iteration, column) for r in others)
-    return max(0, round(facts.value(rank, iteration, column) - median))
+    middle = median(facts.value(r, iteration, column) for r in others)
+    return max(0, round(facts.value(rank, iteration, column) - middle))
 
 
 def _late_cut(
@@ -313,8 +313,7 @@ def find_input_stall(context: Context) -> Finding | None:
             None
             if not dispatch
             else mean_int(
-                statistics.median(total_ns(dispatch.get((i, r), ())) for r in facts.ranks)
-                for i in facts.iterations
+                median(total_ns(dispatch.get((i, r), ())) for r in facts.ranks) for i in facts.iterations
             )
         ),
         "iterations": len(facts.iterations),
@@ -354,9 +353,7 @@ def _dispatch_gaps(context: Context) -> dict[tuple[int | None, int], Intervals]:
 
 def _median_launch_gap(context: Context) -> int:
     facts = context.facts
-    return mean_int(
-        statistics.median(context.launch_gap(r, i) for r in facts.ranks) for i in facts.iterations
-    )
+    return mean_int(median(context.launch_gap(r, i) for r in facts.ranks) for i in facts.iterations)
 
 
 def find_launch_bound(context: Context) -> Finding | None:

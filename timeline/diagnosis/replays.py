@@ -18,13 +18,15 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from timeline.diagnosis.thresholds import HIDE_TOLERANCE
+from timeline.stats import median
 
 if TYPE_CHECKING:
     from timeline.whatif.graph import TraceGraph
@@ -77,8 +79,7 @@ _INFINITE_GBPS = 1e9
 """A link this fast makes every transfer's bandwidth term vanish (its latency term stays)."""
 
 
-@dataclass(frozen=True)
-class WindowCut:
+class WindowCut(msgspec.Struct, frozen=True):
     """Time to remove from one rank's window: idle first (earliest first), then compute.
 
     Attributes
@@ -155,8 +156,8 @@ class Replayer:
         for window_id, row in self.windows.items():
             if window_id in lengths:
                 by_iteration[row["iteration"]].append(lengths[window_id])
-        medians = [statistics.median(v) for v in by_iteration.values()]
-        return statistics.median(medians) if medians else 0.0
+        medians = [median(v) for v in by_iteration.values()]
+        return median(medians) if medians else 0.0
 
     def replayed_step(self, graph: TraceGraph | None = None, scenario: Scenario | None = None) -> float:
         """Return the replayed step (median over iterations of the median over ranks) of a graph.
@@ -302,9 +303,19 @@ class Replayer:
         """
         starts, ends = self._by_rank(kind, rank)
         last = bisect.bisect_left(starts, end)
-        first = max(0, bisect.bisect_right(starts, start) - 1) if kind == "compute" else 0
-        spans = zip(starts[first:last], ends[first:last], strict=True)
-        return [(max(a, start), min(b, end)) for a, b in spans if b > start]
+        if kind != "compute":
+            spans = zip(starts[:last], ends[:last], strict=True)
+            return [(max(a, start), min(b, end)) for a, b in spans if b > start]
+        # disjoint and by start: only the first can end by ``start``, and only the first and last
+        # need clipping (the others lie inside the span)
+        first = max(0, bisect.bisect_right(starts, start) - 1)
+        if first < last and ends[first] <= start:
+            first += 1
+        clipped = list(zip(starts[first:last], ends[first:last], strict=True))
+        if clipped:
+            clipped[0] = (max(clipped[0][0], start), clipped[0][1])
+            clipped[-1] = (clipped[-1][0], min(clipped[-1][1], end))
+        return clipped
 
     def _by_rank(self, kind: str, rank: int) -> tuple[list[int], list[int]]:
         """Return a rank's compute intervals or collectives, sorted by start: their starts and ends."""
@@ -399,17 +410,22 @@ def _first_idle(busy: Iterable[tuple[int, int]], start: int, end: int, amount: i
     """
     out: list[tuple[int, int]] = []
     left, at = amount, start
+    if left <= 0 or at >= end:
+        return out
     for a, b in sorted(busy):
-        if left <= 0 or at >= end:
-            return out
-        if b <= a:
+        if b <= a or b <= at:  # empty, or inside what is already passed
             continue
         if a > at:
-            take = min(min(a, end) - at, left)
+            take = min(a, end) - at
+            if take >= left:
+                out.append((at, at + left))
+                return out
             out.append((at, at + take))
             left -= take
-        at = max(at, b)
-    if left > 0 and end > at:
+        at = b
+        if at >= end:
+            return out
+    if end > at:
         out.append((at, at + min(end - at, left)))
     return out
 
