@@ -143,6 +143,28 @@ def test_real_trace_graph_from_parts_equals_trace_graph(path: Path) -> None:
         )
 
 
+def test_parts_shifted_by_clock_offsets_build_the_graph_of_the_shifted_events() -> None:
+    """``--align`` rank by rank: each task's parts moved by the offsets (``shift_parts``) build the graph
+    of the events moved by them (``apply_clock_offsets``), groups and unmatched calls kept."""
+    from timeline.analysis.alignment import apply_clock_offsets
+    from timeline.execution.reduce import shift_parts
+
+    trace = _load(REPO / "sample_traces" / "ddp_gloo_4rank")
+    offsets = pl.DataFrame(
+        {"rank": [0, 1, 2, 3], "offset_ns": [0, 7_000, -3_000, None], "mad_ns": [0, 10, 10, None]},
+        schema={"rank": pl.Int32, "offset_ns": pl.Int64, "mad_ns": pl.Int64},
+    )
+    moved = apply_clock_offsets(trace.events, offsets)
+    parts = [graph_parts(piece) for piece in split_events(trace.events, [[0, 1], [2, 3]])]
+    shifted = [shift_parts(part, offsets) for part in parts]
+    for moved_part, part in zip(shifted, parts, strict=True):
+        assert moved_part.groups is part.groups
+        assert moved_part.unmatched_calls == part.unmatched_calls
+    expected = combine_graph_parts([graph_parts(piece) for piece in split_events(moved, [[0, 1], [2, 3]])])
+    assert_same_graph(combine_graph_parts(shifted), expected)
+    assert combine_graph_parts(shifted).ops != combine_graph_parts(parts).ops  # the offsets did move them
+
+
 def test_the_manifest_link_comes_from_the_files_table(tmp_path: Path) -> None:
     sample = REPO / "sample_traces" / "ddp_gloo_markers"
     manifest = json.loads((sample / "manifest.json").read_text())

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+import msgspec
 import polars as pl
 from isal import isal_zlib
 
@@ -339,7 +340,7 @@ def _shifted(frame: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
 
 def shift_parts(parts: GraphParts, offsets: pl.DataFrame) -> GraphParts:
     """Return graph parts moved as ``apply_clock_offsets`` moves events (a rank's times minus its offset)."""
-    return replace(
+    return msgspec.structs.replace(
         parts,
         windows=_shifted(parts.windows, offsets),
         compute=_shifted(parts.compute, offsets),

@@ -22,6 +22,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import msgspec
+
 from timeline.errors import UsageError
 
 __all__ = [
@@ -53,16 +55,14 @@ HOROVOD_CYCLE_NS = 5_000_000
 """Horovod's ``HOROVOD_CYCLE_TIME`` of the seed paper (5 ms)."""
 
 
-@dataclass(frozen=True)
-class GradientReady:
+class GradientReady(msgspec.Struct, frozen=True):
     """One gradient: when it became ready (ns, any origin) and its size in bytes."""
 
     ready_ns: int
     nbytes: int
 
 
-@dataclass(frozen=True)
-class Bucket:
+class Bucket(msgspec.Struct, frozen=True):
     """Gradients sent by one collective."""
 
     ready_ns: int

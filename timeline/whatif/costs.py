@@ -18,8 +18,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from timeline.errors import UsageError
 
@@ -168,8 +169,7 @@ def collective_time_s(
     return steps * latency_s + bits / (link_bps * efficiency)
 
 
-@dataclass(frozen=True)
-class FixedCost:
+class FixedCost(msgspec.Struct, frozen=True):
     """The time of one collective alone on its link: ``latency_ns + ns_per_bit · bits``.
 
     ``bits``: :func:`bandwidth_bits`, what each rank sends. Fitted from a trace's own collectives by

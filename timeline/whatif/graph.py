@@ -54,10 +54,11 @@ import bisect
 import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+import msgspec
 import polars as pl
 
 from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP, SYNCHRONISING_COLLECTIVES
@@ -112,8 +113,7 @@ _ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 _GATHERING = ("all_gather", "gather")
 
 
-@dataclass(frozen=True, slots=True)
-class CommOp:
+class CommOp(msgspec.Struct, frozen=True):
     """One collective on one rank, as measured."""
 
     op_id: int
@@ -149,8 +149,7 @@ class CommOp:
     """The parallelism dimension of its group (``tp``, ``dp``, ``world`` …); None when unknown."""
 
 
-@dataclass(frozen=True, slots=True)
-class Instance:
+class Instance(msgspec.Struct, frozen=True):
     """One logical collective: the same collective on every rank that ran it."""
 
     instance_id: int
@@ -167,8 +166,7 @@ class Instance:
     share its link equally)."""
 
 
-@dataclass(frozen=True, slots=True)
-class WaitPoint:
+class WaitPoint(msgspec.Struct, frozen=True):
     """Compute on a rank that cannot resume before some collectives end."""
 
     rank: int
@@ -184,8 +182,7 @@ class WaitPoint:
     """The update after an iteration's last gradient collective (it waits for all of them)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Gradient:
+class Gradient(msgspec.Struct, frozen=True):
     """One gradient of one rank's backward pass."""
 
     rank: int
@@ -264,8 +261,7 @@ class TraceGraph:
         return bool((self.windows.get_column("window") == "profiler_step").any())
 
 
-@dataclass(frozen=True, eq=False)
-class GraphParts:
+class GraphParts(msgspec.Struct, frozen=True, eq=False):
     """What :func:`build_graph` computes within ranks: the input of :func:`combine_graph_parts`.
 
     Made by :func:`graph_parts` from the events of some ranks (one rank, or a unit of a few), it
@@ -310,7 +306,7 @@ class GraphParts:
     markers: pl.DataFrame
     accumulate_grad: pl.DataFrame
     unmatched_calls: tuple[int, ...] = ()
-    groups: pl.DataFrame = field(default_factory=PROCESS_GROUPS_SCHEMA.to_frame)
+    groups: pl.DataFrame = msgspec.field(default_factory=PROCESS_GROUPS_SCHEMA.to_frame)
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -597,8 +593,9 @@ def graph_parts(
         sets, by=["rank"], sets=_SETS, formula=lambda s: s["compute"] & ~s["wait"]
     ).sort("rank", "start_ns")
     waits_union = union_intervals(sets.filter(pl.col("set") == "wait"), by=["rank"]).sort("rank", "start_ns")
-    progress = _progress_table(events, sets)
-    comm, unmatched = _comm_frame(events, sets, kept_modes, progress)
+    launches = _launches(events)
+    progress = _progress_table(events, sets, launches)
+    comm, unmatched = _comm_frame(events, sets, kept_modes, progress, launches)
     markers, accumulate_grad = _gradient_signals(events, modes, progress)
     return GraphParts(
         modes=modes_frame,
@@ -615,6 +612,8 @@ def graph_parts(
 
 def _conform(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
     """Select the columns of ``schema``, in its order and with its dtypes (no-op when they match)."""
+    if frame.schema == schema:
+        return frame
     return frame.select(pl.col(name).cast(dtype) for name, dtype in schema.items())
 
 
@@ -874,6 +873,11 @@ def _attribute_collectives(
         .unique("group", keep="first")
     )
     attributed = attributed.join(sizes, on="group", how="left", maintain_order="left")
+    group_size = pl.coalesce(pl.col("group_size"), pl.col("_group_size"))
+    if attributed.get_column("group").null_count() == 0:  # no ambiguous group: no order in doubt
+        return attributed.with_columns(group_size=group_size, _lone=pl.lit(False), _sub=pl.lit("")).drop(
+            "_op", "_group_size", "kind", "source"
+        )
     uneven = pl.col("collective").is_in(UNEVEN_COLLECTIVES).fill_null(True)
     sub = (
         pl.when(uneven)
@@ -899,27 +903,32 @@ def _attribute_collectives(
     )
     doubted = doubt.get_column("group").unique()
     return attributed.with_columns(
-        group_size=pl.coalesce(pl.col("group_size"), pl.col("_group_size")),
+        group_size=group_size,
         _lone=pl.col("group").is_null() | pl.col("_op").is_in(unordered.implode()),
         _sub=pl.when(pl.col("group").is_in(doubted.implode())).then(pl.col("_sub")).otherwise(pl.lit("")),
     ).drop("_op", "_group_size", "kind", "source")
 
 
-def _progress_table(events: pl.DataFrame, sets: pl.DataFrame) -> pl.DataFrame:
+def _launches(events: pl.DataFrame) -> pl.DataFrame:
+    """Return each rank's CPU-side launch of each correlation id: ``rank``, ``correlation``, ``launch_ns``."""
+    return (
+        events.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+        .select("rank", "correlation", launch_ns="start_ns")
+        .unique(["rank", "correlation"], keep="first")
+    )
+
+
+def _progress_table(events: pl.DataFrame, sets: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
     """How far each GPU rank's compute got by each launch: ``rank``, ``issued_ns``, ``progress_ns``.
 
     ``progress_ns`` is the last end of the compute kernels issued (launched on the CPU) up to
-    ``issued_ns``: a CPU-side moment maps to the compute timeline through it.
+    ``issued_ns``: a CPU-side moment maps to the compute timeline through it. ``launches``: the
+    events' :func:`_launches`.
     """
     kernels = sets.filter(pl.col("set") == "compute").join(
         events.with_row_index("event").select("event", "correlation", "device"), on="event", how="left"
     )
     kernels = kernels.filter(pl.col("device").is_not_null())
-    launches = (
-        events.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
-        .select("rank", "correlation", launch_ns="start_ns")
-        .unique(["rank", "correlation"], keep="first")
-    )
     issued = kernels.join(launches, on=["rank", "correlation"], how="left").with_columns(
         issued_ns=pl.coalesce("launch_ns", "start_ns")
     )
@@ -953,11 +962,16 @@ def _at_progress(points: pl.DataFrame, progress: pl.DataFrame, *, at: str) -> pl
 
 
 def _comm_frame(
-    events: pl.DataFrame, sets: pl.DataFrame, modes: pl.DataFrame, progress: pl.DataFrame
+    events: pl.DataFrame,
+    sets: pl.DataFrame,
+    modes: pl.DataFrame,
+    progress: pl.DataFrame,
+    launches: pl.DataFrame,
 ) -> tuple[pl.DataFrame, tuple[int, ...]]:
     """Return the communication events with their channel, bytes and ready time.
 
     And the CPU-only ranks whose ``c10d::`` calls and collectives do not match one to one.
+    ``launches``: the events' :func:`_launches`.
     """
     details = events.with_row_index("event").select(
         "event",
@@ -991,19 +1005,56 @@ def _comm_frame(
         .then(pl.format("stream {}", pl.col("stream")))
         .otherwise(pl.format("thread {}", pl.col("tid"))),
     )
-    # GPU ranks: ready when the compute stream reached the collective's launch.
-    launches = (
-        events.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
-        .select("rank", "correlation", launch_ns="start_ns")
-        .unique(["rank", "correlation"], keep="first")
+    comm = _gpu_ready(comm, modes, progress, launches)
+    comm, unmatched = _cpu_ready(comm, events, modes)
+    ready = pl.min_horizontal(pl.coalesce("gpu_ready", "cpu_ready", "start_ns"), pl.col("start_ns"))
+    n = pl.col("group_size").cast(pl.Int64)
+    nbytes = (
+        pl.when(pl.col("collective").is_in(_GATHERING))
+        .then(pl.coalesce(pl.col("out_bytes"), pl.col("in_bytes") * n))
+        .otherwise(pl.col("in_bytes"))
     )
+    frame = comm.with_columns(ready_ns=ready, nbytes=nbytes).select(
+        "rank",
+        "channel",
+        "collective",
+        "group",
+        "nbytes",
+        "group_size",
+        "start_ns",
+        "end_ns",
+        "ready_ns",
+        *_ATTRIBUTION_COLUMNS,
+    )
+    return frame, unmatched
+
+
+def _gpu_ready(
+    comm: pl.DataFrame, modes: pl.DataFrame, progress: pl.DataFrame, launches: pl.DataFrame
+) -> pl.DataFrame:
+    """Add ``gpu_ready``: on GPU ranks, when the compute stream reached the collective's launch."""
+    gpu = pl.col("mode") == "gpu"
+    if "gpu" not in modes.get_column("mode").to_list():
+        return comm.with_columns(gpu_ready=pl.lit(None, dtype=pl.Int64))
     comm = comm.join(launches, on=["rank", "correlation"], how="left")
     comm = _at_progress(
         comm.with_columns(pl.col("launch_ns").fill_null(pl.col("start_ns"))), progress, at="launch_ns"
     )
-    comm = comm.with_columns(gpu_ready=pl.when(gpu).then(pl.col("progress_ns")))
-    # CPU-only ranks: ready at the c10d:: call that launched it (the k-th call for the k-th collective).
+    return comm.with_columns(gpu_ready=pl.when(gpu).then(pl.col("progress_ns")))
+
+
+def _cpu_ready(
+    comm: pl.DataFrame, events: pl.DataFrame, modes: pl.DataFrame
+) -> tuple[pl.DataFrame, tuple[int, ...]]:
+    """Add ``cpu_ready``: on CPU-only ranks, the ``c10d::`` call that launched the collective.
+
+    The k-th call of the rank for its k-th collective; none on the ranks whose calls and collectives
+    do not match one to one, returned too.
+    """
+    gpu = pl.col("mode") == "gpu"
     cpu_ranks = modes.filter(pl.col("mode") == "cpu").get_column("rank")
+    if cpu_ranks.len() == 0:
+        return comm.with_columns(cpu_ready=pl.lit(None, dtype=pl.Int64)), ()
     calls = (
         events.filter(
             pl.col("rank").is_in(cpu_ranks.implode())
@@ -1027,26 +1078,7 @@ def _comm_frame(
         .join(matched, on=["rank", "_k"], how="left")
         .with_columns(cpu_ready=pl.when(~gpu).then(pl.col("call_ns")))
     )
-    ready = pl.min_horizontal(pl.coalesce("gpu_ready", "cpu_ready", "start_ns"), pl.col("start_ns"))
-    n = pl.col("group_size").cast(pl.Int64)
-    nbytes = (
-        pl.when(pl.col("collective").is_in(_GATHERING))
-        .then(pl.coalesce(pl.col("out_bytes"), pl.col("in_bytes") * n))
-        .otherwise(pl.col("in_bytes"))
-    )
-    frame = comm.with_columns(ready_ns=ready, nbytes=nbytes).select(
-        "rank",
-        "channel",
-        "collective",
-        "group",
-        "nbytes",
-        "group_size",
-        "start_ns",
-        "end_ns",
-        "ready_ns",
-        *_ATTRIBUTION_COLUMNS,
-    )
-    return frame, tuple(sorted(int(r) for r in unmatched.get_column("rank").to_list()))
+    return comm, tuple(sorted(int(r) for r in unmatched.get_column("rank").to_list()))
 
 
 def _locate(frame: pl.DataFrame, windows: pl.DataFrame, *, at: str) -> pl.DataFrame:
@@ -1164,117 +1196,148 @@ def _ops_and_instances(
         .with_row_index("op_id")
         .with_columns(pl.col("op_id").cast(pl.Int64))
     )
-    comm = _numbered(comm)
-    rows = comm.to_dicts()
-    delays = _pool_delays(rows)
+    comm = _numbered(comm)  # row i is op i
+    col = {name: comm.get_column(name).to_list() for name in _OP_COLUMNS}
+    ranks, starts, ends = col["rank"], col["start_ns"], col["end_ns"]
+    found, instance_of = _matched(col, warnings)
+    transfers = []
+    for k, (ops, _synchronising, transfer, _lags) in enumerate(found):
+        begin = max(starts[i] for i in ops)
+        transfers.append((k, begin, begin + transfer, sorted({ranks[i] for i in ops})))
+    works = exclusive_work(transfers)
+    instances = tuple(
+        Instance(k, ops, synchronising, transfer, lags, works[k])
+        for k, (ops, synchronising, transfer, lags) in enumerate(found)
+    )
+    # the fields by position, in CommOp's order (thousands of collectives: keywords cost more)
+    comm_ops = tuple(
+        map(
+            CommOp,
+            range(comm.height),
+            ranks,
+            col["window_id"],
+            col["channel"],
+            col["pool"],
+            col["collective"],
+            col["nbytes"],
+            map(int, col["group_size"]),
+            starts,
+            ends,
+            col["ready_ns"],
+            _pool_delays(col["pool"], col["channel"], starts, ends, col["ready_ns"]),
+            instance_of,
+            map(bool, col["gradient"]),
+            col["group"],
+            col["dimension"],
+        )
+    )
+    return comm_ops, instances
+
+
+_OP_COLUMNS = (
+    "rank",
+    "window_id",
+    "channel",
+    "pool",
+    "collective",
+    "nbytes",
+    "group_size",
+    "start_ns",
+    "end_ns",
+    "ready_ns",
+    "gradient",
+    "group",
+    "dimension",
+    "_lone",
+    "_sub",
+    "_index",
+)
+"""The columns of the numbered collectives that :func:`_ops_and_instances` reads."""
+
+
+_Match = tuple[tuple[int, ...], bool, int, tuple[int, ...]]
+"""A logical collective as :func:`_matched` finds it: its ops, synchronising, transfer, lags."""
+
+
+def _matched(col: Mapping[str, list[Any]], warnings: list[str]) -> tuple[list[_Match], list[int]]:
+    """Match the numbered collectives (the columns of :data:`_OP_COLUMNS`) across ranks.
+
+    Returns the logical collectives (each collective of a group that does not synchronise stands
+    alone) and, per collective, the index of its own.
+    """
+    starts, ends, collectives = col["start_ns"], col["end_ns"], col["collective"]
     by_key: dict[tuple[object, ...], list[int]] = defaultdict(list)
-    for row in rows:
-        key = ("lone", row["op_id"]) if row["_lone"] else (row["group"], row["_sub"], row["_index"])
-        by_key[key].append(row["op_id"])
-    instance_of: dict[int, int] = {}
-    instances: list[Instance] = []
+    for i, (lone, group, sub, index) in enumerate(
+        zip(col["_lone"], col["group"], col["_sub"], col["_index"], strict=True)
+    ):
+        by_key[("lone", i) if lone else (group, sub, index)].append(i)
+    instance_of: list[int] = [0] * len(starts)
+    found: list[_Match] = []
     inconsistent = 0
     for members in by_key.values():
-        ops = [rows[i] for i in members]
-        kinds = {o["collective"] for o in ops}
-        latest_start = max(o["start_ns"] for o in ops)
-        first_end = min(o["end_ns"] for o in ops)
-        synchronising = (
-            len(ops) > 1
+        kinds = {collectives[i] for i in members}
+        latest_start = max(starts[i] for i in members)
+        first_end = min(ends[i] for i in members)
+        if len(members) > 1 and len(kinds) > 1:
+            inconsistent += 1
+        if (
+            len(members) > 1
             and len(kinds) == 1
             and next(iter(kinds)) in SYNCHRONISING_COLLECTIVES
             and first_end >= latest_start
-        )
-        if len(ops) > 1 and len(kinds) > 1:
-            inconsistent += 1
-        if synchronising:
-            instance_of.update(dict.fromkeys(members, len(instances)))
-            instances.append(
-                Instance(
-                    instance_id=len(instances),
-                    ops=tuple(members),
-                    synchronising=True,
-                    transfer_ns=first_end - latest_start,
-                    lags_ns=tuple(o["end_ns"] - first_end for o in ops),
-                )
+        ):
+            for i in members:
+                instance_of[i] = len(found)
+            found.append(
+                (tuple(members), True, first_end - latest_start, tuple(ends[i] - first_end for i in members))
             )
             continue
-        for o in ops:
-            instance_of[o["op_id"]] = len(instances)
-            instances.append(
-                Instance(
-                    instance_id=len(instances),
-                    ops=(o["op_id"],),
-                    synchronising=False,
-                    transfer_ns=o["end_ns"] - o["start_ns"],
-                    lags_ns=(0,),
-                )
-            )
+        for i in members:
+            instance_of[i] = len(found)
+            found.append(((i,), False, ends[i] - starts[i], (0,)))
     if inconsistent:
         warnings.append(
             f"{inconsistent} collective(s) differ in kind across ranks when matched by order; "
             "replayed on each rank alone"
         )
-    rank_of = {row["op_id"]: row["rank"] for row in rows}
-    start_of = {row["op_id"]: row["start_ns"] for row in rows}
-    transfers = [
-        (
-            inst.instance_id,
-            max(start_of[i] for i in inst.ops),
-            max(start_of[i] for i in inst.ops) + inst.transfer_ns,
-            sorted({rank_of[i] for i in inst.ops}),
-        )
-        for inst in instances
-    ]
-    works = exclusive_work(transfers)
-    measured = tuple(replace(inst, work_ns=works[inst.instance_id]) for inst in instances)
-    comm_ops = tuple(
-        CommOp(
-            op_id=row["op_id"],
-            rank=row["rank"],
-            window_id=row["window_id"],
-            channel=row["channel"],
-            pool=row["pool"],
-            collective=row["collective"],
-            nbytes=row["nbytes"],
-            group_size=int(row["group_size"]),
-            start_ns=row["start_ns"],
-            end_ns=row["end_ns"],
-            ready_ns=row["ready_ns"],
-            launch_delay_ns=delays[row["op_id"]],
-            instance=instance_of[row["op_id"]],
-            gradient=bool(row["gradient"]),
-            group=row["group"],
-            dimension=row["dimension"],
-        )
-        for row in rows
-    )
-    return comm_ops, measured
+    return found, instance_of
 
 
-def _pool_delays(rows: list[dict[str, object]]) -> dict[int, int]:
+def _pool_delays(
+    pools: Sequence[object],
+    channels: Sequence[object],
+    starts: Sequence[int],
+    ends: Sequence[int],
+    ready: Sequence[int],
+) -> list[int]:
     """Each collective's launch delay: ``start − max(ready, first time a server of its pool was free)``.
 
-    A pool's servers are the distinct channels its collectives ran on; they serve the collectives in
-    order of start, each taking the first server free.
+    The collectives by index (op id), with their pool, channel, start, end and ready time. A pool's
+    servers are the distinct channels its collectives ran on; they serve the collectives in order
+    of start, each taking the first server free.
     """
-    pools: dict[object, list[dict[str, object]]] = defaultdict(list)
-    for row in rows:
-        pools[row["pool"]].append(row)
-    delays: dict[int, int] = {}
-    for members in pools.values():
-        members.sort(key=lambda r: (int(r["start_ns"]), int(r["op_id"])))  # type: ignore[call-overload]
-        servers = len({m["channel"] for m in members})
+    members_of: dict[object, list[int]] = defaultdict(list)
+    for i, pool in enumerate(pools):
+        members_of[pool].append(i)
+    delays = [0] * len(starts)
+    for members in members_of.values():
+        members.sort(key=starts.__getitem__)  # stable: ties by op id
+        servers = len({channels[i] for i in members})
+        if servers == 1:  # one server (a stream, a thread): free when the previous one ended
+            free: int | None = None
+            for i in members:
+                start, at = starts[i], ready[i]
+                delays[i] = start - (at if free is None else max(at, min(free, start)))
+                free = ends[i]
+            continue
         busy: list[int] = []
-        for m in members:
-            start = int(m["start_ns"])  # type: ignore[call-overload]
-            ready = int(m["ready_ns"])  # type: ignore[call-overload]
+        for i in members:
+            start, at = starts[i], ready[i]
             free = min(busy) if len(busy) >= servers else None
-            delays[int(m["op_id"])] = start - (ready if free is None else max(ready, min(free, start)))  # type: ignore[call-overload]
-            end = int(m["end_ns"])  # type: ignore[call-overload]
+            delays[i] = start - (at if free is None else max(at, min(free, start)))
             if len(busy) >= servers:
                 busy.remove(min(busy))
-            busy.append(end)
+            busy.append(ends[i])
     return delays
 
 
@@ -1297,50 +1360,60 @@ def exclusive_work(transfers: list[tuple[int, int, int, list[int]]]) -> dict[int
     >>> exclusive_work([(0, 0, 10, [0]), (1, 5, 10, [0])])  # two halves of [5, 10) each
     {0: 7.5, 1: 2.5}
     """
-    # Per rank: the number of transfers in progress, piecewise constant between sorted boundaries.
-    bounds: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for _id, begin, end, ranks in transfers:
-        if end <= begin:
-            continue
-        for r in ranks:
-            bounds[r].append((begin, 1))
-            bounds[r].append((end, -1))
-    steps: dict[int, tuple[list[int], list[int]]] = {}
-    for r, points in bounds.items():
-        points.sort()
-        times: list[int] = []
-        counts: list[int] = []
-        level = 0
-        for t, delta in points:
-            level += delta
-            if times and times[-1] == t:
-                counts[-1] = level
-            else:
-                times.append(t)
-                counts.append(level)
-        steps[r] = (times, counts)
+    steps = _transfer_counts(transfers)
     out: dict[int, float] = {}
     for transfer_id, begin, end, ranks in transfers:
         if end <= begin:
             out[transfer_id] = 0.0
             continue
-        cuts = {begin, end}
-        for r in ranks:
-            times, _counts = steps[r]
+        # each rank's count at the start, then its changes inside the transfer, by time
+        levels: list[int] = []
+        changes: list[tuple[int, int, int]] = []
+        for slot, (times, counts) in enumerate({id(steps[r]): steps[r] for r in ranks}.values()):
             lo = bisect.bisect_right(times, begin)
             hi = bisect.bisect_left(times, end)
-            cuts.update(times[lo:hi])
-        edges = sorted(cuts)
+            levels.append(counts[lo - 1])
+            changes += zip(times[lo:hi], itertools.repeat(slot), counts[lo:hi])
+        changes.sort()
+        # min over ranks of 1 / max(1, n) is 1 / max(1, the largest n), float for float
         total = 0.0
-        for a, b in itertools.pairwise(edges):
-            share = 1.0
-            for r in ranks:
-                times, counts = steps[r]
-                k = bisect.bisect_right(times, a) - 1
-                share = min(share, 1.0 / max(1, counts[k]))
-            total += (b - a) * share
-        out[transfer_id] = total
+        at = begin
+        for t, slot, level in changes:
+            if t != at:
+                total += (t - at) * (1.0 / max(1, max(levels)))
+                at = t
+            levels[slot] = level
+        out[transfer_id] = total + (end - at) * (1.0 / max(1, max(levels, default=1)))
     return out
+
+
+def _transfer_counts(
+    transfers: list[tuple[int, int, int, list[int]]],
+) -> dict[int, tuple[list[int], list[int]]]:
+    """Per rank, the number of transfers in progress: piecewise constant, ``(times, counts)``.
+
+    Ranks in the same transfers share one pair (every rank of a data-parallel job, often),
+    computed once: the transfers on them look at it once.
+    """
+    members: dict[int, list[int]] = defaultdict(list)  # per rank, its transfers (by index)
+    for k, (_id, begin, end, ranks) in enumerate(transfers):
+        if end > begin:
+            for r in ranks:
+                members[r].append(k)
+    shared: dict[tuple[int, ...], tuple[list[int], list[int]]] = {}
+    steps: dict[int, tuple[list[int], list[int]]] = {}
+    for r, indexes in members.items():
+        key = tuple(indexes)
+        if key not in shared:
+            changes: dict[int, int] = {}
+            for k in indexes:
+                begin, end = transfers[k][1], transfers[k][2]
+                changes[begin] = changes.get(begin, 0) + 1
+                changes[end] = changes.get(end, 0) - 1
+            times = sorted(changes)
+            shared[key] = (times, list(itertools.accumulate(changes[t] for t in times)))
+        steps[r] = shared[key]
+    return steps
 
 
 def _gradients(
@@ -1353,15 +1426,23 @@ def _gradients(
             carriers[(op.rank, op.window_id)].append(op)
     for group in carriers.values():
         group.sort(key=lambda o: (o.ready_ns, o.start_ns))
-    assigned: dict[int, list[dict[str, object]]] = defaultdict(list)
+    readies = {key: [o.ready_ns for o in group] for key, group in carriers.items()}
+    assigned: dict[int, list[tuple[int, object, object]]] = defaultdict(list)
     dropped = 0
-    for signal in signals.to_dicts():
-        group = carriers.get((signal["rank"], signal["window_id"]), [])
-        carrier = next((o for o in group if o.ready_ns >= signal["ready_ns"]), None)
-        if carrier is None:
+    for rank, window_id, ready, nbytes, param in zip(
+        *(
+            signals.get_column(name).to_list()
+            for name in ("rank", "window_id", "ready_ns", "nbytes", "param")
+        ),
+        strict=True,
+    ):
+        group = carriers.get((rank, window_id), [])
+        # the first ready at or after the signal (the group is sorted by ready time first)
+        k = bisect.bisect_left(readies[(rank, window_id)], ready) if group else 0
+        if k == len(group):
             dropped += 1
             continue
-        assigned[carrier.op_id].append(signal)
+        assigned[group[k].op_id].append((ready, nbytes, param))
     if dropped and source == "markers":
         warnings.append(
             f"{dropped} gradient-ready marker(s) after the last gradient collective of their "
@@ -1385,18 +1466,15 @@ def _gradients(
                 )
                 continue
             shares = _shares(op.nbytes or 0, len(signals_of))
-            for k, signal in enumerate(signals_of):
-                nbytes = signal["nbytes"]
+            for k, (ready, nbytes, param) in enumerate(signals_of):
                 gradients.append(
                     Gradient(
                         rank=op.rank,
                         window_id=op.window_id,
-                        ready_ns=int(signal["ready_ns"]),  # type: ignore[call-overload]
+                        ready_ns=int(ready),
                         nbytes=int(nbytes) if isinstance(nbytes, int) else shares[k],
                         op_id=op.op_id,
-                        name=str(signal["param"])
-                        if signal["param"] is not None
-                        else f"gradient {k} of {op.op_id}",
+                        name=str(param) if param is not None else f"gradient {k} of {op.op_id}",
                     )
                 )
     gradients.sort(key=lambda g: (g.rank, g.ready_ns))
@@ -1512,10 +1590,13 @@ def _record_resumed_waits(
     resumed = (pl.col("_before") & (pl.col("block_start") - pl.col("end_ns") <= tolerance_ns)) | (
         pl.col("rank").is_in(cpu) & ((pl.col("_before") & pl.col("_waited")) | synchronous)
     )
-    for row in in_gap.filter(resumed).iter_rows(named=True):
-        key = (row["rank"], row["block_start"])
-        deps[key].add(row["op_id"])
-        gap_of[key] = row["gap_start"]
+    found = in_gap.filter(resumed)
+    for rank, block_start, gap_start, op_id in zip(
+        *(found.get_column(name).to_list() for name in ("rank", "block_start", "gap_start", "op_id")),
+        strict=True,
+    ):
+        deps[(rank, block_start)].add(op_id)
+        gap_of[(rank, block_start)] = gap_start
 
 
 def _record_post_backward_waits(
@@ -1532,13 +1613,17 @@ def _record_post_backward_waits(
         for key, group in by_window.items()
     }
     window_of = {o.op_id: (o.rank, o.window_id) for o in ops if o.gradient and o.window_id is not None}
-    for row in in_gap.filter(pl.col("_before")).iter_rows(named=True):
-        key_w = window_of.get(row["op_id"])
-        if key_w is None or row["gap_start"] < backward_end[key_w]:
+    if not window_of:
+        return
+    found = in_gap.filter(pl.col("_before") & pl.col("op_id").is_in(list(window_of)))
+    for rank, block_start, gap_start, op_id in zip(
+        *(found.get_column(name).to_list() for name in ("rank", "block_start", "gap_start", "op_id")),
+        strict=True,
+    ):
+        if gap_start < backward_end[window_of[op_id]]:
             continue
-        key = (row["rank"], row["block_start"])
-        deps[key].add(row["op_id"])
-        gap_of[key] = row["gap_start"]
+        deps[(rank, block_start)].add(op_id)
+        gap_of[(rank, block_start)] = gap_start
 
 
 def _record_update_waits(
@@ -1579,14 +1664,15 @@ def _record_update_waits(
         strategy="forward",
         check_sortedness=False,
     )
-    for row in located.iter_rows(named=True):
-        if row["block_start"] is None or row["gap_start"] is None:
+    for rank, window_id, block_start, gap_start in zip(
+        *(located.get_column(name).to_list() for name in ("rank", "window_id", "block_start", "gap_start")),
+        strict=True,
+    ):
+        if block_start is None or gap_start is None or block_start >= window_end[window_id]:
             continue
-        if row["block_start"] >= window_end[row["window_id"]]:
-            continue
-        key = (row["rank"], row["block_start"])
-        deps[key].update(o.op_id for o in by_window[(row["rank"], row["window_id"])])
-        gap_of[key] = row["gap_start"]
+        key = (rank, block_start)
+        deps[key].update(o.op_id for o in by_window[(rank, window_id)])
+        gap_of[key] = gap_start
         update.add(key)
 
 

@@ -24,18 +24,22 @@ check (:func:`self_replay`). Every formula is in ``docs/whatif.md``.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import heapq
 import math
-import statistics
+import operator
+import weakref
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
+import msgspec
 import polars as pl
 
 from timeline.analysis.intervals import clip_to_windows, measure
 from timeline.errors import UsageError
+from timeline.stats import median, mode
 from timeline.whatif.bucketing import (
     MEASURED,
     Bucket,
@@ -262,9 +266,12 @@ class Prediction:
 # The scenario's collectives
 
 
-@dataclass(slots=True)
-class _Op:
-    """A collective of the scenario: a measured one (``source``) or a rebuilt bucket."""
+class _Op(msgspec.Struct):
+    """A collective of the scenario: a measured one (``source``) or a rebuilt bucket.
+
+    The measured ones are shared by every replay of their graph (:class:`_Shared`): an op is not
+    changed once its plan is made; what the scenario costs it is in the plan (:func:`_cost`).
+    """
 
     rank: int
     window_id: int | None
@@ -284,58 +291,145 @@ class _Op:
     """Seconds per bit of bandwidth term at the measured link (rebuilt buckets)."""
     instance: int = -1
     lag_ns: int = 0
-    work_ns: float = 0.0
-    """The scenario's link time of its transfer, alone on the link."""
-    decode_ns: int = 0
-    encode_ns: int = 0
     dimension: str | None = None
     """The dimension of its process group (:attr:`~timeline.whatif.graph.CommOp.dimension`)."""
 
 
-@dataclass
-class _Plan:
+_COST_KEY = operator.attrgetter(
+    "collective", "nbytes", "group_size", "dimension", "gradient", "base_ns", "calibration"
+)
+"""What a measured op's link time depends on besides the scenario and the graph (:func:`_work_ns`)."""
+
+
+class _Plan(msgspec.Struct):
+    """A scenario's collectives, their logical collectives (synchronising or not, members) and waits.
+
+    ``ops``, ``instances``, ``waits`` and ``groups`` may be shared by the replays of a graph: they
+    are read, never changed. :func:`_cost` sets the scenario's times of the ops.
+    """
+
     ops: list[_Op]
     instances: list[tuple[bool, list[int]]]
     waits: list[tuple[WaitPoint, tuple[int, ...]]]
     warnings: list[str]
+    groups: list[list[int]] = msgspec.field(default_factory=list)
+    """The ops that cost the same under any scenario (:data:`_COST_KEY`), listed by their first op."""
+    work_ns: list[float] = msgspec.field(default_factory=list)
+    """Per op: the scenario's link time of its transfer, alone on the link."""
+    encode_ns: list[int] = msgspec.field(default_factory=list)
+    decode_ns: list[int] = msgspec.field(default_factory=list)
+    layouts: dict[bool, _Layout] | None = None
+    """A shared plan's replay layouts, per ``Scenario.communication`` (None: the plan is not shared)."""
+
+
+class _Kept(msgspec.Struct):
+    """The measured collectives a scenario keeps (all, or all but the gradient ones), once per graph."""
+
+    ops: list[_Op]
+    instances: list[tuple[bool, list[int]]]
+    index_of: dict[int, int]
+    """``op_id`` → index in ``ops``."""
+    groups: list[list[int]]
+    waits: list[tuple[WaitPoint, tuple[int, ...]]]
+    """The waits on the kept collectives (with no rebuilt bucket to wait for)."""
+    layouts: dict[bool, _Layout] = msgspec.field(default_factory=dict)
+
+
+class _Shared:
+    """What every replay of one graph shares, whatever the scenario (made once: :func:`_shared`)."""
+
+    def __init__(self, graph: TraceGraph) -> None:
+        instances = graph.instances
+        self.work = {op_id: inst.work_ns for inst in instances for op_id in inst.ops}
+        """Each measured collective's exclusive link time (of its logical collective)."""
+        self.lag = {op_id: x for inst in instances for op_id, x in zip(inst.ops, inst.lags_ns, strict=True)}
+        channels: dict[str, set[str]] = defaultdict(set)
+        for o in graph.ops:
+            channels[o.pool].add(o.channel)
+        self.servers = {pool: len(names) for pool, names in channels.items()}
+        """Per pool: its servers (channels)."""
+        self.window_start = int(graph.windows.get_column("start_ns").min() or 0)  # type: ignore[arg-type]
+        self.gradient_windows = {(o.rank, o.window_id) for o in graph.ops if o.gradient}
+        """The ``(rank, window)`` whose gradient collectives a rebucketing scenario rebuilds."""
+        self.kept: dict[bool, _Kept] = {}
+        self.single_layouts: dict[bool, _Layout] = {}
+        self._iteration_of: dict[int, int | None] | None = None
+
+    def iteration_of(self, graph: TraceGraph) -> dict[int, int | None]:
+        """Return the iteration of each window (``window_id`` → ``ProfilerStep`` number)."""
+        if self._iteration_of is None:
+            windows = graph.windows
+            ids = windows.get_column("window_id").to_list()
+            self._iteration_of = dict(zip(ids, windows.get_column("iteration").to_list(), strict=True))
+        return self._iteration_of
+
+    def kept_ops(self, graph: TraceGraph, rebuilds: bool) -> _Kept:
+        """Return the collectives kept as measured (``rebuilds``: but the rebuilt gradient ones)."""
+        if rebuilds not in self.kept:
+            self.kept[rebuilds] = _keep(graph, self, self.gradient_windows if rebuilds else set())
+        return self.kept[rebuilds]
+
+
+_SHARED: dict[int, tuple[weakref.ref[TraceGraph], _Shared]] = {}
+"""What the replays of each live graph share, by the graph's identity (dropped with the graph)."""
+
+
+def _shared(graph: TraceGraph) -> _Shared:
+    """Return what the replays of this graph object share, made on its first replay.
+
+    A graph is frozen: what is made of it stays right as long as it lives. The entry is keyed by the
+    object's identity, checked against a weak reference, and dropped when the graph is.
+    """
+    key = id(graph)
+    entry = _SHARED.get(key)
+    if entry is not None and entry[0]() is graph:
+        return entry[1]
+    shared = _Shared(graph)
+
+    def forget(ref: weakref.ref[TraceGraph]) -> None:
+        if key in _SHARED and _SHARED[key][0] is ref:
+            del _SHARED[key]
+
+    with contextlib.suppress(TypeError):  # a graph that cannot be weakly referenced: nothing is kept
+        _SHARED[key] = (weakref.ref(graph, forget), shared)
+    return shared
 
 
 def _median_int(values: Sequence[int]) -> int:
-    return int(statistics.median(values)) if values else 0
+    return int(median(values)) if values else 0
 
 
 def _plan(graph: TraceGraph, scenario: Scenario) -> _Plan:
     """Return the collectives and waits of a scenario (gradient buckets rebuilt if asked)."""
-    warnings: list[str] = []
-    ops: list[_Op] = []
-    index_of: dict[int, int] = {}
-    rebuilt: set[tuple[int, int | None]] = set()
-    if scenario.rebuckets:
-        rebuilt = {(o.rank, o.window_id) for o in graph.ops if o.gradient}
-    kept = [o for o in graph.ops if not (o.gradient and (o.rank, o.window_id) in rebuilt)]
-    work = {op_id: inst.work_ns for inst in graph.instances for op_id in inst.ops}
-    lag = {op_id: x for inst in graph.instances for op_id, x in zip(inst.ops, inst.lags_ns, strict=True)}
-    for o in kept:
-        index_of[o.op_id] = len(ops)
-        ops.append(
-            _Op(
-                rank=o.rank,
-                window_id=o.window_id,
-                channel=o.channel,
-                pool=o.pool,
-                collective=o.collective,
-                nbytes=o.nbytes,
-                group_size=o.group_size,
-                ready_ns=o.ready_ns,
-                order_ns=o.start_ns,
-                launch_delay_ns=o.launch_delay_ns,
-                gradient=o.gradient,
-                source=o,
-                base_ns=work[o.op_id],
-                lag_ns=lag[o.op_id],
-                dimension=o.dimension,
-            )
+    shared = _shared(graph)
+    rebuilds = scenario.rebuckets and bool(shared.gradient_windows)
+    kept = shared.kept_ops(graph, rebuilds)
+    if not rebuilds:
+        return _Plan(
+            ops=kept.ops,
+            instances=kept.instances,
+            waits=kept.waits,
+            warnings=[],
+            groups=kept.groups,
+            layouts=kept.layouts,
         )
+    warnings: list[str] = []
+    ops = list(kept.ops)
+    instances = list(kept.instances)
+    new_of: dict[tuple[int, int | None], list[int]] = defaultdict(list)
+    _rebuild(graph, scenario, shared, ops, instances, new_of, warnings)
+    groups = kept.groups + [[i] for i in range(len(kept.ops), len(ops))]
+    waits = _waits(graph, kept.index_of, ops, new_of)
+    return _Plan(ops=ops, instances=instances, waits=waits, warnings=warnings, groups=groups)
+
+
+def _keep(graph: TraceGraph, shared: _Shared, rebuilt: set[tuple[int, int | None]]) -> _Kept:
+    """Return the measured collectives but the gradient ones of the ``rebuilt`` windows."""
+    kept = [o for o in graph.ops if not (o.gradient and (o.rank, o.window_id) in rebuilt)]
+    index_of = {o.op_id: i for i, o in enumerate(kept)}
+    base = [shared.work[o.op_id] for o in kept]
+    lag = [shared.lag[o.op_id] for o in kept]
+    instance = [-1] * len(kept)
     instances: list[tuple[bool, list[int]]] = []
     for inst in graph.instances:
         members = [index_of[i] for i in inst.ops if i in index_of]
@@ -343,19 +437,51 @@ def _plan(graph: TraceGraph, scenario: Scenario) -> _Plan:
             continue
         synchronising = inst.synchronising and len(members) > 1
         for m in members:
-            ops[m].instance = len(instances)
+            instance[m] = len(instances)
             if not synchronising:
-                ops[m].lag_ns = 0
+                lag[m] = 0
         if not synchronising and inst.synchronising:
             for m in members:  # a lone survivor of a matched collective: its own duration
-                src = ops[m].source
-                assert src is not None
-                ops[m].base_ns = float(src.end_ns - src.start_ns)
+                base[m] = float(kept[m].end_ns - kept[m].start_ns)
         instances.append((synchronising, members))
-    new_of: dict[tuple[int, int | None], list[int]] = defaultdict(list)
-    if rebuilt:
-        _rebuild(graph, scenario, rebuilt, ops, instances, new_of, warnings)
-    # Waits: dependencies on replaced gradient collectives move to the rebuilt buckets.
+    ops = [  # _Op's fields in order (positional: thousands of ops)
+        _Op(
+            o.rank,
+            o.window_id,
+            o.channel,
+            o.pool,
+            o.collective,
+            o.nbytes,
+            o.group_size,
+            o.ready_ns,
+            o.start_ns,
+            o.launch_delay_ns,
+            o.gradient,
+            o,
+            base[m],
+            None,
+            instance[m],
+            lag[m],
+            o.dimension,
+        )
+        for m, o in enumerate(kept)
+    ]
+    same_cost: dict[tuple[object, ...], list[int]] = {}
+    for i, key in enumerate(map(_COST_KEY, ops)):
+        same_cost.setdefault(key, []).append(i)
+    waits = _waits(graph, index_of, ops, defaultdict(list))
+    return _Kept(
+        ops=ops, instances=instances, index_of=index_of, groups=list(same_cost.values()), waits=waits
+    )
+
+
+def _waits(
+    graph: TraceGraph,
+    index_of: dict[int, int],
+    ops: list[_Op],
+    new_of: dict[tuple[int, int | None], list[int]],
+) -> list[tuple[WaitPoint, tuple[int, ...]]]:
+    """Return each wait and the collectives it waits for (the rebuilt buckets of replaced gradient ones)."""
     waits: list[tuple[WaitPoint, tuple[int, ...]]] = []
     removed_window = {o.op_id: (o.rank, o.window_id) for o in graph.ops if o.op_id not in index_of}
     for wait in graph.waits:
@@ -367,23 +493,21 @@ def _plan(graph: TraceGraph, scenario: Scenario) -> _Plan:
                 if wait.update or ops[n].ready_ns <= wait.gap_start_ns:
                     deps.add(n)
         waits.append((wait, tuple(sorted(deps))))
-    return _Plan(ops=ops, instances=instances, waits=waits, warnings=warnings)
+    return waits
 
 
 def _rebuild(
     graph: TraceGraph,
     scenario: Scenario,
-    rebuilt: set[tuple[int, int | None]],
+    common: _Shared,
     ops: list[_Op],
     instances: list[tuple[bool, list[int]]],
     new_of: dict[tuple[int, int | None], list[int]],
     warnings: list[str],
 ) -> None:
     """Replace the gradient collectives of the rebuilt windows by buckets of their gradients."""
-    windows = graph.windows
-    iteration_of = dict(
-        zip(windows.get_column("window_id").to_list(), windows.get_column("iteration").to_list(), strict=True)
-    )
+    rebuilt = common.gradient_windows
+    iteration_of = common.iteration_of(graph)
     measured: dict[tuple[int, int | None], list[CommOp]] = defaultdict(list)
     for o in graph.ops:
         if o.gradient and (o.rank, o.window_id) in rebuilt:
@@ -392,7 +516,7 @@ def _rebuild(
     for g in graph.gradients:
         if (g.rank, g.window_id) in rebuilt:
             grads[(g.rank, g.window_id)].append(g)
-    work = {op_id: inst.work_ns for inst in graph.instances for op_id in inst.ops}
+    work = common.work
     # Fusion depends on timing: form its buckets on the gradients' latest ready time over ranks.
     policy = scenario.buckets
     shared: dict[object, list[Bucket]] = {}
@@ -434,13 +558,13 @@ def _rebuild(
             buckets = make_buckets(policy, ready)
         if scenario.overlap == "none":  # everything leaves when the backward pass has ended
             last = max([g.ready_ns for g in members] + [o.ready_ns for o in originals])
-            buckets = [replace(b, ready_ns=last) for b in buckets]
-        kind = statistics.mode([o.collective for o in originals]) if originals else "all_reduce"
-        channel = statistics.mode([o.channel for o in originals]) if originals else "gradients"
-        pool = statistics.mode([o.pool for o in originals]) if originals else f"{key[0]}/gradients"
+            buckets = [msgspec.structs.replace(b, ready_ns=last) for b in buckets]
+        kind = mode([o.collective for o in originals]) if originals else "all_reduce"
+        channel = mode([o.channel for o in originals]) if originals else "gradients"
+        pool = mode([o.pool for o in originals]) if originals else f"{key[0]}/gradients"
         group_size = max((o.group_size for o in originals), default=graph.world_size)
-        group = statistics.mode([o.group for o in originals]) if originals else None
-        dimension = statistics.mode([o.dimension for o in originals]) if originals else None
+        group = mode([o.group for o in originals]) if originals else None
+        dimension = mode([o.dimension for o in originals]) if originals else None
         delay = max(0, _median_int([o.launch_delay_ns for o in originals]))
         calibration = _calibration(originals, work, scenario)
         for k, bucket in enumerate(buckets):
@@ -493,7 +617,7 @@ def _calibration(originals: Sequence[CommOp], work: dict[int, float], scenario: 
 
 def _uniform_calibration(graph: TraceGraph, scenario: Scenario) -> dict[str | None, float]:
     """Seconds per bit of bandwidth term per collective kind, over the whole trace."""
-    work = {op_id: inst.work_ns for inst in graph.instances for op_id in inst.ops}
+    work = _shared(graph).work
     by_kind: dict[str | None, list[CommOp]] = defaultdict(list)
     for o in graph.ops:
         by_kind[o.collective].append(o)
@@ -577,8 +701,7 @@ def _work_ns(
 # The replay
 
 
-@dataclass
-class _Timeline:
+class _Timeline(msgspec.Struct):
     """A replayed run: the compute shift after each shift point, and every collective's interval."""
 
     shift_times: dict[int, list[int]]
@@ -595,265 +718,371 @@ class _Timeline:
         return self.shift_values[rank][k] if k >= 0 else 0
 
 
+class _Layout(msgspec.Struct):
+    """What the replay of a plan needs that the scenario's times do not change (times relative to ``origin``).
+
+    A rank's shift points (waits, encodes) form its chain; a pool's collectives its queue.
+    """
+
+    origin: int
+    ready: list[int]
+    """Per op: its measured ready time."""
+    launch: list[int]
+    """Per op: its launch delay."""
+    lag: list[int]
+    """Per op: its lag behind the last rank of its logical collective (synchronising ones)."""
+    instance_of: list[int]
+    chain_of: list[int]
+    """Per op: the chain of its rank (-1: none)."""
+    anchor: list[int]
+    """Per op: the shift point of its chain its ready time follows (-1: none)."""
+    pool_of: list[int]
+    ranks: list[int]
+    """The rank of each chain."""
+    points: list[list[tuple[int, int, int]]]
+    """Per chain: ``(time, kind, index)``, kind 0 a wait (index in the plan's waits), 1 an encode (an op)."""
+    shift_times: dict[int, list[int]]
+    """Per rank: its points' times, absolute."""
+    waits: list[tuple[int, int, int | None, tuple[int, ...]]]
+    """Per wait: its gap start, resume time, resume delay when binding, and the ops it waits for."""
+    queues: list[list[int]]
+    """Per pool: its ops in launch order."""
+    servers: list[int]
+    """Per pool: how many collectives it runs at once."""
+    ranks_of: list[list[int]]
+    """Per logical collective: the ranks of its members."""
+    sizes: list[int]
+    """Per logical collective: its members."""
+
+
+def _layout(plan: _Plan, communication: bool, servers: dict[str, int], origin: int) -> _Layout:
+    """Return the layout of a plan's replay (encodes: those of ``plan.encode_ns``, with communication)."""
+    ops = plan.ops
+    points: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # rank -> (time, kind, index)
+    for w, (wait, _deps) in enumerate(plan.waits):
+        points[wait.rank].append((wait.resume_ns - origin, 0, w))
+    if communication and plan.encode_ns:
+        for i, op in enumerate(ops):
+            if plan.encode_ns[i] > 0:
+                points[op.rank].append((op.ready_ns - origin, 1, i))
+    for values in points.values():
+        values.sort()
+    chain_ids = {rank: c for c, rank in enumerate(points)}
+    times = [[t for t, _k, _i in values] for values in points.values()]
+    # Where each op's ready time sits in its rank's chain (skipping waits that depend on it).
+    waits_of_op: dict[int, set[int]] = defaultdict(set)
+    for w, (_wait, deps) in enumerate(plan.waits):
+        for d in deps:
+            waits_of_op[d].add(w)
+    ready = [op.ready_ns - origin for op in ops]
+    chain_of = [chain_ids.get(op.rank, -1) for op in ops]
+    anchor = [-1] * len(ops)
+    bisect_right = bisect.bisect_right
+    for i, c in enumerate(chain_of):
+        if c < 0:
+            continue
+        k = bisect_right(times[c], ready[i]) - 1
+        skipped = waits_of_op.get(i)
+        while k >= 0 and skipped:
+            _t, kind, index = points[ops[i].rank][k]
+            if kind != 0 or index not in skipped:
+                break
+            k -= 1
+        anchor[i] = k
+    pool_ids: dict[str, int] = {}
+    queues: list[list[int]] = []
+    for i, op in enumerate(ops):
+        p = pool_ids.get(op.pool)
+        if p is None:
+            p = pool_ids[op.pool] = len(queues)
+            queues.append([])
+        queues[p].append(i)
+    order = [op.order_ns for op in ops]
+    for queue in queues:  # by launch order, then index (a stable sort of indices in order)
+        queue.sort(key=order.__getitem__)
+    return _Layout(
+        origin=origin,
+        ready=ready,
+        launch=[op.launch_delay_ns for op in ops],
+        lag=[op.lag_ns for op in ops],
+        instance_of=[op.instance for op in ops],
+        chain_of=chain_of,
+        anchor=anchor,
+        pool_of=[pool_ids[op.pool] for op in ops],
+        ranks=list(points),
+        points=list(points.values()),
+        shift_times={rank: [t + origin for t in ts] for rank, ts in zip(points, times, strict=True)},
+        waits=[
+            (w.gap_start_ns - origin, w.resume_ns - origin, w.resume_delay_ns, deps) for w, deps in plan.waits
+        ],
+        queues=queues,
+        servers=[max(1, servers.get(pool, 1)) for pool in pool_ids],
+        ranks_of=[sorted({ops[m].rank for m in members}) for _sync, members in plan.instances],
+        sizes=[len(members) for _sync, members in plan.instances],
+    )
+
+
 _DONE = 1e-3  # ns of work left that count as finished (float rounding)
 
 
 class _Simulation:
     """A discrete-event replay: compute shifts, FIFO pools of servers, links shared by transfers.
 
-    Time runs relative to ``origin`` (float ns keep their precision there). Each rank's shift points
-    (waits, encodes) resolve in order; a collective becomes ready once the shift at its ready time
-    is known, starts when it is next in its pool and a server is free, transfers once every rank of
-    a synchronising collective has started, and its transfer progresses at ``min over its ranks of
-    1 / (transfers in progress on the rank)`` of the link: concurrent transfers share it equally.
+    Time runs relative to the layout's ``origin`` (float ns keep their precision there). Each rank's
+    shift points (waits, encodes) resolve in order; a collective becomes ready once the shift at its
+    ready time is known, starts when it is next in its pool and a server is free, transfers once every
+    rank of a synchronising collective has started, and its transfer progresses at ``min over its
+    ranks of 1 / (transfers in progress on the rank)`` of the link: concurrent transfers share it equally.
+
+    A chain or a pool is looked at again only when what stopped it may have changed: the collective
+    a chain waits for ended; the chain a pool's next collective waits for resolved further, one of
+    the pool's collectives ended (a server freed), or the time a server frees came.
     """
 
-    def __init__(self, scenario: Scenario, plan: _Plan, servers: dict[str, int], origin: int) -> None:
+    def __init__(self, communication: bool, plan: _Plan, layout: _Layout) -> None:
         self.plan = plan
-        self.origin = origin
-        self.communication = scenario.communication
-        ops = plan.ops
-        points: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # rank -> (time, kind, index)
-        for w, (wait, _deps) in enumerate(plan.waits):
-            points[wait.rank].append((wait.resume_ns, 0, w))
-        if self.communication:
-            for i, op in enumerate(ops):
-                if op.encode_ns > 0:
-                    points[op.rank].append((op.ready_ns, 1, i))
-        for values in points.values():
-            values.sort()
-        self.points = dict(points)
-        self.times = {rank: [t for t, _k, _i in values] for rank, values in self.points.items()}
-        self.values: dict[int, list[int]] = {rank: [] for rank in self.points}
+        self.layout = layout
+        self.communication = communication
+        n = len(plan.ops)
+        pools = len(layout.queues)
+        self.values: list[list[int]] = [[] for _ in layout.points]
         self.encode: list[tuple[int, int, int]] = []
-        # Where each op's ready time sits in its rank's chain (skipping waits that depend on it).
-        waits_of_op: dict[int, set[int]] = defaultdict(set)
-        for w, (_wait, deps) in enumerate(plan.waits):
-            for d in deps:
-                waits_of_op[d].add(w)
-        self.anchor: list[int] = []
-        for i, op in enumerate(ops):
-            ts = self.times.get(op.rank, [])
-            k = bisect.bisect_right(ts, op.ready_ns) - 1
-            while k >= 0:
-                _t, kind, index = self.points[op.rank][k]
-                if kind == 0 and index in waits_of_op[i]:
-                    k -= 1
-                    continue
-                break
-            self.anchor.append(k)
-        self.ready: list[int | None] = [None] * len(ops)
-        self.start: list[int | None] = [None] * len(ops)
-        self.end: list[int | None] = [None] * len(ops)
-        self.blocked: dict[int, int] = {}  # rank -> the collective its next wait point waits for
-        queues: dict[str, list[int]] = defaultdict(list)
-        for i, op in enumerate(ops):
-            queues[op.pool].append(i)
-        for queue in queues.values():
-            queue.sort(key=lambda i: (ops[i].order_ns, i))
-        self.queues = dict(queues)
-        self.next_in_queue = dict.fromkeys(self.queues, 0)
-        self.open_pools = list(self.queues)  # the pools with collectives not yet admitted
-        # What stopped each pool's queue, to skip it until that changes: its next collective not ready
-        # ("ready", (rank, chain position)), every server busy ("server"), a server free later ("time").
-        self.block: dict[str, tuple[str, Any]] = {}
-        self.freed: set[str] = set()  # pools a collective of which ended since they were last looked at
-        self.servers: dict[str, list[float]] = {
-            pool: [-math.inf] * max(1, servers.get(pool, 1)) for pool in self.queues
-        }
-        self.server_of: list[int] = [-1] * len(ops)
+        self.ready: list[int | None] = [None] * n
+        self.start: list[int | None] = [None] * n
+        self.end: list[int | None] = [None] * n
+        self.next_in_queue = [0] * pools
+        self.servers: list[list[float]] = [[-math.inf] * count for count in layout.servers]
+        self.server_of: list[int] = [-1] * n
         self.started_count = [0] * len(plan.instances)
         self.remaining: dict[int, float] = {}
-        self.ranks_of = [sorted({ops[m].rank for m in members}) for _sync, members in plan.instances]
+        self.load: dict[int, int] = defaultdict(int)  # rank -> transfers in progress
+        self.shares: dict[int, float] | None = None  # the rates of the transfers in progress
         self.heap: list[tuple[float, int]] = []
         self.wakeups: list[float] = []
         self.now = -math.inf
-        self.horizon = MAX_TIME_NS - origin  # the latest time, relative to the origin
+        self.horizon = MAX_TIME_NS - layout.origin  # the latest time, relative to the origin
+        # What to look at again (by position: the order the chains and pools were first met).
+        self.dirty_chains = set(range(len(layout.points)))
+        self.dirty_pools = set(range(pools))
+        self.waiters: dict[int, list[int]] = {}  # op -> the chains waiting for its end
+        self.block_chain = [-1] * pools  # the chain a pool's next collective waits for, and how far
+        self.block_k = [0] * pools
+        self.timed: list[tuple[float, int]] = []  # (time a server of a pool frees, pool)
+        self.timed_at = [math.inf] * pools
 
     # -- compute chains ---------------------------------------------------------------------------
 
     def _resolve_chains(self) -> bool:
+        if not self.dirty_chains:
+            return False
         changed = False
-        ops = self.plan.ops
+        layout = self.layout
         end = self.end
-        blocked = self.blocked
-        for rank, values in self.points.items():
-            resolved = self.values[rank]
-            waiting = blocked.get(rank)
-            if waiting is not None and end[waiting] is None:
-                continue  # still waiting for the collective it waited for last time
-            while len(resolved) < len(values):
-                _t, kind, index = values[len(resolved)]
+        waits = layout.waits
+        for c in sorted(self.dirty_chains):
+            chain = layout.points[c]
+            resolved = self.values[c]
+            before = len(resolved)
+            while len(resolved) < len(chain):
+                _t, kind, index = chain[len(resolved)]
                 previous = resolved[-1] if resolved else 0
                 if kind == 0:
-                    wait, deps = self.plan.waits[index]
+                    gap_start, resume, delay, deps = waits[index]
                     latest: int | None = None
                     if self.communication and deps:
                         unfinished = next((d for d in deps if end[d] is None), None)
                         if unfinished is not None:
-                            blocked[rank] = unfinished
+                            self.waiters.setdefault(unfinished, []).append(c)
                             break
                         latest = max(end[d] for d in deps)  # type: ignore[type-var]
-                    resolved.append(_resume(wait, previous, latest) - wait.resume_ns)
+                    resolved.append(_resume(gap_start, resume, delay, previous, latest) - resume)
                 else:
-                    op = ops[index]
-                    self.encode.append((rank, op.ready_ns + previous, op.encode_ns))
-                    resolved.append(previous + op.encode_ns)
+                    length = self.plan.encode_ns[index]
+                    self.encode.append((layout.ranks[c], layout.ready[index] + previous, length))
+                    resolved.append(previous + length)
+            if len(resolved) > before:
                 changed = True
+                for p, waiting in enumerate(self.block_chain):
+                    if waiting == c and len(resolved) > self.block_k[p]:
+                        self.block_chain[p] = -1
+                        self.dirty_pools.add(p)
+        self.dirty_chains.clear()
         return changed
-
-    def _ready_of(self, i: int) -> int | None:
-        if self.ready[i] is None:
-            op = self.plan.ops[i]
-            k = self.anchor[i]
-            if k < 0:
-                self.ready[i] = op.ready_ns
-            elif len(self.values[op.rank]) > k:
-                self.ready[i] = op.ready_ns + self.values[op.rank][k]
-        return self.ready[i]
 
     # -- pools ------------------------------------------------------------------------------------
 
-    def _blocked(self, pool: str) -> bool:
-        """Whether what stopped the pool's queue last time still holds (nothing to look at again)."""
-        block = self.block.get(pool)
-        if block is None:
-            return False
-        kind, value = block
-        if kind == "ready":  # its next collective's rank has not resolved that far
-            rank, k = value
-            return bool(len(self.values[rank]) <= k)
-        if pool in self.freed:  # a collective of it ended: a server may be free sooner
-            return False
-        return kind == "server" or self.now < float(value)  # every server busy; or the first frees later
-
     def _admit(self) -> bool:
+        """Start each pool's next collectives while they are ready and a server is free."""
+        now = self.now
+        dirty = self.dirty_pools
+        timed = self.timed
+        while timed and timed[0][0] <= now:  # a server of the pool frees now
+            at, p = heapq.heappop(timed)
+            if self.timed_at[p] == at:
+                self.timed_at[p] = math.inf
+                dirty.add(p)
+        if not dirty:
+            return False
         changed = False
-        ops = self.plan.ops
-        exhausted = False
-        for pool in self.open_pools:
-            if self._blocked(pool):
+        layout = self.layout
+        anchor = layout.anchor
+        chain_of = layout.chain_of
+        measured_ready = layout.ready
+        values = self.values
+        known = self.ready
+        heap = self.heap
+        for p in sorted(dirty):
+            queue = layout.queues[p]
+            position = self.next_in_queue[p]
+            if position == len(queue):
                 continue
-            self.block.pop(pool, None)
-            self.freed.discard(pool)
-            queue = self.queues[pool]
-            servers = self.servers[pool]
-            while self.next_in_queue[pool] < len(queue):
-                i = queue[self.next_in_queue[pool]]
-                ready = self._ready_of(i)
+            self.block_chain[p] = -1
+            self.timed_at[p] = math.inf
+            servers = self.servers[p]
+            single = len(servers) == 1
+            while position < len(queue):
+                i = queue[position]
+                ready = known[i]
                 if ready is None:
-                    self.block[pool] = ("ready", (ops[i].rank, self.anchor[i]))
-                    break
-                k = min(range(len(servers)), key=servers.__getitem__)
+                    k = anchor[i]
+                    if k < 0:
+                        ready = measured_ready[i]
+                    elif len(values[chain_of[i]]) > k:
+                        ready = measured_ready[i] + values[chain_of[i]][k]
+                    else:  # its rank has not resolved that far
+                        self.block_chain[p] = chain_of[i]
+                        self.block_k[p] = k
+                        break
+                    known[i] = ready
+                k = 0 if single else min(range(len(servers)), key=servers.__getitem__)
                 free = servers[k]
-                if free == math.inf:
-                    self.block[pool] = ("server", 0.0)
+                if free == math.inf:  # every server busy: one of the pool's collectives must end first
                     break
-                if free > self.now:
+                if free > now:
                     # Known to free later (a lagging end): another server may free sooner; look again then.
                     heapq.heappush(self.wakeups, free)
-                    self.block[pool] = ("time", free)
+                    heapq.heappush(timed, (free, p))
+                    self.timed_at[p] = free
                     break
-                start = max(float(ready), free) + ops[i].launch_delay_ns
-                start = max(start, self.now)
+                start = max(float(ready), free) + layout.launch[i]
+                start = max(start, now)
                 servers[k] = math.inf
                 self.server_of[i] = k
-                heapq.heappush(self.heap, (start, i))
-                self.next_in_queue[pool] += 1
+                heapq.heappush(heap, (start, i))
+                position += 1
                 changed = True
-            exhausted = exhausted or self.next_in_queue[pool] == len(queue)
-        if exhausted:  # every collective of a pool admitted: it is not looked at again
-            self.open_pools = [p for p in self.open_pools if self.next_in_queue[p] < len(self.queues[p])]
+                if single:  # its server is busy now: nothing more starts before a collective of it ends
+                    break
+            self.next_in_queue[p] = position
+        dirty.clear()
         return changed
 
     # -- links ------------------------------------------------------------------------------------
 
     def _rates(self) -> dict[int, float]:
-        load: dict[int, int] = defaultdict(int)
-        for k in self.remaining:
-            for r in self.ranks_of[k]:
-                load[r] += 1
-        return {k: min(1.0 / load[r] for r in self.ranks_of[k]) for k in self.remaining}
+        """Return the share of the link of each transfer in progress (not to be changed)."""
+        if self.shares is None:
+            load = self.load
+            ranks_of = self.layout.ranks_of
+            self.shares = {k: min(1.0 / load[r] for r in ranks_of[k]) for k in self.remaining}
+        return self.shares
+
+    def _transfer(self, k: int, work: float) -> None:
+        self.remaining[k] = work
+        for r in self.layout.ranks_of[k]:
+            self.load[r] += 1
+        self.shares = None
 
     def _finish(self, k: int, at: float) -> None:
-        ops = self.plan.ops
+        layout = self.layout
         synchronising, members = self.plan.instances[k]
+        decode = self.plan.decode_ns
+        lags = layout.lag
+        pool_of = layout.pool_of
+        servers = self.servers
+        server_of = self.server_of
+        ends = self.end
+        waiters = self.waiters
         for m in members:
-            lag = ops[m].lag_ns if synchronising else 0
-            end = at + lag + ops[m].decode_ns
-            self.end[m] = round(end)
-            self.servers[ops[m].pool][self.server_of[m]] = end
-            self.freed.add(ops[m].pool)
-        self.remaining.pop(k, None)
+            lag = lags[m] if synchronising else 0
+            end = at + lag + decode[m]
+            ends[m] = round(end)
+            p = pool_of[m]
+            servers[p][server_of[m]] = end
+            self.dirty_pools.add(p)
+            if waiters and m in waiters:  # chains waiting for it
+                self.dirty_chains.update(waiters.pop(m))
+        if self.remaining.pop(k, None) is not None:
+            for r in layout.ranks_of[k]:
+                self.load[r] -= 1
+            self.shares = None
+
+    def _start(self, now: float) -> None:
+        """Start the collectives due now; a logical collective transfers once all its members started."""
+        heap = self.heap
+        layout = self.layout
+        instance_of = layout.instance_of
+        sizes = layout.sizes
+        starts = self.start
+        counts = self.started_count
+        started = round(now)
+        while heap and heap[0][0] <= now:
+            _s, i = heapq.heappop(heap)
+            starts[i] = started
+            k = instance_of[i]
+            counts[k] += 1
+            if counts[k] == sizes[k]:
+                work = max(self.plan.work_ns[m] for m in self.plan.instances[k][1])
+                if work <= _DONE:
+                    self._finish(k, now)
+                else:
+                    self._transfer(k, work)
 
     def run(self) -> None:
         """Replay to the end."""
-        ops = self.plan.ops
-        origin = self.origin
-        # Relative times inside the simulation.
-        for op in ops:
-            op.ready_ns -= origin
-        for rank in self.points:
-            self.points[rank] = [(t - origin, kind, index) for t, kind, index in self.points[rank]]
-            self.times[rank] = [t - origin for t in self.times[rank]]
-        waits = [
-            (replace(w, gap_start_ns=w.gap_start_ns - origin, resume_ns=w.resume_ns - origin), d)
-            for w, d in self.plan.waits
-        ]
-        self.plan = replace(self.plan, waits=waits)
+        remaining = self.remaining
+        wakeups = self.wakeups
+        heap = self.heap
+        resolve, admit, rates_now = self._resolve_chains, self._admit, self._rates
         now = -math.inf
-        self.now = now
         while True:
-            progress = True
-            while progress:
-                progress = self._resolve_chains() | self._admit()
-            rates = self._rates()
-            done_at = {k: now + self.remaining[k] / rate for k, rate in rates.items()}
+            while resolve() | admit():
+                pass
+            rates = rates_now()
+            done_at = {k: now + remaining[k] / rate for k, rate in rates.items()}
             next_done = min(done_at.values(), default=math.inf)
-            next_start = self.heap[0][0] if self.heap else math.inf
-            next_wakeup = self.wakeups[0] if self.wakeups else math.inf
+            next_start = heap[0][0] if heap else math.inf
+            next_wakeup = wakeups[0] if wakeups else math.inf
             t = min(next_done, next_start, next_wakeup)
             if t == math.inf:
                 break
             if t > self.horizon:
                 raise UsageError(_too_long(self.horizon))
-            while self.wakeups and self.wakeups[0] <= t:
-                heapq.heappop(self.wakeups)
+            while wakeups and wakeups[0] <= t:
+                heapq.heappop(wakeups)
             if now > -math.inf:
                 for k, rate in rates.items():
-                    self.remaining[k] -= rate * (t - now)
+                    remaining[k] -= rate * (t - now)
             now = t
             self.now = now
             # A transfer is done when its completion time is reached, whatever float rounding left
             # of its work: late in a long replay (1e17 ns) the clock's float step is 16 ns, a few ns
             # of work left do not move it, and waiting for them to drop below _DONE never ends.
-            for k in [k for k, left in self.remaining.items() if left <= _DONE or done_at[k] <= now]:
+            for k in [k for k, left in remaining.items() if left <= _DONE or done_at[k] <= now]:
                 self._finish(k, now)
-            while self.heap and self.heap[0][0] <= now:
-                _s, i = heapq.heappop(self.heap)
-                self.start[i] = round(now)
-                k = ops[i].instance
-                self.started_count[k] += 1
-                if self.started_count[k] == len(self.plan.instances[k][1]):
-                    work = max(ops[m].work_ns for m in self.plan.instances[k][1])
-                    if work <= _DONE:
-                        self._finish(k, now)
-                    else:
-                        self.remaining[k] = work
-        for op in ops:
-            op.ready_ns += origin
+            self._start(now)
         if any(e is None for e in self.end) or any(
-            len(self.values[r]) < len(v) for r, v in self.points.items()
+            len(values) < len(points) for values, points in zip(self.values, self.layout.points, strict=True)
         ):
             msg = "what-if replay: the dependency graph is stuck (a bug in timeline); please report the trace"
             raise RuntimeError(msg)
 
     def timeline(self) -> _Timeline:
         """Return the replayed run, in absolute times."""
-        origin = self.origin
+        origin = self.layout.origin
         return _Timeline(
-            shift_times={rank: [t + origin for t in ts] for rank, ts in self.times.items()},
-            shift_values=self.values,
+            shift_times=self.layout.shift_times,
+            shift_values=dict(zip(self.layout.ranks, self.values, strict=True)),
             op_start=[(s if s is not None else 0) + origin for s in self.start],
             op_end=[(e if e is not None else 0) + origin for e in self.end],
             encode=[(r, s + origin, length) for r, s, length in self.encode],
@@ -862,16 +1091,19 @@ class _Simulation:
 
 def _simulate(graph: TraceGraph, scenario: Scenario, plan: _Plan) -> _Timeline:
     """Replay the plan's collectives and waits over the graph's compute."""
-    servers: dict[str, int] = defaultdict(int)
-    channels: dict[str, set[str]] = defaultdict(set)
-    for o in graph.ops:
-        channels[o.pool].add(o.channel)
-    for pool, names in channels.items():
-        servers[pool] = len(names)
-    origin = int(graph.windows.get_column("start_ns").min() or 0)  # type: ignore[arg-type]
-    if plan.ops:
-        origin = min(origin, min(op.ready_ns for op in plan.ops))
-    simulation = _Simulation(scenario, plan, dict(servers), origin)
+    communication = scenario.communication
+    encodes = communication and any(plan.encode_ns)
+    layouts = plan.layouts if not encodes else None  # a shared plan's layout, when it is the same
+    layout = layouts.get(communication) if layouts is not None else None
+    if layout is None:
+        shared = _shared(graph)
+        origin = shared.window_start
+        if plan.ops:
+            origin = min(origin, min(op.ready_ns for op in plan.ops))
+        layout = _layout(plan, communication, shared.servers, origin)
+        if layouts is not None:
+            layouts[communication] = layout
+    simulation = _Simulation(communication, plan, layout)
     simulation.run()
     return simulation.timeline()
 
@@ -912,11 +1144,14 @@ def _spans(values: Sequence[int]) -> str:
     return ", ".join(shown) + (", ..." if len(runs) > 20 else "")
 
 
-def _resume(wait: WaitPoint, shift: int, latest: int | None) -> int:
-    """When compute resumes at a wait point, replayed (``latest``: the last replayed end it waits for)."""
-    gap = wait.resume_ns - wait.gap_start_ns
-    resumed = wait.gap_start_ns + shift
-    binding = wait.resume_delay_ns
+def _resume(gap_start: int, resume: int, binding: int | None, shift: int, latest: int | None) -> int:
+    """When compute resumes at a wait point, replayed.
+
+    ``gap_start``, ``resume``: the wait's measured gap; ``binding``: its resume delay when the wait
+    was binding; ``shift``: the compute shift before it; ``latest``: the last replayed end it waits for.
+    """
+    gap = resume - gap_start
+    resumed = gap_start + shift
     if latest is None:
         return resumed if binding is not None else resumed + gap
     if binding is not None:
@@ -943,9 +1178,10 @@ def _window_bounds(
     rows = window_rows(graph) if rows is None else rows
     ends: dict[int, int] = {}
     if plan is not None:
-        for i, op in enumerate(plan.ops):
-            if op.window_id is not None:
-                ends[op.window_id] = max(ends.get(op.window_id, timeline.op_end[i]), timeline.op_end[i])
+        for op, op_end in zip(plan.ops, timeline.op_end, strict=True):
+            window_id = op.window_id
+            if window_id is not None:
+                ends[window_id] = max(ends.get(window_id, op_end), op_end)
     out = []
     for row in rows:
         start = row["start_ns"] + timeline.shift(row["rank"], row["start_ns"])
@@ -1019,10 +1255,16 @@ def _exposure(graph: TraceGraph, timeline: _Timeline, plan: _Plan, windows: pl.D
 def _link_busy(plan: _Plan) -> dict[int, int]:
     """Per window: the link time its collectives need alone on the link (the perfect-overlap floor)."""
     busy: dict[int, float] = defaultdict(float)
-    for op in plan.ops:
+    for op, work, decode in zip(plan.ops, plan.work_ns, plan.decode_ns, strict=True):
         if op.window_id is not None:
-            busy[op.window_id] += op.work_ns + op.decode_ns
+            busy[op.window_id] += work + decode
     return {window_id: round(value) for window_id, value in busy.items()}
+
+
+def _single_plan(graph: TraceGraph) -> _Plan:
+    """Return the plan without communication: no collective, and waits that wait for nothing."""
+    waits: list[tuple[WaitPoint, tuple[int, ...]]] = [(w, ()) for w in graph.waits]
+    return _Plan(ops=[], instances=[], waits=waits, warnings=[], layouts=_shared(graph).single_layouts)
 
 
 def single_replay(graph: TraceGraph) -> pl.DataFrame:
@@ -1036,7 +1278,7 @@ def single_replay(graph: TraceGraph) -> pl.DataFrame:
         Columns ``window_id``, ``single_ns``.
     """
     scenario = Scenario(communication=False)
-    plan = _Plan(ops=[], instances=[], waits=[(w, ()) for w in graph.waits], warnings=[])
+    plan = _single_plan(graph)
     timeline = _simulate(graph, scenario, plan)
     frame = _window_frame(graph, timeline, None)
     return frame.select("window_id", single_ns=pl.col("p_end") - pl.col("p_start"))
@@ -1059,7 +1301,7 @@ def window_lengths(
     """
     scenario = scenario or Scenario()
     if not scenario.communication:
-        plan = _Plan(ops=[], instances=[], waits=[(w, ()) for w in graph.waits], warnings=[])
+        plan = _single_plan(graph)
         bounds = _window_bounds(graph, _simulate(graph, scenario, plan), None, windows)
     else:
         plan = _plan(graph, scenario)
@@ -1118,9 +1360,9 @@ def replay(
     exposure = _exposure(graph, timeline, plan, windows)
     busy = _link_busy(plan)
     encode_total: dict[int, int] = defaultdict(int)
-    for op in plan.ops:
+    for op, encode in zip(plan.ops, plan.encode_ns, strict=True):
         if op.window_id is not None:
-            encode_total[op.window_id] += op.encode_ns
+            encode_total[op.window_id] += encode
     busy_frame = pl.DataFrame(
         {
             "window_id": list(busy),
@@ -1208,9 +1450,9 @@ def link_times(graph: TraceGraph, *, scenario: Scenario) -> pl.DataFrame:
             "collective": op.collective,
             "nbytes": op.nbytes,
             "group_size": op.group_size,
-            "link_ns": op.work_ns,
+            "link_ns": work,
         }
-        for op in plan.ops
+        for op, work in zip(plan.ops, plan.work_ns, strict=True)
     ]
     return pl.DataFrame(rows, schema=LINK_TIMES_SCHEMA)
 
@@ -1219,13 +1461,22 @@ def _cost(graph: TraceGraph, scenario: Scenario, plan: _Plan) -> list[str]:
     """Set each collective's link time and codec times under the scenario; return the plan's warnings."""
     notes: set[str] = set()
     uniform = _uniform_calibration(graph, scenario) if scenario.efficiency == "uniform" else {}
-    for op in plan.ops:
-        op.work_ns = _work_ns(op, graph, scenario, uniform, notes)
-        if not op.work_ns <= MAX_TIME_NS:  # also infinity and nan
+    ops = plan.ops
+    work = [0.0] * len(ops)
+    for members in plan.groups:  # in the order of their first op: the first error is the same
+        value = _work_ns(ops[members[0]], graph, scenario, uniform, notes)
+        if not value <= MAX_TIME_NS:  # also infinity and nan
             raise UsageError(_too_long(MAX_TIME_NS))
-        if op.gradient and scenario.compression.active:
-            op.encode_ns = scenario.compression.codec_ns(op.nbytes or 0)
-            op.decode_ns = op.encode_ns
+        for m in members:
+            work[m] = value
+    encode = [0] * len(ops)
+    if scenario.compression.active:
+        for i, op in enumerate(ops):
+            if op.gradient:
+                encode[i] = scenario.compression.codec_ns(op.nbytes or 0)
+    plan.work_ns = work
+    plan.encode_ns = encode
+    plan.decode_ns = encode
     warnings = list(plan.warnings)
     if "nobytes" in notes:
         warnings.append("collectives without bytes in the trace keep their measured time")

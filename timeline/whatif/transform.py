@@ -20,13 +20,15 @@ which change.
 from __future__ import annotations
 
 import bisect
+import itertools
+import operator
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import polars as pl
 
-from timeline.whatif.graph import CommOp, Gradient, TraceGraph, WaitPoint
+from timeline.whatif.graph import CommOp, Gradient, Instance, TraceGraph, WaitPoint
 
 __all__ = ["Removals", "contract", "launch_when_ready", "restrict"]
 
@@ -64,15 +66,20 @@ def restrict(graph: TraceGraph, iterations: Collection[int]) -> TraceGraph:
     instances = []
     for inst in graph.instances:
         members = [(op, lag) for op, lag in zip(inst.ops, inst.lags_ns, strict=True) if op in kept_ops]
-        if members:
+        if len(members) == len(inst.ops):
+            instances.append(inst)
+        elif members:
             instances.append(
-                replace(inst, ops=tuple(m[0] for m in members), lags_ns=tuple(m[1] for m in members))
+                Instance(
+                    instance_id=inst.instance_id,
+                    ops=tuple(m[0] for m in members),
+                    synchronising=inst.synchronising,
+                    transfer_ns=inst.transfer_ns,
+                    lags_ns=tuple(m[1] for m in members),
+                    work_ns=inst.work_ns,
+                )
             )
-    waits = tuple(
-        replace(w, deps=tuple(d for d in w.deps if d in kept_ops))
-        for w in graph.waits
-        if _inside(spans.get(w.rank, []), w.resume_ns)
-    )
+    waits = tuple(_kept_deps(w, kept_ops) for w in graph.waits if _inside(spans.get(w.rank, []), w.resume_ns))
     gradients = tuple(g for g in graph.gradients if g.window_id in kept_windows)
     return replace(
         graph,
@@ -82,6 +89,21 @@ def restrict(graph: TraceGraph, iterations: Collection[int]) -> TraceGraph:
         instances=tuple(instances),
         waits=waits,
         gradients=gradients,
+    )
+
+
+def _kept_deps(wait: WaitPoint, kept_ops: set[int]) -> WaitPoint:
+    """Return the wait without its dependencies on collectives not kept (itself when none is dropped)."""
+    deps = tuple(d for d in wait.deps if d in kept_ops)
+    if len(deps) == len(wait.deps):
+        return wait
+    return WaitPoint(
+        rank=wait.rank,
+        gap_start_ns=wait.gap_start_ns,
+        resume_ns=wait.resume_ns,
+        deps=deps,
+        resume_delay_ns=wait.resume_delay_ns,
+        update=wait.update,
     )
 
 
@@ -114,30 +136,58 @@ def _overlapping(intervals: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame
 
 
 class _Contraction:
-    """The map ``φ(t) = t − |removed ∩ (−∞, t)|`` of one rank's removals (sorted, disjoint)."""
+    """The map ``φ(t) = t − |removed ∩ (−∞, t)|`` of one rank's removals (sorted, disjoint).
 
-    def __init__(self, removals: Sequence[tuple[int, int]]) -> None:
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-        for start, end in sorted(removals):
-            if end <= start:
-                continue
-            if self.ends and start <= self.ends[-1]:
-                self.ends[-1] = max(self.ends[-1], end)
-            else:
-                self.starts.append(start)
-                self.ends.append(end)
-        self.before: list[int] = []  # removed time before each interval
-        total = 0
-        for a, b in zip(self.starts, self.ends, strict=True):
-            self.before.append(total)
-            total += b - a
+    With ``k`` the last removed interval that starts at or before ``t``: ``φ(t) = landing[k] +
+    max(0, t − ends[k])``, where ``landing[k]``, what interval ``k`` maps to, is its start less what
+    was removed before it (``φ(t) = t`` before the first one).
+    """
+
+    __slots__ = ("ends", "landing", "starts")
+
+    def __init__(self, removals: Iterable[tuple[int, int]]) -> None:
+        pairs = sorted(removals)
+        starts = [a for a, _ in pairs]
+        ends = [b for _, b in pairs]
+        gaps: list[int] = list(map(operator.sub, starts[1:], ends))
+        # already disjoint and none empty (the usual case), else merged
+        if not (all(map(operator.lt, starts, ends)) and (not gaps or min(gaps) > 0)):
+            starts, ends = _merged(pairs)
+            gaps = list(map(operator.sub, starts[1:], ends))
+        self.starts = starts
+        self.ends = ends
+        self.landing: list[int] = list(itertools.accumulate(gaps, initial=starts[0])) if starts else []
 
     def __call__(self, t: int) -> int:
         k = bisect.bisect_right(self.starts, t) - 1
         if k < 0:
             return t
-        return t - self.before[k] - (min(t, self.ends[k]) - self.starts[k])
+        end = self.ends[k]
+        return self.landing[k] + (t - end if t > end else 0)
+
+    def each(self, times: Iterable[int]) -> list[int]:
+        """Return ``φ`` of each time (what calling the map on each does, in less time)."""
+        starts, ends, landing = self.starts, self.ends, self.landing
+        out: list[int] = []
+        for t in times:
+            k = bisect.bisect_right(starts, t) - 1
+            out.append(t if k < 0 else landing[k] + (t - ends[k] if t > ends[k] else 0))
+        return out
+
+
+def _merged(pairs: Sequence[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Return the starts and ends of the union of sorted intervals (empty ones left out)."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for start, end in pairs:
+        if end <= start:
+            continue
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
+    return starts, ends
 
 
 def contract(graph: TraceGraph, removals: Removals) -> TraceGraph:
@@ -161,18 +211,16 @@ def contract(graph: TraceGraph, removals: Removals) -> TraceGraph:
     -------
     TraceGraph
     """
-    maps = {rank: _Contraction(list(intervals)) for rank, intervals in removals.items() if intervals}
+    maps = {rank: _Contraction(intervals) for rank, intervals in removals.items() if intervals}
     if not maps:
         return graph
     return replace(
         graph,
         windows=_map_frame(graph.windows, maps),
         compute=_map_frame(graph.compute, maps).filter(pl.col("end_ns") > pl.col("start_ns")),
-        ops=tuple(_map_op(o, maps[o.rank]) if o.rank in maps else o for o in graph.ops),
+        ops=_map_ops(graph.ops, maps),
         waits=tuple(_map_wait(w, maps[w.rank]) if w.rank in maps else w for w in graph.waits),
-        gradients=tuple(
-            replace(g, ready_ns=maps[g.rank](g.ready_ns)) if g.rank in maps else g for g in graph.gradients
-        ),
+        gradients=tuple(_map_gradient(g, maps[g.rank]) if g.rank in maps else g for g in graph.gradients),
     )
 
 
@@ -183,8 +231,9 @@ _FEW_ROWS = 256
 def _map_frame(frame: pl.DataFrame, maps: Mapping[int, _Contraction]) -> pl.DataFrame:
     """Apply each rank's map to ``start_ns`` and ``end_ns`` (other columns and row order kept).
 
-    In polars: each time joins the last removed interval of its rank that starts at or before it; a
-    small frame (the windows: a few per rank) is mapped value by value, which costs less than the joins.
+    In polars: each time joins the last removed interval of its rank that starts at or before it
+    (the start and end times in one column: sorted once, joined once, put back in place); a small
+    frame (the windows: a few per rank) is mapped value by value, which costs less than the join.
     """
     if frame.height <= _FEW_ROWS:
         ranks = frame.get_column("rank").to_list()
@@ -201,50 +250,107 @@ def _map_frame(frame: pl.DataFrame, maps: Mapping[int, _Contraction]) -> pl.Data
         )
     table = pl.DataFrame(
         {
-            "rank": [r for r, m in maps.items() for _ in m.starts],
-            "_a": [a for m in maps.values() for a in m.starts],
-            "_b": [b for m in maps.values() for b in m.ends],
-            "_before": [x for m in maps.values() for x in m.before],
+            "rank": list(itertools.chain.from_iterable([r] * len(m.starts) for r, m in maps.items())),
+            "_a": list(itertools.chain.from_iterable(m.starts for m in maps.values())),
+            "_b": list(itertools.chain.from_iterable(m.ends for m in maps.values())),
+            "_landing": list(itertools.chain.from_iterable(m.landing for m in maps.values())),
         },
-        schema={"rank": frame.schema["rank"], "_a": pl.Int64, "_b": pl.Int64, "_before": pl.Int64},
+        schema={"rank": frame.schema["rank"], "_a": pl.Int64, "_b": pl.Int64, "_landing": pl.Int64},
     ).sort("_a")
-    out = frame.with_row_index("_row")
-    for column in ("start_ns", "end_ns"):
-        mapped = (
-            out.select("_row", "rank", column)
-            .sort(column)
-            .join_asof(
-                table, left_on=column, right_on="_a", by="rank", strategy="backward", check_sortedness=False
-            )
-            .select(
-                "_row",
-                pl.when(pl.col("_a").is_null())
-                .then(pl.col(column))
-                .otherwise(
-                    pl.col(column) - pl.col("_before") - (pl.min_horizontal(column, "_b") - pl.col("_a"))
-                )
-                .alias(column),
-            )
-        )
-        out = out.drop(column).join(mapped, on="_row", how="left", maintain_order="left")
-    return out.select(frame.columns)
+    # the start times, then the end times, in one column: sorted for the join, mapped, put back
+    times = pl.concat([frame.get_column(c).cast(pl.Int64) for c in ("start_ns", "end_ns")])
+    rank_column = frame.get_column("rank")
+    order = times.arg_sort()
+    mapped = (
+        pl.DataFrame({"rank": pl.concat([rank_column, rank_column]).gather(order), "_t": times.gather(order)})
+        .join_asof(table, left_on="_t", right_on="_a", by="rank", strategy="backward", check_sortedness=False)
+        .select(pl.coalesce(pl.col("_landing") + (pl.col("_t") - pl.col("_b")).clip(lower_bound=0), "_t"))
+        .to_series()
+    )
+    times = times.clone().scatter(order, mapped)
+    return frame.with_columns(
+        times.slice(0, frame.height).alias("start_ns"), times.slice(frame.height).alias("end_ns")
+    )
 
 
-def _map_op(op: CommOp, phi: _Contraction) -> CommOp:
-    ready, start = phi(op.ready_ns), phi(op.start_ns)
-    return replace(
-        op,
-        ready_ns=ready,
-        start_ns=start,
-        end_ns=phi(op.end_ns),
-        launch_delay_ns=min(op.launch_delay_ns, start - ready),
+def _map_ops(ops: Sequence[CommOp], maps: Mapping[int, _Contraction]) -> tuple[CommOp, ...]:
+    """Apply each rank's map to its collectives' ready, start and end times (launch delays cut to fit)."""
+    by_rank: dict[int, list[int]] = defaultdict(list)
+    for i, op in enumerate(ops):
+        if op.rank in maps:
+            by_rank[op.rank].append(i)
+    out = list(ops)
+    for rank, indexes in by_rank.items():
+        members = [ops[i] for i in indexes]
+        phi = maps[rank]
+        for i, op, ready, start, end in zip(
+            indexes,
+            members,
+            phi.each([o.ready_ns for o in members]),
+            phi.each([o.start_ns for o in members]),
+            phi.each([o.end_ns for o in members]),
+            strict=True,
+        ):
+            out[i] = _moved_op(op, ready, start, end, min(op.launch_delay_ns, start - ready))
+    return tuple(out)
+
+
+def _moved_op(op: CommOp, ready_ns: int, start_ns: int, end_ns: int, launch_delay_ns: int) -> CommOp:
+    """Return ``op`` with these times (itself when they are its own).
+
+    ``dataclasses.replace`` spelled out, for the thousands of collectives of a graph: the fields
+    passed by position (in :class:`CommOp`'s order, every one) cost a fraction of it.
+    """
+    if (
+        ready_ns == op.ready_ns
+        and start_ns == op.start_ns
+        and end_ns == op.end_ns
+        and launch_delay_ns == op.launch_delay_ns
+    ):
+        return op
+    return CommOp(
+        op.op_id,
+        op.rank,
+        op.window_id,
+        op.channel,
+        op.pool,
+        op.collective,
+        op.nbytes,
+        op.group_size,
+        start_ns,
+        end_ns,
+        ready_ns,
+        launch_delay_ns,
+        op.instance,
+        op.gradient,
+        op.group,
+        op.dimension,
     )
 
 
 def _map_wait(wait: WaitPoint, phi: _Contraction) -> WaitPoint:
     gap_start, resume = phi(wait.gap_start_ns), phi(wait.resume_ns)
     delay = None if wait.resume_delay_ns is None else min(wait.resume_delay_ns, resume - gap_start)
-    return replace(wait, gap_start_ns=gap_start, resume_ns=resume, resume_delay_ns=delay)
+    return WaitPoint(
+        rank=wait.rank,
+        gap_start_ns=gap_start,
+        resume_ns=resume,
+        deps=wait.deps,
+        resume_delay_ns=delay,
+        update=wait.update,
+    )
+
+
+def _map_gradient(gradient: Gradient, phi: _Contraction) -> Gradient:
+    return Gradient(
+        rank=gradient.rank,
+        window_id=gradient.window_id,
+        ready_ns=phi(gradient.ready_ns),
+        nbytes=gradient.nbytes,
+        op_id=gradient.op_id,
+        name=gradient.name,
+        signal=gradient.signal,
+    )
 
 
 def launch_when_ready(graph: TraceGraph) -> TraceGraph:
@@ -285,7 +391,10 @@ def launch_when_ready(graph: TraceGraph) -> TraceGraph:
         return graph
     return replace(
         graph,
-        ops=tuple(replace(o, ready_ns=ready[o.op_id]) if o.op_id in ready else o for o in graph.ops),
+        ops=tuple(
+            _moved_op(o, ready[o.op_id], o.start_ns, o.end_ns, o.launch_delay_ns) if o.op_id in ready else o
+            for o in graph.ops
+        ),
     )
 
 
