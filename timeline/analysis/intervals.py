@@ -7,11 +7,14 @@ within one set may overlap: a set is the union of its intervals.
 The central tool is :func:`measure`: a sweep over all boundaries of several sets that counts, per
 group, how long any boolean formula of set membership holds, e.g. ``comm & ~compute`` (exposed
 communication). Zero-length and touching intervals contribute nothing, whatever their order.
+
+For the few intervals of one rank that a rule or a replay walks in Python, :func:`merged`,
+:func:`overlap_ns` and :func:`total_ns` do the same on lists of ``(start_ns, end_ns)`` pairs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import polars as pl
 
@@ -23,8 +26,11 @@ __all__ = [
     "measure",
     "measure_sweep",
     "measure_windows",
+    "merged",
+    "overlap_ns",
     "sweep",
     "sweep_intervals",
+    "total_ns",
     "union_intervals",
 ]
 
@@ -375,3 +381,43 @@ def clip_to_windows(intervals: pl.DataFrame, windows: pl.DataFrame, *, by: Seque
         .sort("_iid", "start_ns")
         .drop("_iid", "_first", "_last", "_widx", "w_start", "w_end")
     )
+
+
+# -- plain Python, for the few intervals of one rank -------------------------------------------------
+
+
+def total_ns(intervals: Iterable[tuple[int, int]]) -> int:
+    """Return the summed length of ``[start, end)`` intervals (disjoint)."""
+    return sum(b - a for a, b in intervals)
+
+
+def merged(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Return the union of ``[start, end)`` intervals (empty ones dropped) as disjoint intervals, by start.
+
+    >>> merged([(5, 7), (0, 2), (1, 3), (4, 4)])
+    [(0, 3), (5, 7)]
+    """
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(i for i in intervals if i[1] > i[0]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def overlap_ns(first: Sequence[tuple[int, int]], second: Sequence[tuple[int, int]]) -> int:
+    """Return the length of the intersection of two lists of disjoint intervals, each by start.
+
+    >>> overlap_ns([(0, 3), (5, 7)], [(2, 6)])
+    2
+    """
+    total, j = 0, 0
+    for a, b in first:
+        while j < len(second) and second[j][1] <= a:
+            j += 1
+        k = j
+        while k < len(second) and second[k][0] < b:
+            total += min(b, second[k][1]) - max(a, second[k][0])
+            k += 1
+    return total

@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from timeline.analysis.dimensions import communication_labels, exposure_by, named_dimensions
-from timeline.analysis.intervals import union_intervals
+from timeline.analysis.intervals import merged, overlap_ns, union_intervals
 from timeline.diagnosis.context import Context, finding, predicted
 from timeline.diagnosis.facts import mean_int
-from timeline.diagnosis.replays import merged, overlap_ns
 from timeline.diagnosis.thresholds import (
     BUCKET_CAPS_MIB,
     CODEC_GBPS,

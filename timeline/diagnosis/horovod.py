@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from timeline.analysis.horovod_phases import analyze_horovod
+from timeline.analysis.intervals import merged, total_ns
 from timeline.diagnosis.context import Context, finding, predicted
 from timeline.diagnosis.facts import Facts, horovod_only, mean_int, replayed_iterations
-from timeline.diagnosis.replays import merged, total_ns
 from timeline.diagnosis.thresholds import (
     LINK_UNDERUSED_RATIO,
     MIN_GAIN,

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
+from timeline.analysis.intervals import total_ns
 from timeline.diagnosis.context import Context, Prediction, finding, predicted
 from timeline.diagnosis.facts import mean_int
-from timeline.diagnosis.replays import Intervals, WindowCut, total_ns
+from timeline.diagnosis.replays import Intervals, WindowCut
 from timeline.diagnosis.thresholds import (
     DISPATCH_GAP_MAX_NS,
     IMBALANCE_LATE_SHARE,

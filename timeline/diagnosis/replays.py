@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from timeline.analysis.intervals import total_ns
 from timeline.diagnosis.thresholds import HIDE_TOLERANCE
 from timeline.stats import median
 
@@ -32,47 +33,10 @@ if TYPE_CHECKING:
     from timeline.whatif.graph import TraceGraph
     from timeline.whatif.replay import Efficiency, Scenario
 
-__all__ = ["Intervals", "Replayer", "WindowCut", "merged", "overlap_ns", "total_ns"]
+__all__ = ["Intervals", "Replayer", "WindowCut"]
 
 Intervals = tuple[tuple[int, int], ...]
 """Disjoint ``[start_ns, end_ns)`` intervals, by start."""
-
-
-def total_ns(intervals: Iterable[tuple[int, int]]) -> int:
-    """Return the summed length of ``[start, end)`` intervals (disjoint)."""
-    return sum(b - a for a, b in intervals)
-
-
-def merged(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Return the union of ``[start, end)`` intervals (empty ones dropped) as disjoint intervals, by start.
-
-    >>> merged([(5, 7), (0, 2), (1, 3), (4, 4)])
-    [(0, 3), (5, 7)]
-    """
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(i for i in intervals if i[1] > i[0]):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def overlap_ns(first: Sequence[tuple[int, int]], second: Sequence[tuple[int, int]]) -> int:
-    """Return the length of the intersection of two lists of disjoint intervals, each by start.
-
-    >>> overlap_ns([(0, 3), (5, 7)], [(2, 6)])
-    2
-    """
-    total, j = 0, 0
-    for a, b in first:
-        while j < len(second) and second[j][1] <= a:
-            j += 1
-        k = j
-        while k < len(second) and second[k][0] < b:
-            total += min(b, second[k][1]) - max(a, second[k][0])
-            k += 1
-    return total
 
 
 _INFINITE_GBPS = 1e9

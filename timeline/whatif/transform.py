@@ -26,9 +26,11 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
+import msgspec
 import polars as pl
 
-from timeline.whatif.graph import CommOp, Gradient, Instance, TraceGraph, WaitPoint
+from timeline.analysis.intervals import merged
+from timeline.whatif.graph import CommOp, Gradient, TraceGraph, WaitPoint
 
 __all__ = ["Removals", "contract", "launch_when_ready", "restrict"]
 
@@ -70,13 +72,8 @@ def restrict(graph: TraceGraph, iterations: Collection[int]) -> TraceGraph:
             instances.append(inst)
         elif members:
             instances.append(
-                Instance(
-                    instance_id=inst.instance_id,
-                    ops=tuple(m[0] for m in members),
-                    synchronising=inst.synchronising,
-                    transfer_ns=inst.transfer_ns,
-                    lags_ns=tuple(m[1] for m in members),
-                    work_ns=inst.work_ns,
+                msgspec.structs.replace(
+                    inst, ops=tuple(m[0] for m in members), lags_ns=tuple(m[1] for m in members)
                 )
             )
     waits = tuple(_kept_deps(w, kept_ops) for w in graph.waits if _inside(spans.get(w.rank, []), w.resume_ns))
@@ -97,14 +94,7 @@ def _kept_deps(wait: WaitPoint, kept_ops: set[int]) -> WaitPoint:
     deps = tuple(d for d in wait.deps if d in kept_ops)
     if len(deps) == len(wait.deps):
         return wait
-    return WaitPoint(
-        rank=wait.rank,
-        gap_start_ns=wait.gap_start_ns,
-        resume_ns=wait.resume_ns,
-        deps=deps,
-        resume_delay_ns=wait.resume_delay_ns,
-        update=wait.update,
-    )
+    return msgspec.structs.replace(wait, deps=deps)
 
 
 def _spans_by_rank(windows: pl.DataFrame) -> dict[int, list[tuple[int, int]]]:
@@ -149,10 +139,11 @@ class _Contraction:
         pairs = sorted(removals)
         starts = [a for a, _ in pairs]
         ends = [b for _, b in pairs]
-        gaps: list[int] = list(map(operator.sub, starts[1:], ends))
-        # already disjoint and none empty (the usual case), else merged
+        gaps = list(map(operator.sub, starts[1:], ends))
+        # already disjoint, none empty and none touching (the usual case), else their union
         if not (all(map(operator.lt, starts, ends)) and (not gaps or min(gaps) > 0)):
-            starts, ends = _merged(pairs)
+            union = merged(pairs)
+            starts, ends = [a for a, _ in union], [b for _, b in union]
             gaps = list(map(operator.sub, starts[1:], ends))
         self.starts = starts
         self.ends = ends
@@ -164,30 +155,6 @@ class _Contraction:
             return t
         end = self.ends[k]
         return self.landing[k] + (t - end if t > end else 0)
-
-    def each(self, times: Iterable[int]) -> list[int]:
-        """Return ``φ`` of each time (what calling the map on each does, in less time)."""
-        starts, ends, landing = self.starts, self.ends, self.landing
-        out: list[int] = []
-        for t in times:
-            k = bisect.bisect_right(starts, t) - 1
-            out.append(t if k < 0 else landing[k] + (t - ends[k] if t > ends[k] else 0))
-        return out
-
-
-def _merged(pairs: Sequence[tuple[int, int]]) -> tuple[list[int], list[int]]:
-    """Return the starts and ends of the union of sorted intervals (empty ones left out)."""
-    starts: list[int] = []
-    ends: list[int] = []
-    for start, end in pairs:
-        if end <= start:
-            continue
-        if ends and start <= ends[-1]:
-            ends[-1] = max(ends[-1], end)
-        else:
-            starts.append(start)
-            ends.append(end)
-    return starts, ends
 
 
 def contract(graph: TraceGraph, removals: Removals) -> TraceGraph:
@@ -218,7 +185,7 @@ def contract(graph: TraceGraph, removals: Removals) -> TraceGraph:
         graph,
         windows=_map_frame(graph.windows, maps),
         compute=_map_frame(graph.compute, maps).filter(pl.col("end_ns") > pl.col("start_ns")),
-        ops=_map_ops(graph.ops, maps),
+        ops=tuple(_map_op(o, maps[o.rank]) if o.rank in maps else o for o in graph.ops),
         waits=tuple(_map_wait(w, maps[w.rank]) if w.rank in maps else w for w in graph.waits),
         gradients=tuple(_map_gradient(g, maps[g.rank]) if g.rank in maps else g for g in graph.gradients),
     )
@@ -273,34 +240,14 @@ def _map_frame(frame: pl.DataFrame, maps: Mapping[int, _Contraction]) -> pl.Data
     )
 
 
-def _map_ops(ops: Sequence[CommOp], maps: Mapping[int, _Contraction]) -> tuple[CommOp, ...]:
-    """Apply each rank's map to its collectives' ready, start and end times (launch delays cut to fit)."""
-    by_rank: dict[int, list[int]] = defaultdict(list)
-    for i, op in enumerate(ops):
-        if op.rank in maps:
-            by_rank[op.rank].append(i)
-    out = list(ops)
-    for rank, indexes in by_rank.items():
-        members = [ops[i] for i in indexes]
-        phi = maps[rank]
-        for i, op, ready, start, end in zip(
-            indexes,
-            members,
-            phi.each([o.ready_ns for o in members]),
-            phi.each([o.start_ns for o in members]),
-            phi.each([o.end_ns for o in members]),
-            strict=True,
-        ):
-            out[i] = _moved_op(op, ready, start, end, min(op.launch_delay_ns, start - ready))
-    return tuple(out)
+def _map_op(op: CommOp, phi: _Contraction) -> CommOp:
+    """Apply a rank's map to its collective's ready, start and end times (the launch delay cut to fit)."""
+    ready, start = phi(op.ready_ns), phi(op.start_ns)
+    return _moved_op(op, ready, start, phi(op.end_ns), min(op.launch_delay_ns, start - ready))
 
 
 def _moved_op(op: CommOp, ready_ns: int, start_ns: int, end_ns: int, launch_delay_ns: int) -> CommOp:
-    """Return ``op`` with these times (itself when they are its own).
-
-    ``dataclasses.replace`` spelled out, for the thousands of collectives of a graph: the fields
-    passed by position (in :class:`CommOp`'s order, every one) cost a fraction of it.
-    """
+    """Return ``op`` with these times (itself when they are its own)."""
     if (
         ready_ns == op.ready_ns
         and start_ns == op.start_ns
@@ -308,49 +255,19 @@ def _moved_op(op: CommOp, ready_ns: int, start_ns: int, end_ns: int, launch_dela
         and launch_delay_ns == op.launch_delay_ns
     ):
         return op
-    return CommOp(
-        op.op_id,
-        op.rank,
-        op.window_id,
-        op.channel,
-        op.pool,
-        op.collective,
-        op.nbytes,
-        op.group_size,
-        start_ns,
-        end_ns,
-        ready_ns,
-        launch_delay_ns,
-        op.instance,
-        op.gradient,
-        op.group,
-        op.dimension,
+    return msgspec.structs.replace(
+        op, ready_ns=ready_ns, start_ns=start_ns, end_ns=end_ns, launch_delay_ns=launch_delay_ns
     )
 
 
 def _map_wait(wait: WaitPoint, phi: _Contraction) -> WaitPoint:
     gap_start, resume = phi(wait.gap_start_ns), phi(wait.resume_ns)
     delay = None if wait.resume_delay_ns is None else min(wait.resume_delay_ns, resume - gap_start)
-    return WaitPoint(
-        rank=wait.rank,
-        gap_start_ns=gap_start,
-        resume_ns=resume,
-        deps=wait.deps,
-        resume_delay_ns=delay,
-        update=wait.update,
-    )
+    return msgspec.structs.replace(wait, gap_start_ns=gap_start, resume_ns=resume, resume_delay_ns=delay)
 
 
 def _map_gradient(gradient: Gradient, phi: _Contraction) -> Gradient:
-    return Gradient(
-        rank=gradient.rank,
-        window_id=gradient.window_id,
-        ready_ns=phi(gradient.ready_ns),
-        nbytes=gradient.nbytes,
-        op_id=gradient.op_id,
-        name=gradient.name,
-        signal=gradient.signal,
-    )
+    return msgspec.structs.replace(gradient, ready_ns=phi(gradient.ready_ns))
 
 
 def launch_when_ready(graph: TraceGraph) -> TraceGraph:
@@ -392,8 +309,7 @@ def launch_when_ready(graph: TraceGraph) -> TraceGraph:
     return replace(
         graph,
         ops=tuple(
-            _moved_op(o, ready[o.op_id], o.start_ns, o.end_ns, o.launch_delay_ns) if o.op_id in ready else o
-            for o in graph.ops
+            msgspec.structs.replace(o, ready_ns=ready[o.op_id]) if o.op_id in ready else o for o in graph.ops
         ),
     )
 
