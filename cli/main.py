@@ -212,7 +212,7 @@ def run() -> None:
     # A command allocates many long-lived objects (modules, decoded traces) and few cycles: the
     # collector's default gen-0 threshold (700) runs hundreds of collections for nothing.
     # (timeline.workers.GC_THRESHOLDS, which its worker processes take, not imported here: --help)
-    gc.set_threshold(50_000, 20, 20)
+    gc.set_threshold(500_000, 20, 20)
     try:
         main()
     except SystemExit as done:

@@ -47,8 +47,13 @@ WORKER_MALLOC_ENV = {
 }
 
 
-GC_THRESHOLDS = (50_000, 20, 20)
-"""The garbage collector's thresholds of a command and of its workers (``gc.set_threshold``)."""
+GC_THRESHOLDS = (500_000, 20, 20)
+"""The garbage collector's thresholds of a command and of its workers (``gc.set_threshold``).
+
+A command allocates many long-lived objects (modules, decoded traces) and few cycles. At 50,000 a
+command still ran one or two first-generation collections of 16-33 ms each (its imports and a
+trace's decoding), at 500,000 none, with the same peak memory (``timeline analyze`` on the sample,
+PARAM, the 54 MB trace and 8 ranks of it: 104, 116, 161 and 176 MB either way)."""
 
 
 def polars_threads(processes: int) -> int:

@@ -90,6 +90,30 @@ def test_the_installed_command_exits_at_once_with_the_exit_code(tmp_path: Path) 
     assert "teardown ran" not in bad.stderr
 
 
+def test_the_command_takes_the_workers_collector_thresholds_and_collects_nothing_on_a_sample() -> None:
+    """The installed command sets :data:`timeline.workers.GC_THRESHOLDS`: no collection on PARAM.
+
+    A collection there cost 16-33 ms (its first generation of 50,000 objects, at the former
+    threshold). Counted by the collector's callbacks once the command has set its thresholds
+    (importing typer, before, collects at the interpreter's), reported after the output.
+    """
+    patch = (
+        "import gc, atexit\n"
+        "seen = []\n"
+        "ours = lambda: gc.get_threshold() != (700, 10, 10)\n"
+        "gc.callbacks.append(lambda phase, _: seen.append(1) if phase == 'start' and ours() else None)\n"
+        "atexit.register(lambda: print('collections', len(seen), gc.get_threshold(), file=sys.stderr))\n"
+        "import cli.main\n"
+        "cli.main.exit_now = lambda code: None\n"  # the normal exit: its atexit hooks run
+    )
+    from timeline.workers import GC_THRESHOLDS
+
+    done = _run("analyze", str(PARAM), "--json", patch=patch)
+    assert done.returncode == 0, done.stderr
+    line = next(ln for ln in done.stderr.splitlines() if ln.startswith("collections"))
+    assert line == f"collections 0 {GC_THRESHOLDS}"
+
+
 def test_after_worker_processes_the_command_exits_at_once_and_releases_them() -> None:
     """Worker processes were started: stopped, their queues released, and the teardown skipped all the same.
 
