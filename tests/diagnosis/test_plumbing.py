@@ -126,8 +126,9 @@ def _removed_before(removals: list[tuple[int, int]], t: int) -> int:
     return len(covered)
 
 
-@pytest.mark.parametrize("rows", [1, 7, 300])
+@pytest.mark.parametrize("rows", [1, 7, 300, 3_000, 9_000])
 def test_contracted_times_are_the_times_less_what_was_removed_before_them(rows: int) -> None:
+    """Mapped value by value (up to ``_FEW_ROWS`` rows of mapped ranks) and by the join (beyond)."""
     from timeline.whatif import transform
 
     rng = random.Random(rows)

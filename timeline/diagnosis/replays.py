@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import operator
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -285,23 +286,17 @@ class Replayer:
         """Return a rank's compute intervals or collectives, sorted by start: their starts and ends."""
         cache: dict[str, dict[int, tuple[list[int], list[int]]]] | None = self.__dict__.get("_rank_cache")
         if cache is None:
-            import polars as pl
-
-            cache = {"compute": {}, "ops": {}}
-            ops = pl.DataFrame(
-                {
-                    "rank": [o.rank for o in self.graph.ops],
-                    "start_ns": [o.start_ns for o in self.graph.ops],
-                    "end_ns": [o.end_ns for o in self.graph.ops],
-                },
-                schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64},
-            )
-            for name, frame in (("compute", self.graph.compute), ("ops", ops)):
-                for (r,), part in frame.sort("rank", "start_ns").partition_by("rank", as_dict=True).items():
-                    cache[name][int(r)] = (
-                        part.get_column("start_ns").to_list(),
-                        part.get_column("end_ns").to_list(),
-                    )
+            compute = self.graph.compute
+            cache = {
+                "compute": _by_start(
+                    *(compute.get_column(c).to_list() for c in ("rank", "start_ns", "end_ns"))
+                ),
+                "ops": _by_start(
+                    [o.rank for o in self.graph.ops],
+                    [o.start_ns for o in self.graph.ops],
+                    [o.end_ns for o in self.graph.ops],
+                ),
+            }
             self.__dict__["_rank_cache"] = cache
         return cache[kind].get(rank, ([], []))
 
@@ -358,6 +353,20 @@ class Replayer:
         iterations = {row["iteration"] for row in self.windows.values()}
         ranks = {row["rank"] for row in self.windows.values()}
         return total / max(1, len(iterations)) / max(1, len(ranks))
+
+
+def _by_start(
+    ranks: Sequence[int], starts: Sequence[int], ends: Sequence[int]
+) -> dict[int, tuple[list[int], list[int]]]:
+    """Return per rank the intervals' starts and ends, by start (ties in their given order)."""
+    spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for rank, start, end in zip(ranks, starts, ends, strict=True):
+        spans[rank].append((start, end))
+    by_rank = {}
+    for rank, pairs in spans.items():
+        pairs.sort(key=operator.itemgetter(0))
+        by_rank[rank] = ([a for a, _ in pairs], [b for _, b in pairs])
+    return by_rank
 
 
 def _first_idle(busy: Iterable[tuple[int, int]], start: int, end: int, amount: int) -> list[tuple[int, int]]:
