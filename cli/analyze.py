@@ -71,7 +71,7 @@ def analyze_command(
         _print(flight, json_output)
         return
     with user_errors():
-        from timeline.analysis.groups import parse_dimension_overrides
+        from timeline.analysis.dimension_labels import parse_dimension_overrides
         from timeline.analysis.links import parse_link_gbps
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None

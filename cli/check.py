@@ -129,7 +129,7 @@ def check_command(
             inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
         _init(budget, force, inputs)
     with user_errors():
-        from timeline.analysis.groups import parse_dimension_overrides
+        from timeline.analysis.dimension_labels import parse_dimension_overrides
         from timeline.analysis.links import parse_link_gbps
         from timeline.budgets import check_links, evaluate_budgets, find_budget_file, read_budget_file
         from timeline.budgets.frames import read_run

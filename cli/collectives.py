@@ -76,7 +76,7 @@ def collectives_command(
         render_flight_progress(flight, console(150), limit=limit)
         return
     with user_errors():
-        from timeline.analysis.groups import parse_dimension_overrides
+        from timeline.analysis.dimension_labels import parse_dimension_overrides
         from timeline.analysis.links import parse_link_gbps
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None

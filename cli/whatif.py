@@ -208,7 +208,7 @@ def whatif_command(
     with user_errors():
         from dataclasses import replace
 
-        from timeline.analysis.groups import parse_dimension_overrides
+        from timeline.analysis.dimension_labels import parse_dimension_overrides
         from timeline.errors import UsageError
         from timeline.results.whatif import build_whatif_report
         from timeline.whatif.settings import (

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.builders import SAMPLES, tiny_kineto
 
 LIST_MODULES = """
@@ -85,3 +87,49 @@ def test_analyze_imports_only_what_it_uses() -> None:
     assert "timeline.analysis.overlap" in modules  # it did run
     assert _under(modules, "timeline.diagnosis") == []
     assert _under(modules, "timeline.whatif", *_NEVER_IN_ANALYZE) == []
+
+
+POLARS_AT_LOAD = """
+import sys
+sys.argv = ["timeline", *sys.argv[1:]]
+import timeline.execution.session as session
+
+def load(self, **kwargs):
+    print("polars imported at the load:", "polars" in sys.modules, file=sys.stderr)
+    raise SystemExit(0)
+
+session.Inputs.load = load
+from cli.main import main
+try:
+    main()
+except SystemExit:
+    pass
+"""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["analyze", "--dimension", "mesh_tp=tp", "--link-gbps", "100"],
+        ["collectives", "--dimension", "mesh_tp=tp", "--link-gbps", "100"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_commands_reach_the_load_before_importing_polars(command: list[str], tmp_path: Path) -> None:
+    """Parsing the options imports no polars: a large trace is then read in halves with a helper process.
+
+    The helper is started only while polars is not imported yet (:func:`timeline.policy.reads_in_halves`);
+    ``--dimension``'s parser once imported polars with the process groups' analysis and so turned the
+    reader in halves off for every command. (``timeline whatif`` and ``timeline check`` import polars
+    first, with the what-if package's graph and the budgets' metrics: they read a large trace serially.)
+    """
+    trace = tmp_path / "rank0.json"
+    trace.write_bytes(tiny_kineto(rank=0))
+    result = subprocess.run(
+        [sys.executable, "-c", POLARS_AT_LOAD, *command, str(trace)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert "polars imported at the load: False" in result.stderr, result.stderr
