@@ -29,24 +29,27 @@ def launch_gap_intervals(events: pl.DataFrame, *, max_gap_ns: int = DEFAULT_MAX_
     Sorted by rank and start. The diagnosis counts a gap in the window its start falls in.
     """
     modes = rank_modes(events)
-    gpu = modes.filter(pl.col("mode") == "gpu").get_column("rank")
-    device = (
-        events.filter(
-            pl.col("rank").is_in(gpu.implode())
+    gpu = modes.filter(pl.col("mode") == "gpu").get_column("rank").implode()
+    # one query for the blocks (their launches' correlations are read), one for the gaps
+    blocks = (
+        events.lazy()
+        .filter(
+            pl.col("rank").is_in(gpu)
             & pl.col("device").is_not_null()
             & pl.col("kind").is_in(_DEVICE_KINDS)
             & (pl.col("end_ns") > pl.col("start_ns"))
         )
         .select("rank", "start_ns", "end_ns", "correlation")
         .sort("rank", "start_ns", "end_ns")
-    )
-    blocks = device.with_columns(_busy_until=pl.col("end_ns").cum_max().shift(1).over("rank")).filter(
-        pl.col("_busy_until").is_not_null() & (pl.col("start_ns") > pl.col("_busy_until"))
+        .with_columns(_busy_until=pl.col("end_ns").cum_max().shift(1).over("rank"))
+        .filter(pl.col("_busy_until").is_not_null() & (pl.col("start_ns") > pl.col("_busy_until")))
+        .collect(engine="in-memory")
     )
     # only the launches of the activities that end a gap are joined: the others are not grouped
     launches = (
-        events.filter(
-            pl.col("rank").is_in(gpu.implode())
+        events.lazy()
+        .filter(
+            pl.col("rank").is_in(gpu)
             & (pl.col("kind") == "runtime")
             & pl.col("correlation").is_in(blocks.get_column("correlation").drop_nulls().implode())
         )
@@ -54,11 +57,13 @@ def launch_gap_intervals(events: pl.DataFrame, *, max_gap_ns: int = DEFAULT_MAX_
         .agg(_launched=pl.col("end_ns").min())
     )
     return (
-        blocks.join(launches, on=["rank", "correlation"], how="left")
+        blocks.lazy()
+        .join(launches, on=["rank", "correlation"], how="left")
         .filter(
             (pl.col("start_ns") - pl.col("_busy_until") <= max_gap_ns)
             & (pl.col("_launched") > pl.col("_busy_until"))
         )
         .select("rank", start_ns="_busy_until", end_ns="start_ns")
         .sort("rank", "start_ns")
+        .collect(engine="in-memory")
     )

@@ -89,8 +89,8 @@ def exposed_gradient_ns(context: Context) -> int:
         windows = overlap.windows.select("rank", "iteration", "start_ns", "end_ns")
         if None not in context.facts.iterations:
             windows = windows.filter(pl.col("iteration").is_in(list(context.facts.iterations)))
-        exposed = _by_rank(overlap.comm.filter(pl.col("state").cast(pl.String) == "exposed"), windows)
-        gradients = _by_rank(overlap.collectives.filter(pl.col("collective").is_in(GRADIENT_KINDS)), windows)
+        exposed = _by_rank(overlap.comm, pl.col("state").cast(pl.String) == "exposed", windows)
+        gradients = _by_rank(overlap.collectives, pl.col("collective").is_in(GRADIENT_KINDS), windows)
         values = []
         for rank, iteration, w_start, w_end in windows.iter_rows():
             union = merged((max(a, w_start), min(b, w_end)) for a, b in gradients.get(rank, ()))
@@ -99,16 +99,24 @@ def exposed_gradient_ns(context: Context) -> int:
     return context.exposed_gradient_ns
 
 
-def _by_rank(frame: pl.DataFrame, windows: pl.DataFrame) -> dict[int, list[tuple[int, int]]]:
-    """Return each rank's ``[start_ns, end_ns)`` intervals that overlap its ``windows``' span, by start."""
-    spans = windows.group_by("rank").agg(_from=pl.col("start_ns").min(), _to=pl.col("end_ns").max())
+def _by_rank(frame: pl.DataFrame, keep: pl.Expr, windows: pl.DataFrame) -> dict[int, list[tuple[int, int]]]:
+    """Return each rank's ``[start_ns, end_ns)`` intervals that overlap its ``windows``' span, by start.
+
+    Only the rows ``keep`` holds; one query.
+    """
+    spans = windows.lazy().group_by("rank").agg(_from=pl.col("start_ns").min(), _to=pl.col("end_ns").max())
     near = (
-        frame.select("rank", "start_ns", "end_ns")
+        frame.lazy()
+        .filter(keep)
+        .select("rank", "start_ns", "end_ns")
         .join(spans, on="rank", how="inner")
         .filter((pl.col("end_ns") > pl.col("_from")) & (pl.col("start_ns") < pl.col("_to")))
+        .select("rank", "start_ns", "end_ns")
+        .sort("rank", "start_ns")
+        .collect(engine="in-memory")
     )
     out: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for rank, start, end in near.select("rank", "start_ns", "end_ns").sort("rank", "start_ns").iter_rows():
+    for rank, start, end in near.iter_rows():
         out[rank].append((start, end))
     return out
 

@@ -177,16 +177,17 @@ def _match(
     if None not in iterations:
         first, last = min(i for i in iterations if i is not None), max(i for i in iterations if i is not None)
         bounds = (
-            overlap.windows.filter(
-                (pl.col("window") == "profiler_step") & pl.col("iteration").is_between(first - 1, last + 1)
-            )
+            overlap.windows.lazy()
+            .filter(pl.col("window") == "profiler_step", pl.col("iteration").is_between(first - 1, last + 1))
             .group_by("rank")
             .agg(_from=pl.col("start_ns").min(), _to=pl.col("end_ns").max())
         )
         comm = (
-            comm.join(bounds, on="rank", how="inner")
+            comm.lazy()
+            .join(bounds, on="rank", how="inner")
             .filter((pl.col("start_ns") >= pl.col("_from")) & (pl.col("start_ns") < pl.col("_to")))
             .drop("_from", "_to")
+            .collect(engine="in-memory")
         )
 
     # the job's world size the profiler traces record (as `timeline collectives` matches with it)

@@ -54,9 +54,9 @@ def _kept_windows(windows: pl.DataFrame, chosen: Mapping[int, list[int]]) -> pl.
         {"rank": [p[0] for p in pairs], "iteration": [p[1] for p in pairs]},
         schema={"rank": pl.Int32, "iteration": pl.Int64},
     )
-    kept = windows.join(keys, on=["rank", "iteration"], how="inner")
-    others = windows.filter(~pl.col("rank").is_in([int(r) for r in chosen]))
-    return pl.concat([kept, others]).sort("rank", "start_ns")
+    kept = windows.lazy().join(keys.lazy(), on=["rank", "iteration"], how="inner")
+    others = windows.lazy().filter(~pl.col("rank").is_in([int(r) for r in chosen]))
+    return pl.concat([kept, others]).sort("rank", "start_ns").collect(engine="in-memory")
 
 
 def chosen_launch_gaps(
@@ -70,9 +70,10 @@ def chosen_launch_gaps(
     gaps = launch_gap_intervals(events)
     if gaps.height == 0:
         return LAUNCH_GAPS_SCHEMA.to_frame()
-    kept = _kept_windows(windows, chosen).select("rank", "iteration", _w0="start_ns", _w1="end_ns")
-    located = (
-        gaps.sort("start_ns")
+    kept = _kept_windows(windows, chosen).lazy().select("rank", "iteration", _w0="start_ns", _w1="end_ns")
+    return (
+        gaps.lazy()
+        .sort("start_ns")
         .join_asof(
             kept.sort("_w0"),
             left_on="start_ns",
@@ -82,8 +83,11 @@ def chosen_launch_gaps(
             check_sortedness=False,
         )
         .filter(pl.col("_w0").is_not_null() & (pl.col("start_ns") < pl.col("_w1")))
+        .select(LAUNCH_GAPS_SCHEMA.names())
+        .cast(LAUNCH_GAPS_SCHEMA)
+        .sort("rank", "start_ns")
+        .collect(engine="in-memory")
     )
-    return located.select(LAUNCH_GAPS_SCHEMA.names()).cast(LAUNCH_GAPS_SCHEMA).sort("rank", "start_ns")
 
 
 def _event_bounds(events: pl.DataFrame, kept: pl.DataFrame) -> pl.DataFrame:
