@@ -36,7 +36,12 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from timeline.analysis.group_inference import SYNCHRONISING_COLLECTIVES, UNEVEN_COLLECTIVES
-from timeline.analysis.groups import ALL_COMMUNICATION_GROUP, attribute_groups, group_instances
+from timeline.analysis.groups import (
+    ALL_COMMUNICATION_GROUP,
+    GroupInstance,
+    _instances_frame,
+    _measured_attribution,
+)
 from timeline.analysis.iterations import assign_iterations, rank_modes
 from timeline.analysis.links import bandwidth_ceiling
 from timeline.analysis.schemas import (
@@ -78,6 +83,28 @@ _NO_DATA = ("barrier", "wait")
 _UNEVEN = UNEVEN_COLLECTIVES
 
 
+_EMPTY: dict[int, pl.DataFrame] = {}
+
+
+def _no_rows(schema: pl.Schema) -> pl.DataFrame:
+    """Return an empty frame of ``schema``: a copy of one made once (making one is ~0.1-0.3 ms)."""
+    empty = _EMPTY.get(id(schema))  # the schemas are the module-level constants: one id each
+    if empty is None:
+        empty = _EMPTY[id(schema)] = pl.DataFrame(schema=schema)
+    return empty.clone()
+
+
+_CASTS: dict[int, list[pl.Expr]] = {}
+
+
+def _cast_to(schema: pl.Schema) -> list[pl.Expr]:
+    """Return the columns of ``schema`` cast to their dtypes (as :func:`~timeline.schema.validate`)."""
+    casts = _CASTS.get(id(schema))
+    if casts is None:
+        casts = _CASTS[id(schema)] = [pl.col(name).cast(dtype) for name, dtype in schema.items()]
+    return casts
+
+
 @dataclass(frozen=True)
 class CollectiveMatch:
     """Collectives matched across ranks.
@@ -111,9 +138,9 @@ class CollectiveMatch:
     ranks: pl.DataFrame
     mismatches: pl.DataFrame
     warnings: tuple[str, ...] = ()
-    groups: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=COLLECTIVE_GROUPS_SCHEMA))
-    point_to_point: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=POINT_TO_POINT_SCHEMA))
-    ambiguous: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=AMBIGUOUS_COLLECTIVES_SCHEMA))
+    groups: pl.DataFrame = field(default_factory=lambda: _no_rows(COLLECTIVE_GROUPS_SCHEMA))
+    point_to_point: pl.DataFrame = field(default_factory=lambda: _no_rows(POINT_TO_POINT_SCHEMA))
+    ambiguous: pl.DataFrame = field(default_factory=lambda: _no_rows(AMBIGUOUS_COLLECTIVES_SCHEMA))
 
 
 def bus_factor(collective: str | None, ranks: int) -> float | None:
@@ -177,12 +204,43 @@ def attributed_communication(
     ``warnings``: a list the attribution's warnings are appended to. The building block of
     :func:`collective_instances` and of the exposure per dimension.
     """
-    modes = rank_modes(events)
+    attributed, _, _ = _attribution(
+        events,
+        rank_modes(events),
+        groups=groups,
+        overrides=overrides,
+        clocks=clocks,
+        windows=windows,
+        warnings=warnings,
+    )
+    return attributed.collect(engine="in-memory")
+
+
+def _attribution(
+    events: pl.DataFrame,
+    modes: pl.DataFrame,
+    *,
+    groups: pl.DataFrame | None,
+    overrides: Mapping[str, str] | None,
+    clocks: pl.DataFrame | None,
+    windows: pl.DataFrame | None,
+    warnings: list[str] | None,
+) -> tuple[pl.LazyFrame, list[GroupInstance], bool]:
+    """Return :func:`attributed_communication` lazily, every group instance, and whether settled.
+
+    ``modes``: :func:`~timeline.analysis.iterations.rank_modes` of ``events``. The instances are
+    :func:`~timeline.analysis.groups.group_instances`' (the communication of profiler traces, every
+    rank mode), read from the events that name a group in one query with the attribution's.
+    Settled: no event's group is in doubt, when that is known without a query (else False).
+    """
     mode = pl.col("mode")
     on_device = pl.col("device").is_not_null()
-    comm = (
+    not_wait = pl.col("collective").is_null() | (pl.col("collective") != "wait")
+    measured = (((mode == "gpu") & on_device) | ((mode == "cpu") & ~on_device)) & not_wait
+    communication = (
         # the columns read below, selected before the filter: the others are never copied
-        events.select(
+        events.lazy()
+        .select(
             "rank",
             "kind",
             "source",
@@ -205,20 +263,29 @@ def attributed_communication(
             "group_size",
         )
         .filter((pl.col("kind") == "communication") & (pl.col("source") == "kineto"))
-        .join(modes, on="rank", how="inner")
-        .filter(((mode == "gpu") & on_device) | ((mode == "cpu") & ~on_device))
-        .filter(pl.col("collective").is_null() | (pl.col("collective") != "wait"))
+        .join(modes.lazy(), on="rank", how="left", maintain_order="left")
+        .with_columns(_measured=measured.fill_null(False))  # a rank without a mode: not measured
         .drop("mode")
+        .collect(engine="in-memory")
     )
-    declared = groups if groups is not None else pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA)
+    declared = groups if groups is not None else _no_rows(PROCESS_GROUPS_SCHEMA)
     if windows is None and clocks is not None:
         windows = assign_iterations(events)
+    attributed, instances, settled = _measured_attribution(
+        communication,
+        declared,
+        measured="_measured",
+        overrides=overrides,
+        clocks=clocks,
+        windows=windows,
+        warnings=warnings,
+    )
     return (
-        attribute_groups(
-            comm, declared, overrides=overrides, clocks=clocks, windows=windows, warnings=warnings
-        )
-        .with_columns(collective=pl.col("collective").cast(pl.String))
-        .sort("rank", "group", "start_ns", "end_ns", maintain_order=True, nulls_last=True)
+        attributed.with_columns(collective=pl.col("collective").cast(pl.String)).sort(
+            "rank", "group", "start_ns", "end_ns", maintain_order=True, nulls_last=True
+        ),
+        instances,
+        settled,
     )
 
 
@@ -259,7 +326,7 @@ def collective_instances(
         merged events), ``group_size``; sorted by group, index and rank.
     """
     attributed = attributed_communication(events, groups=groups, overrides=overrides, clocks=clocks)
-    return _numbered(attributed).drop("_key")
+    return _numbered(_with_doubt(attributed.lazy())).drop("_key").collect(engine="in-memory")
 
 
 def _subsequence() -> pl.Expr:
@@ -276,30 +343,34 @@ def _subsequence() -> pl.Expr:
     )
 
 
-def _with_doubt(attributed: pl.DataFrame) -> pl.DataFrame:
-    """Add ``_unordered`` and ``_doubted`` to :func:`attributed_communication`'s events.
+def _with_doubt(attributed: pl.LazyFrame, *, settled: bool = False) -> pl.LazyFrame:
+    """Add ``_unordered`` and ``_doubted`` to :func:`attributed_communication`'s events, lazily.
 
     An event whose group stays ambiguous may be on each of its candidates. So on its rank, the
     place of every later event of a candidate group among the collectives of its kind (and size,
     unless uneven; sends and receives: among the sends or receives of that group) is not certain:
     such an event is ``_unordered``, matched or paired by order with no rank. ``_doubted``: the
     groups that some ambiguous collective may be on (their order is counted per kind and size).
+    ``settled``: no event's group is known to be in doubt (both are then false, without a query).
     """
+    if settled:
+        return attributed.with_columns(_unordered=pl.lit(False), _doubted=pl.lit(False))
     doubt = (
         attributed.filter(pl.col("group").is_null())
         .select("rank", "collective", "in_bytes", "start_ns", group=pl.col("candidates"))
         .explode("group")
         .filter(pl.col("group").is_not_null())
+        .collect(engine="in-memory")
     )
-    flagged = attributed.with_row_index("_event")
     if not doubt.height:
-        return flagged.drop("_event").with_columns(_unordered=pl.lit(False), _doubted=pl.lit(False))
+        return attributed.with_columns(_unordered=pl.lit(False), _doubted=pl.lit(False))
+    flagged = attributed.with_row_index("_event")
     uneven = pl.col("collective").is_in(_UNEVEN) | pl.col("_doubt_bytes").is_null()
     before = (
         flagged.filter(pl.col("group").is_not_null())
         .select("_event", "rank", "group", "collective", "in_bytes", "start_ns")
         .join(
-            doubt.rename({"in_bytes": "_doubt_bytes", "start_ns": "_doubt_start"}),
+            doubt.lazy().rename({"in_bytes": "_doubt_bytes", "start_ns": "_doubt_start"}),
             on=["rank", "group", "collective"],
             how="inner",
         )
@@ -307,8 +378,9 @@ def _with_doubt(attributed: pl.DataFrame) -> pl.DataFrame:
             (pl.col("_doubt_start") <= pl.col("start_ns"))
             & (uneven | (pl.col("_doubt_bytes") == pl.col("in_bytes")).fill_null(True))
         )
+        .select(pl.col("_event").unique())
+        .collect(engine="in-memory")
         .get_column("_event")
-        .unique()
     )
     doubted = doubt.filter(~pl.col("collective").is_in(_DIRECTED)).get_column("group").unique()
     return flagged.with_columns(
@@ -317,15 +389,13 @@ def _with_doubt(attributed: pl.DataFrame) -> pl.DataFrame:
     ).drop("_event")
 
 
-def _numbered(attributed: pl.DataFrame) -> pl.DataFrame:
-    """Return the collectives of :func:`attributed_communication` numbered within their group.
+def _numbered(attributed: pl.LazyFrame) -> pl.LazyFrame:
+    """Return the collectives of :func:`attributed_communication` numbered within their group, lazily.
 
-    By ``comms_id``, else ``seq``, else order: the k-th of the group on each rank, or, in a group an
-    ambiguous event may be on, the k-th of its kind and size (events whose place doubt leaves
-    uncertain are left out: :func:`_with_doubt`).
+    ``attributed``: with :func:`_with_doubt`'s columns. By ``comms_id``, else ``seq``, else order:
+    the k-th of the group on each rank, or, in a group an ambiguous event may be on, the k-th of its
+    kind and size (events whose place doubt leaves uncertain are left out: :func:`_with_doubt`).
     """
-    if "_unordered" not in attributed.columns:
-        attributed = _with_doubt(attributed)
     comm = attributed.filter(
         pl.col("group").is_not_null() & ~pl.col("collective").is_in(_DIRECTED).fill_null(False)
     )
@@ -390,10 +460,11 @@ def _numbered(attributed: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _with_iterations(instances: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Add ``iteration``: the ProfilerStep window of the rank that holds the instance's start."""
+def _with_iterations(instances: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
+    """Add ``iteration``, lazily: the ProfilerStep window of the rank that holds the instance's start."""
     steps = (
-        windows.filter(pl.col("window") == "profiler_step")
+        windows.lazy()
+        .filter(pl.col("window") == "profiler_step")
         .select("rank", "iteration", _w_start="start_ns", _w_end="end_ns")
         .sort("_w_start")
     )
@@ -518,37 +589,39 @@ def match_collectives(
     >>> match = match_collectives(trace.events, groups=trace.groups)  # doctest: +SKIP
     >>> match.collectives.select("group", "collective", "start_skew_ns", "last_rank")  # doctest: +SKIP
     """
-    declared = groups if groups is not None else pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA)
+    declared = groups if groups is not None else _no_rows(PROCESS_GROUPS_SCHEMA)
     attribution_warnings: list[str] = []
     if windows is None:
         windows = assign_iterations(events)
-    attributed = _with_doubt(
-        attributed_communication(
-            events,
-            groups=declared,
-            overrides=overrides,
-            clocks=clocks,
-            windows=windows,
-            warnings=attribution_warnings,
-        )
+    modes = rank_modes(events)
+    communication, group_list, settled = _attribution(
+        events,
+        modes,
+        groups=declared,
+        overrides=overrides,
+        clocks=clocks,
+        windows=windows,
+        warnings=attribution_warnings,
     )
-    instances = _with_iterations(_numbered(attributed), windows)
-    measured_ranks = (
-        rank_modes(events).filter(pl.col("mode").is_in(["gpu", "cpu"])).get_column("rank").to_list()
-    )
-    known = group_instances(events, declared, overrides=overrides, nodes=nodes)
+    # computed once (a plan read twice is computed twice): cheaper even when read once
+    doubted = _with_doubt(communication.collect(engine="in-memory").lazy(), settled=settled)
+    attributed = doubted.collect(engine="in-memory") if details else None  # what the details read
+    numbered = _numbered(doubted if attributed is None else attributed.lazy())
+    instances = _with_iterations(numbered, windows).collect(engine="in-memory")
+    mode_of = zip(modes.get_column("rank").to_list(), modes.get_column("mode").to_list(), strict=True)
+    measured_ranks = [rank for rank, mode in mode_of if mode in ("gpu", "cpu")]
+    known = _instances_frame(group_list, overrides, nodes)
     expected = _expected_ranks(instances, known, len(measured_ranks), world_size)
-    logical, collectives, ranks = _measured(instances, expected, link_gbps)
-    if not details:
+    collectives, ranks = _measured(instances, expected, link_gbps)
+    if attributed is None:
         return CollectiveMatch(
-            collectives=collectives, ranks=ranks, mismatches=pl.DataFrame(schema=COLLECTIVE_MISMATCHES_SCHEMA)
+            collectives=collectives, ranks=ranks, mismatches=_no_rows(COLLECTIVE_MISMATCHES_SCHEMA)
         )
     return _with_details(
         collectives,
         ranks,
         attributed=attributed,
         instances=instances,
-        logical=logical,
         known=known,
         measured_ranks=measured_ranks,
         attribution_warnings=tuple(attribution_warnings),
@@ -564,7 +637,6 @@ def _with_details(
     *,
     attributed: pl.DataFrame,
     instances: pl.DataFrame,
-    logical: pl.DataFrame,
     known: pl.DataFrame,
     measured_ranks: list[int],
     attribution_warnings: tuple[str, ...],
@@ -573,7 +645,7 @@ def _with_details(
     nodes: pl.DataFrame | None,
 ) -> CollectiveMatch:
     """Return the match with its details: mismatches, point-to-point pairs, ambiguous events, groups."""
-    mismatches, warnings = _mismatches(instances, logical, measured_ranks)
+    mismatches, warnings = _mismatches(instances, collectives, measured_ranks)
     pairs, p2p_warnings = match_point_to_point(attributed, windows=windows, link_gbps=link_gbps, nodes=nodes)
     ambiguous = _ambiguous(attributed, instances)
     warnings = (
@@ -600,26 +672,37 @@ def _with_details(
 
 
 def _measured(
-    instances: pl.DataFrame, expected: pl.DataFrame, link_gbps: float | None
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Return the logical collectives (all their columns), and the collectives and per-rank frames."""
-    logical = _logical_collectives(instances, expected)
-    per_rank = _per_rank_collectives(instances, logical)
-    totals = per_rank.group_by("collective_id").agg(
-        bytes=pl.col("bytes").max(),
-        max_wait_ns=pl.col("wait_ns").max(),
-        total_wait_ns=pl.col("wait_ns").sum(),
+    instances: pl.DataFrame, expected: pl.LazyFrame, link_gbps: float | None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Return the collectives and per-rank frames of the instances (``expected``: :func:`_expected_ranks`)."""
+    logical = _logical_collectives(instances, expected, plain=True).collect(engine="in-memory")
+    if logical.get_column("_varied").any():  # ranks disagree on a kind or an iteration: the most common
+        logical = _logical_collectives(instances, expected, plain=False).collect(engine="in-memory")
+    per_rank = _per_rank_collectives(instances, logical).select(_cast_to(COLLECTIVE_RANKS_SCHEMA))
+    ranks = validate(per_rank.collect(engine="in-memory"), COLLECTIVE_RANKS_SCHEMA, what="collective ranks")
+    totals = (
+        ranks.lazy()
+        .group_by("collective_id")
+        .agg(
+            bytes=pl.col("bytes").max(),
+            max_wait_ns=pl.col("wait_ns").max(),
+            total_wait_ns=pl.col("wait_ns").sum(),
+        )
     )
-    logical = logical.join(totals, on="collective_id", how="left").with_columns(bandwidth_columns(link_gbps))
-    collectives = validate(logical.sort("collective_id"), COLLECTIVES_SCHEMA, what="collectives")
-    ranks = validate(per_rank.drop("_key"), COLLECTIVE_RANKS_SCHEMA, what="collective ranks")
-    return logical, collectives, ranks
+    collectives = (
+        logical.lazy()
+        .join(totals, on="collective_id", how="left")
+        .with_columns(bandwidth_columns(link_gbps))
+        .sort("collective_id")
+        .select(_cast_to(COLLECTIVES_SCHEMA))
+    )
+    return validate(collectives.collect(engine="in-memory"), COLLECTIVES_SCHEMA, what="collectives"), ranks
 
 
 def _expected_ranks(
     instances: pl.DataFrame, known: pl.DataFrame, measured: int, world_size: int | None
-) -> pl.DataFrame:
-    """Count the ranks expected in each group: its size, at least the ranks with any of its collectives.
+) -> pl.LazyFrame:
+    """Count the ranks expected in each group (lazily): its size, at least the ranks with any collective.
 
     A group's size is its instance's (``pg_config``'s ``pg_size``, the kernels' ``Group size``, the
     length of its rank list), else the largest ``group_size`` its events carry; for the events of
@@ -627,12 +710,16 @@ def _expected_ranks(
     (``measured``) and the job's ``world_size``. A subset of a job's traces thus leaves its
     collectives incomplete. ``group_size`` is the size the bus factor uses.
     """
-    expected = instances.group_by("group").agg(
-        _seen=pl.col("rank").n_unique().cast(pl.Int32),
-        _size=pl.col("group_size").max().cast(pl.Int32),
+    expected = (
+        instances.lazy()
+        .group_by("group")
+        .agg(
+            _seen=pl.col("rank").n_unique().cast(pl.Int32),
+            _size=pl.col("group_size").max().cast(pl.Int32),
+        )
     )
     expected = expected.join(
-        known.select("group", "spans_nodes", _instance=pl.col("size")), on="group", how="left"
+        known.lazy().select("group", "spans_nodes", _instance=pl.col("size")), on="group", how="left"
     )
     everyone = pl.max_horizontal(pl.lit(measured, dtype=pl.Int32), pl.lit(world_size or 0, dtype=pl.Int32))
     size = pl.coalesce(pl.col("_instance"), pl.col("_size"))
@@ -648,36 +735,48 @@ def _expected_ranks(
     )
 
 
-def _logical_collectives(instances: pl.DataFrame, expected: pl.DataFrame) -> pl.DataFrame:
-    """Group the instances into logical collectives, numbered by first start, with skews and checks.
+def _logical_collectives(instances: pl.DataFrame, expected: pl.LazyFrame, *, plain: bool) -> pl.LazyFrame:
+    """Group the instances into logical collectives, lazily, numbered by first start, with skews and checks.
 
     One row per (group, key): its kind, iteration, ranks, first and last starts and ends, transfer,
     first and last rank, whether it is synchronising, complete and consistent, and its bus factor
-    (over the group's size).
+    (over the group's size). Its attribution, kind and iteration are the most common of its ranks'
+    (the least of those tied); ``plain``: the first known instead, which is the same where its
+    ranks have at most one (``_varied`` false) and is much cheaper to find than the most common.
     """
+    most_common = {
+        name: pl.col(name).drop_nulls().first() if plain else pl.col(name).drop_nulls().mode().sort().first()
+        for name in ("attributed_by", "collective", "iteration")
+    }
+    varied = pl.max_horizontal(
+        pl.col(name).drop_nulls().n_unique() for name in ("attributed_by", "collective", "iteration")
+    )
     kind_class = (
         pl.when(pl.col("collective").is_in(_POINT_TO_POINT))
         .then(pl.lit("p2p"))
         .otherwise(pl.col("collective"))
     )
-    logical = instances.group_by("group", "_key").agg(
-        index=pl.col("index").min(),
-        dimension=pl.col("dimension").first(),
-        matched_by=pl.col("matched_by").first(),
-        attributed_by=pl.col("attributed_by").drop_nulls().mode().sort().first(),
-        collective=pl.col("collective").drop_nulls().mode().sort().first(),
-        iteration=pl.col("iteration").drop_nulls().mode().sort().first(),
-        _kinds=kind_class.drop_nulls().n_unique(),
-        _sizes=pl.col("in_bytes").drop_nulls().n_unique(),
-        ranks=pl.col("rank").n_unique().cast(pl.Int32),
-        _event_size=pl.col("group_size").max(),
-        first_start_ns=pl.col("start_ns").min(),
-        last_start_ns=pl.col("start_ns").max(),
-        first_end_ns=pl.col("end_ns").min(),
-        last_end_ns=pl.col("end_ns").max(),
-        transfer_ns=pl.col("dur_ns").min(),
-        first_rank=pl.col("rank").sort_by(["start_ns", "rank"]).first(),
-        last_rank=pl.col("rank").sort_by(["start_ns", "rank"], descending=[True, False]).first(),
+    logical = (
+        instances.lazy()
+        .group_by("group", "_key")
+        .agg(
+            index=pl.col("index").min(),
+            dimension=pl.col("dimension").first(),
+            matched_by=pl.col("matched_by").first(),
+            **most_common,
+            _varied=varied > 1,
+            _kinds=kind_class.drop_nulls().n_unique(),
+            _sizes=pl.col("in_bytes").drop_nulls().n_unique(),
+            ranks=pl.col("rank").n_unique().cast(pl.Int32),
+            _event_size=pl.col("group_size").max(),
+            first_start_ns=pl.col("start_ns").min(),
+            last_start_ns=pl.col("start_ns").max(),
+            first_end_ns=pl.col("end_ns").min(),
+            last_end_ns=pl.col("end_ns").max(),
+            transfer_ns=pl.col("dur_ns").min(),
+            first_rank=pl.col("rank").sort_by(["start_ns", "rank"]).first(),
+            last_rank=pl.col("rank").sort_by(["start_ns", "rank"], descending=[True, False]).first(),
+        )
     )
     return (
         logical.join(expected, on="group", how="left")
@@ -698,13 +797,13 @@ def _logical_collectives(instances: pl.DataFrame, expected: pl.DataFrame) -> pl.
     )
 
 
-def _per_rank_collectives(instances: pl.DataFrame, logical: pl.DataFrame) -> pl.DataFrame:
-    """Measure each rank's part in its logical collective: bytes, arrival and end lags, wait.
+def _per_rank_collectives(instances: pl.DataFrame, logical: pl.DataFrame) -> pl.LazyFrame:
+    """Measure each rank's part in its logical collective, lazily: bytes, arrival and end lags, wait.
 
     Bytes by nccl-tests' convention, per rank: the total output for gathers (else input × n),
     nothing for barriers, else the input. Sorted by collective and rank.
     """
-    logical_cols = logical.select(
+    logical_cols = logical.lazy().select(
         "group",
         "_key",
         "collective_id",
@@ -717,7 +816,8 @@ def _per_rank_collectives(instances: pl.DataFrame, logical: pl.DataFrame) -> pl.
     )
     collective = pl.col("_logical_collective")
     return (
-        instances.join(logical_cols, on=["group", "_key"], how="inner")
+        instances.lazy()
+        .join(logical_cols, on=["group", "_key"], how="inner")
         .with_columns(
             bytes=pl.when(collective.is_in(_GATHERING))
             .then(pl.coalesce(pl.col("out_bytes"), pl.col("in_bytes") * pl.col("_n")))
@@ -818,12 +918,12 @@ def match_point_to_point(
         warnings (sends and receives without a peer, or without their other side).
     """
     if "_unordered" not in attributed.columns:
-        attributed = _with_doubt(attributed)
+        attributed = _with_doubt(attributed.lazy()).collect(engine="in-memory")
     p2p = attributed.filter(
         pl.col("group").is_not_null() & pl.col("collective").is_in(_DIRECTED) & ~pl.col("_unordered")
     )
     if not p2p.height:  # most jobs: no sends
-        return pl.DataFrame(schema=POINT_TO_POINT_SCHEMA), ()
+        return _no_rows(POINT_TO_POINT_SCHEMA), ()
     no_peer = p2p.filter(pl.col("peer").is_null()).height
     is_send = pl.col("collective") == "send"
     sides = p2p.filter(pl.col("peer").is_not_null()).with_columns(
@@ -865,7 +965,7 @@ def _pair_figures(pairs: pl.DataFrame, windows: pl.DataFrame, nodes: pl.DataFram
     recv_dur = pl.col("recv_end_ns") - pl.col("recv_start_ns")
     complete = pl.col("send_start_ns").is_not_null() & pl.col("recv_start_ns").is_not_null()
     transfer = pl.when(complete).then(pl.min_horizontal(send_dur, recv_dur))
-    with_sides = pairs.with_columns(
+    with_sides = pairs.lazy().with_columns(
         dimension=pl.coalesce("_send_dimension", "_recv_dimension"),
         complete=complete,
         consistent=pl.col("_send_bytes").is_null()
@@ -885,15 +985,16 @@ def _pair_figures(pairs: pl.DataFrame, windows: pl.DataFrame, nodes: pl.DataFram
         spans = pl.lit(None, dtype=pl.Boolean)
     else:
         table = nodes.select(pl.col("rank").cast(pl.Int32), "node")
-        located = located.join(table.rename({"rank": "src", "node": "_src_node"}), on="src", how="left").join(
-            table.rename({"rank": "dst", "node": "_dst_node"}), on="dst", how="left"
-        )
+        located = located.join(
+            table.lazy().rename({"rank": "src", "node": "_src_node"}), on="src", how="left"
+        ).join(table.lazy().rename({"rank": "dst", "node": "_dst_node"}), on="dst", how="left")
         spans = pl.col("_src_node") != pl.col("_dst_node")
     return (
         located.with_columns(spans_nodes=spans)
         .sort("start_ns", "group", "src", "dst", "index")
         .with_row_index("pair_id")
         .with_columns(pl.col("pair_id").cast(pl.Int64))
+        .collect(engine="in-memory")
     )
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -169,26 +170,33 @@ def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
 
 
-def _named_events(events: pl.DataFrame) -> pl.DataFrame:
-    """Return the distinct (rank, name, ranks, description, size) of the events that name a group."""
-    return (
-        events.filter(pl.col("pg_name").is_not_null())
-        .select(
-            "rank",
-            pl.col("pg_name").cast(pl.String),
-            "pg_ranks",
-            pl.col("pg_desc").cast(pl.String),
-            "group_size",
-        )
-        .unique()
-        .sort(pl.all(), nulls_last=True)
+def _named_events(comm: pl.LazyFrame, *, flag: str | None = None) -> pl.DataFrame:
+    """Return the distinct (rank, name, ranks, description, size) of the events that name a group.
+
+    With ``flag`` (a Boolean column of ``comm``), also that column: whether any of the events with
+    those values has it. Sorted by the five, nulls last; one query.
+    """
+    keys = [
+        "rank",
+        pl.col("pg_name").cast(pl.String),
+        "pg_ranks",
+        pl.col("pg_desc").cast(pl.String),
+        "group_size",
+    ]
+    named = comm.filter(pl.col("pg_name").is_not_null())
+    distinct = named.group_by(keys).agg(pl.col(flag).any()) if flag else named.select(keys).unique()
+    return distinct.sort(["rank", "pg_name", "pg_ranks", "pg_desc", "group_size"], nulls_last=True).collect(
+        engine="in-memory"
     )
 
 
 def _registry(
-    events: pl.DataFrame, declared: pl.DataFrame
+    named_events: Iterable[Mapping[str, Any]], declared: pl.DataFrame
 ) -> tuple[_Registry, dict[int, list[GroupInstance]]]:
-    """Build the group instances; return them and, per rank, the instances its own trace declares."""
+    """Build the group instances from the declared groups and the rows of :func:`_named_events`.
+
+    Return them and, per rank, the instances its own trace declares.
+    """
     registry = _Registry()
     own: dict[int, list[GroupInstance]] = {}
     for row in declared.iter_rows(named=True):
@@ -205,21 +213,23 @@ def _registry(
         if row["rank"] is not None:
             instance.declared_by.add(row["rank"])
             own.setdefault(row["rank"], []).append(instance)
-    for row in _named_events(events).iter_rows(named=True):
-        parsed = parse_ranks(row["pg_ranks"]) if row["pg_ranks"] is not None else None
+    for event in named_events:
+        parsed = parse_ranks(event["pg_ranks"]) if event["pg_ranks"] is not None else None
         if parsed is not None:
             ranks, truncated = tuple(parsed[0]), parsed[1]
             named = registry.add(
-                row["pg_name"], ranks, truncated, pg_desc=row["pg_desc"], size=row["group_size"]
+                event["pg_name"], ranks, truncated, pg_desc=event["pg_desc"], size=event["group_size"]
             )
             named.named = True
             continue
-        holding = registry.holding(row["pg_name"], row["rank"])
+        holding = registry.holding(event["pg_name"], event["rank"])
         if len(holding) == 1:
-            _merge(holding, pg_desc=row["pg_desc"], size=row["group_size"], backend=None)
+            _merge(holding, pg_desc=event["pg_desc"], size=event["group_size"], backend=None)
             holding[0].named = True
         elif not holding:  # a group no trace lists: members unknown
-            named = registry.add(row["pg_name"], (), True, pg_desc=row["pg_desc"], size=row["group_size"])
+            named = registry.add(
+                event["pg_name"], (), True, pg_desc=event["pg_desc"], size=event["group_size"]
+            )
             named.named = True
     for instance in registry.all():
         if instance.size is None and instance.complete():
@@ -245,7 +255,12 @@ def nodes_of(files: pl.DataFrame, *, gpus_per_node: int | None = None) -> pl.Dat
         ``rank`` (Int32), ``node`` (String); ranks whose node is unknown are absent. Process ids do
         not tell hosts apart (containers on one host repeat them), so they are not used.
     """
-    ranks = files.filter(pl.col("rank").is_not_null() & (pl.col("format") != "horovod"))
+    return _nodes(files, gpus_per_node).collect(engine="in-memory")
+
+
+def _nodes(files: pl.DataFrame, gpus_per_node: int | None) -> pl.LazyFrame:
+    """Return :func:`nodes_of`, lazily (one query with what reads it)."""
+    ranks = files.lazy().filter(pl.col("rank").is_not_null() & (pl.col("format") != "horovod"))
     if gpus_per_node is not None:
         return (
             ranks.select(pl.col("rank").cast(pl.Int32))
@@ -307,22 +322,25 @@ def shared_clocks(
     if not comparable:
         return pl.DataFrame(schema=SHARED_CLOCKS_SCHEMA)
     counting = (
-        files.filter(pl.col("rank").is_not_null() & (pl.col("format") != "horovod"))
+        files.lazy()
+        .filter(pl.col("rank").is_not_null() & (pl.col("format") != "horovod"))
         .group_by(pl.col("rank").cast(pl.Int32))
         .agg(pl.col("clock").unique())
         .filter(pl.col("clock").list.len() == 1)  # a rank whose files count time two ways: none
         .select("rank", pl.col("clock").list.first().alias("_counting"))
     )
-    shared = (
-        nodes_of(files, gpus_per_node=gpus_per_node)
+    clocks = (
+        _nodes(files, gpus_per_node)
         .join(counting, on="rank", how="inner")
         .select(
             "rank",
             clock=pl.format("{}/{}", pl.col("node"), pl.col("_counting").fill_null("?")),
             uncertainty_ns=pl.lit(0, dtype=pl.Int64),
         )
+        .sort("rank")
+        .select([pl.col(name).cast(dtype) for name, dtype in SHARED_CLOCKS_SCHEMA.items()])
     )
-    return validate(shared.sort("rank"), SHARED_CLOCKS_SCHEMA, what="shared clocks")
+    return validate(clocks.collect(engine="in-memory"), SHARED_CLOCKS_SCHEMA, what="shared clocks")
 
 
 def _span(
@@ -370,17 +388,22 @@ def group_instances(
         :data:`~timeline.analysis.schemas.GROUP_INSTANCES_SCHEMA`, sorted by ``group`` (numbers in
         numeric order: ``"2"`` before ``"10"``).
     """
-    registry, _ = _registry(_communication(events), declared)
-    node_map = None if nodes is None else dict(nodes.select("rank", "node").iter_rows())
-    return _instances_frame(registry.all(), overrides, node_map)
+    registry, _ = _registry(_named_events(_communication(events.lazy())).iter_rows(named=True), declared)
+    return _instances_frame(registry.all(), overrides, nodes)
 
 
 def _instances_frame(
-    instances: list[GroupInstance], overrides: Mapping[str, str] | None, nodes: Mapping[int, str] | None
+    instances: list[GroupInstance], overrides: Mapping[str, str] | None, nodes: pl.DataFrame | None
 ) -> pl.DataFrame:
+    """Return :func:`group_instances`' frame of these instances (``nodes``: :func:`nodes_of`)."""
+    node_map = None
+    if nodes is not None:  # no query: the columns as they are
+        node_map = dict(
+            zip(nodes.get_column("rank").to_list(), nodes.get_column("node").to_list(), strict=True)
+        )
     rows = []
     for g in instances:
-        hosts, spans = _span(g.ranks, g.complete(), nodes)
+        hosts, spans = _span(g.ranks, g.complete(), node_map)
         rows.append(
             {
                 "group": g.group,
@@ -399,7 +422,8 @@ def _instances_frame(
     return validate(pl.DataFrame(rows, schema=GROUP_INSTANCES_SCHEMA), GROUP_INSTANCES_SCHEMA, what="groups")
 
 
-def _communication(events: pl.DataFrame) -> pl.DataFrame:
+def _communication(events: pl.LazyFrame) -> pl.LazyFrame:
+    """Return the communication events of profiler traces."""
     return events.filter((pl.col("kind") == "communication") & (pl.col("source") == "kineto"))
 
 
@@ -585,13 +609,67 @@ def attribute_groups(
         global rank where the group makes it certain (a gloo send's ``group_peer`` through the
         group's ranks).
     """
-    comm = _communication(events)
-    registry, own = _registry(comm, declared)
+    comm = _communication(events.lazy()).collect(engine="in-memory")
+    registry, own = _registry(_named_events(comm.lazy()).iter_rows(named=True), declared)
+    attributed, _ = _attributed(
+        comm.lazy(), registry, own, overrides=overrides, clocks=clocks, windows=windows, warnings=warnings
+    )
+    return attributed.collect(engine="in-memory")
+
+
+def _measured_attribution(
+    communication: pl.DataFrame,
+    declared: pl.DataFrame,
+    *,
+    measured: str,
+    overrides: Mapping[str, str] | None,
+    clocks: pl.DataFrame | None,
+    windows: pl.DataFrame | None,
+    warnings: list[str] | None,
+) -> tuple[pl.LazyFrame, list[GroupInstance], bool]:
+    """Attribute the events of ``communication`` that the Boolean column ``measured`` keeps.
+
+    ``communication``: the communication events of profiler traces. Return
+    :func:`attribute_groups` of the kept events (without ``measured``), lazily, whether their
+    groups are settled (:func:`_attributed`), and the group instances of all the events
+    (:func:`group_instances`' registry, for :func:`_instances_frame`): the events that name a
+    group are read once for both.
+    """
+    named = list(_named_events(communication.lazy(), flag=measured).iter_rows(named=True))
+    registry, own = _registry((row for row in named if row[measured]), declared)
+    everything, _ = _registry(named, declared)
+    comm = communication.lazy().filter(pl.col(measured)).drop(measured)
+    attributed, settled = _attributed(
+        comm, registry, own, overrides=overrides, clocks=clocks, windows=windows, warnings=warnings
+    )
+    return attributed, everything.all(), settled
+
+
+def _attributed(
+    comm: pl.LazyFrame,
+    registry: _Registry,
+    own: Mapping[int, list[GroupInstance]],
+    *,
+    overrides: Mapping[str, str] | None,
+    clocks: pl.DataFrame | None,
+    windows: pl.DataFrame | None,
+    warnings: list[str] | None,
+) -> tuple[pl.LazyFrame, bool]:
+    """Return :func:`attribute_groups` of the communication events ``comm``, lazily, and whether settled.
+
+    ``registry`` and ``own``: :func:`_registry` of the declared groups and of ``comm``'s named events.
+    Settled: no event's group stays in doubt among candidates (none is null with candidates), known
+    without a query when no rule across ranks ran (else False: not known).
+    """
     anything = bool(registry.by_name)
     keyed = comm.with_columns(size_hint=_size_hint(), pg_name_s=pl.col("pg_name").cast(pl.String))
-    keys = keyed.select(
-        "rank", pl.col("pg_name_s").alias("pg_name"), "pg_ranks", "size_hint", "peer", "group_peer"
-    ).unique()
+    keys = (
+        keyed.select(
+            "rank", pl.col("pg_name_s").alias("pg_name"), "pg_ranks", "size_hint", "peer", "group_peer"
+        )
+        .unique()
+        .collect(engine="in-memory")
+    )
     rows = []
     for values in keys.iter_rows(named=True):
         key = _Key(**values)
@@ -603,20 +681,26 @@ def attribute_groups(
         schema={"group": pl.String, "dimension": pl.String},
     )
     attributed = keyed.join(
-        table.rename({"pg_name": "pg_name_s"}),
+        table.lazy().rename({"pg_name": "pg_name_s"}),
         on=["rank", "pg_name_s", "pg_ranks", "size_hint", "peer", "group_peer"],
         how="left",
         nulls_equal=True,
         maintain_order="left",
     )
-    if anything and attributed.filter(pl.col("_closed") & (pl.col("attributed_by") == "ambiguous")).height:
+    # every key is some event's: an event is closed and ambiguous when a key is
+    settled = all(row["group"] is not None or not row["candidates"] for row in rows)
+    if anything and any(row["_closed"] and row["attributed_by"] == "ambiguous" for row in rows):
         members = {g.group: g.members() for g in instances}
-        attributed = _inferred(attributed, members, _clock_map(clocks), windows, warnings)
-    return (
-        attributed.join(dimensions, on="group", how="left", maintain_order="left")
+        attributed = _inferred(
+            attributed.collect(engine="in-memory"), members, _clock_map(clocks), windows, warnings
+        ).lazy()
+        settled = False
+    frame = (
+        attributed.join(dimensions.lazy(), on="group", how="left", maintain_order="left")
         .with_columns(peer=pl.col("resolved_peer"))
         .drop("pg_name_s", "resolved_peer", "size_hint", "_closed")
     )
+    return frame, settled
 
 
 def _clock_map(clocks: pl.DataFrame | None) -> dict[int, RankClock]:
