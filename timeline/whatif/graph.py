@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +65,7 @@ from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP, SYNCHRONISING
 from timeline.analysis.group_inference import UNEVEN_COLLECTIVES
 from timeline.analysis.groups import attribute_groups, group_instances, shared_clocks
 from timeline.analysis.intervals import formula_intervals, union_intervals
-from timeline.analysis.iterations import activity_sets, assign_iterations, rank_modes
+from timeline.analysis.iterations import _assign_iterations, activity_sets, rank_modes
 from timeline.errors import RankError, TraceContentError
 from timeline.importers.manifest import MANIFEST_NAME, read_manifest
 from timeline.importers.markers import GRAD_READY_PREFIX, parse_grad_ready_name
@@ -460,8 +460,8 @@ def graph_from_parts(
     RankError
         A rank is in several parts.
     """
-    sizes = files.get_column("world_size").drop_nulls()
-    world = int(sizes.max()) if sizes.len() else None  # type: ignore[arg-type]
+    sizes = [size for size in files.get_column("world_size").to_list() if size is not None]
+    world = int(max(sizes)) if sizes else None
     link = link_gbps if link_gbps is not None else _manifest_link(files)
     clocks = shared_clocks(files, comparable=comparable)
     return combine_graph_parts(
@@ -477,7 +477,7 @@ def graph_from_parts(
 def _manifest_link(files: pl.DataFrame) -> float | None:
     """Return the ``link_gbps`` of the capture manifests beside the trace files, when they agree."""
     links: set[float | None] = set()
-    folders = {Path(p).parent for p in files.get_column("path").drop_nulls().to_list()}
+    folders = {Path(p).parent for p in files.get_column("path").to_list() if p is not None}
     for folder in folders:
         path = folder / MANIFEST_NAME
         if not path.is_file():
@@ -562,8 +562,14 @@ def graph_parts(
         a few percent of the events' size.
     """
     modes_frame = _conform(rank_modes(events), _MODES_SCHEMA)
-    kept_modes = modes_frame.filter(pl.col("mode") != "horovod")
-    if kept_modes.height == 0:  # Horovod timelines only (or nothing): no compute to build from
+    modes = {
+        rank: mode
+        for rank, mode in zip(
+            modes_frame.get_column("rank").to_list(), modes_frame.get_column("mode").to_list(), strict=True
+        )
+        if mode != "horovod"
+    }
+    if not modes:  # Horovod timelines only (or nothing): no compute to build from
         return GraphParts(
             modes=modes_frame,
             windows=ITERATIONS_SCHEMA.to_frame(),
@@ -573,26 +579,27 @@ def graph_parts(
             markers=_SIGNALS_SCHEMA.to_frame(),
             accumulate_grad=_SIGNALS_SCHEMA.to_frame(),
         )
-    events = events.filter(pl.col("rank").is_in(kept_modes.get_column("rank").implode()))
+    kept = list(modes)
+    kept_modes = (
+        modes_frame
+        if len(kept) == modes_frame.height
+        else pl.DataFrame({"rank": kept, "mode": list(modes.values())}, schema=_MODES_SCHEMA)
+    )
+    events = _of_ranks(events, kept)
     declared = (
-        PROCESS_GROUPS_SCHEMA.to_frame()
-        if groups is None
-        else groups.filter(pl.col("rank").is_in(kept_modes.get_column("rank").implode()))
+        PROCESS_GROUPS_SCHEMA.to_frame() if groups is None else groups.filter(pl.col("rank").is_in(kept))
     )
-    modes = dict(
-        zip(kept_modes.get_column("rank").to_list(), kept_modes.get_column("mode").to_list(), strict=True)
-    )
-    if windows is None:
-        windows = assign_iterations(events)
-    else:
-        windows = windows.filter(pl.col("rank").is_in(kept_modes.get_column("rank").implode()))
-    # assign_iterations sorts by rank and start only: a total order makes tied windows rank-local.
-    windows = windows.sort("rank", "start_ns", "end_ns", "iteration", maintain_order=True)
     sets = activity_sets(events, kept_modes)
-    compute = formula_intervals(
-        sets, by=["rank"], sets=_SETS, formula=lambda s: s["compute"] & ~s["wait"]
-    ).sort("rank", "start_ns")
-    waits_union = union_intervals(sets.filter(pl.col("set") == "wait"), by=["rank"]).sort("rank", "start_ns")
+    # By default assign_iterations(events), with the modes (those of the kept ranks) and sets above.
+    # It sorts by rank and start only: a total order makes tied windows rank-local.
+    windows = _collect(
+        (
+            _assign_iterations(events, kept_modes, sets).lazy()
+            if windows is None
+            else windows.lazy().filter(pl.col("rank").is_in(kept))
+        ).sort("rank", "start_ns", "end_ns", "iteration", maintain_order=True)
+    )
+    compute, waits_union = _compute_and_waits(sets, modes)
     launches = _launches(events)
     progress = _progress_table(events, sets, launches)
     comm, unmatched = _comm_frame(events, sets, kept_modes, progress, launches)
@@ -608,6 +615,50 @@ def graph_parts(
         unmatched_calls=unmatched,
         groups=_conform(declared, PROCESS_GROUPS_SCHEMA),
     )
+
+
+def _of_ranks(events: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
+    """Return the events of ``ranks``: ``events`` itself when they hold no other rank (and no null)."""
+    column = events.get_column("rank")
+    if column.null_count() == 0:
+        low, high = column.min(), column.max()
+        if low is None or (
+            isinstance(low, int)
+            and isinstance(high, int)
+            and high - low < len(ranks)
+            and set(range(low, high + 1)) <= set(ranks)
+        ):
+            return events
+    return events.filter(pl.col("rank").is_in(ranks))
+
+
+def _compute_and_waits(sets: pl.DataFrame, modes: Mapping[int, str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Return the compute timeline (``compute & ~wait``) and the union of the waits, by rank and start.
+
+    ``sets``: the :func:`~timeline.analysis.iterations.activity_sets` of the ranks of ``modes``.
+    """
+    # waits are CPU-only ranks' (activity_sets): without them, compute & ~wait is the union of compute
+    waits = sets.filter(pl.col("set") == "wait") if "cpu" in modes.values() else None
+    if waits is None or waits.height == 0:
+        compute = union_intervals(sets.filter(pl.col("set") == "compute"), by=["rank"])
+        return _by_rank_and_start(compute), _INTERVALS_SCHEMA.to_frame()
+    compute = formula_intervals(sets, by=["rank"], sets=_SETS, formula=lambda s: s["compute"] & ~s["wait"])
+    return _by_rank_and_start(compute), _by_rank_and_start(union_intervals(waits, by=["rank"]))
+
+
+def _collect(query: pl.LazyFrame) -> pl.DataFrame:
+    """Return the result of ``query``, run as polars runs its eager operations (the in-memory engine).
+
+    One query for a chain of operations: on small frames polars' fixed cost per query outweighs the work.
+    """
+    return query.collect(engine="in-memory")
+
+
+def _by_rank_and_start(intervals: pl.DataFrame) -> pl.DataFrame:
+    """Return per-rank sorted disjoint intervals sorted by ``rank`` and ``start_ns`` (as is if they are)."""
+    if intervals.get_column("rank").is_sorted():  # each rank's own are sorted already
+        return intervals
+    return intervals.sort("rank", "start_ns")
 
 
 def _conform(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
@@ -660,11 +711,8 @@ def combine_graph_parts(
     """
     warnings: list[str] = []
     modes = _replayable_modes(parts, warnings)
-    windows = (
-        _concat_by_rank([p.windows for p in parts], ITERATIONS_SCHEMA)
-        .with_row_index("window_id")
-        .with_columns(pl.col("window_id").cast(pl.Int64))
-    )
+    windows = _concat_by_rank([p.windows for p in parts], ITERATIONS_SCHEMA)
+    windows = pl.Series("window_id", range(windows.height), dtype=pl.Int64).to_frame().hstack(windows)
     compute = _concat_by_rank([p.compute for p in parts], _INTERVALS_SCHEMA)
     waits_union = _concat_by_rank([p.waits for p in parts], _INTERVALS_SCHEMA)
 
@@ -738,11 +786,18 @@ def assemble_graph(
     TraceGraph
     """
     world = _infer_world_size(comm, world_size, len(modes))
-    comm = comm.with_columns(pl.col("group_size").fill_null(world))
-    comm = _locate(comm, windows, at="start_ns")
-    signals = _locate(signals, windows, at="ready_ns")
-    comm = _flag_gradients(comm, signals)
-    ops, instances = _ops_and_instances(comm, warnings)
+    signals = _collect(_locate(signals.lazy(), windows, at="ready_ns"))
+    # the columns a graph without process groups lacks (a Horovod timeline's), as _numbered reads them
+    defaults = {"dimension": pl.lit(None, dtype=pl.String), "_lone": pl.lit(False), "_sub": pl.lit("")}
+    located = _locate(
+        comm.lazy().with_columns(
+            pl.col("group_size").fill_null(world),
+            *(default.alias(name) for name, default in defaults.items() if name not in comm.columns),
+        ),
+        windows,
+        at="start_ns",
+    )
+    ops, instances = _ops_and_instances(_flag_gradients(located, signals), warnings)
     gradients = _gradients(ops, signals, source, warnings)
     waits = _wait_points(ops, gradients, compute, waits_union, windows, modes, resume_tolerance_ns)
     return TraceGraph(
@@ -774,18 +829,27 @@ def _replayable_modes(parts: Sequence[GraphParts], warnings: list[str]) -> dict[
     TraceContentError
         No rank with compute events.
     """
-    modes_frame = _concat_by_rank([p.modes for p in parts], _MODES_SCHEMA)
-    repeated = modes_frame.filter(pl.col("rank").is_duplicated()).get_column("rank").unique().sort().to_list()
+    rows = [
+        row
+        for p in parts
+        for row in zip(
+            p.modes.get_column("rank").to_list(), p.modes.get_column("mode").to_list(), strict=True
+        )
+    ]
+    if len(parts) > 1:  # as _concat_by_rank orders them
+        rows.sort(key=lambda row: _rank_order(row[0]))
+    counts = Counter(rank for rank, _mode in rows)
+    repeated = sorted((rank for rank, count in counts.items() if count > 1), key=_rank_order)
     if repeated:
         msg = f"rank(s) {repeated}: in several graph parts; build each rank's part once (graph_parts)"
         raise RankError(msg)
-    horovod = modes_frame.filter(pl.col("mode") == "horovod").get_column("rank").to_list()
+    horovod = [rank for rank, mode in rows if mode == "horovod"]
     if horovod:
         warnings.append(
             f"rank(s) {horovod}: a Horovod timeline has no compute events; left out of the what-if replay"
         )
-    modes_frame = modes_frame.filter(pl.col("mode") != "horovod")
-    if modes_frame.height == 0:
+    modes = {rank: mode for rank, mode in rows if mode != "horovod"}
+    if not modes:
         msg = (
             "no PyTorch profiler trace: the what-if replay needs compute events, and a Horovod timeline "
             "has none; they are derived from a Horovod timeline loaded alone in memory (trace_graph), "
@@ -794,9 +858,12 @@ def _replayable_modes(parts: Sequence[GraphParts], warnings: list[str]) -> dict[
             "(timeline.capture)"
         )
         raise TraceContentError(msg)
-    return dict(
-        zip(modes_frame.get_column("rank").to_list(), modes_frame.get_column("mode").to_list(), strict=True)
-    )
+    return modes
+
+
+def _rank_order(rank: int | None) -> tuple[bool, int]:
+    """Return the sort key of a rank: polars' order (null first)."""
+    return (rank is not None, rank if rank is not None else 0)
 
 
 def _infer_world_size(comm: pl.DataFrame, world_size: int | None, n_ranks: int) -> int:
@@ -804,10 +871,11 @@ def _infer_world_size(comm: pl.DataFrame, world_size: int | None, n_ranks: int) 
 
     Without group sizes, ``world_size`` when given, else the number of ranks.
     """
-    sizes = comm.get_column("group_size").drop_nulls()
-    world = int(sizes.max()) if sizes.len() else (world_size or n_ranks)  # type: ignore[arg-type]
+    sizes = comm.get_column("group_size")
+    known = sizes.len() > sizes.null_count()
+    world = int(sizes.max()) if known else (world_size or n_ranks)  # type: ignore[arg-type]
     if world_size is not None:
-        world = max(world, world_size) if sizes.len() else world_size
+        world = max(world, world_size) if known else world_size
     return world
 
 
@@ -857,8 +925,9 @@ def _attribute_collectives(
     within a group counts (``""``: every collective of the group; in a group an ambiguous collective
     may be on, only those of the same kind and size, whose order doubt leaves certain).
     """
-    view = (
-        comm.drop("group")
+    view = _collect(
+        comm.lazy()
+        .drop("group")
         .with_row_index("_op")
         .with_columns(
             kind=pl.lit("communication"), source=pl.lit("kineto"), pg_name=pl.col("pg_name").cast(pl.String)
@@ -866,17 +935,21 @@ def _attribute_collectives(
     )
     attributed = attribute_groups(
         view, declared, overrides=overrides, clocks=clocks, windows=windows, warnings=warnings
-    ).sort("_op")
+    )
     sizes = (
         group_instances(view, declared, overrides=overrides)
+        .lazy()
         .select("group", _group_size="size")
         .unique("group", keep="first")
     )
-    attributed = attributed.join(sizes, on="group", how="left", maintain_order="left")
+    ambiguous = attributed.get_column("group").null_count() > 0
+    joined = attributed.lazy().sort("_op").join(sizes, on="group", how="left", maintain_order="left")
     group_size = pl.coalesce(pl.col("group_size"), pl.col("_group_size"))
-    if attributed.get_column("group").null_count() == 0:  # no ambiguous group: no order in doubt
-        return attributed.with_columns(group_size=group_size, _lone=pl.lit(False), _sub=pl.lit("")).drop(
-            "_op", "_group_size", "kind", "source"
+    if not ambiguous:  # no ambiguous group: no order in doubt
+        return _collect(
+            joined.with_columns(group_size=group_size, _lone=pl.lit(False), _sub=pl.lit("")).drop(
+                "_op", "_group_size", "kind", "source"
+            )
         )
     uneven = pl.col("collective").is_in(UNEVEN_COLLECTIVES).fill_null(True)
     sub = (
@@ -886,33 +959,39 @@ def _attribute_collectives(
             pl.format("{}:{}", pl.col("collective"), pl.col("in_bytes").cast(pl.String).fill_null("?"))
         )
     )
-    attributed = attributed.with_columns(_sub=sub)
-    doubt = (
-        attributed.filter(pl.col("group").is_null())
+    attributed = _collect(joined.with_columns(_sub=sub))
+    doubt = _collect(
+        attributed.lazy()
+        .filter(pl.col("group").is_null())
         .select("rank", "_sub", _doubt_ns="start_ns", group=pl.col("candidates"))
         .explode("group")
         .filter(pl.col("group").is_not_null())
     )
-    unordered = (
-        attributed.filter(pl.col("group").is_not_null())
+    unordered = _collect(
+        attributed.lazy()
+        .filter(pl.col("group").is_not_null())
         .select("_op", "rank", "group", "_sub", "start_ns")
-        .join(doubt, on=["rank", "group", "_sub"], how="inner")
+        .join(doubt.lazy(), on=["rank", "group", "_sub"], how="inner")
         .filter(pl.col("_doubt_ns") <= pl.col("start_ns"))
-        .get_column("_op")
-        .unique()
+        .select("_op")
     )
-    doubted = doubt.get_column("group").unique()
-    return attributed.with_columns(
-        group_size=group_size,
-        _lone=pl.col("group").is_null() | pl.col("_op").is_in(unordered.implode()),
-        _sub=pl.when(pl.col("group").is_in(doubted.implode())).then(pl.col("_sub")).otherwise(pl.lit("")),
-    ).drop("_op", "_group_size", "kind", "source")
+    doubted = set(doubt.get_column("group").to_list())
+    return _collect(
+        attributed.lazy()
+        .with_columns(
+            group_size=group_size,
+            _lone=pl.col("group").is_null() | pl.col("_op").is_in(unordered.get_column("_op").to_list()),
+            _sub=pl.when(pl.col("group").is_in(sorted(doubted))).then(pl.col("_sub")).otherwise(pl.lit("")),
+        )
+        .drop("_op", "_group_size", "kind", "source")
+    )
 
 
 def _launches(events: pl.DataFrame) -> pl.DataFrame:
     """Return each rank's CPU-side launch of each correlation id: ``rank``, ``correlation``, ``launch_ns``."""
-    return (
-        events.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+    return _collect(
+        events.lazy()
+        .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
         .select("rank", "correlation", launch_ns="start_ns")
         .unique(["rank", "correlation"], keep="first")
     )
@@ -925,30 +1004,32 @@ def _progress_table(events: pl.DataFrame, sets: pl.DataFrame, launches: pl.DataF
     ``issued_ns``: a CPU-side moment maps to the compute timeline through it. ``launches``: the
     events' :func:`_launches`.
     """
-    kernels = sets.filter(pl.col("set") == "compute").join(
-        events.with_row_index("event").select("event", "correlation", "device"), on="event", how="left"
-    )
-    kernels = kernels.filter(pl.col("device").is_not_null())
-    issued = kernels.join(launches, on=["rank", "correlation"], how="left").with_columns(
-        issued_ns=pl.coalesce("launch_ns", "start_ns")
+    details = events.lazy().with_row_index("event").select("event", "correlation", "device")
+    kernels = (
+        sets.lazy()
+        .filter(pl.col("set") == "compute")
+        .join(details, on="event", how="left", maintain_order="left")
+        .filter(pl.col("device").is_not_null())
     )
     # Stable sorts: of kernels issued at one time, the last (the one join_asof finds) has seen them all.
-    return (
-        issued.sort("rank", "issued_ns", maintain_order=True)
+    return _collect(
+        kernels.join(launches.lazy(), on=["rank", "correlation"], how="left", maintain_order="left")
+        .with_columns(issued_ns=pl.coalesce("launch_ns", "start_ns"))
+        .sort("rank", "issued_ns", maintain_order=True)
         .with_columns(progress_ns=pl.col("end_ns").cum_max().over("rank"))
         .select("rank", "issued_ns", "progress_ns")
         .sort("issued_ns", maintain_order=True)
     )
 
 
-def _at_progress(points: pl.DataFrame, progress: pl.DataFrame, *, at: str) -> pl.DataFrame:
-    """Add ``progress_ns``: the compute progress (GPU ranks) at the CPU time in column ``at``."""
+def _at_progress(points: pl.LazyFrame, progress: pl.DataFrame, *, at: str) -> pl.LazyFrame:
+    """Add ``progress_ns`` to the query: the compute progress (GPU ranks) at the CPU time in column ``at``."""
     order = "_order_progress"
     return (
         points.with_row_index(order)
         .sort(at)
         .join_asof(
-            progress,
+            progress.lazy(),
             left_on=at,
             right_on="issued_ns",
             by="rank",
@@ -973,40 +1054,46 @@ def _comm_frame(
     And the CPU-only ranks whose ``c10d::`` calls and collectives do not match one to one.
     ``launches``: the events' :func:`_launches`.
     """
-    details = events.with_row_index("event").select(
-        "event",
-        "correlation",
-        "stream",
-        "tid",
-        "pid",
-        "device",
-        "in_bytes",
-        "out_bytes",
-        "group_size",
-        "pg_ranks",
-        "peer",
-        "group_peer",
-        collective=pl.col("collective").cast(pl.String),
-        group=pl.coalesce(pl.col("pg_name").cast(pl.String), pl.lit(ALL_COMMUNICATION_GROUP)),
-        name=pl.col("name").cast(pl.String),
-        pg_name=pl.col("pg_name").cast(pl.String),
-        pg_desc=pl.col("pg_desc").cast(pl.String),
-    )
-    comm = (
-        sets.filter(pl.col("set") == "comm")
-        .join(details, on="event", how="left")
-        .join(modes, on="rank", how="left")
-        .filter(pl.col("collective").is_null() | (pl.col("collective") != "wait"))
-        .sort("rank", "start_ns", "end_ns", maintain_order=True)  # ties in the rank's event order
+    details = (
+        events.lazy()
+        .with_row_index("event")
+        .select(
+            "event",
+            "correlation",
+            "stream",
+            "tid",
+            "pid",
+            "device",
+            "in_bytes",
+            "out_bytes",
+            "group_size",
+            "pg_ranks",
+            "peer",
+            "group_peer",
+            collective=pl.col("collective").cast(pl.String),
+            group=pl.coalesce(pl.col("pg_name").cast(pl.String), pl.lit(ALL_COMMUNICATION_GROUP)),
+            name=pl.col("name").cast(pl.String),
+            pg_name=pl.col("pg_name").cast(pl.String),
+            pg_desc=pl.col("pg_desc").cast(pl.String),
+        )
     )
     gpu = pl.col("mode") == "gpu"
-    comm = comm.with_columns(
-        channel=pl.when(gpu)
-        .then(pl.format("stream {}", pl.col("stream")))
-        .otherwise(pl.format("thread {}", pl.col("tid"))),
+    comm = (
+        sets.lazy()
+        .filter(pl.col("set") == "comm")
+        .join(details, on="event", how="left", maintain_order="left")
+        .join(modes.lazy(), on="rank", how="left", maintain_order="left")
+        .filter(pl.col("collective").is_null() | (pl.col("collective") != "wait"))
+        .sort("rank", "start_ns", "end_ns", maintain_order=True)  # ties in the rank's event order
+        .with_columns(
+            channel=pl.when(gpu)
+            .then(pl.format("stream {}", pl.col("stream")))
+            .otherwise(pl.format("thread {}", pl.col("tid"))),
+        )
     )
-    comm = _gpu_ready(comm, modes, progress, launches)
-    comm, unmatched = _cpu_ready(comm, events, modes)
+    rank_mode = dict(zip(modes.get_column("rank").to_list(), modes.get_column("mode").to_list(), strict=True))
+    comm = _gpu_ready(comm, rank_mode, progress, launches)
+    comm, unmatched = _cpu_ready(comm, events, rank_mode)
     ready = pl.min_horizontal(pl.coalesce("gpu_ready", "cpu_ready", "start_ns"), pl.col("start_ns"))
     n = pl.col("group_size").cast(pl.Int64)
     nbytes = (
@@ -1026,17 +1113,17 @@ def _comm_frame(
         "ready_ns",
         *_ATTRIBUTION_COLUMNS,
     )
-    return frame, unmatched
+    return _collect(frame), unmatched
 
 
 def _gpu_ready(
-    comm: pl.DataFrame, modes: pl.DataFrame, progress: pl.DataFrame, launches: pl.DataFrame
-) -> pl.DataFrame:
+    comm: pl.LazyFrame, modes: Mapping[int, str], progress: pl.DataFrame, launches: pl.DataFrame
+) -> pl.LazyFrame:
     """Add ``gpu_ready``: on GPU ranks, when the compute stream reached the collective's launch."""
     gpu = pl.col("mode") == "gpu"
-    if "gpu" not in modes.get_column("mode").to_list():
+    if "gpu" not in modes.values():
         return comm.with_columns(gpu_ready=pl.lit(None, dtype=pl.Int64))
-    comm = comm.join(launches, on=["rank", "correlation"], how="left")
+    comm = comm.join(launches.lazy(), on=["rank", "correlation"], how="left", maintain_order="left")
     comm = _at_progress(
         comm.with_columns(pl.col("launch_ns").fill_null(pl.col("start_ns"))), progress, at="launch_ns"
     )
@@ -1044,20 +1131,22 @@ def _gpu_ready(
 
 
 def _cpu_ready(
-    comm: pl.DataFrame, events: pl.DataFrame, modes: pl.DataFrame
-) -> tuple[pl.DataFrame, tuple[int, ...]]:
+    comm: pl.LazyFrame, events: pl.DataFrame, modes: Mapping[int, str]
+) -> tuple[pl.LazyFrame, tuple[int, ...]]:
     """Add ``cpu_ready``: on CPU-only ranks, the ``c10d::`` call that launched the collective.
 
     The k-th call of the rank for its k-th collective; none on the ranks whose calls and collectives
     do not match one to one, returned too.
     """
     gpu = pl.col("mode") == "gpu"
-    cpu_ranks = modes.filter(pl.col("mode") == "cpu").get_column("rank")
-    if cpu_ranks.len() == 0:
+    cpu_ranks = [rank for rank, mode in modes.items() if mode == "cpu"]
+    if not cpu_ranks:
         return comm.with_columns(cpu_ready=pl.lit(None, dtype=pl.Int64)), ()
-    calls = (
-        events.filter(
-            pl.col("rank").is_in(cpu_ranks.implode())
+    collected = _collect(comm)  # read twice below
+    calls = _collect(
+        events.lazy()
+        .filter(
+            pl.col("rank").is_in(cpu_ranks)
             & (pl.col("kind") == "cpu_op")
             & pl.col("name").cast(pl.String).str.starts_with("c10d::")
         )
@@ -1065,26 +1154,34 @@ def _cpu_ready(
         .select("rank", call_ns="start_ns")
         .with_columns(_k=pl.int_range(pl.len()).over("rank"))
     )
-    counts = (
-        comm.filter(~gpu)
+    counts = _collect(
+        collected.lazy()
+        .filter(~gpu)
         .group_by("rank")
         .agg(_ops=pl.len())
-        .join(calls.group_by("rank").agg(_calls=pl.len()), on="rank", how="left")
+        .join(calls.lazy().group_by("rank").agg(_calls=pl.len()), on="rank", how="left")
     )
-    unmatched = counts.filter(pl.col("_calls").is_null() | (pl.col("_calls") != pl.col("_ops")))
-    matched = calls.filter(~pl.col("rank").is_in(unmatched.get_column("rank").implode()))
+    unmatched = sorted(
+        int(rank)
+        for rank, ops, n_calls in zip(
+            *(counts.get_column(c).to_list() for c in ("rank", "_ops", "_calls")), strict=True
+        )
+        if n_calls is None or n_calls != ops
+    )
+    matched = calls.lazy().filter(~pl.col("rank").is_in(unmatched))
     comm = (
-        comm.with_columns(_k=pl.int_range(pl.len()).over("rank"))
-        .join(matched, on=["rank", "_k"], how="left")
+        collected.lazy()
+        .with_columns(_k=pl.int_range(pl.len()).over("rank"))
+        .join(matched, on=["rank", "_k"], how="left", maintain_order="left")
         .with_columns(cpu_ready=pl.when(~gpu).then(pl.col("call_ns")))
     )
-    return comm, tuple(sorted(int(r) for r in unmatched.get_column("rank").to_list()))
+    return comm, tuple(unmatched)
 
 
-def _locate(frame: pl.DataFrame, windows: pl.DataFrame, *, at: str) -> pl.DataFrame:
-    """Add ``window_id``: the window of the rank that holds the time in column ``at`` (null: none)."""
+def _locate(frame: pl.LazyFrame, windows: pl.DataFrame, *, at: str) -> pl.LazyFrame:
+    """Add ``window_id`` to the query: the window of the rank that holds the time in ``at`` (null: none)."""
     order = "_order_locate"
-    bounds = windows.select("rank", "window_id", _w_start="start_ns", _w_end="end_ns").sort("_w_start")
+    bounds = windows.lazy().select("rank", "window_id", _w_start="start_ns", _w_end="end_ns").sort("_w_start")
     located = (
         frame.with_row_index(order)
         .sort(at)
@@ -1110,22 +1207,35 @@ def _gradient_signals(
     marker = pl.col("name").str.starts_with(GRAD_READY_PREFIX)
     accumulate = (pl.col("kind") == "cpu_op") & (pl.col("name") == _ACCUMULATE_GRAD)
     # one pass over the events for both (the names are read as text once)
-    found = events.select("rank", "kind", "start_ns", "end_ns", name=names).filter(marker | accumulate)
-    markers = found.filter(marker)
-    parsed = [parse_grad_ready_name(name) for name in markers.get_column("name").to_list()]
-    markers = markers.select(
-        "rank",
-        param=pl.Series([p[0] if p else None for p in parsed], dtype=pl.String),
-        nbytes=pl.Series([p[1] if p else None for p in parsed], dtype=pl.Int64),
-        cpu_ns=pl.col("start_ns"),
-        _marker=pl.lit(True),
-    ).filter(pl.col("param").is_not_null())
-    ops = found.filter(accumulate).select(
-        "rank",
-        param=pl.lit(None, dtype=pl.String),
-        nbytes=pl.lit(None, dtype=pl.Int64),
-        cpu_ns=pl.col("end_ns"),
-        _marker=pl.lit(False),
+    found = _collect(
+        events.lazy()
+        .select("rank", "kind", "start_ns", "end_ns", name=names)
+        .filter(marker | accumulate)
+        .select("rank", "start_ns", "end_ns", "name", _marker=marker)
+    )
+    is_marker = found.get_column("_marker")
+    param: pl.Expr | pl.Series = pl.lit(None, dtype=pl.String)
+    nbytes: pl.Expr | pl.Series = pl.lit(None, dtype=pl.Int64)
+    n_markers = 0
+    if is_marker.any():
+        parsed = [
+            parse_grad_ready_name(name) if of_marker else None
+            for name, of_marker in zip(found.get_column("name").to_list(), is_marker.to_list(), strict=True)
+        ]
+        n_markers = sum(p is not None for p in parsed)
+        param = pl.Series([p[0] if p else None for p in parsed], dtype=pl.String)
+        nbytes = pl.Series([p[1] if p else None for p in parsed], dtype=pl.Int64)
+    points = (
+        found.lazy()
+        .with_columns(param=param, nbytes=nbytes)
+        .filter(~pl.col("_marker") | pl.col("param").is_not_null())  # markers that parse, and ops
+        .select(
+            "rank",
+            "param",
+            "nbytes",
+            "_marker",
+            cpu_ns=pl.when(pl.col("_marker")).then(pl.col("start_ns")).otherwise(pl.col("end_ns")),
+        )
     )
     gpu_ranks = [r for r, m in modes.items() if m == "gpu"]
     ready = (
@@ -1133,24 +1243,22 @@ def _gradient_signals(
         .then(pl.coalesce("progress_ns", "cpu_ns"))
         .otherwise("cpu_ns")
     )
-    mapped = _at_progress(pl.concat([markers, ops]), progress, at="cpu_ns").select(
-        "rank", "param", "nbytes", "_marker", ready_ns=ready
-    )
-
-    def signals(of_markers: bool) -> pl.DataFrame:
-        chosen = mapped.filter(pl.col("_marker") == of_markers).drop("_marker")
-        return chosen.sort("rank", "ready_ns", maintain_order=True)
-
-    return signals(True), signals(False)
+    # the markers first, then the ops: each by rank and ready time, ties in the rank's event order
+    mapped = _collect(
+        _at_progress(points, progress, at="cpu_ns")
+        .select("rank", "param", "nbytes", "_marker", ready_ns=ready)
+        .sort("_marker", "rank", "ready_ns", descending=[True, False, False], maintain_order=True)
+    )[["rank", "param", "nbytes", "ready_ns"]]
+    return mapped.slice(0, n_markers), mapped.slice(n_markers)
 
 
-def _flag_gradients(comm: pl.DataFrame, signals: pl.DataFrame) -> pl.DataFrame:
-    """Add ``gradient``: an all-reduce/reduce-scatter launched once the window's backward began."""
-    first = signals.group_by("rank", "window_id").agg(_first_signal=pl.col("ready_ns").min())
-    with_signals = [int(r) for r in signals.get_column("rank").unique().to_list()]
+def _flag_gradients(comm: pl.LazyFrame, signals: pl.DataFrame) -> pl.LazyFrame:
+    """Add ``gradient`` to the query: all-reduce/reduce-scatter launched once its window's backward began."""
+    first = signals.lazy().group_by("rank", "window_id").agg(_first_signal=pl.col("ready_ns").min())
+    with_signals = sorted({int(r) for r in signals.get_column("rank").to_list()})
     kind = pl.col("collective").is_in(sorted(GRADIENT_COLLECTIVES)).fill_null(False)
     return (
-        comm.join(first, on=["rank", "window_id"], how="left", nulls_equal=True)
+        comm.join(first, on=["rank", "window_id"], how="left", nulls_equal=True, maintain_order="left")
         .with_columns(
             gradient=kind
             & (
@@ -1164,15 +1272,8 @@ def _flag_gradients(comm: pl.DataFrame, signals: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _numbered(comm: pl.DataFrame) -> pl.DataFrame:
-    """Add each collective's place in its group (``_index``; null when it stands alone) and its pool."""
-    for name, default in (
-        ("dimension", pl.lit(None, dtype=pl.String)),
-        ("_lone", pl.lit(False)),
-        ("_sub", pl.lit("")),
-    ):
-        if name not in comm.columns:
-            comm = comm.with_columns(default.alias(name))
+def _numbered(comm: pl.LazyFrame) -> pl.LazyFrame:
+    """Add to the query each collective's place in its group (``_index``; null: it stands alone) and pool."""
     matched = comm.filter(~pl.col("_lone")).with_columns(
         _index=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "group", "_sub", order_by="start_ns")
     )
@@ -1188,16 +1289,16 @@ def _numbered(comm: pl.DataFrame) -> pl.DataFrame:
 
 
 def _ops_and_instances(
-    comm: pl.DataFrame, warnings: list[str]
+    comm: pl.LazyFrame, warnings: list[str]
 ) -> tuple[tuple[CommOp, ...], tuple[Instance, ...]]:
     """Return the collectives (pooled, matched across ranks, with their link time) and instances."""
-    comm = (
+    ordered = (
         comm.sort("rank", "start_ns", "end_ns", maintain_order=True)
         .with_row_index("op_id")
         .with_columns(pl.col("op_id").cast(pl.Int64))
     )
-    comm = _numbered(comm)  # row i is op i
-    col = {name: comm.get_column(name).to_list() for name in _OP_COLUMNS}
+    numbered = _collect(_numbered(ordered))  # row i is op i
+    col = {name: numbered.get_column(name).to_list() for name in _OP_COLUMNS}
     ranks, starts, ends = col["rank"], col["start_ns"], col["end_ns"]
     found, instance_of = _matched(col, warnings)
     transfers = []
@@ -1213,7 +1314,7 @@ def _ops_and_instances(
     comm_ops = tuple(
         map(
             CommOp,
-            range(comm.height),
+            range(numbered.height),
             ranks,
             col["window_id"],
             col["channel"],
@@ -1503,8 +1604,6 @@ def _wait_points(
     update: set[tuple[int, int]] = set()
     if not ops or blocks.height == 0:
         return ()
-    in_gap = _collectives_ending_in_gaps(ops, blocks, waits_union)
-    _record_resumed_waits(in_gap, modes, tolerance_ns, deps, gap_of)
     # After the backward pass (the last gradient and gradient collective ready), compute only waits
     # for gradients: a gap there that a gradient collective ends in waits for it, however late it resumed.
     last_gradient: dict[tuple[int, int | None], int] = defaultdict(int)
@@ -1514,7 +1613,12 @@ def _wait_points(
     for op in ops:
         if op.gradient and op.window_id is not None:
             by_window[(op.rank, op.window_id)].append(op)
-    _record_post_backward_waits(in_gap, ops, by_window, last_gradient, deps, gap_of)
+    window_of = {o.op_id: key for key, group in by_window.items() for o in group}
+    in_gap = _collectives_ending_in_gaps(
+        ops, blocks, waits_union, resumed=_resumed(modes, tolerance_ns), gradient_ops=list(window_of)
+    )
+    _record_resumed_waits(in_gap, deps, gap_of)
+    _record_post_backward_waits(in_gap, window_of, by_window, last_gradient, deps, gap_of)
     if by_window:
         _record_update_waits(blocks, windows, by_window, last_gradient, deps, gap_of, update)
     return _assemble_wait_points(ops, deps, gap_of, update)
@@ -1522,20 +1626,30 @@ def _wait_points(
 
 def _compute_blocks(compute: pl.DataFrame) -> pl.DataFrame:
     """List each compute block by its start, with the end of the rank's previous block (the gap start)."""
-    blocks = compute.with_columns(
-        gap_start=pl.col("end_ns").shift(1).over("rank", order_by="start_ns")
-    ).select("rank", block_start="start_ns", gap_start="gap_start")
-    return blocks.sort("block_start")
+    return _collect(
+        compute.lazy()
+        .with_columns(gap_start=pl.col("end_ns").shift(1).over("rank", order_by="start_ns"))
+        .select("rank", block_start="start_ns", gap_start="gap_start")
+        .sort("block_start")
+    )
 
 
 def _collectives_ending_in_gaps(
-    ops: tuple[CommOp, ...], blocks: pl.DataFrame, waits_union: pl.DataFrame
+    ops: tuple[CommOp, ...],
+    blocks: pl.DataFrame,
+    waits_union: pl.DataFrame,
+    *,
+    resumed: pl.Expr,
+    gradient_ops: list[int],
 ) -> pl.DataFrame:
     """Pair every collective with the compute block after its end, keeping those that ended in its gap.
 
-    A row per collective ready before the gap began (``_before``), or at most
-    :data:`CPU_SYNC_TOLERANCE_NS` after, and ended inside it, with ``_waited`` telling whether the gap
-    holds an explicit wait on a collective (what CPU-only ranks show).
+    Of the collectives ready before the gap began (``_before``), or at most
+    :data:`CPU_SYNC_TOLERANCE_NS` after, and ended inside it (``_waited`` telling whether the gap
+    holds an explicit wait on a collective, what CPU-only ranks show), a row per collective that
+    compute resumed for (``_resumed``: the expression ``resumed`` of those columns) or that is one
+    of ``gradient_ops`` ready before the gap (``_gradient``): ``rank``, ``op_id``, ``block_start``,
+    ``gap_start``, ``_resumed``, ``_gradient``.
     """
     ends = pl.DataFrame(
         {
@@ -1546,13 +1660,17 @@ def _collectives_ending_in_gaps(
         },
         schema={"op_id": pl.Int64, "rank": pl.Int32, "end_ns": pl.Int64, "ready_ns": pl.Int64},
     )
-    following = ends.sort("end_ns").join_asof(
-        blocks,
-        left_on="end_ns",
-        right_on="block_start",
-        by="rank",
-        strategy="forward",
-        check_sortedness=False,
+    following = (
+        ends.lazy()
+        .sort("end_ns")
+        .join_asof(
+            blocks.lazy(),
+            left_on="end_ns",
+            right_on="block_start",
+            by="rank",
+            strategy="forward",
+            check_sortedness=False,
+        )
     )
     in_gap = following.filter(
         pl.col("block_start").is_not_null()
@@ -1561,8 +1679,8 @@ def _collectives_ending_in_gaps(
         & (pl.col("ready_ns") - pl.col("gap_start") <= CPU_SYNC_TOLERANCE_NS)
     ).with_columns(_before=pl.col("ready_ns") <= pl.col("gap_start"))
     # CPU-only ranks: does the gap hold an explicit wait on a collective?
-    last_wait = waits_union.select("rank", _w_start="start_ns", _w_end="end_ns").sort("_w_start")
-    return (
+    last_wait = waits_union.lazy().select("rank", _w_start="start_ns", _w_end="end_ns").sort("_w_start")
+    return _collect(
         in_gap.sort("block_start")
         .join_asof(
             last_wait,
@@ -1574,53 +1692,77 @@ def _collectives_ending_in_gaps(
             check_sortedness=False,
         )
         .with_columns(_waited=pl.col("_w_end").is_not_null() & (pl.col("_w_end") > pl.col("gap_start")))
+        .select(
+            "rank",
+            "op_id",
+            "block_start",
+            "gap_start",
+            _resumed=resumed,
+            _gradient=pl.col("_before") & pl.col("op_id").is_in(gradient_ops),
+        )
+        .filter(pl.col("_resumed") | pl.col("_gradient"))
+    )
+
+
+def _resumed(modes: Mapping[int, str], tolerance_ns: int) -> pl.Expr:
+    """Return whether compute resumed because the collective ended (or explicitly waited for it).
+
+    Within ``tolerance_ns`` of its end, when it was ready before the gap; on CPU-only ranks also when
+    the gap holds an explicit wait, or when the collective was synchronous. Over the columns of
+    :func:`_collectives_ending_in_gaps` before they are filtered.
+    """
+    cpu = [r for r, m in modes.items() if m == "cpu"]
+    synchronous = pl.col("block_start") - pl.col("end_ns") <= CPU_SYNC_TOLERANCE_NS
+    return (pl.col("_before") & (pl.col("block_start") - pl.col("end_ns") <= tolerance_ns)) | (
+        pl.col("rank").is_in(cpu) & ((pl.col("_before") & pl.col("_waited")) | synchronous)
     )
 
 
 def _record_resumed_waits(
     in_gap: pl.DataFrame,
-    modes: Mapping[int, str],
-    tolerance_ns: int,
     deps: dict[tuple[int, int], set[int]],
     gap_of: dict[tuple[int, int], int],
 ) -> None:
     """Record the gaps where compute resumed right after a collective ended (or explicitly waited)."""
-    cpu = [r for r, m in modes.items() if m == "cpu"]
-    synchronous = pl.col("block_start") - pl.col("end_ns") <= CPU_SYNC_TOLERANCE_NS
-    resumed = (pl.col("_before") & (pl.col("block_start") - pl.col("end_ns") <= tolerance_ns)) | (
-        pl.col("rank").is_in(cpu) & ((pl.col("_before") & pl.col("_waited")) | synchronous)
-    )
-    found = in_gap.filter(resumed)
-    for rank, block_start, gap_start, op_id in zip(
-        *(found.get_column(name).to_list() for name in ("rank", "block_start", "gap_start", "op_id")),
+    for rank, block_start, gap_start, op_id, resumed in zip(
+        *(
+            in_gap.get_column(name).to_list()
+            for name in ("rank", "block_start", "gap_start", "op_id", "_resumed")
+        ),
         strict=True,
     ):
+        if not resumed:
+            continue
         deps[(rank, block_start)].add(op_id)
         gap_of[(rank, block_start)] = gap_start
 
 
 def _record_post_backward_waits(
     in_gap: pl.DataFrame,
-    ops: tuple[CommOp, ...],
+    window_of: Mapping[int, tuple[int, int]],
     by_window: Mapping[tuple[int, int], list[CommOp]],
     last_gradient: Mapping[tuple[int, int | None], int],
     deps: dict[tuple[int, int], set[int]],
     gap_of: dict[tuple[int, int], int],
 ) -> None:
-    """Record the gaps after the backward pass that a gradient collective of the iteration ended in."""
+    """Record the gaps after the backward pass that a gradient collective of the iteration ended in.
+
+    ``window_of``: the window (``(rank, window_id)``) of each gradient collective (by op id).
+    """
+    if not window_of:
+        return
     backward_end = {
         key: max(max(o.ready_ns for o in group), last_gradient.get(key, 0))
         for key, group in by_window.items()
     }
-    window_of = {o.op_id: (o.rank, o.window_id) for o in ops if o.gradient and o.window_id is not None}
-    if not window_of:
-        return
-    found = in_gap.filter(pl.col("_before") & pl.col("op_id").is_in(list(window_of)))
-    for rank, block_start, gap_start, op_id in zip(
-        *(found.get_column(name).to_list() for name in ("rank", "block_start", "gap_start", "op_id")),
+    for rank, block_start, gap_start, op_id, gradient in zip(
+        *(
+            in_gap.get_column(name).to_list()
+            for name in ("rank", "block_start", "gap_start", "op_id", "_gradient")
+        ),
         strict=True,
     ):
-        if gap_start < backward_end[window_of[op_id]]:
+        if not gradient or gap_start < backward_end[window_of[op_id]]:
             continue
         deps[(rank, block_start)].add(op_id)
         gap_of[(rank, block_start)] = gap_start
@@ -1656,13 +1798,17 @@ def _record_update_waits(
         },
         schema={"rank": pl.Int32, "window_id": pl.Int64, "after_ns": pl.Int64},
     )
-    located = wanted.sort("after_ns").join_asof(
-        blocks,
-        left_on="after_ns",
-        right_on="block_start",
-        by="rank",
-        strategy="forward",
-        check_sortedness=False,
+    located = _collect(
+        wanted.lazy()
+        .sort("after_ns")
+        .join_asof(
+            blocks.lazy(),
+            left_on="after_ns",
+            right_on="block_start",
+            by="rank",
+            strategy="forward",
+            check_sortedness=False,
+        )
     )
     for rank, window_id, block_start, gap_start in zip(
         *(located.get_column(name).to_list() for name in ("rank", "window_id", "block_start", "gap_start")),
