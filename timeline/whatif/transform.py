@@ -114,15 +114,23 @@ def _overlapping(intervals: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame
     """Return the intervals (``rank``, ``start_ns``, ``end_ns``) that overlap a window of their rank."""
     if intervals.height == 0 or windows.height == 0:
         return intervals.clear()
-    bounds = windows.select("rank", _w0="start_ns", _w1="end_ns")
+    bounds = windows.lazy().select("rank", _w0="start_ns", _w1="end_ns")
     hits = (
-        intervals.with_row_index("_row")
+        intervals.lazy()
+        .with_row_index("_row")
         .join(bounds, on="rank", how="inner")
         .filter((pl.col("start_ns") < pl.col("_w1")) & (pl.col("end_ns") > pl.col("_w0")))
+        .select(pl.col("_row").unique())
+        .collect(engine="in-memory")
         .get_column("_row")
-        .unique()
     )
-    return intervals.with_row_index("_row").filter(pl.col("_row").is_in(hits.implode())).drop("_row")
+    return (
+        intervals.lazy()
+        .with_row_index("_row")
+        .filter(pl.col("_row").is_in(hits.implode()))
+        .drop("_row")
+        .collect(engine="in-memory")
+    )
 
 
 class _Contraction:
