@@ -608,8 +608,7 @@ def match_collectives(
     attributed = doubted.collect(engine="in-memory") if details else None  # what the details read
     numbered = _numbered(doubted if attributed is None else attributed.lazy())
     instances = _with_iterations(numbered, windows).collect(engine="in-memory")
-    mode_of = zip(modes.get_column("rank").to_list(), modes.get_column("mode").to_list(), strict=True)
-    measured_ranks = [rank for rank, mode in mode_of if mode in ("gpu", "cpu")]
+    measured_ranks = [r for r, mode in modes.select("rank", "mode").iter_rows() if mode in ("gpu", "cpu")]
     known = _instances_frame(group_list, overrides, nodes)
     expected = _expected_ranks(instances, known, len(measured_ranks), world_size)
     collectives, ranks = _measured(instances, expected, link_gbps)
