@@ -149,9 +149,11 @@ def exposure_by(overlap: Overlap, labels: pl.DataFrame, *, by: ExposureKey = "di
         window start.
     """
     keyed = (
-        overlap.windows.sort("rank", "start_ns")
+        overlap.windows.lazy()
+        .sort("rank", "start_ns")
         .with_row_index("window_id")
         .select(pl.col("window_id").cast(pl.Int64), "rank", "iteration", w_start="start_ns", w_end="end_ns")
+        .collect(engine="in-memory")
     )
     windows = keyed.select("rank", "window_id", "w_start", "w_end")
     pieces = union_intervals(
@@ -183,7 +185,7 @@ def exposure_by(overlap: Overlap, labels: pl.DataFrame, *, by: ExposureKey = "di
     )
     rows = pl.concat(
         [
-            measured.select(
+            measured.lazy().select(
                 "rank",
                 "window_id",
                 dimension=pl.lit(key),
@@ -195,8 +197,12 @@ def exposure_by(overlap: Overlap, labels: pl.DataFrame, *, by: ExposureKey = "di
             for key, name in names.items()
         ]
     ).filter(pl.col("comm_ns") > 0)
-    located = rows.join(keyed.select("window_id", "iteration", "w_start"), on="window_id", how="left")
-    result = located.sort("dimension", "rank", "w_start").select(DIMENSION_EXPOSURE_SCHEMA.names())
+    located = rows.join(keyed.lazy().select("window_id", "iteration", "w_start"), on="window_id", how="left")
+    result = (
+        located.sort("dimension", "rank", "w_start")
+        .select(DIMENSION_EXPOSURE_SCHEMA.names())
+        .collect(engine="in-memory")
+    )
     return validate(result, DIMENSION_EXPOSURE_SCHEMA, what="exposure per dimension")
 
 

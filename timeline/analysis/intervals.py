@@ -57,6 +57,11 @@ def union_intervals(intervals: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFra
     keys = list(by)
     if intervals.height == 0:
         return intervals.select(*keys, "start_ns", "end_ns")
+    return _union_lazy(intervals.lazy(), keys).collect(engine="in-memory")
+
+
+def _union_lazy(intervals: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
+    """:func:`union_intervals` as a lazy query (for callers that chain it into their own)."""
     ordered = intervals.select(*keys, "start_ns", "end_ns").filter(pl.col("end_ns") > pl.col("start_ns"))
     ordered = ordered.sort([*keys, "start_ns"])
     reach = pl.col("end_ns").cum_max().shift(1)
@@ -105,8 +110,14 @@ def sweep(
         boundaries at one time, only the last has a non-zero ``_dt``, with the counts after all of
         them.
     """
-    keys = list(by)
-    base = intervals.filter(pl.col("end_ns") > pl.col("start_ns"))
+    return _sweep_lazy(intervals, list(by), sets, cuts).collect(engine="in-memory")
+
+
+def _sweep_lazy(
+    intervals: pl.DataFrame, keys: list[str], sets: Sequence[str], cuts: pl.DataFrame | None
+) -> pl.LazyFrame:
+    """:func:`sweep` as a lazy query (for callers that chain it into their own)."""
+    base = intervals.lazy().filter(pl.col("end_ns") > pl.col("start_ns"))
     deltas = [
         pl.when(pl.col("set") == name).then(1).otherwise(0).cast(pl.Int32).alias(f"_d_{name}")
         for name in sets
@@ -118,7 +129,9 @@ def sweep(
     parts = [starts, ends]
     if cuts is not None:
         zero = [pl.lit(0, dtype=pl.Int32).alias(f"_d_{name}") for name in sets]
-        parts.append(cuts.select(*keys, "_t", *zero).cast(starts.schema))
+        dtypes: dict[str, pl.DataType] = {key: intervals.schema[key] for key in keys}
+        dtypes["_t"] = intervals.schema["start_ns"]
+        parts.append(cuts.lazy().select(*keys, "_t", *zero).cast(pl.Schema(dtypes)))
     bounds = pl.concat(parts).sort([*keys, "_t"])
 
     def per_group(expr: pl.Expr) -> pl.Expr:
@@ -165,7 +178,11 @@ def measure(
     >>> measure(frame, by=["g"], sets=["a", "b"], formulas={"both": lambda s: s["a"] & s["b"]})["both"].item()
     5
     """
-    return measure_sweep(sweep(intervals, by=by, sets=sets), by=by, sets=sets, formulas=formulas)
+    keys = list(by)
+    bounds = _sweep_lazy(intervals, keys, sets, None)
+    aggs = _formula_sums(sets, formulas)
+    measured = bounds.group_by(keys, maintain_order=True).agg(aggs) if keys else bounds.select(aggs)
+    return measured.collect(engine="in-memory")
 
 
 def _formula_sums(sets: Sequence[str], formulas: Mapping[str, Formula]) -> list[pl.Expr]:
@@ -215,10 +232,11 @@ def measure_windows(
     keys = list(by)
     # every stretch between two boundaries lies inside one window or outside all of them
     located = (
-        bounds.filter(pl.col("_dt") > 0)
+        bounds.lazy()
+        .filter(pl.col("_dt") > 0)
         .sort("_t")
         .join_asof(
-            windows.select(*keys, "window_id", "w_start", "w_end").sort("w_start"),
+            windows.lazy().select(*keys, "window_id", "w_start", "w_end").sort("w_start"),
             left_on="_t",
             right_on="w_start",
             by=keys or None,
@@ -227,7 +245,11 @@ def measure_windows(
         )
         .filter(pl.col("_t") < pl.col("w_end"))
     )
-    return located.group_by([*keys, "window_id"], maintain_order=True).agg(_formula_sums(sets, formulas))
+    return (
+        located.group_by([*keys, "window_id"], maintain_order=True)
+        .agg(_formula_sums(sets, formulas))
+        .collect(engine="in-memory")
+    )
 
 
 def formula_intervals(
@@ -259,10 +281,12 @@ def sweep_intervals(
 ) -> pl.DataFrame:
     """:func:`formula_intervals` on the boundaries of :func:`sweep` (the same ``by`` and ``sets``)."""
     keys = list(by)
-    pieces = bounds.filter(formula(_membership(sets)) & (pl.col("_dt") > 0)).select(
-        *keys, start_ns=pl.col("_t"), end_ns=pl.col("_t") + pl.col("_dt")
+    pieces = (
+        bounds.lazy()
+        .filter(formula(_membership(sets)) & (pl.col("_dt") > 0))
+        .select(*keys, start_ns=pl.col("_t"), end_ns=pl.col("_t") + pl.col("_dt"))
     )
-    return union_intervals(pieces, by=keys)
+    return _union_lazy(pieces, keys).collect(engine="in-memory")
 
 
 def covered_length(
@@ -287,16 +311,21 @@ def covered_length(
         The name of the added column.
     """
     keys = list(by)
-    prefix = union.sort([*keys, "start_ns"]).with_columns(
-        _before=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over(keys)
-        - (pl.col("end_ns") - pl.col("start_ns"))
-        if keys
-        else (pl.col("end_ns") - pl.col("start_ns")).cum_sum() - (pl.col("end_ns") - pl.col("start_ns")),
+    prefix = (
+        union.lazy()
+        .sort([*keys, "start_ns"])
+        .with_columns(
+            _before=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over(keys)
+            - (pl.col("end_ns") - pl.col("start_ns"))
+            if keys
+            else (pl.col("end_ns") - pl.col("start_ns")).cum_sum() - (pl.col("end_ns") - pl.col("start_ns")),
+        )
     )
     prefix = prefix.rename({"start_ns": "_u_start", "end_ns": "_u_end"})
     order = "_order_covered"
     joined = (
-        points.with_row_index(order)
+        points.lazy()
+        .with_row_index(order)
         .sort(at)
         .join_asof(
             prefix.sort("_u_start"),
@@ -316,6 +345,7 @@ def covered_length(
         joined.with_columns(value.cast(pl.Int64).alias(out))
         .sort(order)
         .drop(order, "_u_start", "_u_end", "_before")
+        .collect(engine="in-memory")
     )
 
 
@@ -342,12 +372,15 @@ def clip_to_windows(intervals: pl.DataFrame, windows: pl.DataFrame, *, by: Seque
         return intervals.with_columns(
             window_id=pl.lit(None, dtype=windows.schema.get("window_id", pl.Int64))
         ).head(0)
-    ordered_windows = windows.sort([*keys, "w_start"]).with_columns(
-        _widx=pl.int_range(pl.len()).over(keys) if keys else pl.int_range(pl.len())
+    ordered_windows = (
+        windows.lazy()
+        .sort([*keys, "w_start"])
+        .with_columns(_widx=pl.int_range(pl.len()).over(keys) if keys else pl.int_range(pl.len()))
     )
     starts = ordered_windows.select(*keys, "_widx", _ws=pl.col("w_start"))
     located = (
-        intervals.with_row_index("_iid")
+        intervals.lazy()
+        .with_row_index("_iid")
         .sort("start_ns")
         .join_asof(
             starts.rename({"_widx": "_first"}),
@@ -380,6 +413,7 @@ def clip_to_windows(intervals: pl.DataFrame, windows: pl.DataFrame, *, by: Seque
         clipped.filter(pl.col("end_ns") > pl.col("start_ns"))
         .sort("_iid", "start_ns")
         .drop("_iid", "_first", "_last", "_widx", "w_start", "w_end")
+        .collect(engine="in-memory")
     )
 
 

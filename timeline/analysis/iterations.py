@@ -25,7 +25,7 @@ from __future__ import annotations
 import polars as pl
 
 from timeline.importers.rules import CPU_COMMUNICATION_CALLS
-from timeline.schema import ITERATIONS_SCHEMA, validate
+from timeline.schema import ITERATIONS_SCHEMA
 
 __all__ = ["assign_iterations", "rank_modes", "redundant_steps"]
 
@@ -48,7 +48,8 @@ def _step_spans(events: pl.DataFrame) -> pl.DataFrame:
     columns = events.select("rank", "pid", "tid", "name", "start_ns", "end_ns")
     candidates = columns[rows].with_columns(event=rows)
     steps = (
-        candidates.filter(pl.col("name").cast(pl.String).str.contains(_STEP_PATTERN))
+        candidates.lazy()
+        .filter(pl.col("name").cast(pl.String).str.contains(_STEP_PATTERN))
         .select(
             "event",
             "rank",
@@ -75,6 +76,7 @@ def _step_spans(events: pl.DataFrame) -> pl.DataFrame:
             .otherwise(pl.lit(None, dtype=pl.String))
         )
         .drop("_nested", "_repeated")
+        .collect(engine="in-memory")
     )
 
 
@@ -125,30 +127,41 @@ def rank_modes(events: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit("horovod"))
     )
     # the four columns read, selected before the filter: the filter copies only those
-    spans = events.select("rank", "kind", "device", "source").filter(pl.col("kind") != "instant")
-    return spans.group_by("rank").agg(mode.alias("mode")).sort("rank")
+    spans = events.lazy().select("rank", "kind", "device", "source").filter(pl.col("kind") != "instant")
+    return spans.group_by("rank").agg(mode.alias("mode")).sort("rank").collect(engine="in-memory")
 
 
-def _cpu_threads(events: pl.DataFrame, frame: pl.DataFrame) -> pl.DataFrame:
+def _cpu_threads(
+    events: pl.DataFrame, frame: pl.LazyFrame, modes: pl.DataFrame, steps: pl.DataFrame | None
+) -> pl.LazyFrame:
     """Add ``_comm_thread`` and ``_comm_call`` to the rows of :func:`activity_sets` (CPU-only ranks).
 
     ``_comm_thread``: the row's thread runs collectives and is not a training thread, so it is no
     compute thread (gloo's worker threads). A training thread holds ``ProfilerStep#N``: it computes
     even when it runs sends and receives itself, as gloo does on the calling thread. ``_comm_call``:
     the row is a call into c10d (:data:`~timeline.importers.rules.CPU_COMMUNICATION_CALLS`): issuing
-    or waiting on communication, not compute.
+    or waiting on communication, not compute. ``steps``: :func:`_step_spans` of ``events`` when
+    already computed. Returns ``frame`` with the two columns, lazily.
     """
     cpu = pl.col("mode") == "cpu"
     threads = ["rank", "pid", "tid"]
+    none = frame.with_columns(_comm_thread=pl.lit(False), _comm_call=pl.lit(False))
+    if "cpu" not in modes.get_column("mode").to_list():  # no CPU-only rank: GPU ranks
+        return none
     comm_threads = (
         frame.filter(cpu & (pl.col("kind") == "communication") & pl.col("tid").is_not_null())
         .select(threads)
         .unique()
+        .collect(engine="in-memory")
     )
-    if comm_threads.is_empty():  # no CPU-only rank runs collectives: GPU ranks
-        return frame.with_columns(_comm_thread=pl.lit(False), _comm_call=pl.lit(False))
-    training = _step_spans(events).select(pl.col("rank").cast(pl.Int32), "pid", "tid").unique()
-    workers = comm_threads.join(training, on=threads, how="anti").with_columns(_comm_thread=pl.lit(True))
+    if comm_threads.is_empty():  # no CPU-only rank runs collectives
+        return none
+    if steps is None:
+        steps = _step_spans(events)
+    training = steps.lazy().select(pl.col("rank").cast(pl.Int32), "pid", "tid").unique()
+    workers = (
+        comm_threads.lazy().join(training, on=threads, how="anti").with_columns(_comm_thread=pl.lit(True))
+    )
     calls = pl.col("name").cast(pl.String).str.contains(_COMMUNICATION_CALLS)
     return frame.join(workers, on=threads, how="left").with_columns(
         pl.col("_comm_thread").fill_null(False),
@@ -156,22 +169,25 @@ def _cpu_threads(events: pl.DataFrame, frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def activity_sets(events: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
+def activity_sets(
+    events: pl.DataFrame, modes: pl.DataFrame, *, steps: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Return the intervals the overlap analysis measures, each tagged with its set.
 
     Sets: ``comm`` (communication), ``compute``, ``wait`` (CPU waits and calls into c10d that cancel
     compute on CPU-only ranks) and ``other`` (GPU memcpy/memset). Columns: ``rank``, ``set``,
     ``start_ns``, ``end_ns``, plus ``event`` (the row index in ``events``) for per-event analyses.
+    ``steps``: the ``ProfilerStep#N`` spans of ``events`` (internal) when already computed.
     """
     columns = ("rank", "kind", "device", "source", "pid", "tid", "name", "start_ns", "end_ns")
-    frame = events.select(columns).with_row_index("event").join(modes, on="rank", how="inner")
+    frame = events.lazy().select(columns).with_row_index("event").join(modes.lazy(), on="rank", how="inner")
     kind = pl.col("kind")
     on_gpu = pl.col("device").is_not_null()
     gpu = pl.col("mode") == "gpu"
     cpu = pl.col("mode") == "cpu"
     horovod = pl.col("mode") == "horovod"
     # On CPU-only ranks, gloo's worker threads are no compute threads; calls into c10d are not compute
-    frame = _cpu_threads(events, frame)
+    frame = _cpu_threads(events, frame, modes, steps)
     on_compute_thread = ~pl.col("_comm_thread")
     set_expr = (
         pl.when(gpu & on_gpu & (kind == "communication"))
@@ -197,6 +213,7 @@ def activity_sets(events: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
         frame.with_columns(set=set_expr)
         .filter(pl.col("set").is_not_null())
         .select("event", "rank", "set", "start_ns", "end_ns")
+        .collect(engine="in-memory")
     )
 
 
@@ -217,20 +234,30 @@ def assign_iterations(events: pl.DataFrame) -> pl.DataFrame:
     return _assign_iterations(events, modes, activity_sets(events, modes))
 
 
-def _assign_iterations(events: pl.DataFrame, modes: pl.DataFrame, sets: pl.DataFrame) -> pl.DataFrame:
-    """:func:`assign_iterations` with the rank modes and activity sets already computed."""
+def _assign_iterations(
+    events: pl.DataFrame, modes: pl.DataFrame, sets: pl.DataFrame, *, steps: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """:func:`assign_iterations` with the rank modes and activity sets (and step spans) already computed."""
     # one span per step: nested and repeated ProfilerStep#N spans make no iteration
-    steps = (
-        _step_spans(events)
-        .filter(pl.col("redundant").is_null())
-        .select("rank", "pid", "tid", "iteration", "cpu_start", "cpu_end")
+    spans = _step_spans(events) if steps is None else steps
+    kept = spans.filter(pl.col("redundant").is_null())
+    step_starts = (
+        kept.lazy()
+        .select("rank", "iteration", "cpu_start", "cpu_end")
         .sort("rank", "cpu_start", maintain_order=True)
     )
-    activities = sets.filter(pl.col("set") != "wait").join(
-        events.with_row_index("event").select("event", "correlation", "device"), on="event", how="left"
+    activities = (
+        sets.lazy()
+        .filter(pl.col("set") != "wait")
+        .join(
+            events.lazy().with_row_index("event").select("event", "correlation", "device"),
+            on="event",
+            how="left",
+        )
     )
     launches = (
-        events.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+        events.lazy()
+        .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
         .select("rank", "correlation", launch_ns="start_ns")
         .unique(["rank", "correlation"], keep="first")
     )
@@ -238,7 +265,6 @@ def _assign_iterations(events: pl.DataFrame, modes: pl.DataFrame, sets: pl.DataF
     issued = activities.join(launches, on=["rank", "correlation"], how="left").with_columns(
         issued_ns=pl.coalesce("launch_ns", "start_ns")
     )
-    step_starts = steps.select("rank", "iteration", "cpu_start", "cpu_end")
     owned = (
         issued.sort("issued_ns")
         .join_asof(
@@ -262,18 +288,15 @@ def _assign_iterations(events: pl.DataFrame, modes: pl.DataFrame, sets: pl.DataF
         .with_columns(end_ns=pl.max_horizontal("start_ns", "end_ns"), window=pl.lit("profiler_step"))
     )
     # Ranks without steps: one window over all their measured activity.
-    stepped = steps.get_column("rank").unique()
+    stepped = kept.get_column("rank").unique()
     whole = (
-        sets.filter(~pl.col("rank").is_in(stepped.implode()))
+        sets.lazy()
+        .filter(~pl.col("rank").is_in(stepped.implode()))
         .group_by("rank")
         .agg(start_ns=pl.col("start_ns").min(), end_ns=pl.col("end_ns").max())
         .with_columns(iteration=pl.lit(None, dtype=pl.Int64), window=pl.lit("whole_trace"))
     )
-    columns = ["rank", "iteration", "window", "start_ns", "end_ns"]
-    windows = pl.concat(
-        [
-            validate(projected.select(columns), ITERATIONS_SCHEMA, what="iterations"),
-            validate(whole.select(columns), ITERATIONS_SCHEMA, what="iterations"),
-        ]
-    )
-    return windows.sort("rank", "start_ns")
+    # the casts of validate(), in the one query
+    typed = [pl.col(name).cast(dtype) for name, dtype in ITERATIONS_SCHEMA.items()]
+    windows = pl.concat([projected.select(typed), whole.select(typed)])
+    return windows.sort("rank", "start_ns").collect(engine="in-memory")

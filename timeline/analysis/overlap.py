@@ -27,14 +27,14 @@ import polars as pl
 
 from timeline.analysis.intervals import (
     Formula,
+    _union_lazy,
     covered_length,
     measure_sweep,
     measure_windows,
     sweep,
     sweep_intervals,
-    union_intervals,
 )
-from timeline.analysis.iterations import _assign_iterations, activity_sets, rank_modes
+from timeline.analysis.iterations import _assign_iterations, _step_spans, activity_sets, rank_modes
 from timeline.analysis.schemas import COMM_INTERVALS_SCHEMA, COMM_STATE
 from timeline.schema import (
     COLLECTIVE_EXPOSURE_SCHEMA,
@@ -101,8 +101,8 @@ class Overlap:
     warnings: tuple[str, ...] = ()
 
 
-def _finish(measured: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
-    """Derive exposed, idle and the ratios; null what a Horovod-only rank cannot know."""
+def _finish(measured: pl.LazyFrame, modes: pl.DataFrame) -> pl.LazyFrame:
+    """Derive exposed, idle and the ratios; null what a Horovod-only rank cannot know (lazily)."""
     step = pl.col("end_ns") - pl.col("start_ns")
     no_compute = pl.col("mode") == "horovod"
 
@@ -112,7 +112,7 @@ def _finish(measured: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
     def ratio(num: str, den: str) -> pl.Expr:
         return pl.when(pl.col(den) > 0).then(pl.col(num) / pl.col(den)).otherwise(None)
 
-    out = measured.join(modes, on="rank", how="left").with_columns(step_ns=step)
+    out = measured.join(modes.lazy(), on="rank", how="left").with_columns(step_ns=step)
     out = out.with_columns(
         exposed_comm_ns=unknown_if_horovod(pl.col("comm_ns") - pl.col("hidden_comm_ns")),
         hidden_comm_ns=unknown_if_horovod(pl.col("hidden_comm_ns")),
@@ -129,14 +129,14 @@ def _finish(measured: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
 
 
 def _measured_sets(
-    events: pl.DataFrame, modes: pl.DataFrame
+    events: pl.DataFrame, modes: pl.DataFrame, steps: pl.DataFrame | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame, tuple[str, ...]]:
     """Return the profiler's activity sets, those plus Horovod's wire phases merged, and warnings.
 
     A rank with both a profiler trace and the Horovod timeline it wrote measures Horovod's wire
     phases as communication (:func:`~timeline.analysis.horovod_phases.horovod_wire_sets`).
     """
-    sets = activity_sets(events, modes)
+    sets = activity_sets(events, modes, steps=steps)
     if not (events.get_column("source") == "horovod").any():
         return sets, sets, ()  # no Horovod timeline, no wire phases (and its module is not imported)
     from timeline.analysis.horovod_phases import horovod_wire_sets
@@ -183,10 +183,11 @@ def _sweep(sets: pl.DataFrame, windows: pl.DataFrame | None = None) -> pl.DataFr
 
 
 def _rank_overlap(modes: pl.DataFrame, sets: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
-    span = sets.group_by("rank").agg(start_ns=pl.col("start_ns").min(), end_ns=pl.col("end_ns").max())
+    span = sets.lazy().group_by("rank").agg(start_ns=pl.col("start_ns").min(), end_ns=pl.col("end_ns").max())
     measured = measure_sweep(bounds, by=["rank"], sets=_SETS, formulas=_FORMULAS)
-    frame = span.join(measured, on="rank", how="left").with_columns(_zeros())
-    return validate(_finish(frame, modes).sort("rank"), RANK_OVERLAP_SCHEMA, what="rank overlap")
+    frame = span.join(measured.lazy(), on="rank", how="left").with_columns(_zeros())
+    result = _finish(frame, modes).sort("rank").collect(engine="in-memory")
+    return validate(result, RANK_OVERLAP_SCHEMA, what="rank overlap")
 
 
 def compute_iteration_overlap(events: pl.DataFrame, *, windows: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -216,17 +217,17 @@ def compute_iteration_overlap(events: pl.DataFrame, *, windows: pl.DataFrame | N
 
 def _iteration_overlap(modes: pl.DataFrame, windows: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     """``bounds``: :func:`_sweep` cut at the edges of ``windows``."""
-    keyed = windows.with_row_index("window_id").with_columns(pl.col("window_id").cast(pl.Int64))
+    keyed = windows.lazy().with_row_index("window_id").with_columns(pl.col("window_id").cast(pl.Int64))
     measured = measure_windows(
         bounds,
-        keyed.select("rank", "window_id", w_start="start_ns", w_end="end_ns"),
+        keyed.select("rank", "window_id", w_start="start_ns", w_end="end_ns").collect(engine="in-memory"),
         by=["rank"],
         sets=_SETS,
         formulas=_FORMULAS,
     )
-    frame = keyed.join(measured, on=["rank", "window_id"], how="left").with_columns(_zeros())
-    frame = frame.join(modes, on="rank", how="inner").drop("mode")
-    result = _finish(frame, modes).sort("rank", "start_ns")
+    frame = keyed.join(measured.lazy(), on=["rank", "window_id"], how="left").with_columns(_zeros())
+    frame = frame.join(modes.lazy(), on="rank", how="inner").drop("mode")
+    result = _finish(frame, modes).sort("rank", "start_ns").collect(engine="in-memory")
     return validate(result, ITERATION_OVERLAP_SCHEMA, what="iteration overlap")
 
 
@@ -266,11 +267,14 @@ def _collective_exposure(
     with_end = covered_length(
         working, comm.select("event", "rank", "end_ns"), by=["rank"], at="end_ns", out="_f1"
     )
-    hidden = with_start.join(with_end.select("event", "_f1"), on="event").select(
-        "event", hidden_ns=pl.col("_f1") - pl.col("_f0")
+    hidden = (
+        with_start.lazy()
+        .join(with_end.lazy().select("event", "_f1"), on="event")
+        .select("event", hidden_ns=pl.col("_f1") - pl.col("_f0"))
     )
     details = (
-        events.with_row_index("event")
+        events.lazy()
+        .with_row_index("event")
         .filter(pl.col("event").is_in(comm.get_column("event").implode()))  # cast few rows below
         .select(
             "event",
@@ -286,13 +290,15 @@ def _collective_exposure(
         )
     )
     located = (
-        comm.select("event")
+        comm.lazy()
+        .select("event")
         .join(details, on="event")
         .join(hidden, on="event", how="left")
-        .join(modes, on="rank", how="left")
+        .join(modes.lazy(), on="rank", how="left")
         .sort("start_ns")
         .join_asof(
-            windows.filter(pl.col("window") == "profiler_step")
+            windows.lazy()
+            .filter(pl.col("window") == "profiler_step")
             .select("rank", "iteration", w_start="start_ns", w_end="end_ns")
             .sort("w_start"),
             left_on="start_ns",
@@ -310,7 +316,8 @@ def _collective_exposure(
     ).with_columns(
         exposed_ratio=pl.when(pl.col("dur_ns") > 0).then(pl.col("exposed_ns") / pl.col("dur_ns")),
     )
-    return validate(result.sort("rank", "start_ns"), COLLECTIVE_EXPOSURE_SCHEMA, what="collective exposure")
+    ordered = result.sort("rank", "start_ns").collect(engine="in-memory")
+    return validate(ordered, COLLECTIVE_EXPOSURE_SCHEMA, what="collective exposure")
 
 
 def comm_intervals(events: pl.DataFrame) -> pl.DataFrame:
@@ -338,20 +345,27 @@ def comm_intervals(events: pl.DataFrame) -> pl.DataFrame:
 
 def _comm_states(modes: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     """:func:`comm_intervals` of the one sweep of a rank's sets (cut at window edges or not)."""
-    known = modes.filter(pl.col("mode") != "horovod").get_column("rank")
+    known = pl.Series("rank", [r for r, m in modes.iter_rows() if m != "horovod"], dtype=modes.schema["rank"])
     # one pass over the boundaries: each stretch of communication is hidden or exposed, then the
     # touching stretches of one state are merged
     member = {name: pl.col(f"_c_{name}") > 0 for name in _SETS}
-    pieces = bounds.filter(
-        member["comm"] & (pl.col("_dt") > 0) & pl.col("rank").is_in(known.implode())
-    ).select(
-        "rank",
-        state=pl.when(_working(member)).then(pl.lit("hidden")).otherwise(pl.lit("exposed")),
-        start_ns=pl.col("_t"),
-        end_ns=pl.col("_t") + pl.col("_dt"),
+    pieces = (
+        bounds.lazy()
+        .filter(member["comm"] & (pl.col("_dt") > 0) & pl.col("rank").is_in(known.implode()))
+        .select(
+            "rank",
+            state=pl.when(_working(member)).then(pl.lit("hidden")).otherwise(pl.lit("exposed")),
+            start_ns=pl.col("_t"),
+            end_ns=pl.col("_t") + pl.col("_dt"),
+        )
     )
-    frame = union_intervals(pieces, by=["rank", "state"]).with_columns(pl.col("state").cast(COMM_STATE))
-    frame = frame.select("rank", "state", "start_ns", "end_ns").sort("rank", "start_ns")
+    frame = (
+        _union_lazy(pieces, ["rank", "state"])
+        .with_columns(pl.col("state").cast(COMM_STATE))
+        .select("rank", "state", "start_ns", "end_ns")
+        .sort("rank", "start_ns")
+        .collect(engine="in-memory")
+    )
     return validate(frame, COMM_INTERVALS_SCHEMA, what="communication intervals")
 
 
@@ -377,8 +391,9 @@ def overlap_with_modes(events: pl.DataFrame, modes: pl.DataFrame) -> Overlap:
     # The rank modes, activity sets and one sweep of them are computed once and shared by the views.
     # Iteration windows are the profiler's; the per-collective view lists the profiler's collectives
     # (a fused Horovod batch repeats its wire spans on every tensor: `timeline collectives` has them).
-    profiled, sets, warnings = _measured_sets(events, modes)
-    windows = _assign_iterations(events, modes, profiled)
+    steps = _step_spans(events)
+    profiled, sets, warnings = _measured_sets(events, modes, steps)
+    windows = _assign_iterations(events, modes, profiled, steps=steps)
     bounds = _sweep(sets, windows)
     return Overlap(
         ranks=_rank_overlap(modes, sets, bounds),
