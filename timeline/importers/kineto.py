@@ -941,20 +941,23 @@ def finish_columns(
     start = _ns_from_us(pl.col("ts"))
     dur_ns = (pl.col("dur") * 1000).round(0).cast(pl.Int64)
     is_gpu = pl.col("cat").is_in(_GPU_CATS)
-    frame = frame.with_columns(pl.col("name", "cat").cast(pl.Categorical()))
     # The kind depends on the category and the name alone: decided once per distinct pair (a few
-    # thousand of a trace's events, the regexes being the costly part), then joined back.
-    pairs = frame.select("cat", "name").unique()
-    as_text = pairs.select(pl.col("cat", "name").cast(pl.String))
-    classified = pairs.with_columns(
-        as_text.select(
+    # thousand of a trace's events, the regexes being the costly part), then joined back. One lazy
+    # query run by the in-memory engine: polars' per-query overhead dominates on these frames.
+    frame_lf = frame.lazy().with_columns(pl.col("name", "cat").cast(pl.Categorical()))
+    classified = (
+        frame_lf.select("cat", "name")
+        .unique()
+        .with_columns(pl.col("cat", "name").cast(pl.String))
+        .with_columns(
             kind=_kind_expr(options).cast(KIND),
             # CPU-side collective ops, the candidates kernels are linked to (_attach_collectives)
             _comm_op=pl.col("name").str.contains(_COMM_OP_REGEX).fill_null(False),
         )
+        .with_columns(pl.col("cat", "name").cast(pl.Categorical()))
     )
     frame = (
-        frame.join(classified, on=["cat", "name"], how="left", nulls_equal=True, maintain_order="left")
+        frame_lf.join(classified, on=["cat", "name"], how="left", nulls_equal=True, maintain_order="left")
         .with_columns(start_ns=start, dur_ns=dur_ns)
         .with_columns(
             end_ns=pl.col("start_ns") + pl.col("dur_ns"),
@@ -965,6 +968,7 @@ def finish_columns(
             tensor=pl.lit(None, dtype=pl.Categorical()),
         )
         .drop("ts", "dur", "a_device", "a_stream")
+        .collect(engine="in-memory")
     )
     return frame, dropped, meta
 
@@ -1041,31 +1045,35 @@ def _attach_collectives(frame: pl.DataFrame, info: dict[str, Any], meta: pl.Data
     inside the innermost collective op of its thread; the kernel's name.
 
     Everything is computed on the few rows involved (communication events, collective ops, their
-    metadata) and scattered into the frame: no join or sort over every event.
+    metadata) and joined back to the frame by row: no sort over every event. The last steps run
+    as one lazy query (in-memory engine): polars' per-query overhead dominates on these frames.
     """
     frame = frame.with_row_index("_row")
     meta = _normalised_metadata(meta)
     ops = _collective_ops(frame, meta)
     linked = _link_kernels_to_ops(frame, ops)
+    is_comm = pl.col("kind") == "communication"
     comm = (
-        frame.filter(pl.col("kind") == "communication")
+        frame.lazy()
+        .filter(is_comm)
         .select("_row", "name")
-        .join(meta, on="_row", how="left", maintain_order="left")
-        .join(linked, on="_row", how="left", maintain_order="left")
+        .join(meta.lazy(), on="_row", how="left", maintain_order="left")
+        .join(linked.lazy(), on="_row", how="left", maintain_order="left")
         .join(_p2p_peers(frame, meta), on="_row", how="left", maintain_order="left")
     )
-    values = _collective_values(comm, info)
-    return _scatter_collective_columns(frame, values).drop("_row", "_comm_op")
+    values = _collective_values(comm, info, _mapped(frame, "name", _collective_from_name, is_comm))
+    return _scatter_collective_columns(frame, values).drop("_row", "_comm_op").collect(engine="in-memory")
 
 
 def _normalised_metadata(meta: pl.DataFrame | None) -> pl.DataFrame:
     """Normalise the collective names of the metadata rows and derive their bytes from element counts."""
     if meta is None:
         meta = _metadata_frame([])
+    size = _mapped(meta, "m_dtype", dtype_size)
     return meta.with_columns(
         m_collective=_mapped(meta, "m_collective", normalise_collective),
-        m_in_bytes=pl.coalesce("m_in_bytes", pl.col("m_in_nelems") * _mapped(meta, "m_dtype", dtype_size)),
-        m_out_bytes=pl.coalesce("m_out_bytes", pl.col("m_out_nelems") * _mapped(meta, "m_dtype", dtype_size)),
+        m_in_bytes=pl.coalesce("m_in_bytes", pl.col("m_in_nelems") * size),
+        m_out_bytes=pl.coalesce("m_out_bytes", pl.col("m_out_nelems") * size),
     )
 
 
@@ -1075,29 +1083,32 @@ def _collective_ops(frame: pl.DataFrame, meta: pl.DataFrame) -> pl.DataFrame:
     One row per op, its thread and span, and its ``op_*`` collective values (from its metadata,
     else its name).
     """
-    op_rows = (
-        frame.filter(pl.col("_comm_op"))
+    is_op = pl.col("_comm_op")
+    return (
+        frame.lazy()
+        .filter(is_op)
         .select("_row", "pid", "tid", "start_ns", "end_ns", "name", "external_id")
-        .join(meta, on="_row", how="left", maintain_order="left")
-    )
-    return op_rows.select(
-        "pid",
-        "tid",
-        op_start=pl.col("start_ns"),
-        op_end=pl.col("end_ns"),
-        op_name=pl.col("name"),
-        op_external_id=pl.col("external_id"),
-        op_collective=pl.coalesce("m_collective", _mapped(op_rows, "name", normalise_collective)),
-        op_in_bytes=pl.col("m_in_bytes"),
-        op_out_bytes=pl.col("m_out_bytes"),
-        op_dtype=pl.col("m_dtype"),
-        op_group_size=pl.col("m_group_size"),
-        op_pg_name=pl.col("m_pg_name"),
-        op_pg_ranks=pl.col("m_pg_ranks"),
-        op_seq=pl.col("m_seq"),
-        op_pg_desc=pl.col("m_pg_desc"),
-        op_comms_id=pl.col("m_comms_id"),
-        op_peer=pl.col("m_peer"),
+        .join(meta.lazy(), on="_row", how="left", maintain_order="left")
+        .select(
+            "pid",
+            "tid",
+            op_start=pl.col("start_ns"),
+            op_end=pl.col("end_ns"),
+            op_name=pl.col("name"),
+            op_external_id=pl.col("external_id"),
+            op_collective=pl.coalesce("m_collective", _mapped(frame, "name", normalise_collective, is_op)),
+            op_in_bytes=pl.col("m_in_bytes"),
+            op_out_bytes=pl.col("m_out_bytes"),
+            op_dtype=pl.col("m_dtype"),
+            op_group_size=pl.col("m_group_size"),
+            op_pg_name=pl.col("m_pg_name"),
+            op_pg_ranks=pl.col("m_pg_ranks"),
+            op_seq=pl.col("m_seq"),
+            op_pg_desc=pl.col("m_pg_desc"),
+            op_comms_id=pl.col("m_comms_id"),
+            op_peer=pl.col("m_peer"),
+        )
+        .collect(engine="in-memory")
     )
 
 
@@ -1108,15 +1119,19 @@ def _link_kernels_to_ops(frame: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame
     its thread) first, else through the op's ``external_id``. One row per linked kernel ``_row``,
     with the op's ``op_*`` values; empty (with those columns) when no kernel or no op.
     """
-    kernels = frame.filter((pl.col("kind") == "communication") & pl.col("device").is_not_null()).select(
-        "_row", "correlation", "external_id"
+    op_cols = [
+        c for c in ops.columns if c.startswith("op_") and c not in ("op_start", "op_end", "op_external_id")
+    ]
+    if not ops.height:
+        return pl.DataFrame(schema={"_row": pl.UInt32, **{c: ops.schema[c] for c in op_cols}})
+    kernels = (
+        frame.lazy()
+        .filter((pl.col("kind") == "communication") & pl.col("device").is_not_null())
+        .select("_row", "correlation", "external_id")
     )
-    if not (kernels.height and ops.height):
-        return pl.DataFrame(
-            schema={"_row": pl.UInt32, **{c: ops.schema[c] for c in ops.columns if c.startswith("op_")}}
-        ).drop("op_start", "op_end", "op_external_id")
     launches = (
-        frame.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+        frame.lazy()
+        .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
         .select("correlation", l_pid="pid", l_tid="tid", launch_ns="start_ns")
         .unique("correlation", keep="first")
     )
@@ -1124,7 +1139,7 @@ def _link_kernels_to_ops(frame: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame
         kernels.join(launches, on="correlation", how="inner")
         .sort("launch_ns")
         .join_asof(
-            ops.sort("op_start"),
+            ops.lazy().sort("op_start"),
             left_on="launch_ns",
             right_on="op_start",
             by_left=["l_pid", "l_tid"],
@@ -1135,38 +1150,39 @@ def _link_kernels_to_ops(frame: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame
         .filter(pl.col("op_end") >= pl.col("launch_ns"))
     )
     via_external = kernels.join(
-        ops.filter(pl.col("op_external_id").is_not_null()).unique("op_external_id", keep="last"),
+        ops.lazy().filter(pl.col("op_external_id").is_not_null()).unique("op_external_id", keep="last"),
         left_on="external_id",
         right_on="op_external_id",
         how="inner",
     )
-    op_cols = [
-        c for c in ops.columns if c.startswith("op_") and c not in ("op_start", "op_end", "op_external_id")
-    ]
-    return pl.concat(
-        [via_launch.select("_row", *op_cols), via_external.select("_row", *op_cols)],
-        how="vertical_relaxed",
-    ).unique("_row", keep="first", maintain_order=True)
+    return (
+        pl.concat(
+            [via_launch.select("_row", *op_cols), via_external.select("_row", *op_cols)],
+            how="vertical_relaxed",
+        )
+        .unique("_row", keep="first", maintain_order=True)
+        .collect(engine="in-memory")
+    )
 
 
-def _collective_values(comm: pl.DataFrame, info: dict[str, Any]) -> pl.DataFrame:
+def _collective_values(comm: pl.LazyFrame, info: dict[str, Any], comm_names: pl.Expr) -> pl.LazyFrame:
     """Resolve the collective columns of the communication events, first source that has them.
 
     ``comm`` holds each event's ``_row`` and name, its own metadata (``m_*``) and its linked op's
-    values (``op_*``); ``info`` is the trace's ``distributedInfo``.
+    values (``op_*``); ``info`` is the trace's ``distributedInfo``; ``comm_names`` the collective
+    of each event from its name (:func:`_collective_from_name`). Returns the query of the values,
+    one row per event, cast to the events' dtypes.
     """
-    comm_names = _mapped(comm, "name", _collective_from_name)
     collective = pl.coalesce("m_collective", "op_collective", comm_names)
     carries_data = ~collective.is_in(_NO_DATA)
     # With a single process group in distributedInfo.pg_config, every collective belongs to it.
     pg_name = pl.coalesce("m_pg_name", "op_pg_name", pl.lit(_single_group_name(info), dtype=pl.String))
     group_size = pl.coalesce("m_group_size", "op_group_size", _group_from_info(info, pg_name, "pg_size"))
     pg_desc = pl.coalesce("m_pg_desc", "op_pg_desc", _group_from_info(info, pg_name, "pg_desc"))
-    return comm.select(
-        "_row",
-        collective=collective,
-        in_bytes=pl.when(carries_data).then(pl.coalesce("m_in_bytes", "op_in_bytes")),
-        out_bytes=pl.when(carries_data).then(
+    values = {
+        "collective": collective,
+        "in_bytes": pl.when(carries_data).then(pl.coalesce("m_in_bytes", "op_in_bytes")),
+        "out_bytes": pl.when(carries_data).then(
             pl.coalesce(
                 "m_out_bytes",
                 "op_out_bytes",
@@ -1175,27 +1191,27 @@ def _collective_values(comm: pl.DataFrame, info: dict[str, Any]) -> pl.DataFrame
                 pl.when(collective.is_in(_SAME_SIZE)).then(pl.coalesce("m_in_bytes", "op_in_bytes")),
             )
         ),
-        dtype=pl.coalesce("m_dtype", "op_dtype"),
-        group_size=group_size,
-        pg_name=pg_name,
-        pg_ranks=pl.coalesce("m_pg_ranks", "op_pg_ranks"),
-        seq=pl.coalesce("m_seq", "op_seq"),
-        pg_desc=pg_desc,
-        comms_id=pl.coalesce("m_comms_id", "op_comms_id"),
-        peer=pl.coalesce("m_peer", "op_peer"),
-        group_peer=pl.col("p2p_group_peer"),
+        "dtype": pl.coalesce("m_dtype", "op_dtype"),
+        "group_size": group_size,
+        "pg_name": pg_name,
+        "pg_ranks": pl.coalesce("m_pg_ranks", "op_pg_ranks"),
+        "seq": pl.coalesce("m_seq", "op_seq"),
+        "pg_desc": pg_desc,
+        "comms_id": pl.coalesce("m_comms_id", "op_comms_id"),
+        "peer": pl.coalesce("m_peer", "op_peer"),
+        "group_peer": pl.col("p2p_group_peer"),
+    }
+    return comm.select(
+        "_row", *(values[name].cast(EVENTS_SCHEMA[name]).alias(name) for name in _COLLECTIVE_COLUMNS)
     )
 
 
-def _scatter_collective_columns(frame: pl.DataFrame, values: pl.DataFrame) -> pl.DataFrame:
-    """Add the collective columns to ``frame``: the values at their ``_row``, null everywhere else."""
-    rows = values.get_column("_row")
-    columns = []
-    for name in _COLLECTIVE_COLUMNS:
-        dtype = EVENTS_SCHEMA[name]
-        empty = pl.repeat(None, frame.height, dtype=dtype, eager=True).alias(name)
-        columns.append(empty.scatter(rows, values.get_column(name).cast(dtype)) if rows.len() else empty)
-    return frame.with_columns(columns)
+def _scatter_collective_columns(frame: pl.DataFrame, values: pl.LazyFrame) -> pl.LazyFrame:
+    """Return the query adding the collective columns to ``frame``: the values at their ``_row``, else null.
+
+    ``values`` holds at most one row per ``_row``; the frame keeps its rows and their order.
+    """
+    return frame.lazy().join(values, on="_row", how="left", maintain_order="left")
 
 
 _COLLECTIVE_COLUMNS = (
@@ -1215,32 +1231,33 @@ _COLLECTIVE_COLUMNS = (
 """The columns :func:`_attach_collectives` fills on communication events (null on the others)."""
 
 
-def _p2p_peers(frame: pl.DataFrame, meta: pl.DataFrame) -> pl.DataFrame:
-    """Return, per CPU send or receive (``gloo:send``), the peer's rank in the group from its c10d op.
+def _p2p_peers(frame: pl.DataFrame, meta: pl.DataFrame) -> pl.LazyFrame:
+    """Return the query of the peer's rank in the group of each CPU send or receive (``gloo:send``).
 
     gloo runs a send or receive on the calling thread, inside the ``c10d::send`` / ``c10d::recv_``
     op whose arguments name the peer (:func:`_p2p_argument`): the innermost such op of the same
     thread that holds the event's start. One row per linked event ``_row``, ``p2p_group_peer``.
     """
     ops = (
-        frame.filter(pl.col("name").cast(pl.String).is_in(list(_P2P_OPS)))
+        frame.lazy()
+        .filter(pl.col("name").cast(pl.String).is_in(list(_P2P_OPS)))
         .select("_row", "pid", "tid", p_start="start_ns", p_end="end_ns")
-        .join(meta.select("_row", p2p_group_peer="m_group_peer"), on="_row", how="inner")
+        .join(meta.lazy().select("_row", p2p_group_peer="m_group_peer"), on="_row", how="inner")
         .drop("_row")
         .filter(pl.col("p2p_group_peer").is_not_null())
+        .collect(engine="in-memory")
     )
-    empty = pl.DataFrame(schema={"_row": pl.UInt32, "p2p_group_peer": pl.Int32})
     if not ops.height:
-        return empty
-    events = frame.filter((pl.col("kind") == "communication") & pl.col("device").is_null()).select(
-        "_row", "pid", "tid", "start_ns"
+        return pl.LazyFrame(schema={"_row": pl.UInt32, "p2p_group_peer": pl.Int32})
+    events = (
+        frame.lazy()
+        .filter((pl.col("kind") == "communication") & pl.col("device").is_null())
+        .select("_row", "pid", "tid", "start_ns")
     )
-    if not events.height:
-        return empty
     return (
         events.sort("start_ns")
         .join_asof(
-            ops.sort("p_start"),
+            ops.lazy().sort("p_start"),
             left_on="start_ns",
             right_on="p_start",
             by=["pid", "tid"],
