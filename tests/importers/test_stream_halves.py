@@ -425,12 +425,13 @@ def test_the_policy_reads_one_mid_size_kineto_trace_in_halves(
     one.parent.mkdir()
     one.write_bytes(text)
     monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", len(text))
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
     assert not timeline.policy.reads_in_halves([one])  # polars is imported here: the helper would start alone
     monkeypatch.setattr(timeline.policy, "_polars_imported", lambda: False)  # as in a command, before it
     assert timeline.policy.reads_in_halves([one])
     assert timeline.policy.reads_in_halves([one.parent])
     assert not timeline.policy.reads_in_halves([one], workers=1)
+    assert not timeline.policy.reads_in_halves([one], workers=2)  # the helper would compete: slower
     assert not timeline.policy.reads_in_halves([one, PARAM])
     assert not timeline.policy.reads_in_halves([tmp_path / "missing.json"])
     monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", len(text) + 1)
@@ -450,7 +451,7 @@ def test_the_analysis_of_one_trace_reads_it_in_halves_with_the_same_results(
 
     path = TRACES / "kineto" / "hta_nccl_parser_config" / "nccl_data.json.gz"
     inputs = Inputs(paths=[str(path)])
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
     monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", 1 << 20)
     monkeypatch.setattr(timeline.policy, "_polars_imported", lambda: False)  # as in a command
     halves: list[FileResult | None] = []
