@@ -1660,18 +1660,7 @@ def _collectives_ending_in_gaps(
         },
         schema={"op_id": pl.Int64, "rank": pl.Int32, "end_ns": pl.Int64, "ready_ns": pl.Int64},
     )
-    following = (
-        ends.lazy()
-        .sort("end_ns")
-        .join_asof(
-            blocks.lazy(),
-            left_on="end_ns",
-            right_on="block_start",
-            by="rank",
-            strategy="forward",
-            check_sortedness=False,
-        )
-    )
+    following = _next_block(ends.lazy(), "end_ns", blocks)
     in_gap = following.filter(
         pl.col("block_start").is_not_null()
         & pl.col("gap_start").is_not_null()
@@ -1798,18 +1787,7 @@ def _record_update_waits(
         },
         schema={"rank": pl.Int32, "window_id": pl.Int64, "after_ns": pl.Int64},
     )
-    located = _collect(
-        wanted.lazy()
-        .sort("after_ns")
-        .join_asof(
-            blocks.lazy(),
-            left_on="after_ns",
-            right_on="block_start",
-            by="rank",
-            strategy="forward",
-            check_sortedness=False,
-        )
-    )
+    located = _collect(_next_block(wanted.lazy(), "after_ns", blocks))
     for rank, window_id, block_start, gap_start in zip(
         *(located.get_column(name).to_list() for name in ("rank", "window_id", "block_start", "gap_start")),
         strict=True,
@@ -1820,6 +1798,21 @@ def _record_update_waits(
         deps[key].update(o.op_id for o in by_window[(rank, window_id)])
         gap_of[key] = gap_start
         update.add(key)
+
+
+def _next_block(times: pl.LazyFrame, column: str, blocks: pl.DataFrame) -> pl.LazyFrame:
+    """Return ``times`` (by ``column``) with the first compute block of the rank at or after each time.
+
+    ``blocks``' columns joined (``block_start``, ``gap_start``, …), null where no block follows.
+    """
+    return times.sort(column).join_asof(
+        blocks.lazy(),
+        left_on=column,
+        right_on="block_start",
+        by="rank",
+        strategy="forward",
+        check_sortedness=False,
+    )
 
 
 def _assemble_wait_points(
