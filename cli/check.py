@@ -131,10 +131,8 @@ def check_command(
     with user_errors():
         from timeline.analysis.dimension_labels import parse_dimension_overrides
         from timeline.analysis.links import parse_link_gbps
-        from timeline.budgets import check_links, evaluate_budgets, find_budget_file, read_budget_file
-        from timeline.budgets.frames import read_run
-        from timeline.render.junit import render_junit
-        from timeline.render.markdown import render_markdown
+        from timeline.budgets.budget_file import check_links, find_budget_file, read_budget_file
+        from timeline.budgets.runs import read_run
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         overrides = parse_dimension_overrides(dimension or [])
@@ -179,6 +177,11 @@ def check_command(
                     progress=progress,
                     warn=warn,
                 )
+        # imported once the runs are read (they import polars): a large trace is read as policy says
+        from timeline.budgets.evaluation import evaluate_budgets
+        from timeline.render.junit import render_junit
+        from timeline.render.markdown import render_markdown
+
         report = evaluate_budgets(budgets, run, baseline=old, link_gbps=link)
         if junit is not None:
             _write(junit, render_junit(report))
@@ -206,7 +209,7 @@ def _init(budget: Path | None, force: bool, inputs: Inputs) -> NoReturn:
     """Write starter budgets derived from a run (``--init``) and exit 0."""
     with user_errors():
         from timeline import __version__
-        from timeline.budgets.frames import read_run
+        from timeline.budgets.runs import read_run
         from timeline.budgets.starter import (
             check_starter_target,
             render_starter,

@@ -210,7 +210,6 @@ def whatif_command(
 
         from timeline.analysis.dimension_labels import parse_dimension_overrides
         from timeline.errors import UsageError
-        from timeline.results.whatif import build_whatif_report
         from timeline.whatif.settings import (
             check_dimensions,
             check_named,
@@ -251,6 +250,9 @@ def whatif_command(
         )
         if note is not None:
             typer.echo(f"note: {note}", err=True)
+        # imported after the load (it imports polars): a large trace is read as policy says
+        from timeline.results.whatif import build_whatif_report
+
         report = build_whatif_report(
             built,
             bandwidths=settings.bandwidths,

@@ -213,7 +213,7 @@ def test_check_diagnoses_with_the_exposure_its_budgets_read_computed_once(
     """``check`` with budgets scoped to a dimension and findings: the diagnosis reads the exposure per
     dimension the budgets read (computing none of its own) and finds what it finds computing it."""
     import timeline.diagnosis.communication as rules
-    from timeline.budgets.frames import read_run
+    from timeline.budgets.runs import read_run
     from timeline.execution.session import Inputs
 
     inputs = Inputs(paths=[str(REPO / "sample_traces" / "fsdp2_tp_gloo")])

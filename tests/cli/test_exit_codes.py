@@ -55,7 +55,7 @@ FIRST_CALL: dict[str, tuple[str, str]] = {
     "collectives": ("timeline.execution.session", "analyze_inputs"),
     "diff": ("timeline.execution.session", "analyze_inputs"),
     "whatif": ("timeline.execution.session", "graph_inputs"),
-    "check": ("timeline.budgets.frames", "read_run"),
+    "check": ("timeline.budgets.runs", "read_run"),
     "convert": ("timeline.execution.session.Inputs", "load"),
     "report": ("timeline.execution.session.Inputs", "load"),
     "serve": ("timeline.execution.session.Inputs", "load"),

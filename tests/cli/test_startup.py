@@ -112,6 +112,18 @@ except SystemExit:
     [
         ["analyze", "--dimension", "mesh_tp=tp", "--link-gbps", "100"],
         ["collectives", "--dimension", "mesh_tp=tp", "--link-gbps", "100"],
+        [
+            "whatif",
+            "--dimension",
+            "mesh_tp=tp",
+            "--bandwidth",
+            "100",
+            "--buckets",
+            "ddp:25",
+            "--latency",
+            "5us",
+        ],
+        ["check", "--budget", "BUDGET", "--dimension", "mesh_tp=tp", "--link-gbps", "100", "--markdown", "-"],
     ],
     ids=lambda c: c[0],
 )
@@ -120,11 +132,15 @@ def test_commands_reach_the_load_before_importing_polars(command: list[str], tmp
 
     The helper is started only while polars is not imported yet (:func:`timeline.policy.reads_in_halves`);
     ``--dimension``'s parser once imported polars with the process groups' analysis and so turned the
-    reader in halves off for every command. (``timeline whatif`` and ``timeline check`` import polars
-    first, with the what-if package's graph and the budgets' metrics: they read a large trace serially.)
+    reader in halves off for every command; ``timeline whatif`` imported it with the what-if package
+    (all of it, from its ``__init__``), ``timeline check`` with the budgets' metrics (their
+    expressions).
     """
     trace = tmp_path / "rank0.json"
     trace.write_bytes(tiny_kineto(rank=0))
+    budget = tmp_path / "timeline.toml"
+    budget.write_text('[[budgets]]\nmetric = "collective_link_utilisation_ratio"\nmin = 0.1\n')
+    command = [str(budget) if part == "BUDGET" else part for part in command]
     result = subprocess.run(
         [sys.executable, "-c", POLARS_AT_LOAD, *command, str(trace)],
         capture_output=True,

@@ -23,49 +23,53 @@ passed to :func:`frames_from_overlap`, and a link for the utilisation metrics.
 
 from __future__ import annotations
 
-from timeline.budgets.budget_file import (
-    AGGREGATES,
-    Budget,
-    BudgetFile,
-    Over,
-    Regression,
-    Scope,
-    find_budget_file,
-    parse_budgets,
-    read_budget_file,
-)
-from timeline.budgets.evaluation import (
-    NOISE_K,
-    CheckReport,
-    Status,
-    Verdict,
-    Worst,
-    check_links,
-    compare_jobs,
-    evaluate_budgets,
-    noise_of,
-    select_samples,
-)
-from timeline.budgets.frames import (
-    JobFacts,
-    MetricFrames,
-    frames_from_overlap,
-    frames_from_summary,
-    is_summary_file,
-    job_facts,
-    read_run,
-    read_summary,
-)
-from timeline.budgets.metrics import (
-    MATCHED_SOURCES,
-    Better,
-    Metric,
-    MetricSource,
-    format_value,
-    get_metric,
-    register_metric,
-    registered_metrics,
-)
+from typing import TYPE_CHECKING
+
+from timeline.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from timeline.budgets.budget_file import (
+        AGGREGATES,
+        Budget,
+        BudgetFile,
+        Over,
+        Regression,
+        Scope,
+        check_links,
+        find_budget_file,
+        parse_budgets,
+        read_budget_file,
+    )
+    from timeline.budgets.evaluation import (
+        NOISE_K,
+        CheckReport,
+        Status,
+        Verdict,
+        Worst,
+        compare_jobs,
+        evaluate_budgets,
+        noise_of,
+        select_samples,
+    )
+    from timeline.budgets.frames import (
+        JobFacts,
+        MetricFrames,
+        frames_from_overlap,
+        frames_from_summary,
+        job_facts,
+        read_summary,
+    )
+    from timeline.budgets.metrics import (
+        MATCHED_SOURCES,
+        Better,
+        Metric,
+        MetricSource,
+        format_value,
+        get_metric,
+        register_metric,
+        registered_metrics,
+    )
+    from timeline.budgets.runs import is_summary_file, read_run
 
 __all__ = [
     "AGGREGATES",
@@ -104,3 +108,43 @@ __all__ = [
     "registered_metrics",
     "select_samples",
 ]
+
+_LAZY = {
+    "AGGREGATES": "timeline.budgets.budget_file",
+    "Budget": "timeline.budgets.budget_file",
+    "BudgetFile": "timeline.budgets.budget_file",
+    "Over": "timeline.budgets.budget_file",
+    "Regression": "timeline.budgets.budget_file",
+    "Scope": "timeline.budgets.budget_file",
+    "find_budget_file": "timeline.budgets.budget_file",
+    "parse_budgets": "timeline.budgets.budget_file",
+    "read_budget_file": "timeline.budgets.budget_file",
+    "check_links": "timeline.budgets.budget_file",
+    "NOISE_K": "timeline.budgets.evaluation",
+    "CheckReport": "timeline.budgets.evaluation",
+    "Status": "timeline.budgets.evaluation",
+    "Verdict": "timeline.budgets.evaluation",
+    "Worst": "timeline.budgets.evaluation",
+    "compare_jobs": "timeline.budgets.evaluation",
+    "evaluate_budgets": "timeline.budgets.evaluation",
+    "noise_of": "timeline.budgets.evaluation",
+    "select_samples": "timeline.budgets.evaluation",
+    "JobFacts": "timeline.budgets.frames",
+    "MetricFrames": "timeline.budgets.frames",
+    "frames_from_overlap": "timeline.budgets.frames",
+    "frames_from_summary": "timeline.budgets.frames",
+    "is_summary_file": "timeline.budgets.runs",
+    "job_facts": "timeline.budgets.frames",
+    "read_run": "timeline.budgets.runs",
+    "read_summary": "timeline.budgets.frames",
+    "MATCHED_SOURCES": "timeline.budgets.metrics",
+    "Better": "timeline.budgets.metrics",
+    "Metric": "timeline.budgets.metrics",
+    "MetricSource": "timeline.budgets.metrics",
+    "format_value": "timeline.budgets.metrics",
+    "get_metric": "timeline.budgets.metrics",
+    "register_metric": "timeline.budgets.metrics",
+    "registered_metrics": "timeline.budgets.metrics",
+}
+
+__getattr__, __dir__ = lazy_names("timeline.budgets", _LAZY, globals())

@@ -30,6 +30,7 @@ __all__ = [
     "Over",
     "Regression",
     "Scope",
+    "check_links",
     "find_budget_file",
     "parse_budgets",
     "read_budget_file",
@@ -691,3 +692,31 @@ def _entry_line(text: str, prefix: str, name: str) -> int | None:
         elif inside and key.match(line):
             return i
     return None
+
+
+def check_links(budgets: BudgetFile, *, link_gbps: float | None = None) -> dict[str, float]:
+    """Return the link's bandwidth of every check that needs one, by its ``where``.
+
+    The entry's ``link_gbps`` wins, then ``link_gbps`` (``--link-gbps``), then the file's top-level
+    ``link_gbps``. Call it before loading a run to stop at once on a missing link.
+
+    Raises
+    ------
+    BudgetError
+        A link utilisation metric with no link from any of the three.
+    """
+    links: dict[str, float] = {}
+    checks: tuple[Budget | Regression, ...] = (*budgets.budgets, *budgets.regressions)
+    for check in checks:
+        if not check.metric.needs_link:
+            continue
+        link = next((g for g in (check.link_gbps, link_gbps, budgets.link_gbps) if g is not None), None)
+        if link is None:
+            msg = (
+                f"{check.where}: {check.metric.name} needs the link's bandwidth; set link_gbps = ... "
+                f"(Gbit/s or a preset such as '100gbe') in the entry or at the top of {budgets.path}, "
+                "or pass --link-gbps"
+            )
+            raise BudgetError(msg)
+        links[check.where] = link
+    return links

@@ -7,7 +7,8 @@ failure too, a gate never passes blind) or ``skip`` (a regression check without 
 A budget aggregates the samples of its metric (one per rank-iteration, per communication event, per
 logical collective matched across ranks…) over all ranks pooled, or per rank with the worst rank
 deciding, and compares the result with its limits; the link utilisation metrics read the link's
-bandwidth from the entry, ``--link-gbps`` or the budget file, in that order (:func:`check_links`).
+bandwidth from the entry, ``--link-gbps`` or the budget file, in that order
+(:func:`~timeline.budgets.budget_file.check_links`).
 A regression check compares the aggregate with the baseline's and flags it only when it got worse
 by more than the tolerance *and* by more than the noise, ``NOISE_K`` × the larger of the two runs'
 standard errors (see :func:`noise_of` and ``docs/ci.md``).
@@ -23,7 +24,7 @@ from typing import Any, Literal
 import polars as pl
 
 from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP
-from timeline.budgets.budget_file import Budget, BudgetFile, Over, Regression, Scope
+from timeline.budgets.budget_file import Budget, BudgetFile, Over, Regression, Scope, check_links
 from timeline.budgets.frames import JobFacts, MetricFrames
 from timeline.budgets.metrics import Metric, format_value
 from timeline.errors import BudgetError
@@ -34,7 +35,6 @@ __all__ = [
     "Status",
     "Verdict",
     "Worst",
-    "check_links",
     "compare_jobs",
     "evaluate_budgets",
     "noise_of",
@@ -318,34 +318,6 @@ def compare_jobs(run: JobFacts, baseline: JobFacts) -> str | None:
         f"the baseline looks like another job: {'; '.join(differences)}; its regression checks compare "
         "different runs"
     )
-
-
-def check_links(budgets: BudgetFile, *, link_gbps: float | None = None) -> dict[str, float]:
-    """Return the link's bandwidth of every check that needs one, by its ``where``.
-
-    The entry's ``link_gbps`` wins, then ``link_gbps`` (``--link-gbps``), then the file's top-level
-    ``link_gbps``. Call it before loading a run to stop at once on a missing link.
-
-    Raises
-    ------
-    BudgetError
-        A link utilisation metric with no link from any of the three.
-    """
-    links: dict[str, float] = {}
-    checks: tuple[Budget | Regression, ...] = (*budgets.budgets, *budgets.regressions)
-    for check in checks:
-        if not check.metric.needs_link:
-            continue
-        link = next((g for g in (check.link_gbps, link_gbps, budgets.link_gbps) if g is not None), None)
-        if link is None:
-            msg = (
-                f"{check.where}: {check.metric.name} needs the link's bandwidth; set link_gbps = ... "
-                f"(Gbit/s or a preset such as '100gbe') in the entry or at the top of {budgets.path}, "
-                "or pass --link-gbps"
-            )
-            raise BudgetError(msg)
-        links[check.where] = link
-    return links
 
 
 def select_samples(

@@ -10,8 +10,7 @@ per-collective rows, so collective metrics need the trace itself.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,6 @@ from timeline.results.summary import READABLE_SUMMARY_VERSIONS, SUMMARY_VERSION
 from timeline.schema import ITERATION_OVERLAP_SCHEMA, RANK_OVERLAP_SCHEMA
 
 if TYPE_CHECKING:
-    from timeline.execution.session import Inputs
     from timeline.trace import Trace
 
 __all__ = [
@@ -41,15 +39,10 @@ __all__ = [
     "findings_frame",
     "frames_from_overlap",
     "frames_from_summary",
-    "is_summary_file",
     "job_facts",
-    "read_run",
     "read_summary",
     "with_dimensions",
 ]
-
-# ``timeline analyze --json`` writes "version" first; jq and json.dump(indent=...) keep key order.
-_SUMMARY_START = re.compile(rb'^\s*\{\s*"version"\s*:')
 
 
 @dataclass(frozen=True)
@@ -355,20 +348,6 @@ def findings_frame(
     return pl.DataFrame(rows, schema=FINDINGS_SCHEMA)
 
 
-def is_summary_file(path: str | Path) -> bool:
-    """Return whether ``path`` is a summary JSON written by ``timeline analyze --json``.
-
-    Only the first bytes are read: a trace is never a summary (Kineto JSON starts with other keys,
-    Horovod with ``[``, Parquet and gzip are binary).
-    """
-    try:
-        with Path(path).open("rb") as fh:
-            head = fh.read(256)
-    except OSError:
-        return False
-    return _SUMMARY_START.match(head) is not None
-
-
 def read_summary(path: str | Path) -> MetricFrames:
     """Read a summary JSON written by ``timeline analyze --json``.
 
@@ -452,79 +431,3 @@ def _frame(summary: Mapping[str, Any], key: str, schema: pl.Schema, label: str) 
         return pl.DataFrame(rows, schema={name: dtype for name, dtype in dtypes.items()}, strict=False)
     except (pl.exceptions.PolarsError, TypeError, ValueError) as exc:
         raise TraceFormatError(f"{label}: summary {key!r} rows of an unexpected shape ({exc})") from None
-
-
-def read_run(
-    inputs: Inputs,
-    *,
-    match: bool,
-    findings: bool = False,
-    link_gbps: float | None = None,
-    dimensions: bool = False,
-    overrides: Mapping[str, str] | None = None,
-    gpus_per_node: int | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
-    warn: Callable[[Sequence[str]], None] | None = None,
-) -> MetricFrames:
-    """Return the frames of a run: a saved summary JSON, or its traces analysed (rank by rank when large).
-
-    ``match``: also match the collectives across ranks (only when a budget reads them: it is one more
-    pass over every rank's communication events, which rank by rank are then kept). ``findings``:
-    also diagnose the run (:mod:`timeline.diagnosis`, with the link ``link_gbps`` when known): the
-    ``*_gain_ratio`` metrics and the markdown summary read it. ``dimensions``: also the exposure per
-    dimension (:func:`with_dimensions`, with ``overrides`` and ``gpus_per_node``), for budgets scoped
-    to a dimension. ``warn``: called with the load warnings, and the frames' own, as soon as they are
-    known.
-
-    Raises
-    ------
-    TimelineError
-        Bad input.
-    """
-    from timeline.execution.session import analyze_inputs
-
-    paths = inputs.paths
-    if len(paths) == 1 and Path(paths[0]).is_file() and is_summary_file(paths[0]):
-        if warn is not None and (inputs.executor is not None or inputs.ray_address is not None):
-            warn([f"{paths[0]} is a summary JSON; --executor is not used for it"])
-        return read_summary(paths[0])
-    analysed = analyze_inputs(
-        inputs, communication=match or dimensions, findings=findings, progress=progress, warn=warn
-    )
-    events = analysed.trace.events if match else None
-    frames = frames_from_overlap(
-        analysed.overlap,
-        label=" ".join(paths),
-        events=events,
-        files=analysed.trace.files,
-        clock_note=analysed.trace.clock_note,
-        groups=analysed.trace.groups,
-    )
-    exposure = None  # the exposure per dimension, when the budgets read it: the diagnosis reads it too
-    if dimensions:
-        frames = with_dimensions(
-            frames,
-            analysed.trace,
-            analysed.overlap,
-            offsets=analysed.offsets,
-            overrides=overrides,
-            gpus_per_node=gpus_per_node,
-        )
-        if frames.dimensions is not None:
-            exposure = frames.dimensions.filter(pl.col("by") == "dimension").drop("by")
-    if findings:
-        from timeline.results.diagnosis import build_diagnosis
-
-        built = build_diagnosis(
-            analysed.diagnosis(
-                link_gbps=link_gbps, dimensions=overrides, gpus_per_node=gpus_per_node, exposure=exposure
-            )
-        )
-        frames = replace(
-            frames,
-            findings=findings_frame(built["verdict"], built["findings"]),
-            diagnosis={"verdict": built["verdict"], "findings": built["findings"]},
-        )
-    if warn is not None:
-        warn(frames.warnings)
-    return frames

@@ -7,19 +7,25 @@ logical collective; ``collective_ranks``: one logical collective on one rank;
 ``iteration_utilisation`` and ``straggler_iterations``: one iteration, ranks together). The registry
 is open: a later analysis registers its own metrics with :func:`register_metric`, and every budget
 file, renderer and ``docs/ci.md`` picks them up.
+
+The built-in metrics give their expressions as functions, built when a budget is first evaluated:
+reading and checking a budget file imports no polars, so ``timeline check`` reaches the load as the
+other commands do (:func:`timeline.policy.reads_in_halves`).
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Literal
-
-import polars as pl
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal
 
 from timeline.diagnosis.verdict import DIAGNOSED_CAUSES
 from timeline.errors import BudgetError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = [
     "DIMENSION_METRICS",
@@ -86,7 +92,8 @@ class Metric:
     source
         The frame whose rows are the samples.
     expr
-        The value of one row; ``pl.col(name)`` when not given (then :attr:`value` holds it).
+        The value of one row, or a function that returns it (called once, when :attr:`value` is
+        first read); ``pl.col(name)`` when not given.
     better
         ``lower`` or ``higher``: the direction of an improvement.
     per_iteration
@@ -101,19 +108,24 @@ class Metric:
     description: str
     unit: str
     source: MetricSource
-    expr: pl.Expr | None = None
+    expr: pl.Expr | Callable[[], pl.Expr] | None = None
     better: Better = "lower"
     per_iteration: bool = False
     needs_link: bool = False
-    value: pl.Expr = field(init=False, repr=False)
-    """The expression giving the value of one row of the source frame."""
-    columns: tuple[str, ...] = field(init=False, repr=False)
-    """The columns of the source frame that :attr:`value` reads."""
 
-    def __post_init__(self) -> None:
-        value = pl.col(self.name) if self.expr is None else self.expr
-        object.__setattr__(self, "value", value)
-        object.__setattr__(self, "columns", tuple(value.meta.root_names()))
+    @cached_property
+    def value(self) -> pl.Expr:
+        """The expression giving the value of one row of the source frame."""
+        if self.expr is None:
+            import polars as pl
+
+            return pl.col(self.name)
+        return self.expr() if callable(self.expr) else self.expr
+
+    @cached_property
+    def columns(self) -> tuple[str, ...]:
+        """The columns of the source frame that :attr:`value` reads."""
+        return tuple(self.value.meta.root_names())
 
     @property
     def matched(self) -> bool:
@@ -267,17 +279,59 @@ _iteration_metric("idle_ns", "time with nothing measured running", "ns")
 _iteration_metric("idle_ratio", "idle time over the step length", "ratio")
 
 
-def _plausible(value: pl.Expr, *, within_link: bool = False) -> pl.Expr:
-    """``value`` of a logical collective, null where its transfer cannot be physical.
+def _col(name: str) -> Callable[[], pl.Expr]:
+    """Return a built-in metric's expression, the column ``name``, as a function (built when used)."""
+
+    def expr() -> pl.Expr:
+        import polars as pl
+
+        return pl.col(name)
+
+    return expr
+
+
+def _plausible(name: str, *, over_link: bool = False) -> Callable[[], pl.Expr]:
+    """Return the bandwidth ``name`` of a logical collective, null where its transfer cannot be physical.
 
     ``implausible`` (:func:`timeline.analysis.collectives.match_collectives`): bus bandwidth above
-    the physical ceiling; ``within_link``: also above the budget's link (a ratio above 1), so a
-    budget never reads a transfer faster than physics as a measurement.
+    the physical ceiling. ``over_link``: the bandwidth over the link's (``link_gbps``), also null
+    above the budget's link (a ratio above 1), so a budget never reads a transfer faster than
+    physics as a measurement.
     """
-    kept = pl.col("implausible").not_()
-    if within_link:
-        kept = kept & (pl.col("busbw_gbps") <= pl.col("link_gbps"))
-    return pl.when(kept).then(value)
+
+    def expr() -> pl.Expr:
+        import polars as pl
+
+        kept = pl.col("implausible").not_()
+        value = pl.col(name)
+        if over_link:
+            kept = kept & (pl.col(name) <= pl.col("link_gbps"))
+            value = value / pl.col("link_gbps")
+        return pl.when(kept).then(value)
+
+    return expr
+
+
+def _over_link(name: str) -> Callable[[], pl.Expr]:
+    """Return the bandwidth ``name`` over the link's (``link_gbps``)."""
+
+    def expr() -> pl.Expr:
+        import polars as pl
+
+        return pl.col(name) / pl.col("link_gbps")
+
+    return expr
+
+
+def _cause_gain(cause: str) -> Callable[[], pl.Expr]:
+    """Return the predicted gain of the findings of one cause, null on the other causes' rows."""
+
+    def expr() -> pl.Expr:
+        import polars as pl
+
+        return pl.when(pl.col("cause") == cause).then(pl.col("predicted_gain_ratio"))
+
+    return expr
 
 
 register_metric(
@@ -286,7 +340,7 @@ register_metric(
         "the duration of one communication event (one call on one rank)",
         "ns",
         "collectives",
-        expr=pl.col("dur_ns"),
+        expr=_col("dur_ns"),
     )
 )
 register_metric(
@@ -295,7 +349,7 @@ register_metric(
         "the exposed time of one communication event",
         "ns",
         "collectives",
-        expr=pl.col("exposed_ns"),
+        expr=_col("exposed_ns"),
     )
 )
 register_metric(
@@ -304,7 +358,7 @@ register_metric(
         "the exposed fraction of one communication event",
         "ratio",
         "collectives",
-        expr=pl.col("exposed_ratio"),
+        expr=_col("exposed_ratio"),
     )
 )
 register_metric(
@@ -313,7 +367,7 @@ register_metric(
         "the duration of the scoped communication events",
         "ns",
         "collectives",
-        expr=pl.col("dur_ns"),
+        expr=_col("dur_ns"),
         per_iteration=True,
     )
 )
@@ -323,7 +377,7 @@ register_metric(
         "the exposed time of the scoped communication events",
         "ns",
         "collectives",
-        expr=pl.col("exposed_ns"),
+        expr=_col("exposed_ns"),
         per_iteration=True,
     )
 )
@@ -335,7 +389,7 @@ register_metric(
         "how far apart the ranks started one logical collective (last start − first start)",
         "ns",
         "logical_collectives",
-        expr=pl.col("start_skew_ns"),
+        expr=_col("start_skew_ns"),
     )
 )
 register_metric(
@@ -344,7 +398,7 @@ register_metric(
         "how far apart the ranks finished one logical collective: µs on one clock, more if clocks are skewed",
         "ns",
         "logical_collectives",
-        expr=pl.col("end_skew_ns"),
+        expr=_col("end_skew_ns"),
     )
 )
 register_metric(
@@ -354,7 +408,7 @@ register_metric(
         "implausible)",
         "Gbit/s",
         "logical_collectives",
-        expr=_plausible(pl.col("algbw_gbps")),
+        expr=_plausible("algbw_gbps"),
         better="higher",
     )
 )
@@ -365,7 +419,7 @@ register_metric(
         "where implausible)",
         "Gbit/s",
         "logical_collectives",
-        expr=_plausible(pl.col("busbw_gbps")),
+        expr=_plausible("busbw_gbps"),
         better="higher",
     )
 )
@@ -376,7 +430,7 @@ register_metric(
         "where implausible)",
         "ratio",
         "logical_collectives",
-        expr=_plausible(pl.col("busbw_gbps") / pl.col("link_gbps"), within_link=True),
+        expr=_plausible("busbw_gbps", over_link=True),
         better="higher",
         needs_link=True,
     )
@@ -387,7 +441,7 @@ register_metric(
         "how long one rank waited for the others in one logical collective (its duration − the transfer)",
         "ns",
         "collective_ranks",
-        expr=pl.col("wait_ns"),
+        expr=_col("wait_ns"),
     )
 )
 register_metric(
@@ -396,7 +450,7 @@ register_metric(
         "how long a rank waited for the others in the scoped logical collectives of an iteration",
         "ns",
         "collective_ranks",
-        expr=pl.col("wait_ns"),
+        expr=_col("wait_ns"),
         per_iteration=True,
     )
 )
@@ -406,7 +460,7 @@ register_metric(
         "the bus bandwidth of an iteration's matched collectives (weighted by transfer time)",
         "Gbit/s",
         "iteration_utilisation",
-        expr=pl.col("busbw_gbps"),
+        expr=_col("busbw_gbps"),
         better="higher",
     )
 )
@@ -416,7 +470,7 @@ register_metric(
         "the bus bandwidth of an iteration's matched collectives over the link's bandwidth (link_gbps)",
         "ratio",
         "iteration_utilisation",
-        expr=pl.col("busbw_gbps") / pl.col("link_gbps"),
+        expr=_over_link("busbw_gbps"),
         better="higher",
         needs_link=True,
     )
@@ -427,7 +481,7 @@ register_metric(
         "the share of an average rank's time in synchronising collectives spent waiting for the others",
         "ratio",
         "straggler_iterations",
-        expr=pl.col("wait_ratio"),
+        expr=_col("wait_ratio"),
     )
 )
 register_metric(
@@ -447,7 +501,7 @@ register_metric(
         "without a finding)",
         "ratio",
         "findings",
-        expr=pl.col("predicted_gain_ratio"),
+        expr=_col("predicted_gain_ratio"),
     )
 )
 for _cause in DIAGNOSED_CAUSES:
@@ -458,6 +512,6 @@ for _cause in DIAGNOSED_CAUSES:
             "value when the diagnosis could not examine it)",
             "ratio",
             "findings",
-            expr=pl.when(pl.col("cause") == _cause).then(pl.col("predicted_gain_ratio")),
+            expr=_cause_gain(_cause),
         )
     )

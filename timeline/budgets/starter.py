@@ -188,7 +188,7 @@ def starter_budgets(frames: MetricFrames) -> Starter:
     Parameters
     ----------
     frames
-        The run (:func:`~timeline.budgets.frames.read_run`): its per-iteration rows are read.
+        The run (:func:`~timeline.budgets.runs.read_run`): its per-iteration rows are read.
 
     Returns
     -------

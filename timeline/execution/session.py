@@ -502,11 +502,11 @@ def graph_inputs(
         if warn is not None:
             warn(parts.warnings)
         return parts.graph(link_gbps=link_gbps, overrides=overrides)
-    from timeline.whatif.graph import trace_graph
-
-    trace = inputs.load(progress=progress)
+    trace = inputs.load(progress=progress)  # first: it may start a helper before polars is imported
     if warn is not None:
         warn(trace.warnings)
+    from timeline.whatif.graph import trace_graph
+
     return trace_graph(trace, link_gbps=link_gbps, overrides=overrides)
 
 

@@ -1,7 +1,7 @@
 """Two runs compared (``timeline diff BASE NEW``): per iteration, per rank, per collective.
 
 Takes the :class:`~timeline.budgets.frames.MetricFrames` of two runs (traces analysed, or summary
-JSON files written by ``timeline analyze --json``: :func:`timeline.budgets.frames.read_run`) and
+JSON files written by ``timeline analyze --json``: :func:`timeline.budgets.runs.read_run`) and
 gives plain data in a stable, versioned layout (``docs/diff.md``): each figure of both runs, the
 change (absolute and relative) and whether the change is beyond the run-to-run noise.
 
@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from timeline.budgets.frames import MetricFrames, frames_from_overlap, is_summary_file, read_summary
+from timeline.budgets.frames import MetricFrames, frames_from_overlap, read_summary
+from timeline.budgets.runs import is_summary_file
 
 if TYPE_CHECKING:
     from timeline.execution.session import Inputs

@@ -27,7 +27,11 @@ from timeline.errors import UsageError
 __all__ = [
     "ALGORITHMS",
     "FIT_SIZE_SPREAD",
+    "MAX_LATENCY_S",
+    "MAX_TIME_NS",
+    "MAX_WORLD_SIZE",
     "Algorithm",
+    "Efficiency",
     "FixedCost",
     "bandwidth_bits",
     "collective_time_s",
@@ -35,6 +39,20 @@ __all__ = [
     "latency_steps",
     "parse_duration_s",
 ]
+
+# The limits of a scenario and its efficiency, read by the replay and by the settings' parsers
+# (timeline.whatif.settings, the seed paper's simulator), which import no polars.
+MAX_LATENCY_S = 3600.0
+"""The largest latency of one collective step a scenario takes (1 hour; real links: microseconds)."""
+MAX_WORLD_SIZE = 1_048_576
+"""The largest world size a scenario takes (2**20 ranks)."""
+MAX_TIME_NS = 2**62
+"""The latest time a replay may reach (epoch ns, year 2116): half the ``Int64`` range, so that sums
+of predicted times stay in range. A scenario that goes past it is an error, not an overflow."""
+
+Efficiency = Literal["observed", "uniform", "full"] | float
+"""How much of the link collectives achieve: as each did in the trace, one trace-wide figure per
+collective kind, all of it, or a given fraction."""
 
 Algorithm = Literal["ring", "tree"]
 """How a collective is implemented: a ring, or (double binary) trees."""

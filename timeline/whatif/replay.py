@@ -50,7 +50,16 @@ from timeline.whatif.bucketing import (
     make_buckets,
 )
 from timeline.whatif.compression import Compression
-from timeline.whatif.costs import Algorithm, FixedCost, bandwidth_bits, latency_steps
+from timeline.whatif.costs import (
+    MAX_LATENCY_S,
+    MAX_TIME_NS,
+    MAX_WORLD_SIZE,
+    Algorithm,
+    Efficiency,
+    FixedCost,
+    bandwidth_bits,
+    latency_steps,
+)
 from timeline.whatif.graph import CommOp, Gradient, TraceGraph, WaitPoint
 
 __all__ = [
@@ -70,18 +79,6 @@ __all__ = [
     "window_lengths",
     "window_rows",
 ]
-
-MAX_LATENCY_S = 3600.0
-"""The largest latency of one collective step a scenario takes (1 hour; real links: microseconds)."""
-MAX_WORLD_SIZE = 1_048_576
-"""The largest world size a scenario takes (2**20 ranks)."""
-MAX_TIME_NS = 2**62
-"""The latest time a replay may reach (epoch ns, year 2116): half the ``Int64`` range, so that sums
-of predicted times stay in range. A scenario that goes past it is an error, not an overflow."""
-
-Efficiency = Literal["observed", "uniform", "full"] | float
-"""How much of the link collectives achieve: as each did in the trace, one trace-wide figure per
-collective kind, all of it, or a given fraction."""
 
 Overlap = Literal["measured", "none"]
 """``measured``: gradient collectives leave as in the trace (or as the bucketing policy says);

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from timeline.errors import TraceFormatError, UsageError
 from timeline.whatif.bucketing import DDPBuckets, FusionBuckets, GradientReady, make_buckets
-from timeline.whatif.replay import MAX_TIME_NS
+from timeline.whatif.costs import MAX_TIME_NS
 from timeline.whatif.settings import Settings
 
 __all__ = [

@@ -22,8 +22,14 @@ from timeline.analysis.links import parse_link_gbps
 from timeline.errors import UsageError
 from timeline.whatif.bucketing import BucketPolicy, parse_bucket_policy
 from timeline.whatif.compression import Compression
-from timeline.whatif.costs import ALGORITHMS, Algorithm, parse_duration_s
-from timeline.whatif.replay import MAX_LATENCY_S, MAX_WORLD_SIZE, Efficiency
+from timeline.whatif.costs import (
+    ALGORITHMS,
+    MAX_LATENCY_S,
+    MAX_WORLD_SIZE,
+    Algorithm,
+    Efficiency,
+    parse_duration_s,
+)
 
 __all__ = [
     "DimensionValues",
