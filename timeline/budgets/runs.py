@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from timeline.budgets.frames import MetricFrames
     from timeline.execution.session import Inputs
 
-__all__ = ["is_summary_file", "read_run"]
+__all__ = ["is_summary_file", "read_run", "summary_path"]
 
 # ``timeline analyze --json`` writes "version" first; jq and json.dump(indent=...) keep key order.
 _SUMMARY_START = re.compile(rb'^\s*\{\s*"version"\s*:')
@@ -35,6 +35,14 @@ def is_summary_file(path: str | Path) -> bool:
     except OSError:
         return False
     return _SUMMARY_START.match(head) is not None
+
+
+def summary_path(inputs: Inputs) -> str | None:
+    """Return the path the inputs name when it is one summary JSON (:func:`is_summary_file`), else None."""
+    paths = inputs.paths
+    if len(paths) == 1 and Path(paths[0]).is_file() and is_summary_file(paths[0]):
+        return paths[0]
+    return None
 
 
 def read_run(
@@ -66,13 +74,14 @@ def read_run(
     """
     from timeline.execution.session import analyze_inputs
 
-    paths = inputs.paths
-    if len(paths) == 1 and Path(paths[0]).is_file() and is_summary_file(paths[0]):
+    summary = summary_path(inputs)
+    if summary is not None:
         if warn is not None and (inputs.executor is not None or inputs.ray_address is not None):
-            warn([f"{paths[0]} is a summary JSON; --executor is not used for it"])
+            warn([f"{summary} is a summary JSON; --executor is not used for it"])
         from timeline.budgets.frames import read_summary
 
-        return read_summary(paths[0])
+        return read_summary(summary)
+    paths = inputs.paths
     analysed = analyze_inputs(
         inputs, communication=match or dimensions, findings=findings, progress=progress, warn=warn
     )

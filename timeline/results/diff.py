@@ -18,13 +18,12 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from timeline.budgets.frames import MetricFrames, frames_from_overlap, read_summary
-from timeline.budgets.runs import is_summary_file
+from timeline.budgets.runs import summary_path
 
 if TYPE_CHECKING:
     from timeline.execution.session import Inputs
@@ -78,9 +77,9 @@ def read_diff_run(
     from timeline.execution.session import analyze_inputs
     from timeline.results.collectives import clocks_of, world_size_of
 
-    paths = inputs.paths
-    if len(paths) == 1 and Path(paths[0]).is_file() and is_summary_file(paths[0]):
-        return read_summary(paths[0])
+    summary = summary_path(inputs)
+    if summary is not None:
+        return read_summary(summary)
     analysed = analyze_inputs(inputs, communication=True, progress=progress, warn=warn)
     overlap, trace = analysed.overlap, analysed.trace
     match = match_collectives(
@@ -95,7 +94,7 @@ def read_diff_run(
     )
     if warn is not None:
         warn(match.warnings)
-    frames = frames_from_overlap(overlap, label=" ".join(paths), files=trace.files)
+    frames = frames_from_overlap(overlap, label=" ".join(inputs.paths), files=trace.files)
     return replace(
         frames,
         logical_collectives=match.collectives,
