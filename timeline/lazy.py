@@ -1,7 +1,8 @@
 """Names of a package imported on first use (PEP 562), so that importing the package costs nothing.
 
-``timeline``, ``timeline.execution`` and ``timeline.whatif`` list their public names with the module
-each lives in; :func:`lazy_names` gives the package's ``__getattr__`` and ``__dir__``.
+``timeline`` and its subpackages (``execution``, ``whatif``, ``budgets``, ``diagnosis``, ``report``)
+list their public names with the module each lives in; :func:`lazy_names` gives the package's
+``__getattr__`` and ``__dir__``.
 """
 
 from __future__ import annotations
