@@ -46,14 +46,13 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.quiet import wait_quiet  # noqa: E402
+from benchmarks.quiet import versions, wait_quiet  # noqa: E402
 
 TRACES = Path(os.environ.get("TIMELINE_TRACES", "/work/shared/traces"))
 HTA_TRACE = TRACES / "kineto/hta_df_index_resolver/df_index_resolver.json.gz"
@@ -680,12 +679,6 @@ def machine_lines(
                 mem_gb = f"{int(line.split()[1]) / 1024**2:.1f} GiB"
     hta_version = next((r.hta.runs[0]["version"] for r in results if r.hta.runs), "not run")
 
-    def version(name: str) -> str:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return "not installed"
-
     command = "python benchmarks/bench_load.py " + " ".join(args.argv)
     return [
         f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
@@ -693,8 +686,8 @@ def machine_lines(
         f" {platform.system()} {platform.release()}",
         f"- load average (1 min) before / after: {load_before} / {load_after}"
         f" (the benchmark itself adds about 1); {quiet}",
-        f"- Python {platform.python_version()}, timeline {version('timeline')}, polars {version('polars')},"
-        f" msgspec {version('msgspec')}, isal {version('isal')}; HTA (holistictraceanalysis) {hta_version}"
+        f"- Python {platform.python_version()}, {versions('timeline', 'polars', 'msgspec', 'isal')};"
+        f" HTA (holistictraceanalysis) {hta_version}"
         f" with pandas {args.hta_pandas}",
         f"- command: `{command.strip()}`"
         f" ({args.runs} measured runs per tool and case, {args.warmup} warm-up)",

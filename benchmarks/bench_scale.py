@@ -61,7 +61,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.generate import DEFAULT_SOURCE, grow_trace, make_rank_set, read_json_bytes  # noqa: E402
-from benchmarks.quiet import busy_cpu_s, wait_quiet  # noqa: E402
+from benchmarks.quiet import busy_cpu_s, versions, wait_quiet  # noqa: E402
 
 MARK_START = "<!-- bench_scale:start -->"
 MARK_END = "<!-- bench_scale:end -->"
@@ -668,12 +668,6 @@ def render(bench: Bench) -> str:
     lines: list[str] = [MARK_START, ""]
     cpu, mem = machine_facts()
 
-    def version(name: str) -> str:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return "not installed"
-
     hta_version = "not run"
     for key in ("single", "r8", "big", "r256"):
         for series in out.get(key, []):
@@ -687,8 +681,8 @@ def render(bench: Bench) -> str:
         f"{out.get('load_after', 0):.2f}; "
         "the last column of each table is the CPU other processes used during the runs (median, in cores of "
         "the 2): it slows every wall time here",
-        f"- Python {platform.python_version()}, timeline {version('timeline')}, polars {version('polars')}, "
-        f"msgspec {version('msgspec')}, isal {version('isal')}, ray {version('ray')}; HTA {hta_version}",
+        f"- Python {platform.python_version()}, {versions('timeline', 'polars', 'msgspec', 'isal', 'ray')}; "
+        f"HTA {hta_version}",
         f"- command: `python benchmarks/bench_scale.py {' '.join(args.argv)}` "
         f"({args.runs} runs per timeline case, "
         f"HTA once on the 1 GB and 256-rank inputs); inputs generated in {out.get('generate_s', 0):.0f} s",

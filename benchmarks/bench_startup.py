@@ -58,7 +58,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
 
@@ -74,7 +73,7 @@ from benchmarks.bench_scale import (  # noqa: E402
     write_section,
 )
 from benchmarks.generate import DEFAULT_SOURCE  # noqa: E402
-from benchmarks.quiet import busy_cpu_s, wait_quiet  # noqa: E402
+from benchmarks.quiet import busy_cpu_s, versions, wait_quiet  # noqa: E402
 
 MARK_START = "<!-- bench_startup:start -->"
 MARK_END = "<!-- bench_startup:end -->"
@@ -572,13 +571,6 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def _version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def _git(*args: str) -> str:
     done = subprocess.run(
         ["git", "--no-optional-locks", *args], capture_output=True, text=True, cwd=REPO, check=False
@@ -630,9 +622,9 @@ def render(
         f"- machine: {len(os.sched_getaffinity(0))} cores (nproc), {cpu}, {mem_kib / 1024**2:.1f} GiB RAM, "
         f"{platform.system()} {platform.release()}",
         f"- load average (1 min) before / after: {load[0]:.2f} / {load[1]:.2f}; {others}",
-        f"- Python {platform.python_version()}, timeline {_version('timeline')}, typer {_version('typer')}, "
-        f"click {_version('click')}, rich {_version('rich')}, polars {_version('polars')}, "
-        f"msgspec {_version('msgspec')}; HTA (holistictraceanalysis) {hta_version} with pandas {hta_pandas}",
+        f"- Python {platform.python_version()}, "
+        f"{versions('timeline', 'typer', 'click', 'rich', 'polars', 'msgspec')}; "
+        f"HTA (holistictraceanalysis) {hta_version} with pandas {hta_pandas}",
         f"- command: `python benchmarks/bench_startup.py {shlex.join(args.argv)}`"
         f" ({args.runs} measured runs per tool and case after {args.warmup} warm-up,"
         " timeline and HTA alternating)",

@@ -1,12 +1,16 @@
-"""Wait for a quiet machine before a measured run (this 2-core machine is shared)."""
+"""Wait for a quiet machine before a measured run (this 2-core machine is shared); the versions measured."""
 
 from __future__ import annotations
 
 import os
 import time
+from importlib import metadata
 from pathlib import Path
 
-__all__ = ["busy_cpu_s", "wait_quiet"]
+__all__ = ["TIMELINE_DISTRIBUTION", "busy_cpu_s", "package_version", "versions", "wait_quiet"]
+
+TIMELINE_DISTRIBUTION = "timeline-comm"
+"""timeline's distribution name (pyproject.toml's ``name``; ``import timeline`` is the package)."""
 
 
 def busy_cpu_s() -> float:
@@ -29,3 +33,16 @@ def wait_quiet(cores: float, max_wait_s: float, interval_s: float = 0.5) -> None
         busy = busy_cpu_s()
         time.sleep(interval_s)
         calm = calm + 1 if (busy_cpu_s() - busy) / interval_s < cores else 0
+
+
+def package_version(name: str) -> str:
+    """The installed version of distribution ``name`` ("timeline": timeline's own), or "not installed"."""
+    try:
+        return metadata.version(TIMELINE_DISTRIBUTION if name == "timeline" else name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def versions(*names: str) -> str:
+    """``"timeline 0.1.0, polars 2.1.0"``: each distribution's installed version, as reports list them."""
+    return ", ".join(f"{name} {package_version(name)}" for name in names)
