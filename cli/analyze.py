@@ -6,7 +6,16 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.common import analyze, console, echo_warnings, flight_dumps, flight_inputs, inputs_of, user_errors
+from cli.common import (
+    console,
+    echo_warnings,
+    flight_dumps,
+    flight_inputs,
+    inputs_of,
+    open_run,
+    run_options,
+    user_errors,
+)
 from cli.options import (
     ROWS_MAX,
     AlignOption,
@@ -71,31 +80,33 @@ def analyze_command(
         _print(flight, json_output)
         return
     with user_errors():
-        from timeline.analysis.dimension_labels import parse_dimension_overrides
-        from timeline.analysis.links import parse_link_gbps
+        from timeline.run import Needs
 
-        link = parse_link_gbps(link_gbps) if link_gbps is not None else None
-        overrides = parse_dimension_overrides(dimension or [])
+        options = run_options(
+            align=align, link_gbps=link_gbps, dimension=dimension, gpus_per_node=gpus_per_node
+        )
         given = [str(p) for p in traces] if flight is not None else paths
-        inputs = inputs_of(given, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+        inputs = inputs_of(
+            given,
+            rank=rank,
+            rank_regex=rank_regex,
+            comm_kernels=comm_kernel,
+            include_python=include_python,
+            executor=executor,
+            ray_address=ray_address,
+        )
         # rank by rank, the communication events are kept (a few thousand rows per rank) for the
         # communication per dimension, the utilisation, --align, dumps and the findings, whose tasks
         # also return the what-if graph's parts
-        analysed = analyze(inputs, align=align, communication=True, findings=not no_findings)
-        summary = analysed.summary_data(
-            top=top,
-            link_gbps=link,
-            findings=not no_findings,
-            dimensions=overrides,
-            gpus_per_node=gpus_per_node,
-        )
+        run = open_run(inputs, options, needs=Needs(communication=True, graph=not no_findings))
+        summary = run.summary_data(top=top, findings=not no_findings)
         if flight is not None and loaded is not None:
             from timeline.results.flight_recorder import profiler_matches
 
-            flight["matches"] = profiler_matches(loaded, analysed.trace.events)
+            flight["matches"] = profiler_matches(loaded, run.trace.events)
             summary["flight_recorder"] = flight
-    # the load warnings were printed while loading; the analysis' own follow (transfers faster than the link)
-    echo_warnings(summary["warnings"][len(analysed.trace.warnings) :])
+    # the load warnings and the run's were printed while loading; the analysis' own follow
+    echo_warnings(summary["warnings"][len(run.warnings) :])
     if json_output:
         from timeline.render.json import render_json
 

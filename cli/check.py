@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from cli.common import fail, inputs_of, loading, user_errors
+from cli.common import fail, inputs_of, loading, run_options, user_errors
 from cli.options import (
     CommKernelOption,
     DimensionOption,
@@ -29,7 +29,7 @@ from cli.options import (
 from timeline.errors import UsageError, shown
 
 if TYPE_CHECKING:
-    from timeline.execution.session import Inputs
+    from timeline.run import Inputs
 
 __all__ = ["check_command"]
 
@@ -126,35 +126,48 @@ def check_command(
                 "timeline check without --init to check a run"
             )
         with user_errors():
-            inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+            inputs = inputs_of(
+                paths,
+                rank=rank,
+                rank_regex=rank_regex,
+                comm_kernels=comm_kernel,
+                include_python=include_python,
+                executor=executor,
+                ray_address=ray_address,
+            )
         _init(budget, force, inputs)
     with user_errors():
-        from timeline.analysis.dimension_labels import parse_dimension_overrides
-        from timeline.analysis.links import parse_link_gbps
         from timeline.budgets.budget_file import check_links, find_budget_file, read_budget_file
         from timeline.budgets.runs import read_run
 
-        link = parse_link_gbps(link_gbps) if link_gbps is not None else None
-        overrides = parse_dimension_overrides(dimension or [])
+        options = run_options(link_gbps=link_gbps, dimension=dimension, gpus_per_node=gpus_per_node)
+        link = options.link_gbps
         budgets = read_budget_file(budget if budget is not None else find_budget_file())
         check_links(budgets, link_gbps=link)  # a missing link stops before the traces are read
-        if link is not None and not budgets.needs_link():
+        # diagnosed when a budget reads a finding, or for the markdown summary's top findings
+        diagnose = budgets.needs_findings() or markdown is not None
+        if link is not None and not budgets.needs_link() and not diagnose:
             typer.echo(
                 f"warning: {shown(budgets.path)} has no link utilisation budget; --link-gbps is not used",
                 err=True,
             )
-        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
-        # diagnosed when a budget reads a finding, or for the markdown summary's top findings
-        diagnose = budgets.needs_findings() or markdown is not None
+            options = replace(options, link_gbps=None)
+        inputs = inputs_of(
+            paths,
+            rank=rank,
+            rank_regex=rank_regex,
+            comm_kernels=comm_kernel,
+            include_python=include_python,
+            executor=executor,
+            ray_address=ray_address,
+        )
         with loading() as (progress, warn):
             run = read_run(
                 inputs,
+                options,
                 match=budgets.needs_matching(),
                 findings=diagnose,
-                link_gbps=link,
                 dimensions=budgets.needs_dimensions(),
-                overrides=overrides,
-                gpus_per_node=gpus_per_node,
                 progress=progress,
                 warn=warn,
             )
@@ -168,12 +181,10 @@ def check_command(
             with loading() as (progress, warn):
                 old = read_run(
                     replace(inputs, paths=baseline),
+                    options,
                     match=budgets.needs_matching(regressions_only=True),
                     findings=budgets.needs_findings(regressions_only=True),
-                    link_gbps=link,
                     dimensions=budgets.needs_dimensions(regressions_only=True),
-                    overrides=overrides,
-                    gpus_per_node=gpus_per_node,
                     progress=progress,
                     warn=warn,
                 )
@@ -216,11 +227,12 @@ def _init(budget: Path | None, force: bool, inputs: Inputs) -> NoReturn:
             starter_budgets,
             write_starter,
         )
+        from timeline.run import RunOptions
 
         target = budget if budget is not None else Path("timeline.toml")
         check_starter_target(target, force=force)  # before the run is read: fail at once
         with loading() as (progress, warn):
-            run = read_run(inputs, match=False, progress=progress, warn=warn)
+            run = read_run(inputs, RunOptions(), match=False, progress=progress, warn=warn)
         starter = starter_budgets(run)
         write_starter(target, render_starter(starter, version=__version__), force=force)
     left_out = len(starter.budgets) - len(starter.written)

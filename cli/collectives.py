@@ -6,7 +6,16 @@ from typing import Annotated
 
 import typer
 
-from cli.common import analyze, console, echo_warnings, flight_dumps, flight_inputs, inputs_of, user_errors
+from cli.common import (
+    console,
+    echo_warnings,
+    flight_dumps,
+    flight_inputs,
+    inputs_of,
+    open_run,
+    run_options,
+    user_errors,
+)
 from cli.options import (
     ROWS_MAX,
     AlignOption,
@@ -76,27 +85,21 @@ def collectives_command(
         render_flight_progress(flight, console(150), limit=limit)
         return
     with user_errors():
-        from timeline.analysis.dimension_labels import parse_dimension_overrides
-        from timeline.analysis.links import parse_link_gbps
-
-        link = parse_link_gbps(link_gbps) if link_gbps is not None else None
-        overrides = parse_dimension_overrides(dimension or [])
-        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
-        analysed = analyze(inputs, align=align)
-        from timeline.results.collectives import build_collectives_report
-
-        trace = analysed.trace
-        report = build_collectives_report(
-            trace,
-            link_gbps=link,
-            offsets=analysed.offsets,
-            overlap=analysed.overlap,
-            writer_trace=lambda writer: analysed.full_ranks([writer]),
-            rank_rows=json_output,
-            overrides=overrides,
-            gpus_per_node=gpus_per_node,
+        options = run_options(
+            align=align, link_gbps=link_gbps, dimension=dimension, gpus_per_node=gpus_per_node
         )
-    echo_warnings(report["warnings"][len(trace.warnings) :])
+        inputs = inputs_of(
+            paths,
+            rank=rank,
+            rank_regex=rank_regex,
+            comm_kernels=comm_kernel,
+            include_python=include_python,
+            executor=executor,
+            ray_address=ray_address,
+        )
+        run = open_run(inputs, options)
+        report = run.collectives_data(rank_rows=json_output)
+    echo_warnings(report["warnings"][len(run.warnings) :])
     if json_output:
         from timeline.render.json import render_json
 

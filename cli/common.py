@@ -1,15 +1,16 @@
 """What every command shares: the error boundary, the progress bar, warnings, and the road to the library.
 
-A command parses its options, builds the library's :class:`~timeline.execution.session.Inputs` with
-:func:`inputs_of`, calls the library through :func:`analyze` / :func:`load` / :func:`graph` (which
-draw a progress bar and print the load warnings), picks a renderer, and exits. Heavy modules
+A command parses its options, builds the library's :class:`~timeline.run.Inputs` with :func:`inputs_of`
+and :class:`~timeline.run.RunOptions` with :func:`run_options`, opens the one
+:class:`~timeline.run.Run` with :func:`open_run` (which draws a progress bar and prints the load
+warnings and the run's own), picks a renderer, and exits. Heavy modules
 (polars, the analyses) are imported inside these functions, so ``timeline --help`` starts fast.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -22,24 +23,23 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from timeline.dumps import Dumps
-    from timeline.execution.session import Analysed, Inputs
+    from timeline.run import Inputs, Needs, Run, RunOptions
     from timeline.trace import Trace
-    from timeline.whatif.graph import TraceGraph
 
 __all__ = [
-    "analyze",
     "check_regex",
     "console",
     "echo_warnings",
     "fail",
     "flight_dumps",
     "flight_inputs",
-    "graph",
     "inputs_of",
     "interrupted",
     "load",
     "loading",
+    "open_run",
     "progress_bar",
+    "run_options",
     "user_errors",
 ]
 
@@ -137,22 +137,22 @@ def console(min_width: int) -> Console:
 
 def inputs_of(
     paths: Sequence[str],
+    *,
     rank: int | None = None,
     rank_regex: str | None = None,
     comm_kernels: Sequence[str] | None = None,
     include_python: bool = False,
     executor: str | None = None,
     ray_address: str | None = None,
-    /,
 ) -> Inputs:
-    """Return the library's :class:`Inputs` of a command's ``PATH...`` and shared options, in that order.
+    """Return the library's :class:`Inputs` of a command's ``PATH...`` and loading options.
 
     Raises
     ------
     UsageError
         A ``--comm-kernel`` pattern that polars' regex engine cannot match with (:func:`check_regex`).
     """
-    from timeline.execution.session import Inputs
+    from timeline.run import Inputs
 
     for pattern in comm_kernels or ():
         check_regex(pattern, "--comm-kernel")
@@ -164,6 +164,34 @@ def inputs_of(
         include_python=include_python,
         executor=executor,
         ray_address=ray_address,
+    )
+
+
+def run_options(
+    *,
+    align: bool = False,
+    link_gbps: str | None = None,
+    dimension: Sequence[str] | None = None,
+    gpus_per_node: int | None = None,
+    codec_gbps: float | None = None,
+) -> RunOptions:
+    """Return the :class:`RunOptions` of a command's options (``--link-gbps`` and ``--dimension`` parsed).
+
+    Raises
+    ------
+    UsageError
+        A link or a dimension label that does not parse.
+    """
+    from timeline.analysis.dimension_labels import parse_dimension_overrides
+    from timeline.analysis.links import parse_link_gbps
+    from timeline.run import RunOptions
+
+    return RunOptions(
+        align=align,
+        link_gbps=parse_link_gbps(link_gbps) if link_gbps is not None else None,
+        dimensions=parse_dimension_overrides(list(dimension or [])),
+        gpus_per_node=gpus_per_node,
+        codec_gbps=codec_gbps,
     )
 
 
@@ -196,16 +224,29 @@ def load(inputs: Inputs) -> Trace:
     return trace
 
 
-def analyze(
-    inputs: Inputs, *, align: bool = False, communication: bool = True, findings: bool = False
-) -> Analysed:
-    """Analyse the inputs as the library's policy decides, with a progress bar; print the load warnings."""
-    from timeline.execution.session import analyze_inputs
+def open_run(
+    inputs: Inputs,
+    options: RunOptions | None = None,
+    *,
+    needs: Needs | None = None,
+    first: Callable[[Run], object] | None = None,
+) -> Run:
+    """Open the run of the inputs and read what the command reads first, with a progress bar.
+
+    ``first``: the fact read first (default: the inputs read, :meth:`~timeline.run.Run.read`;
+    ``timeline whatif``: the what-if graph, which rank by rank is read on its own). The load
+    warnings are printed as soon as the inputs are read, the run's own (a partial run) after them.
+    """
+    from timeline.run import Run
 
     with loading() as (progress, warn):
-        return analyze_inputs(
-            inputs, align=align, communication=communication, findings=findings, progress=progress, warn=warn
-        )
+        run = Run(inputs, options, needs=needs, progress=progress, warn=warn)
+        if first is None:
+            run.read()
+        else:
+            first(run)
+        warn(run.own_warnings)
+    return run
 
 
 def flight_inputs(paths: Sequence[str], rank: int | None = None) -> tuple[list[Path], list[Path]]:
@@ -223,13 +264,3 @@ def flight_dumps(dumps: Sequence[Path], *, rank: int | None = None, rank_regex: 
         loaded = load_dumps(list(dumps), rank=rank, rank_regex=rank_regex, progress=progress)
         warn(loaded.warnings)
     return loaded
-
-
-def graph(
-    inputs: Inputs, *, link_gbps: float | None, overrides: Mapping[str, str] | None = None
-) -> TraceGraph:
-    """Return the what-if graph of the inputs, with a progress bar; print the load warnings."""
-    from timeline.execution.session import graph_inputs
-
-    with loading() as (progress, warn):
-        return graph_inputs(inputs, link_gbps=link_gbps, progress=progress, warn=warn, overrides=overrides)

@@ -86,7 +86,15 @@ def convert_command(
         if dataset:
             _write_dataset(paths, output, force, rank, rank_regex, comm_kernel, include_python)
             return
-        trace = load(inputs_of(paths, rank, rank_regex, comm_kernel, include_python))
+        trace = load(
+            inputs_of(
+                paths,
+                rank=rank,
+                rank_regex=rank_regex,
+                comm_kernels=comm_kernel,
+                include_python=include_python,
+            )
+        )
         write_parquet_file(trace, output, force=force)
     typer.echo(f"wrote {trace.events.height:,} events of {len(trace.ranks)} rank(s) to {output}", err=True)
 
@@ -104,7 +112,9 @@ def _write_dataset(
     from timeline.execution.dataset import write_dataset
     from timeline.inputs import input_paths
 
-    inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
+    inputs = inputs_of(
+        paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
+    )
     with loading() as (progress, warn):
         written = write_dataset(
             input_paths(paths),
@@ -140,7 +150,11 @@ def _write_perfetto(
 
     kind = "a trace written by timeline convert --to perfetto"
     check_file_output(output, force=force, recognise=is_perfetto_export, kind=kind)
-    trace = load(inputs_of(paths, rank, rank_regex, comm_kernel, include_python))
+    trace = load(
+        inputs_of(
+            paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
+        )
+    )
     events = trace.events
     document = render_perfetto(events, windows=assign_iterations(events), comm=comm_intervals(events))
     write_file(document, output, force=force, recognise=is_perfetto_export, kind=kind)

@@ -56,15 +56,21 @@ def diff_command(
     if json_output and markdown == "-":
         fail("--json prints JSON on stdout; it cannot be combined with --markdown -")
     with user_errors():
+        from timeline.budgets.runs import read_run
         from timeline.errors import UsageError, shown
         from timeline.render.markdown import render_diff_markdown
-        from timeline.results.diff import build_diff, read_diff_run
+        from timeline.results.diff import build_diff
+        from timeline.run import RunOptions
 
-        inputs = inputs_of([base], None, None, comm_kernel, include_python)
+        inputs = inputs_of([base], comm_kernels=comm_kernel, include_python=include_python)
         runs = []
         for path in (base, new):
             with loading() as (progress, warn):
-                runs.append(read_diff_run(replace(inputs, paths=[path]), progress=progress, warn=warn))
+                runs.append(
+                    read_run(
+                        replace(inputs, paths=[path]), RunOptions(), match=True, progress=progress, warn=warn
+                    )
+                )
         diff = build_diff(runs[0], runs[1], k=noise_k)
         if markdown is not None and markdown != "-":
             try:

@@ -12,15 +12,23 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.common import echo_warnings, fail, flight_dumps, flight_inputs, inputs_of, load, loading, user_errors
+from cli.common import (
+    echo_warnings,
+    fail,
+    flight_dumps,
+    flight_inputs,
+    inputs_of,
+    loading,
+    open_run,
+    user_errors,
+)
 from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
 from timeline.errors import shown
 
 if TYPE_CHECKING:
-    from timeline.execution.session import Inputs
     from timeline.report.data import ReportData
     from timeline.report.server import Listening
-    from timeline.trace import Trace
+    from timeline.run import Inputs
 
 __all__ = ["report_command", "serve_command"]
 
@@ -63,24 +71,6 @@ def _announce(listening: Listening, *, host: str, origins: bool) -> None:
         )
 
 
-def _prepare(trace: Trace, compare: dict[str, Any] | None = None) -> ReportData:
-    """Return the report's data: the Gantt's, its findings, its "What-if" tab's sweep, the comparison."""
-    from dataclasses import replace
-
-    from timeline.analysis.groups import shared_clocks
-    from timeline.analysis.overlap import compute_overlap
-    from timeline.diagnosis import diagnose
-    from timeline.report.data import prepare_report_data
-    from timeline.report.whatif_view import whatif_sweep
-    from timeline.results.diagnosis import build_diagnosis
-
-    overlap = compute_overlap(trace.events)
-    clocks = shared_clocks(trace.files, comparable=trace.clock_note is None)
-    data = prepare_report_data(trace.events, overlap, groups=trace.groups, clocks=clocks)
-    diagnosis = build_diagnosis(diagnose(trace, overlap))
-    return replace(data, whatif=whatif_sweep(trace), compare=compare, diagnosis=diagnosis)
-
-
 CompareOption = Annotated[
     str | None,
     typer.Option(
@@ -102,16 +92,30 @@ def _compare(base: str | None, inputs: Inputs) -> dict[str, Any] | None:
         return None
     from dataclasses import replace
 
-    from timeline.results.diff import build_diff, read_diff_run
+    from timeline.budgets.runs import read_run
+    from timeline.results.diff import build_diff
+    from timeline.run import RunOptions
 
     whole = replace(inputs, rank=None, rank_regex=None)
     runs = []
     for paths in ([base], list(inputs.paths)):
         with loading() as (progress, warn):
-            runs.append(read_diff_run(replace(whole, paths=paths), progress=progress, warn=warn))
+            runs.append(
+                read_run(replace(whole, paths=paths), RunOptions(), match=True, progress=progress, warn=warn)
+            )
     diff = build_diff(runs[0], runs[1])
     echo_warnings(diff["warnings"])
     return diff
+
+
+def _report_data(inputs: Inputs, compare: str | None) -> tuple[ReportData, int]:
+    """Return the report's data of the inputs' run (and the comparison with ``compare``), and its files."""
+    from timeline.report.data import build_report_data
+    from timeline.run import Needs
+
+    diff = _compare(compare, inputs)
+    run = open_run(inputs, needs=Needs(communication=True, graph=True, every_event=True))
+    return build_report_data(run, compare=diff), run.trace.files.height
 
 
 _DEFAULT_HOST = "127.0.0.1"
@@ -160,12 +164,18 @@ def serve_command(
         origins = list(allow_origin or ())
         parse_origins(origins)  # a bad one stops before the traces are read
         flight, paths = _flight(paths, rank, rank_regex, compare)
+        data: ReportData | dict[str, Any]
         if flight is None:
-            inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
-            diff = _compare(compare, inputs)
-            trace = load(inputs)
-        data: ReportData | dict[str, Any] = _prepare(trace, diff) if flight is None else flight
-        files = len(flight["dumps"]["ranks"]) if flight is not None else trace.files.height
+            inputs = inputs_of(
+                paths,
+                rank=rank,
+                rank_regex=rank_regex,
+                comm_kernels=comm_kernel,
+                include_python=include_python,
+            )
+            data, files = _report_data(inputs, compare)
+        else:
+            data, files = flight, len(flight["dumps"]["ranks"])
 
         def ready(listening: Listening) -> None:
             _announce(listening, host=host, origins=host != _DEFAULT_HOST or bool(origins))
@@ -208,13 +218,17 @@ def report_command(
 
             written = write_flight_report(flight, output)
         else:
-            inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
-            diff = _compare(compare, inputs)
-            trace = load(inputs)
-            data = _prepare(trace, diff)
+            inputs = inputs_of(
+                paths,
+                rank=rank,
+                rank_regex=rank_regex,
+                comm_kernels=comm_kernel,
+                include_python=include_python,
+            )
+            data, files = _report_data(inputs, compare)
             from timeline.report.export import write_report
 
-            written = write_report(data, output, files=trace.files.height)
+            written = write_report(data, output, files=files)
     typer.echo(f"wrote {shown(written)}")
 
 

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import console, echo_warnings, graph, inputs_of, user_errors
+from cli.common import console, echo_warnings, inputs_of, open_run, user_errors
 from cli.options import (
     CommKernelOption,
     DimensionOption,
@@ -210,6 +210,7 @@ def whatif_command(
 
         from timeline.analysis.dimension_labels import parse_dimension_overrides
         from timeline.errors import UsageError
+        from timeline.run import RunOptions
         from timeline.whatif.settings import (
             check_dimensions,
             check_named,
@@ -232,8 +233,17 @@ def whatif_command(
             target_sf=target_sf,
         )
         measured_link, measured_by_dimension = parse_measured_links(link_gbps)
-        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
-        built = graph(inputs, link_gbps=measured_link, overrides=parse_dimension_overrides(dimension or []))
+        inputs = inputs_of(
+            paths,
+            rank=rank,
+            rank_regex=rank_regex,
+            comm_kernels=comm_kernel,
+            include_python=include_python,
+            executor=executor,
+            ray_address=ray_address,
+        )
+        options = RunOptions(link_gbps=measured_link, dimensions=parse_dimension_overrides(dimension or []))
+        built = open_run(inputs, options, first=lambda run: run.graph).graph
         check_named([("--link-gbps", d) for d, _ in measured_by_dimension], built.dimensions)
         built = replace(built, dimension_links=measured_by_dimension)
         link_source = (

@@ -22,13 +22,18 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 from polars.testing import assert_frame_equal
 
 from timeline.analysis.overlap import Overlap
 from timeline.schema import EVENTS_SCHEMA, validate
+
+if TYPE_CHECKING:
+    from timeline.budgets.frames import MetricFrames
+    from timeline.run import Run
+    from timeline.trace import Trace
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 TRACES = SHARED / "traces"
@@ -144,6 +149,49 @@ def make_events(rows: list[dict[str, Any]]) -> pl.DataFrame:
         if name not in frame.columns:
             frame = frame.with_columns(pl.lit(None).alias(name))
     return validate(frame, EVENTS_SCHEMA, what="test events")
+
+
+def run_of(
+    source: pl.DataFrame | Trace,
+    *,
+    files: pl.DataFrame | None = None,
+    groups: pl.DataFrame | None = None,
+    **options: Any,
+) -> Run:
+    """Return the :class:`~timeline.run.Run` of events built in a test, or of a loaded trace.
+
+    ``files``: the trace's file table (default: none, so no world size); ``groups``: its declared
+    process groups; ``options``: :class:`~timeline.run.RunOptions` fields.
+    """
+    from timeline.run import Run, RunOptions
+    from timeline.schema import FILES_SCHEMA, PROCESS_GROUPS_SCHEMA
+    from timeline.trace import Trace
+
+    if isinstance(source, Trace):
+        return Run.from_trace(source, RunOptions(**options))
+    trace = Trace(
+        events=source,
+        files=files if files is not None else FILES_SCHEMA.to_frame(),
+        groups=groups if groups is not None else PROCESS_GROUPS_SCHEMA.to_frame(),
+    )
+    return Run.from_trace(trace, RunOptions(**options))
+
+
+def frames_of(
+    source: pl.DataFrame | Trace,
+    *,
+    label: str = "run",
+    matched: bool = False,
+    dimensions: bool = False,
+    diagnosed: bool = False,
+    files: pl.DataFrame | None = None,
+    **options: Any,
+) -> MetricFrames:
+    """Return the budgets' frames of events built in a test, or of a loaded trace (:func:`run_of`)."""
+    from timeline.budgets.frames import frames_of_run
+
+    run = run_of(source, files=files, **options)
+    return frames_of_run(run, label=label, matched=matched, dimensions=dimensions, diagnosed=diagnosed)
 
 
 # --- the console script -------------------------------------------------------------------------------

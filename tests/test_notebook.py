@@ -189,7 +189,7 @@ def test_result_is_the_plain_data_it_wraps(gpu_run: Path) -> None:
     analysed = timeline.analyze(gpu_run)
     summary = analysed.summary()
     assert summary.kind == "summary"
-    plain = timeline.build_summary(analysed.trace, analysed.overlap, diagnosis=analysed.diagnosis())
+    plain = timeline.build_summary(analysed)
     assert summary.to_dict() == plain
     assert dict(summary) == plain
     assert summary["worst"] == plain["worst"]

@@ -29,8 +29,8 @@ from tests.builders import (
     write_json,
 )
 from timeline.errors import RankError, TimelineError
-from timeline.execution.session import Analysed, Inputs, analyze_inputs
 from timeline.results.collectives import build_collectives_report
+from timeline.run import Inputs, Run, RunOptions
 from timeline.trace import load
 
 ROADS = ("memory", "by_rank")
@@ -38,10 +38,10 @@ US = 1_000  # ns
 YEAR_US = 365 * 86_400 * 1_000_000
 
 
-def _analyse(paths: list[Path], road: str, **options: Any) -> Analysed:
+def _analyse(paths: list[Path], road: str, **options: Any) -> Run:
     """Analyse ``paths`` in memory or rank by rank (the policy forced with ``executor="local"``)."""
     inputs = Inputs(paths=[str(p) for p in paths], executor="local" if road == "by_rank" else None, **options)
-    analysed = analyze_inputs(inputs)
+    analysed = Run(inputs).read()
     assert analysed.rank_by_rank == (road == "by_rank")
     return analysed
 
@@ -81,7 +81,7 @@ def _naive(doc: dict[str, Any], *, kept: set[str] | None = None) -> dict[str, in
     }
 
 
-def _rank_row(analysed: Analysed, rank: int) -> dict[str, int]:
+def _rank_row(analysed: Run, rank: int) -> dict[str, int]:
     row = analysed.overlap.ranks.filter(pl.col("rank") == rank).row(0, named=True)
     return {k: row[k] for k in ("step_ns", "comm_ns", "compute_ns", "hidden_comm_ns", "exposed_comm_ns")}
 
@@ -189,9 +189,7 @@ def test_clocks_with_different_origins_give_no_skew_and_no_straggler(tmp_path: P
         "and stragglers across ranks are left out "
         "(--align puts every rank on one clock from their collectives)",
     )
-    report = build_collectives_report(
-        analysed.trace, overlap=analysed.overlap, writer_trace=lambda w: analysed.full_ranks([w])
-    )
+    report = build_collectives_report(analysed)
     assert len(report["collectives"]) == 3
     for row in report["collectives"]:
         assert (row["start_skew_ns"], row["end_skew_ns"], row["last_rank"]) == (None, None, None)
@@ -216,14 +214,9 @@ def test_collectives_command_says_so_instead_of_a_skew_of_years(tmp_path: Path) 
 def test_align_puts_the_clocks_together(tmp_path: Path, road: str) -> None:
     _relative_run(tmp_path)
     inputs = Inputs(paths=[str(tmp_path)], executor="local" if road == "by_rank" else None)
-    analysed = analyze_inputs(inputs, align=True)
+    analysed = Run(inputs, RunOptions(align=True))
     assert analysed.trace.clock_note is None
-    report = build_collectives_report(
-        analysed.trace,
-        offsets=analysed.offsets,
-        overlap=analysed.overlap,
-        writer_trace=lambda w: analysed.full_ranks([w]),
-    )
+    report = build_collectives_report(analysed)
     assert all(abs(row["start_skew_ns"]) < 1_000 for row in report["collectives"])
     assert report["stragglers"]["iterations"]
 
@@ -238,9 +231,7 @@ def test_ranks_hours_apart_are_not_on_one_clock(tmp_path: Path, road: str) -> No
         "disagree (more than 1.0 h apart); skews, arrival order and stragglers across ranks are left out "
         "(--align puts every rank on one clock from their collectives)",
     )
-    report = build_collectives_report(
-        analysed.trace, overlap=analysed.overlap, writer_trace=lambda w: analysed.full_ranks([w])
-    )
+    report = build_collectives_report(analysed)
     assert report["stragglers"]["ranks"] == []
 
 
@@ -250,8 +241,8 @@ def test_a_horovod_timeline_on_a_relative_clock_beside_an_epoch_trace(tmp_path: 
     timeline = tmp_path / "horovod_timeline.json"
     write_horovod_run_timeline(timeline, header=False)  # v0.9-v0.15: µs from the timeline's start
     analysed = _analyse([tmp_path], road)
-    assert analysed.warnings[-1].startswith(f"{timeline}: its times count from an unknown origin")
-    assert analysed.warnings[-1].endswith(
+    assert analysed.trace.warnings[-1].startswith(f"{timeline}: its times count from an unknown origin")
+    assert analysed.trace.warnings[-1].endswith(
         "from the Unix epoch: the ranks' clocks are not comparable; "
         + (
             "skews, arrival order and stragglers across ranks are left out "

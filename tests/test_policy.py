@@ -84,7 +84,7 @@ def test_the_summary_is_the_json_of_analyze() -> None:
     from cli.main import app
 
     analysed = timeline.analyze(PARAM, executor=None)
-    expected = timeline.build_summary(analysed.trace, analysed.overlap, diagnosis=analysed.diagnosis())
+    expected = timeline.build_summary(analysed)
     result = CliRunner().invoke(app, ["analyze", str(PARAM), "--json"])
     assert result.exit_code == 0
     assert msgspec.json.decode(result.stdout) == msgspec.json.decode(msgspec.json.encode(expected))

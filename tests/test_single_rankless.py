@@ -15,7 +15,7 @@ import pytest
 
 from tests.builders import TRACES, gpu_run_kineto, run_timeline, write_json
 from timeline.errors import RankError
-from timeline.execution.session import Inputs, analyze_inputs
+from timeline.run import Inputs, Run
 from timeline.trace import load
 
 ROADS = ("memory", "by_rank")
@@ -44,7 +44,7 @@ def test_load_reads_the_only_file_as_rank_0_with_a_warning(tmp_path: Path) -> No
 def test_both_roads_read_it_the_same(tmp_path: Path, road: str) -> None:
     path = _single(tmp_path)
     inputs = Inputs(paths=[str(path)], executor="local" if road == "by_rank" else None)
-    analysed = analyze_inputs(inputs)
+    analysed = Run(inputs).read()
     assert analysed.rank_by_rank == (road == "by_rank")
     assert analysed.warnings == (_note(path),)
     assert analysed.overlap.ranks.get_column("rank").to_list() == [0]
@@ -94,7 +94,7 @@ def test_several_files_without_a_rank_stay_an_error(tmp_path: Path, road: str) -
     write_json(tmp_path / "host_1234.1700000000001.pt.trace.json", gpu_run_kineto(None))
     inputs = Inputs(paths=[str(tmp_path)], executor="local" if road == "by_rank" else None)
     with pytest.raises(RankError, match=rf"^{first}: no rank: the trace has no distributedInfo.rank"):
-        analyze_inputs(inputs)
+        Run(inputs).read()
 
 
 @pytest.mark.parametrize("road", ROADS)
@@ -103,7 +103,7 @@ def test_a_rankless_file_beside_a_ranked_one_stays_an_error(tmp_path: Path, road
     rankless = write_json(tmp_path / "trace.json", gpu_run_kineto(None))
     inputs = Inputs(paths=[str(tmp_path)], executor="local" if road == "by_rank" else None)
     with pytest.raises(RankError, match=rf"^{rankless}: no rank:"):
-        analyze_inputs(inputs)
+        Run(inputs).read()
 
 
 def test_two_files_claiming_one_rank_stay_an_error(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ rank, per iteration and per collective.
 The documented surface (``docs/architecture.md``):
 
 - reading: :func:`load` (every event in memory, a :class:`Trace`), :func:`analyze` (in memory or
-  rank by rank, as :mod:`timeline.policy` decides: an :class:`Analysed`), :class:`Inputs`;
+  rank by rank, as :mod:`timeline.policy` decides: a :class:`Run`, every fact of the run computed
+  once), :class:`Inputs`, :class:`RunOptions`;
 - analyses: :func:`compute_overlap` (:class:`Overlap`), :func:`match_collectives`;
 - results, plain versioned data: :func:`build_summary`, :func:`build_collectives_report`,
   :func:`build_whatif_report`;
@@ -21,8 +22,8 @@ Names are imported when first used, so ``import timeline`` costs nothing until t
 >>> import timeline  # doctest: +SKIP
 >>> trace = timeline.load("sample_traces/ddp_gloo")  # doctest: +SKIP
 >>> overlap = timeline.compute_overlap(trace.events)  # doctest: +SKIP
->>> analysed = timeline.analyze(["sample_traces/ddp_gloo"])  # doctest: +SKIP
->>> summary = timeline.build_summary(analysed.trace, analysed.overlap)  # doctest: +SKIP
+>>> run = timeline.analyze(["sample_traces/ddp_gloo"])  # doctest: +SKIP
+>>> summary = timeline.build_summary(run)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -44,16 +45,15 @@ if TYPE_CHECKING:
     from timeline.analysis.collectives import match_collectives
     from timeline.analysis.overlap import Overlap, compute_overlap
     from timeline.dumps import Dumps, load_dumps
-    from timeline.execution.session import Analysed, Inputs, analyze
     from timeline.importers.rules import ClassificationRules
     from timeline.results.collectives import build_collectives_report
     from timeline.results.flight_recorder import build_flight_report
     from timeline.results.summary import build_summary
     from timeline.results.whatif import build_whatif_report
+    from timeline.run import Inputs, Run, RunOptions, analyze
     from timeline.trace import Trace, load
 
 __all__ = [
-    "Analysed",
     "BudgetError",
     "ClassificationRules",
     "Dumps",
@@ -61,6 +61,8 @@ __all__ = [
     "ManifestError",
     "Overlap",
     "RankError",
+    "Run",
+    "RunOptions",
     "TimelineError",
     "Trace",
     "TraceContentError",
@@ -79,13 +81,14 @@ __all__ = [
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Analysed": "timeline.execution.session",
     "ClassificationRules": "timeline.importers.rules",
     "Dumps": "timeline.dumps",
-    "Inputs": "timeline.execution.session",
+    "Inputs": "timeline.run",
     "Overlap": "timeline.analysis.overlap",
+    "Run": "timeline.run",
+    "RunOptions": "timeline.run",
     "Trace": "timeline.trace",
-    "analyze": "timeline.execution.session",
+    "analyze": "timeline.run",
     "build_collectives_report": "timeline.results.collectives",
     "build_flight_report": "timeline.results.flight_recorder",
     "build_summary": "timeline.results.summary",

@@ -22,10 +22,10 @@ import pytest
 from typer.testing import CliRunner
 
 import cli.main
-from tests.builders import REPO, SAMPLES, merged_intervals
+from tests.builders import REPO, SAMPLES, frames_of, merged_intervals, run_of
 from timeline import load
 from timeline.analysis.overlap import comm_intervals, compute_overlap
-from timeline.budgets import evaluate_budgets, frames_from_overlap, parse_budgets
+from timeline.budgets import evaluate_budgets, parse_budgets
 from timeline.execution.reduce import analyze_files
 from timeline.report.data import prepare_report_data
 
@@ -230,10 +230,10 @@ def test_budgets_and_report_read_the_merged_figures(
     overlap = compute_overlap(trace.events)
     expected = _expected(profile, wire, overlap.windows)
     budgets = parse_budgets({"budgets": [{"metric": "exposed_comm_ns", "max": 1}]}, source="t.toml")
-    (verdict,) = evaluate_budgets(budgets, frames_from_overlap(overlap, label="run")).verdicts
+    (verdict,) = evaluate_budgets(budgets, frames_of(trace, label="run")).verdicts
     assert (verdict.status, verdict.value, verdict.samples) == ("fail", max(e[2] for e in expected), 3)
     breakdown = (
-        prepare_report_data(trace.events, overlap)
+        prepare_report_data(run_of(trace))
         .breakdown.filter((pl.col("rank") == 0) & pl.col("iteration").is_not_null())
         .sort("iteration")
     )

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from tests.builders import EPOCH_US, PARAM, gpu, make_events, run_timeline, step
+from tests.builders import EPOCH_US, PARAM, frames_of, gpu, make_events, run_timeline, step
 from timeline import load
 from timeline.analysis.collectives import compute_iteration_utilisation, match_collectives
 from timeline.analysis.horovod_phases import analyze_horovod
@@ -238,11 +238,10 @@ def test_collectives_on_one_traced_rank_of_eight_says_so() -> None:
     ],
 )
 def test_budgets_never_read_a_transfer_faster_than_physics(metric: str, link: float | None) -> None:
-    from timeline.budgets import evaluate_budgets, frames_from_overlap, parse_budgets
+    from timeline.budgets import evaluate_budgets, parse_budgets
 
     events = make_events(comm_rows())
-    overlap = compute_overlap(events)
-    frames = frames_from_overlap(overlap, label="physics", events=events)
+    frames = frames_of(events, label="physics", matched=True)
     document = {"budgets": [{"metric": metric, "aggregate": "max", "max": 1 if link else 10**9}]}
     report = evaluate_budgets(parse_budgets(document, source="t.toml"), frames, link_gbps=link)
     (verdict,) = report.verdicts

@@ -13,9 +13,8 @@ from typing import Any
 
 import polars as pl
 
-from tests.builders import gpu, launch, make_events, step
-from timeline.analysis.overlap import compute_overlap
-from timeline.budgets import MetricFrames, frames_from_overlap
+from tests.builders import frames_of, gpu, launch, make_events, step
+from timeline.budgets import MetricFrames
 from timeline.schema import FILES_SCHEMA, ITERATION_OVERLAP_SCHEMA, RANK_OVERLAP_SCHEMA
 from timeline.trace import Trace
 
@@ -58,7 +57,7 @@ def run_events(
 
 def run_frames(exposed: dict[int, list[int]], *, label: str = "run", **options: Any) -> MetricFrames:
     """Return the analysed frames of :func:`run_events`."""
-    return frames_from_overlap(compute_overlap(run_events(exposed, **options)), label=label)
+    return frames_of(run_events(exposed, **options), label=label)
 
 
 def write_run(path: Path, exposed: dict[int, list[int]], **options: Any) -> Path:

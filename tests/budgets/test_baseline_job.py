@@ -23,9 +23,8 @@ import pytest
 import xmlschema
 
 from tests.budgets.runs import run_events
-from tests.builders import PARAM, REPO, TRACES, cpu, make_events, run_timeline, step
-from timeline.analysis.overlap import compute_overlap
-from timeline.budgets import CheckReport, MetricFrames, evaluate_budgets, frames_from_overlap, parse_budgets
+from tests.builders import PARAM, REPO, TRACES, cpu, frames_of, make_events, run_timeline, step
+from timeline.budgets import CheckReport, MetricFrames, evaluate_budgets, parse_budgets
 from timeline.render.github import render_github
 from timeline.render.junit import render_junit
 from timeline.render.markdown import render_markdown
@@ -66,7 +65,7 @@ def files(ranks: int, backend: str) -> pl.DataFrame:
 def gpu_run(*, collective: str = "all_reduce", label: str = "runs/pr") -> MetricFrames:
     """8 GPU ranks on NCCL, 2 iterations each."""
     events = run_events({r: [100, 150] for r in range(8)}, collective=collective)
-    return frames_from_overlap(compute_overlap(events), label=label, files=files(8, "nccl"))
+    return frames_of(events, label=label, files=files(8, "nccl"))
 
 
 def cpu_run(label: str = "runs/base") -> MetricFrames:
@@ -81,7 +80,7 @@ def cpu_run(label: str = "runs/base") -> MetricFrames:
                 cpu("communication", t + 500, t + 700, rank=rank, tid=2, name="gloo:all_reduce",
                     collective="all_reduce", cat="user_annotation"),
             ]  # fmt: skip
-    return frames_from_overlap(compute_overlap(make_events(rows)), label=label, files=files(2, "gloo"))
+    return frames_of(make_events(rows), label=label, files=files(2, "gloo"))
 
 
 def check(run: MetricFrames, baseline: MetricFrames) -> CheckReport:

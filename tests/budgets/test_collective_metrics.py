@@ -24,8 +24,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.budgets.runs import run_events
-from tests.builders import REPO, TRACES
-from timeline import compute_overlap, load
+from tests.builders import REPO, TRACES, frames_of
+from timeline import load
 from timeline.analysis.collectives import match_collectives
 from timeline.budgets import (
     MATCHED_SOURCES,
@@ -34,7 +34,6 @@ from timeline.budgets import (
     Verdict,
     check_links,
     evaluate_budgets,
-    frames_from_overlap,
     get_metric,
     parse_budgets,
     read_budget_file,
@@ -62,7 +61,7 @@ def matched_run(*, in_bytes: int | None = BYTES) -> MetricFrames:
             in_bytes=pl.when(comm).then(pl.lit(in_bytes)).cast(events.schema["in_bytes"]),
             group_size=pl.when(comm).then(pl.lit(2)).cast(events.schema["group_size"]),
         )
-    return frames_from_overlap(compute_overlap(events), label="run", events=events)
+    return frames_of(events, label="run", matched=True)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +72,7 @@ def run() -> MetricFrames:
 @pytest.fixture(scope="module")
 def param() -> MetricFrames:
     events = load(PARAM).events
-    return frames_from_overlap(compute_overlap(events), label="param", events=events)
+    return frames_of(events, label="param", matched=True)
 
 
 def check(
@@ -264,7 +263,7 @@ def test_missing_link_is_bad_input(run: MetricFrames) -> None:
 
 
 def test_frames_without_matching(run: MetricFrames) -> None:
-    plain = frames_from_overlap(compute_overlap(run_events(RUN)), label="plain")
+    plain = frames_of(run_events(RUN), label="plain")
     assert not plain.matched
     assert run.matched
     with pytest.raises(
@@ -297,7 +296,7 @@ def test_needs_matching() -> None:
 
 def test_horovod_timeline_alone_has_no_matched_collectives() -> None:
     events = load(TRACES / "horovod" / "smdebug__horovod_timeline_small.json").events
-    frames = frames_from_overlap(compute_overlap(events), label="hvd", events=events)
+    frames = frames_of(events, label="hvd", matched=True)
     verdict = one({"metric": "collective_start_skew_ns", "max": 1}, frames)
     assert (verdict.status, verdict.message) == (
         "nodata",
@@ -657,7 +656,7 @@ def test_cli_matches_only_when_a_budget_needs_it(tmp_path: Path, monkeypatch: py
         calls.append(events.height)
         return real(events, **options)
 
-    monkeypatch.setattr("timeline.budgets.frames.match_collectives", counting)
+    monkeypatch.setattr("timeline.analysis.collectives.match_collectives", counting)
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "timeline.toml", "[[budgets]]\nmetric = 'exposed_comm_ratio'\nmax = 1\n")
     runner = CliRunner()

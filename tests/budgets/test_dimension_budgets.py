@@ -16,21 +16,21 @@ import pytest
 from tests.builders import (
     REPO,
     exposure_reference,
+    frames_of,
     interval_intersection,
     interval_length,
     interval_union,
     raw_kernels,
+    run_of,
 )
 from tests.generators.nccl import device_mesh_job, write_job
-from timeline import compute_overlap, load
+from timeline import load
 from timeline.budgets import (
     MetricFrames,
     evaluate_budgets,
-    frames_from_overlap,
     frames_from_summary,
     parse_budgets,
 )
-from timeline.budgets.frames import with_dimensions
 from timeline.errors import BudgetError
 from timeline.results.summary import build_summary
 
@@ -46,9 +46,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, dict[
 @pytest.fixture(scope="module")
 def run(job: tuple[Path, dict[int, dict[str, Any]]]) -> MetricFrames:
     directory, _ = job
-    trace = load(directory)
-    overlap = compute_overlap(trace.events)
-    return with_dimensions(frames_from_overlap(overlap, label="mesh"), trace, overlap)
+    return frames_of(load(directory), label="mesh", dimensions=True)
 
 
 def _mean_exposed(documents: dict[int, dict[str, Any]], dim: str) -> float:
@@ -104,7 +102,7 @@ def test_a_summary_json_gives_the_same_verdicts(
 ) -> None:
     directory, _ = job
     trace = load(directory)
-    summary = frames_from_summary(build_summary(trace, compute_overlap(trace.events)), label="s.json")
+    summary = frames_from_summary(build_summary(run_of(trace), findings=False), label="s.json")
     budgets: list[dict[str, object]] = [
         {"name": dim, "metric": "exposed_comm_ratio", "aggregate": "max", "max": 0.01, "dimension": dim}
         for dim in ("tp", "dp")
@@ -164,7 +162,7 @@ def test_bad_dimension_scopes_are_refused(entry: dict[str, object], message: str
 
 def test_a_summary_of_layout_2_cannot_answer_a_dimension_budget() -> None:
     trace = load(REPO / "sample_traces" / "fsdp2_tp_gloo")
-    summary = build_summary(trace, compute_overlap(trace.events))
+    summary = build_summary(run_of(trace), findings=False)
     older = frames_from_summary({**summary, "version": 2}, label="old.json")
     budgets = parse_budgets(
         {"budgets": [{"metric": "exposed_comm_ns", "max": 1, "dimension": "tp"}]}, source="t.toml"
@@ -175,7 +173,7 @@ def test_a_summary_of_layout_2_cannot_answer_a_dimension_budget() -> None:
 
 def test_a_summary_of_layout_2_still_answers_the_budgets_without_a_dimension() -> None:
     trace = load(REPO / "sample_traces" / "fsdp2_tp_gloo")
-    summary = build_summary(trace, compute_overlap(trace.events))
+    summary = build_summary(run_of(trace), findings=False)
     older = {key: value for key, value in summary.items() if key != "dimensions"}
     frames = frames_from_summary({**older, "version": 2}, label="old.json")
     verdicts = _verdicts(
@@ -187,8 +185,7 @@ def test_a_summary_of_layout_2_still_answers_the_budgets_without_a_dimension() -
 
 def test_on_the_fsdp2_tp_sample_each_dimension_budget_reads_its_own_rows() -> None:
     trace = load(REPO / "sample_traces" / "fsdp2_tp_gloo")
-    overlap = compute_overlap(trace.events)
-    frames = with_dimensions(frames_from_overlap(overlap, label="fsdp2_tp"), trace, overlap)
+    frames = frames_of(trace, label="fsdp2_tp", dimensions=True)
     assert frames.dimensions is not None
     rows = frames.dimensions.filter(pl.col("by") == "dimension")
     worst = {
@@ -214,17 +211,17 @@ def test_check_diagnoses_with_the_exposure_its_budgets_read_computed_once(
     dimension the budgets read (computing none of its own) and finds what it finds computing it."""
     import timeline.diagnosis.communication as rules
     from timeline.budgets.runs import read_run
-    from timeline.execution.session import Inputs
+    from timeline.run import Inputs, RunOptions
 
     inputs = Inputs(paths=[str(REPO / "sample_traces" / "fsdp2_tp_gloo")])
-    labels = {"mesh_tp": "tensor"}
-    own = read_run(inputs, match=False, findings=True, overrides=labels).diagnosis
+    options = RunOptions(dimensions={"mesh_tp": "tensor"})
+    own = read_run(inputs, options, match=False, findings=True).diagnosis
 
     def not_again(*args: object, **kwargs: object) -> None:
         raise AssertionError("the exposure per dimension was computed again")
 
     monkeypatch.setattr(rules, "communication_labels", not_again)
-    shared = read_run(inputs, match=False, findings=True, dimensions=True, overrides=labels)
+    shared = read_run(inputs, options, match=False, findings=True, dimensions=True)
     assert shared.diagnosis == own
     assert own is not None
     assert "exposed_dimension" in {finding["cause"] for finding in own["findings"]}

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.budgets.runs import iteration_frames, run_events, run_frames
-from tests.builders import REPO, TRACES
+from tests.builders import REPO, TRACES, frames_of, run_of
 from timeline import compute_overlap, load
 from timeline.budgets import (
     NOISE_K,
@@ -20,7 +20,6 @@ from timeline.budgets import (
     MetricFrames,
     Verdict,
     evaluate_budgets,
-    frames_from_overlap,
     frames_from_summary,
     noise_of,
     parse_budgets,
@@ -267,9 +266,7 @@ def test_unknown_values_are_no_data() -> None:
 
 
 def test_horovod_sample_trace() -> None:
-    frames = frames_from_overlap(
-        compute_overlap(load(REPO / "sample_traces/horovod/horovod_v021.json").events), label="horovod"
-    )
+    frames = frames_of(load(REPO / "sample_traces/horovod/horovod_v021.json"), label="horovod")
     report = check(
         [
             {"metric": "exposed_comm_ratio", "max": 0.5},
@@ -300,7 +297,6 @@ def test_summary_cannot_give_collective_metrics(run: MetricFrames) -> None:
 
 def test_summary_round_trip_gives_the_same_verdicts() -> None:
     trace = load(REPO / "sample_traces/ddp_gloo")
-    overlap = compute_overlap(trace.events)
     budgets = [
         {
             "metric": name,
@@ -313,8 +309,8 @@ def test_summary_round_trip_gives_the_same_verdicts() -> None:
         for aggregate in ("mean", "p90")
         for over in ("all", "rank")
     ]
-    direct = check(budgets, frames_from_overlap(overlap, label="x"))
-    summary = build_summary(trace, overlap)
+    direct = check(budgets, frames_of(trace, label="x"))
+    summary = build_summary(run_of(trace), findings=False)
     import msgspec
 
     decoded = msgspec.json.decode(msgspec.json.encode(summary))
@@ -323,8 +319,9 @@ def test_summary_round_trip_gives_the_same_verdicts() -> None:
 
 
 def test_param_dlrm_worst_rank() -> None:
-    overlap = compute_overlap(load(TRACES / "kineto/param_dlrm_8rank").events)
-    frames = frames_from_overlap(overlap, label="param")
+    events = load(TRACES / "kineto/param_dlrm_8rank").events
+    overlap = compute_overlap(events)
+    frames = frames_of(events, label="param")
     verdict = one({"metric": "exposed_comm_ratio", "over": "rank", "max": 0.1}, frames)
     rows = overlap.iterations.select("rank", "exposed_comm_ratio").sort("exposed_comm_ratio", descending=True)
     worst_rank, worst_value = rows.row(0)
@@ -468,7 +465,7 @@ def test_regression_baseline_without_data(run: MetricFrames) -> None:
 
 
 def test_empty_trace_rows() -> None:
-    frames = frames_from_overlap(compute_overlap(run_events({0: [10]})), label="x")
+    frames = frames_of(run_events({0: [10]}), label="x")
     empty = MetricFrames(
         label="empty",
         iterations=frames.iterations.clear(),

@@ -19,9 +19,9 @@ import polars as pl
 import pytest
 
 from tests.budgets.runs import iteration_frames, run_frames, write_run
-from tests.builders import REPO, run_timeline
+from tests.builders import REPO, frames_of, run_timeline
 from timeline import compute_overlap, load
-from timeline.budgets import BudgetFile, format_value, frames_from_overlap, parse_budgets, read_budget_file
+from timeline.budgets import BudgetFile, format_value, parse_budgets, read_budget_file
 from timeline.budgets.starter import (
     MARGIN_FLOOR,
     MARGIN_K,
@@ -96,14 +96,15 @@ def test_margins_equal_an_independent_computation_from_the_iterations() -> None:
 
 
 def test_margins_on_the_sample_traces_equal_an_independent_computation() -> None:
-    overlap = compute_overlap(load(SAMPLE).events)
+    trace = load(SAMPLE)
+    overlap = compute_overlap(trace.events)
     rows = overlap.iterations.sort("rank", "start_ns").to_dicts()
     per_rank: dict[int, list[dict[str, object]]] = {}
     for row in rows:
         per_rank.setdefault(int(str(row["rank"])), []).append(row)
     kept = [row for ranks_rows in per_rank.values() for row in ranks_rows[1:]]  # 3 steps each: skip 1
     median_step = statistics.median(float(str(row["step_ns"])) for row in kept)
-    starter = starter_budgets(frames_from_overlap(overlap, label=str(SAMPLE)))
+    starter = starter_budgets(frames_of(trace, label=str(SAMPLE)))
     assert starter.skip_iterations == 1
     assert starter.median_step_ns == pytest.approx(median_step)
     for budget in starter.budgets:

@@ -150,19 +150,20 @@ def test_the_diagnosis_reads_the_exposure_the_summary_shows_computed_once(
     """analyze computes the communication per dimension once: the diagnosis given it finds what it
     finds computing its own, and computes none (the labels' attribution is not run again)."""
     import timeline
+    import timeline.analysis.dimensions as dimensions
     import timeline.diagnosis.communication as rules
     from timeline.results.diagnosis import build_diagnosis
 
-    analysed = timeline.analyze(FSDP2_TP)
     labels = {"mesh_tp": "tensor"}
-    own = build_diagnosis(analysed.diagnosis(dimensions=labels))
-    exposure = analysed.dimension_exposure(dimensions=labels)
-    assert exposure is not None
+    own = build_diagnosis(timeline.analyze(FSDP2_TP, dimensions=labels).diagnosis)
+    run = timeline.analyze(FSDP2_TP, dimensions=labels)
+    assert run.dimension_exposure is not None
 
     def not_again(*args: object, **kwargs: object) -> None:
         raise AssertionError("the exposure per dimension was computed again")
 
     monkeypatch.setattr(rules, "communication_labels", not_again)
-    shared = build_diagnosis(analysed.diagnosis(dimensions=labels, exposure=exposure))
+    monkeypatch.setattr(dimensions, "communication_labels", not_again)
+    shared = build_diagnosis(run.diagnosis)
     assert shared == own
     assert "exposed_dimension" in {finding["cause"] for finding in shared["findings"]}

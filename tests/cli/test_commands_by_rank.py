@@ -214,7 +214,7 @@ def test_a_dataset_is_read_rank_by_rank_by_every_command(
             calls.append("load of the whole dataset")
         return real_load(paths, **kwargs)
 
-    # the library's one road (timeline.execution.session) imports these when it runs
+    # the library's one road (timeline.run) imports these when it runs
     monkeypatch.setattr("timeline.execution.reduce.analyze_files", analyze)
     monkeypatch.setattr("timeline.execution.graphs.graph_files", graph)
     monkeypatch.setattr("timeline.trace.load", lambda paths, **kw: load_all(paths, **kw))

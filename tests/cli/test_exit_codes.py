@@ -51,14 +51,14 @@ COMMANDS: dict[str, list[str]] = {
 
 # The library call each command makes first once its options are read: patched to fail.
 FIRST_CALL: dict[str, tuple[str, str]] = {
-    "analyze": ("timeline.execution.session", "analyze_inputs"),
-    "collectives": ("timeline.execution.session", "analyze_inputs"),
-    "diff": ("timeline.execution.session", "analyze_inputs"),
-    "whatif": ("timeline.execution.session", "graph_inputs"),
+    "analyze": ("timeline.run.Run", "read"),
+    "collectives": ("timeline.run.Run", "read"),
+    "diff": ("timeline.budgets.runs", "read_run"),
+    "whatif": ("timeline.run.Inputs", "load"),
     "check": ("timeline.budgets.runs", "read_run"),
-    "convert": ("timeline.execution.session.Inputs", "load"),
-    "report": ("timeline.execution.session.Inputs", "load"),
-    "serve": ("timeline.execution.session.Inputs", "load"),
+    "convert": ("timeline.run.Inputs", "load"),
+    "report": ("timeline.run.Inputs", "load"),
+    "serve": ("timeline.run.Inputs", "load"),
     "capture": ("timeline.capture", "run_demo"),
 }
 
@@ -71,8 +71,9 @@ def _patch(monkeypatch: pytest.MonkeyPatch, command: str, raising: BaseException
     import importlib
 
     module, name = FIRST_CALL[command]
-    if module.endswith(".Inputs"):
-        target: Any = importlib.import_module(module.removesuffix(".Inputs")).Inputs
+    owner = module.rsplit(".", 1)[-1]
+    if owner[:1].isupper():  # a class of the module: timeline.run.Run
+        target: Any = getattr(importlib.import_module(module.removesuffix("." + owner)), owner)
     else:
         target = importlib.import_module(module)
 
@@ -174,10 +175,10 @@ def test_the_installed_command_exits_3_with_the_traceback(tmp_path: Path) -> Non
     """``cli.main:run``, the console script's entry point, in a process of its own."""
     script = (
         "import sys\n"
-        "import timeline.execution.session as session\n"
+        "import timeline.run as run\n"
         "def fails(*args, **kwargs):\n"
         "    raise RuntimeError('a library bug')\n"
-        "session.analyze_inputs = fails\n"
+        "run.Run.read = fails\n"
         "sys.argv = ['timeline', *sys.argv[1:]]\n"
         "from cli.main import run\n"
         "run()\n"

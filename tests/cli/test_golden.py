@@ -38,8 +38,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
+from tests.builders import run_of
 from tests.cli.golden import regenerate
-from timeline.analysis.overlap import compute_overlap
 from timeline.errors import TimelineError
 from timeline.report.data import prepare_report_data
 from timeline.trace import load
@@ -243,7 +243,7 @@ def report_digest(path: str) -> str:
     """
     try:
         trace = load([Path(path)])
-        data = prepare_report_data(trace.events, compute_overlap(trace.events))
+        data = prepare_report_data(run_of(trace))
     except TimelineError as exc:
         return f"error: {exc}\n"
     parts = [f"# report data of {path}", *(f"# load warning: {w}" for w in trace.warnings)]

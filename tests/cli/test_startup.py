@@ -92,13 +92,13 @@ def test_analyze_imports_only_what_it_uses() -> None:
 POLARS_AT_LOAD = """
 import sys
 sys.argv = ["timeline", *sys.argv[1:]]
-import timeline.execution.session as session
+import timeline.run as run
 
 def load(self, **kwargs):
     print("polars imported at the load:", "polars" in sys.modules, file=sys.stderr)
     raise SystemExit(0)
 
-session.Inputs.load = load
+run.Inputs.load = load
 from cli.main import main
 try:
     main()

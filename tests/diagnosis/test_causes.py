@@ -20,6 +20,7 @@ from tests.builders import (
     gloo_all_reduce,
     gpu,
     make_events,
+    run_of,
     step,
 )
 from timeline.analysis.overlap import compute_overlap
@@ -53,7 +54,8 @@ def trace_of(rows: list[dict[str, Any]], *, world: int = 2, backend: str = "gloo
 
 
 def diagnosed(trace: Trace, **options: Any) -> Diagnosis:
-    return diagnose(trace, compute_overlap(trace.events), **options)
+    """The run's diagnosis (``options``: :class:`~timeline.run.RunOptions` fields)."""
+    return run_of(trace, **options).diagnosis
 
 
 def only(diagnosis: Diagnosis, cause: str) -> Finding:
@@ -109,7 +111,8 @@ def test_a_rank_waiting_for_its_data_is_the_straggler_not_the_network() -> None:
 
 def test_without_a_graph_the_straggler_gain_is_the_stated_bound() -> None:
     trace = trace_of(blocking_rank(0, idle=0, comm_end=100) + blocking_rank(1, idle=50, comm_end=100))
-    diagnosis = diagnose(trace, compute_overlap(trace.events), complete=False)
+    run = run_of(trace)
+    diagnosis = diagnose(trace, run.overlap, match=run.matched, complete=False)
     top = only(diagnosis, "straggler")
     # the step minus what rank 0 waited for rank 1 (at most its exposed communication)
     assert top.basis == "bound"

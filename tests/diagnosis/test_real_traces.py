@@ -19,13 +19,11 @@ import polars as pl
 import pytest
 
 from tests.builders import CASES, KINETO, SAMPLES, TRACES, intersection_ns, merged_intervals
-from timeline.analysis.collectives import match_collectives
 from timeline.analysis.dimensions import exposure_by
 from timeline.analysis.horovod_phases import compute_negotiation_wait
-from timeline.execution.session import Inputs, analyze_inputs
-from timeline.results.collectives import world_size_of
 from timeline.results.diagnosis import build_diagnosis
 from timeline.results.findings import CAUSES
+from timeline.run import Inputs, Needs, Run
 
 HOROVOD = TRACES / "horovod"
 
@@ -67,13 +65,11 @@ def _rank_mean(rows: pl.DataFrame, rank: int, column: str) -> int:
 
 
 def _caused(analysed: Any, iterations: list[int | None]) -> dict[int, int]:
-    """Return per rank the others' wait at the synchronising collectives it started last (matched frames)."""
-    events = analysed.trace.events.filter(
-        (pl.col("source") == "kineto") & (pl.col("kind") == "communication")
-    )
-    match = match_collectives(
-        events, windows=analysed.overlap.windows, world_size=world_size_of(analysed.trace)
-    )
+    """Return per rank the others' wait at the synchronising collectives it started last (matched frames).
+
+    From the run's one matching (:attr:`timeline.run.Run.matched`), as ``timeline collectives`` shows it.
+    """
+    match = analysed.matched
     last = match.collectives.filter(pl.col("synchronising") & (pl.col("ranks") > 1)).select(
         "collective_id", "last_rank"
     )
@@ -88,8 +84,8 @@ def _caused(analysed: Any, iterations: list[int | None]) -> dict[int, int]:
 
 @pytest.mark.parametrize("paths", _inputs())
 def test_the_diagnosis_runs_and_agrees_with_the_tables(paths: list[Path]) -> None:
-    analysed = analyze_inputs(Inputs(paths=[str(p) for p in paths]))
-    diagnosis = build_diagnosis(analysed.diagnosis())
+    analysed = Run(Inputs(paths=[str(p) for p in paths]))
+    diagnosis = build_diagnosis(analysed.diagnosis)
     verdict, findings = diagnosis["verdict"], diagnosis["findings"]
     assert verdict["summary"]
     assert set(verdict["examined"]) <= set(CAUSES)
@@ -195,7 +191,7 @@ def _exposed_gradient_union(overlap: Any) -> dict[tuple[Any, int], int]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_read_rank_by_rank_the_diagnosis_is_the_in_memory_one(name: str) -> None:
     paths = [str(p) for p in CASES[name]]
-    in_memory = build_diagnosis(analyze_inputs(Inputs(paths=paths), findings=True).diagnosis())
-    by_rank = analyze_inputs(Inputs(paths=paths, executor="local"), findings=True)
+    in_memory = build_diagnosis(Run(Inputs(paths=paths), needs=Needs(graph=True)).diagnosis)
+    by_rank = Run(Inputs(paths=paths, executor="local"), needs=Needs(graph=True))
     assert by_rank.rank_by_rank
-    assert build_diagnosis(by_rank.diagnosis()) == in_memory
+    assert build_diagnosis(by_rank.diagnosis) == in_memory

@@ -92,7 +92,7 @@ def _assert_overlap_view(frame: pl.DataFrame, what: str) -> None:
     _assert_ratios(frame, what)
 
 
-def _assert_sound(analysed: timeline.Analysed) -> None:
+def _assert_sound(analysed: timeline.Run) -> None:
     """What every loaded and analysed trace satisfies, however damaged its files were."""
     trace, overlap = analysed.trace, analysed.overlap
     events = trace.events
@@ -127,7 +127,7 @@ def _assert_plain_ratios(data: Any, what: str) -> None:
             _assert_plain_ratios(value, what)
 
 
-def _analyse_further(analysed: timeline.Analysed) -> None:
+def _analyse_further(analysed: timeline.Run) -> None:
     """The cross-rank analyses and the results; each may refuse the input, none may crash."""
     trace, overlap = analysed.trace, analysed.overlap
     source = trace.events.get_column("source")
@@ -142,13 +142,13 @@ def _analyse_further(analysed: timeline.Analysed) -> None:
             _assert_ratios(match.collectives, "matched collectives")
             _assert_ratios(match.ranks, "matched collective ranks")
     with contextlib.suppress(timeline.TimelineError):
-        summary = timeline.build_summary(trace, overlap)
+        summary = timeline.build_summary(analysed, findings=False)
         render_json(summary)
         _assert_plain_ratios(summary, "summary")
     if not (source == "horovod").any():
         return  # the collectives report of Kineto traces is match_collectives' (above): skipped for time
     with contextlib.suppress(timeline.TimelineError):
-        report = timeline.build_collectives_report(trace, overlap=overlap)
+        report = timeline.build_collectives_report(analysed)
         render_json(report)
         _assert_plain_ratios(report, "collectives report")
 

@@ -447,7 +447,7 @@ def test_the_policy_reads_one_mid_size_kineto_trace_in_halves(
 def test_the_analysis_of_one_trace_reads_it_in_halves_with_the_same_results(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from timeline.execution.session import Inputs, analyze_inputs
+    from timeline.run import Inputs, Needs, Run
 
     path = TRACES / "kineto" / "hta_nccl_parser_config" / "nccl_data.json.gz"
     inputs = Inputs(paths=[str(path)])
@@ -462,11 +462,11 @@ def test_the_analysis_of_one_trace_reads_it_in_halves_with_the_same_results(
         return halves[-1]
 
     monkeypatch.setattr(timeline.importers.stream, "_parse_halves", spy)
-    read_in_halves = analyze_inputs(inputs, communication=False)
+    read_in_halves = Run(inputs, needs=Needs(communication=False)).read()
     assert len(halves) == 1
     assert halves[0] is not None
     monkeypatch.setattr(timeline.policy, "reads_in_halves", lambda paths, **kwargs: False)
-    serial = analyze_inputs(inputs, communication=False)
+    serial = Run(inputs, needs=Needs(communication=False)).read()
     assert len(halves) == 1
     assert_frame_equal(serial.trace.events, read_in_halves.trace.events)
     assert_frame_equal(serial.trace.files, read_in_halves.trace.files)

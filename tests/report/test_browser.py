@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import REPO, timeline_command
+from tests.builders import REPO, run_of, timeline_command
 from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium, synthetic_events
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
@@ -236,12 +236,11 @@ def test_exported_html_renders_switches_and_zooms_offline(browser: Any, tmp_path
 
 
 def test_200k_event_iteration_renders_within_budget(browser: Any, tmp_path: Path) -> None:
-    from timeline.analysis.overlap import compute_overlap
     from timeline.report.data import prepare_report_data
     from timeline.report.export import write_report
 
     events = synthetic_events(200_000)
-    out = write_report(prepare_report_data(events, compute_overlap(events)), tmp_path / "big.html")
+    out = write_report(prepare_report_data(run_of(events)), tmp_path / "big.html")
     page = _Page(browser)
     page.open(out.as_uri())  # warm the browser's caches of the bokeh scripts
     page.page.close()

@@ -8,8 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.builders import REPO, TRACES
-from timeline.analysis.overlap import compute_overlap
+from tests.builders import REPO, TRACES, run_of
 from timeline.report.collectives_view import (
     ALL_ITERATIONS,
     HEATMAP_SCHEMA,
@@ -30,7 +29,7 @@ GLOO = REPO / "sample_traces" / "ddp_gloo_4rank"
 
 def _prepare(path: Path) -> ReportData:
     events = load([path]).events
-    return prepare_report_data(events, compute_overlap(events))
+    return prepare_report_data(run_of(events))
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.builders import SAMPLES, run_timeline
+from tests.builders import SAMPLES, run_of, run_timeline
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
 
@@ -85,15 +85,16 @@ def check_medians(columns: dict[str, Any], expected: dict[str, Any]) -> None:
 def compare_data() -> Any:
     from dataclasses import replace
 
-    from timeline.analysis.overlap import compute_overlap
-    from timeline.execution.session import Inputs
+    from timeline.budgets.runs import read_run
     from timeline.report.data import prepare_report_data
-    from timeline.results.diff import build_diff, read_diff_run
+    from timeline.results.diff import build_diff
+    from timeline.run import Inputs, RunOptions
     from timeline.trace import load
 
     trace = load([NEW])
-    diff = build_diff(read_diff_run(Inputs(paths=[str(BASE)])), read_diff_run(Inputs(paths=[str(NEW)])))
-    return replace(prepare_report_data(trace.events, compute_overlap(trace.events)), compare=diff)
+    runs = [read_run(Inputs(paths=[str(path)]), RunOptions(), match=True) for path in (BASE, NEW)]
+    diff = build_diff(runs[0], runs[1])
+    return replace(prepare_report_data(run_of(trace)), compare=diff)
 
 
 def test_the_dashboard_has_a_compare_tab_of_the_diffs_numbers(expected: dict[str, Any]) -> None:

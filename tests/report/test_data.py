@@ -12,9 +12,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.builders import REPO, TRACES, gpu, launch, make_events, step
+from tests.builders import REPO, TRACES, gpu, launch, make_events, run_of, step
 from tests.report.builders import synthetic_events
-from timeline.analysis.overlap import compute_overlap
 from timeline.report.data import (
     BARS_SCHEMA,
     BREAKDOWN_PARTS,
@@ -39,7 +38,7 @@ EXPOSED = "exposed communication"
 
 
 def _prepare(events: pl.DataFrame) -> ReportData:
-    return prepare_report_data(events, compute_overlap(events))
+    return prepare_report_data(run_of(events))
 
 
 @pytest.fixture(scope="module")

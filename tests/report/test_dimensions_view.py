@@ -8,10 +8,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.builders import REPO, exposure_reference, raw_kernels
+from tests.builders import REPO, exposure_reference, raw_kernels, run_of
 from tests.generators.nccl import device_mesh_job, write_job
-from timeline.analysis.groups import shared_clocks
-from timeline.analysis.overlap import compute_overlap
 from timeline.report.data import ReportData, prepare_report_data, view_bars
 from timeline.trace import load
 
@@ -27,7 +25,7 @@ def mesh(tmp_path_factory: pytest.TempPathFactory) -> tuple[ReportData, dict[int
     directory: Path = tmp_path_factory.mktemp("mesh")
     write_job(job, directory)
     trace = load(directory)
-    return prepare_report_data(trace.events, compute_overlap(trace.events), groups=trace.groups), job.traces
+    return prepare_report_data(run_of(trace)), job.traces
 
 
 def test_the_breakdown_per_dimension_adds_up_to_the_raw_trace(
@@ -76,16 +74,13 @@ def test_every_collective_bar_says_its_dimension(mesh: tuple[ReportData, dict[in
 def test_without_groups_the_report_has_no_dimensions() -> None:
     trace = load(REPO / "sample_traces" / "ddp_gloo")
     events = trace.events.with_columns(pg_name=pl.lit(None, pl.String).cast(trace.events.schema["pg_name"]))
-    data = prepare_report_data(events, compute_overlap(events))
+    data = prepare_report_data(run_of(events))
     assert data.dimensions is None
     assert set(data.segments.get_column("dimension").drop_nulls().to_list()) == set()
 
 
 def test_fsdp2_tp_sample_has_dp_and_tp_in_every_view_with_clocks() -> None:
     trace = load(REPO / "sample_traces" / "fsdp2_tp_gloo")
-    clocks = shared_clocks(trace.files, comparable=trace.clock_note is None)
-    data = prepare_report_data(
-        trace.events, compute_overlap(trace.events), groups=trace.groups, clocks=clocks
-    )
+    data = prepare_report_data(run_of(trace))
     for view in data.views.get_column("view").to_list():
         assert sorted(row[0] for row in dimension_rows(data, view)) == ["dp", "tp"]

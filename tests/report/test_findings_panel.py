@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import REPO, run_timeline
+from tests.builders import REPO, run_of, run_timeline
 from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
@@ -23,15 +23,11 @@ GLOO = REPO / "sample_traces" / "ddp_gloo_4rank"
 
 def _data_and_diagnosis() -> tuple[Any, dict[str, Any]]:
     from timeline import load
-    from timeline.analysis.overlap import compute_overlap
-    from timeline.diagnosis import diagnose
     from timeline.report.data import prepare_report_data
     from timeline.results.diagnosis import build_diagnosis
 
-    trace = load(GLOO)
-    overlap = compute_overlap(trace.events)
-    diagnosis = build_diagnosis(diagnose(trace, overlap))
-    return prepare_report_data(trace.events, overlap), diagnosis
+    run = run_of(load(GLOO))
+    return prepare_report_data(run), build_diagnosis(run.diagnosis)
 
 
 def test_each_finding_selects_its_first_iteration_and_its_ranks() -> None:

@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tests.builders import run_of
 from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium
 from timeline.schema import EVENTS_SCHEMA, validate
 
@@ -147,12 +148,11 @@ def test_generated_traces_are_all_exposed_or_all_hidden() -> None:
 
 def test_merged_bars_are_opaque_and_exposed_ones_full_height() -> None:
     """The live Gantt's columns: no opacity; merged bars thinner by coverage, exposed ones never."""
-    from timeline.analysis.overlap import compute_overlap
     from timeline.report.data import prepare_report_data, view_bars
     from timeline.report.gantt import BAR_HEIGHT, MIN_HEIGHT, PIXELS, gantt_columns
 
     events = _trace(exposed=True)
-    data = prepare_report_data(events, compute_overlap(events))
+    data = prepare_report_data(run_of(events))
     bars = view_bars(data, 0, pixels=PIXELS)
     columns = gantt_columns(bars, data, origin_ns=data.views.item(0, "start_ns"))
     assert "alpha" not in columns
@@ -229,12 +229,11 @@ def _comm_rows(browser: Any, tmp_path: Path, *, exposed: bool) -> dict[str, int]
     """
     from PIL import Image
 
-    from timeline.analysis.overlap import compute_overlap
     from timeline.report.data import prepare_report_data
     from timeline.report.export import write_report
 
     events = _trace(exposed=exposed)
-    data = prepare_report_data(events, compute_overlap(events))
+    data = prepare_report_data(run_of(events))
     rows = data.lanes.filter(pl.col("role").is_in(["comm", "exposed"]))
     comm_lanes = set(rows.select("group", "label").iter_rows())
     assert len(comm_lanes) == 4

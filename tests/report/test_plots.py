@@ -8,8 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.builders import REPO, TRACES
-from timeline.analysis.overlap import compute_overlap
+from tests.builders import REPO, TRACES, run_of
 from timeline.errors import UsageError
 from timeline.report.data import STYLES, ReportData, default_view, prepare_report_data
 from timeline.trace import load
@@ -39,7 +38,7 @@ COLUMNS |= {"rank", "height"}
 
 def _prepare(path: Path) -> ReportData:
     events = load([path]).events
-    return prepare_report_data(events, compute_overlap(events))
+    return prepare_report_data(run_of(events))
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.builders import REPO, run_timeline, timeline_command
+from tests.builders import REPO, run_of, run_timeline, timeline_command
 from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
@@ -59,7 +59,7 @@ def gloo_whatif() -> Any:
     from timeline.trace import load
 
     trace = load([GLOO])
-    return trace, whatif_sweep(trace)
+    return trace, whatif_sweep(run_of(trace))
 
 
 def test_the_sweep_covers_every_bandwidth_and_compression(gloo_whatif: Any) -> None:
@@ -112,12 +112,11 @@ def test_the_dashboard_has_a_whatif_tab_with_one_curve_per_compression(gloo_what
 
     from bokeh.models import Tabs
 
-    from timeline.analysis.overlap import compute_overlap
     from timeline.report.dashboard import build_dashboard
     from timeline.report.data import prepare_report_data
 
     trace, whatif = gloo_whatif
-    data = replace(prepare_report_data(trace.events, compute_overlap(trace.events)), whatif=whatif)
+    data = replace(prepare_report_data(run_of(trace)), whatif=whatif)
     for mode in ("live", "standalone"):
         dashboard = build_dashboard(data, mode=mode)
         tabs = dashboard.layout
@@ -147,13 +146,12 @@ def test_the_dashboard_has_a_whatif_tab_with_one_curve_per_compression(gloo_what
 
 
 def test_without_a_sweep_there_is_no_tab() -> None:
-    from timeline.analysis.overlap import compute_overlap
     from timeline.report.dashboard import build_dashboard
     from timeline.report.data import prepare_report_data
     from timeline.trace import load
 
     trace = load([GLOO])
-    layout = build_dashboard(prepare_report_data(trace.events, compute_overlap(trace.events))).layout
+    layout = build_dashboard(prepare_report_data(run_of(trace))).layout
     assert layout.name == "dashboard"
 
 
@@ -173,7 +171,6 @@ def test_a_trace_without_a_graph_says_why_it_has_no_prediction(
     from dataclasses import replace
 
     import timeline.whatif.graph
-    from timeline.analysis.overlap import compute_overlap
     from timeline.errors import TraceContentError
     from timeline.report.data import prepare_report_data
     from timeline.report.export import write_report
@@ -186,12 +183,12 @@ def test_a_trace_without_a_graph_says_why_it_has_no_prediction(
 
     monkeypatch.setattr(timeline.whatif.graph, "trace_graph", refuse)
     trace = load([GLOO])
-    whatif = whatif_sweep(trace)
+    whatif = whatif_sweep(run_of(trace))
     assert whatif.sweep is None
     assert (
         whatif.note == "no what-if prediction: rank0.json: no compute events; capture the framework's trace"
     )
-    data = replace(prepare_report_data(trace.events, compute_overlap(trace.events)), whatif=whatif)
+    data = replace(prepare_report_data(run_of(trace)), whatif=whatif)
     text = write_report(data, tmp_path / "report.html").read_text(encoding="utf-8")
     assert "no what-if prediction: rank0.json: no compute events" in text
     assert "whatif_note" in text
@@ -203,7 +200,7 @@ def test_the_graph_notes_and_warnings_are_shown_under_the_plot() -> None:
     from timeline.report.whatif_view import build_whatif_panel, whatif_sweep
     from timeline.trace import load
 
-    whatif = whatif_sweep(load([HOROVOD]))  # a Horovod timeline alone: compute derived, notes say how
+    whatif = whatif_sweep(run_of(load([HOROVOD])))  # a Horovod timeline alone: compute derived, notes say how
     assert whatif.sweep is not None
     assert whatif.notes
     panel = build_whatif_panel(whatif)

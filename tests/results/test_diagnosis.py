@@ -16,12 +16,12 @@ import pytest
 from rich.console import Console
 
 from tests.builders import SAMPLES, run_timeline
-from timeline.execution.session import Inputs, analyze_inputs
 from timeline.render.html import Result, render_html
 from timeline.render.markdown import render_findings_markdown
 from timeline.render.terminal.findings import FINDINGS_SHOWN, render_findings
 from timeline.results.diagnosis import DIAGNOSIS_VERSION, build_diagnosis
 from timeline.results.findings import CAUSES
+from timeline.run import Inputs, Run
 
 SAMPLE = SAMPLES / "ddp_gloo"
 FINDING_KEYS = [
@@ -54,7 +54,7 @@ VERDICT_KEYS = [
 
 @pytest.fixture(scope="module")
 def diagnosis() -> dict[str, Any]:
-    return build_diagnosis(analyze_inputs(Inputs(paths=[str(SAMPLE)])).diagnosis())
+    return build_diagnosis(Run(Inputs(paths=[str(SAMPLE)])).diagnosis)
 
 
 def test_the_layout_of_the_diagnosis(diagnosis: dict[str, Any]) -> None:
@@ -128,5 +128,5 @@ def test_the_html_shows_the_verdict_and_a_row_per_finding(diagnosis: dict[str, A
     for finding in diagnosis["findings"]:
         assert f'data-value="{finding["predicted_gain_ratio"]!r}"' in body
     assert Result(diagnosis).kind == "diagnosis"
-    summary = analyze_inputs(Inputs(paths=[str(SAMPLE)])).summary()
+    summary = Run(Inputs(paths=[str(SAMPLE)])).summary()
     assert 'data-table="findings"' in summary._repr_html_()

@@ -2,21 +2,22 @@
 
 The pipeline reads in the module names: :mod:`~timeline.budgets.metrics` (the open registry of
 metrics a budget can name) → :mod:`~timeline.budgets.budget_file` (``timeline.toml`` read and
-checked) → :mod:`~timeline.budgets.frames` (the rows of a run: an overlap analysis or a saved
+checked) → :mod:`~timeline.budgets.frames` (the rows of a run: a :class:`~timeline.run.Run` or a saved
 summary JSON) → :mod:`~timeline.budgets.evaluation` (verdicts, a :class:`CheckReport`), which the renderers of
 :mod:`timeline.render` turn into a table, JSON, JUnit XML, GitHub annotations or markdown
 (:func:`timeline.results.verdicts.report_to_dict` is its plain data). ``timeline check`` wires them together;
 ``docs/ci.md`` documents the file layout, the metrics and the regression rule. Metrics on the
-collectives matched across ranks (skew, bandwidth, link utilisation, wait) need the run's events
-passed to :func:`frames_from_overlap`, and a link for the utilisation metrics.
+collectives matched across ranks (skew, bandwidth, link utilisation, wait) need the run's
+frames with ``matched=True`` (:func:`frames_of_run`), and a link for the utilisation metrics.
 
->>> from timeline import compute_overlap, load  # doctest: +SKIP
->>> from timeline.budgets import evaluate_budgets, frames_from_overlap, read_budget_file  # doctest: +SKIP
+>>> import timeline  # doctest: +SKIP
+>>> from timeline.budgets import evaluate_budgets, frames_of_run, read_budget_file  # doctest: +SKIP
 >>> budgets = read_budget_file("timeline.toml")  # doctest: +SKIP
->>> events = load("runs/pr").events  # doctest: +SKIP
->>> run = frames_from_overlap(compute_overlap(events), label="runs/pr",  # doctest: +SKIP
-...                           events=events if budgets.needs_matching() else None)
->>> report = evaluate_budgets(budgets, run, link_gbps=100)  # doctest: +SKIP
+>>> run = timeline.analyze("runs/pr", link_gbps=100)  # doctest: +SKIP
+>>> frames = frames_of_run(  # doctest: +SKIP
+...     run, label="runs/pr", matched=True, dimensions=False, diagnosed=False
+... )
+>>> report = evaluate_budgets(budgets, frames, link_gbps=100)  # doctest: +SKIP
 >>> from timeline.render.terminal.verdicts import render_table  # doctest: +SKIP
 >>> print(render_table(report))  # doctest: +SKIP
 """
@@ -54,8 +55,8 @@ if TYPE_CHECKING:
     from timeline.budgets.frames import (
         JobFacts,
         MetricFrames,
-        frames_from_overlap,
         frames_from_summary,
+        frames_of_run,
         job_facts,
         read_summary,
     )
@@ -94,8 +95,8 @@ __all__ = [
     "evaluate_budgets",
     "find_budget_file",
     "format_value",
-    "frames_from_overlap",
     "frames_from_summary",
+    "frames_of_run",
     "get_metric",
     "is_summary_file",
     "job_facts",
@@ -131,7 +132,7 @@ _LAZY = {
     "select_samples": "timeline.budgets.evaluation",
     "JobFacts": "timeline.budgets.frames",
     "MetricFrames": "timeline.budgets.frames",
-    "frames_from_overlap": "timeline.budgets.frames",
+    "frames_of_run": "timeline.budgets.frames",
     "frames_from_summary": "timeline.budgets.frames",
     "is_summary_file": "timeline.budgets.runs",
     "job_facts": "timeline.budgets.frames",

@@ -244,11 +244,13 @@ def evaluate_budgets(
 
     Examples
     --------
-    >>> from timeline import compute_overlap, load  # doctest: +SKIP
-    >>> from timeline.budgets import frames_from_overlap, read_budget_file  # doctest: +SKIP
-    >>> overlap = compute_overlap(load("sample_traces/ddp_gloo").events)  # doctest: +SKIP
-    >>> report = evaluate_budgets(read_budget_file("timeline.toml"),  # doctest: +SKIP
-    ...                           frames_from_overlap(overlap, label="ddp_gloo"))
+    >>> import timeline  # doctest: +SKIP
+    >>> from timeline.budgets import frames_of_run, read_budget_file  # doctest: +SKIP
+    >>> run = timeline.analyze("sample_traces/ddp_gloo")  # doctest: +SKIP
+    >>> frames = frames_of_run(  # doctest: +SKIP
+    ...     run, label="ddp_gloo", matched=True, dimensions=False, diagnosed=False
+    ... )
+    >>> report = evaluate_budgets(read_budget_file("timeline.toml"), frames)  # doctest: +SKIP
     >>> report.exit_code  # doctest: +SKIP
     0
     """
@@ -461,7 +463,7 @@ def _source(frames: MetricFrames, metric: Metric, where: str) -> pl.DataFrame:
     if frame is None and metric.matched and frames.collectives is not None:
         msg = (
             f"{where}: {metric.name} needs the collectives matched across ranks, and {frames.label} "
-            "was analysed without; pass its events to frames_from_overlap(..., events=...)"
+            "was analysed without; build its frames with frames_of_run(..., matched=True)"
         )
         raise BudgetError(msg)
     if frame is None:

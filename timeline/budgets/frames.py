@@ -1,11 +1,10 @@
-"""The frames budgets are evaluated on, from an overlap analysis or from a saved summary JSON.
+"""The frames budgets are evaluated on, from a run or from a saved summary JSON.
 
-Takes an :class:`~timeline.analysis.overlap.Overlap` (a trace or a Parquet file, analysed), with
-the trace's events when the budgets need the collectives matched across ranks, or the JSON written by
+Takes a :class:`~timeline.run.Run` (traces, a Parquet file or dataset, read) or the JSON written by
 ``timeline analyze --json`` (:func:`timeline.results.summary.build_summary`), and gives
 :class:`MetricFrames`: the per-iteration, per-rank and (when known) per-collective rows that metrics
-read, and the frames of :func:`~timeline.analysis.collectives.match_collectives`. A summary holds no
-per-collective rows, so collective metrics need the trace itself.
+read, the run's collectives matched across ranks, its exposure per dimension and its diagnosis. A
+summary holds no per-collective rows, so collective metrics need the trace itself.
 """
 
 from __future__ import annotations
@@ -18,18 +17,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import polars as pl
 
-from timeline.analysis.collectives import compute_iteration_utilisation, match_collectives
-from timeline.analysis.overlap import Overlap
 from timeline.analysis.schemas import DIMENSION_EXPOSURE_SCHEMA
-from timeline.analysis.stragglers import find_stragglers
 from timeline.errors import TraceFormatError
-from timeline.plausibility import without_cross_rank_times, without_stragglers
-from timeline.results.collectives import world_size_of_files
 from timeline.results.summary import READABLE_SUMMARY_VERSIONS, SUMMARY_VERSION
 from timeline.schema import ITERATION_OVERLAP_SCHEMA, RANK_OVERLAP_SCHEMA
 
 if TYPE_CHECKING:
-    from timeline.trace import Trace
+    from timeline.run import Run
 
 __all__ = [
     "DIMENSION_ROWS_SCHEMA",
@@ -37,11 +31,10 @@ __all__ = [
     "JobFacts",
     "MetricFrames",
     "findings_frame",
-    "frames_from_overlap",
     "frames_from_summary",
+    "frames_of_run",
     "job_facts",
     "read_summary",
-    "with_dimensions",
 ]
 
 
@@ -120,7 +113,7 @@ class MetricFrames:
     logical_collectives
         The collectives matched across ranks, one row per logical collective
         (:data:`timeline.analysis.schemas.COLLECTIVES_SCHEMA`, without a link); ``None`` unless
-        matched (:func:`frames_from_overlap` with ``events``).
+        matched (:func:`frames_of_run` with ``matched=True``).
     collective_ranks
         One row per logical collective and rank
         (:data:`timeline.analysis.schemas.COLLECTIVE_RANKS_SCHEMA`); ``None`` unless matched.
@@ -168,38 +161,24 @@ class MetricFrames:
         return self.logical_collectives is not None
 
 
-def frames_from_overlap(
-    overlap: Overlap,
-    *,
-    label: str,
-    events: pl.DataFrame | None = None,
-    files: pl.DataFrame | None = None,
-    clock_note: str | None = None,
-    groups: pl.DataFrame | None = None,
-) -> MetricFrames:
-    """Return the frames of an overlap analysis, and of the collectives matched across ranks.
+def frames_of_run(run: Run, *, label: str, matched: bool, dimensions: bool, diagnosed: bool) -> MetricFrames:
+    """Return the frames a run's budgets read, every one a fact of the run (:class:`timeline.run.Run`).
 
     Parameters
     ----------
-    overlap
-        :func:`timeline.analysis.overlap.compute_overlap` of a trace.
+    run
+        The run.
     label
-        The input, for messages.
-    events
-        The events ``overlap`` was computed from: also match their collectives across ranks
-        (:func:`~timeline.analysis.collectives.match_collectives`, with the overlap's iteration
-        windows), for the metrics of :data:`~timeline.budgets.metrics.MATCHED_SOURCES`. Leave it out
-        when no budget reads them (``BudgetFile.needs_matching``): matching is a pass over every
-        rank's communication events.
-    files
-        The trace's file table (``Trace.files``): the world size and backend of :attr:`MetricFrames.job`.
-    clock_note
-        ``Trace.clock_note``: when the ranks' clocks disagree, the figures that compare ranks' times
-        (start skews, arrival lags, stragglers) are left out, as the collectives report leaves them out
-        (:func:`timeline.plausibility.without_cross_rank_times`); a budget on them then has no value.
-    groups
-        ``Trace.groups``: the process groups the traces declare, for the matching (a collective that
-        names no group may have run on one of them).
+        Its input, for messages.
+    matched
+        With the collectives matched across ranks (the run's one matching: its logical collectives
+        and per-rank rows, with each group's description; the utilisation and stragglers per
+        iteration), for the metrics of :data:`~timeline.budgets.metrics.MATCHED_SOURCES`.
+    dimensions
+        With the exposure per dimension and per group description, and each communication event's
+        dimension and description (:attr:`~timeline.run.Run.labels`), for budgets scoped to one.
+    diagnosed
+        With the findings (the ``*_gain_ratio`` metrics) and the diagnosis (the markdown summary).
 
     Notes
     -----
@@ -208,69 +187,64 @@ def frames_from_overlap(
     (``iteration`` null) only when there is no window at all, as the per-iteration collective metrics
     leave out events outside every window.
     """
+    overlap = run.overlap
     frames = MetricFrames(
         label=label,
         iterations=overlap.iterations,
         ranks=overlap.ranks,
         collectives=overlap.collectives,
-        job=job_facts(overlap.ranks, files=files, collectives=overlap.collectives),
+        job=job_facts(overlap.ranks, files=run.trace.files, collectives=overlap.collectives),
     )
-    if events is None:
-        return frames
-    world_size = None if files is None else world_size_of_files(files)
-    match = match_collectives(events, windows=overlap.windows, world_size=world_size, groups=groups)
-    utilisation = compute_iteration_utilisation(
-        match.collectives, windows=overlap.windows, iteration_overlap=overlap.iterations
-    )
-    stragglers = find_stragglers(match, iteration_overlap=overlap.iterations)
-    if clock_note is not None:  # the ranks' clocks disagree (a load warning): no time compares
-        match, stragglers = without_cross_rank_times(match), without_stragglers(stragglers)
-    descriptions = match.groups.select("group", "pg_desc").unique("group")
-    return replace(
-        frames,
-        logical_collectives=match.collectives.join(
-            descriptions, on="group", how="left", maintain_order="left"
-        ),
-        collective_ranks=match.ranks.join(descriptions, on="group", how="left", maintain_order="left"),
-        iteration_utilisation=_in_windows(utilisation),
-        straggler_iterations=_in_windows(stragglers.iterations),
-        warnings=match.warnings,
-    )
+    if matched:
+        match, stragglers, utilisation = run.matched, run.stragglers, run.utilisation
+        descriptions = match.groups.select("group", "pg_desc").unique("group")
+        frames = replace(
+            frames,
+            logical_collectives=match.collectives.join(
+                descriptions, on="group", how="left", maintain_order="left"
+            ),
+            collective_ranks=match.ranks.join(descriptions, on="group", how="left", maintain_order="left"),
+            iteration_utilisation=_in_windows(utilisation),
+            straggler_iterations=_in_windows(stragglers.iterations),
+            warnings=match.warnings,
+        )
+    if dimensions:
+        frames = _with_dimensions(frames, run)
+    if diagnosed:
+        from timeline.results.diagnosis import build_diagnosis
+
+        built = build_diagnosis(run.diagnosis)
+        frames = replace(
+            frames,
+            findings=findings_frame(built["verdict"], built["findings"]),
+            diagnosis={"verdict": built["verdict"], "findings": built["findings"]},
+        )
+    return frames
 
 
 DIMENSION_ROWS_SCHEMA = pl.Schema({"by": pl.String(), **DIMENSION_EXPOSURE_SCHEMA})
 """The exposure per dimension (``by = "dimension"``) or per group description (``by = "pg_desc"``)."""
 
 
-def with_dimensions(
-    frames: MetricFrames,
-    trace: Trace,
-    overlap: Overlap,
-    *,
-    offsets: pl.DataFrame | None = None,
-    overrides: Mapping[str, str] | None = None,
-    gpus_per_node: int | None = None,
-) -> MetricFrames:
+def _with_dimensions(frames: MetricFrames, run: Run) -> MetricFrames:
     """Return the frames with the exposure per dimension and each communication event's dimension.
 
     :attr:`MetricFrames.dimensions` (split by dimension and by ``pg_desc``), and the ``dimension``
-    and ``pg_desc`` of every row of :attr:`MetricFrames.collectives`
-    (:func:`~timeline.results.dimensions.labels_of`: the group attribution of ``timeline
-    collectives``). ``overrides``: description → dimension label; ``gpus_per_node``: ranks per node.
+    and ``pg_desc`` of every row of :attr:`MetricFrames.collectives` (:attr:`timeline.run.Run.labels`:
+    the group attribution of ``timeline collectives``).
     """
-    from timeline.analysis.dimensions import exposure_by
-    from timeline.results.dimensions import labels_of
-
-    labels = labels_of(trace, overlap, offsets=offsets, overrides=overrides, gpus_per_node=gpus_per_node)
+    by_dimension, by_description = run.dimension_exposure, run.description_exposure
+    if by_dimension is None or by_description is None:
+        return replace(frames, dimensions=DIMENSION_ROWS_SCHEMA.to_frame())
     rows = pl.concat(
         [
-            exposure_by(overlap, labels, by="dimension").with_columns(by=pl.lit("dimension")),
-            exposure_by(overlap, labels, by="pg_desc").with_columns(by=pl.lit("pg_desc")),
+            by_dimension.with_columns(by=pl.lit("dimension")),
+            by_description.with_columns(by=pl.lit("pg_desc")),
         ]
     ).select(DIMENSION_ROWS_SCHEMA.names())
     collectives = frames.collectives
     if collectives is not None:
-        keyed = labels.unique(["rank", "start_ns", "end_ns"], keep="first", maintain_order=True)
+        keyed = run.labels.unique(["rank", "start_ns", "end_ns"], keep="first", maintain_order=True)
         collectives = collectives.join(
             keyed, on=["rank", "start_ns", "end_ns"], how="left", maintain_order="left"
         )

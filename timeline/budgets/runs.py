@@ -8,14 +8,13 @@ traces are read, so that a large trace is read as the loading policy says
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from timeline.budgets.frames import MetricFrames
-    from timeline.execution.session import Inputs
+    from timeline.run import Inputs, RunOptions
 
 __all__ = ["is_summary_file", "read_run", "summary_path"]
 
@@ -47,33 +46,28 @@ def summary_path(inputs: Inputs) -> str | None:
 
 def read_run(
     inputs: Inputs,
+    options: RunOptions,
     *,
     match: bool,
     findings: bool = False,
-    link_gbps: float | None = None,
     dimensions: bool = False,
-    overrides: Mapping[str, str] | None = None,
-    gpus_per_node: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     warn: Callable[[Sequence[str]], None] | None = None,
 ) -> MetricFrames:
-    """Return the frames of a run: a saved summary JSON, or its traces analysed (rank by rank when large).
+    """Return the frames of a run: a saved summary JSON, or its traces read (rank by rank when large).
 
-    ``match``: also match the collectives across ranks (only when a budget reads them: it is one more
-    pass over every rank's communication events, which rank by rank are then kept). ``findings``:
-    also diagnose the run (:mod:`timeline.diagnosis`, with the link ``link_gbps`` when known): the
-    ``*_gain_ratio`` metrics and the markdown summary read it. ``dimensions``: also the exposure per
-    dimension (:func:`~timeline.budgets.frames.with_dimensions`, with ``overrides`` and
-    ``gpus_per_node``), for budgets scoped to a dimension. ``warn``: called with the load warnings,
-    and the frames' own, as soon as they are known.
+    ``match``: with the collectives matched across ranks (only when a budget reads them: rank by
+    rank, the communication events are then kept). ``findings``: with the diagnosis (the
+    ``*_gain_ratio`` metrics and the markdown summary read it). ``dimensions``: with the exposure per
+    dimension, for budgets scoped to a dimension. Every frame is a fact of the one
+    :class:`~timeline.run.Run` of the inputs and ``options``. ``warn``: called with the load
+    warnings, the run's own and the frames' own, as soon as they are known.
 
     Raises
     ------
     TimelineError
         Bad input.
     """
-    from timeline.execution.session import analyze_inputs
-
     summary = summary_path(inputs)
     if summary is not None:
         if warn is not None and (inputs.executor is not None or inputs.ray_address is not None):
@@ -81,48 +75,17 @@ def read_run(
         from timeline.budgets.frames import read_summary
 
         return read_summary(summary)
-    paths = inputs.paths
-    analysed = analyze_inputs(
-        inputs, communication=match or dimensions, findings=findings, progress=progress, warn=warn
+    from timeline.run import Needs, Run
+
+    needs = Needs(communication=match or dimensions or findings, graph=findings)
+    run = Run(inputs, options, needs=needs, progress=progress, warn=warn).read()
+    if warn is not None:
+        warn(run.own_warnings)
+    from timeline.budgets.frames import frames_of_run
+
+    frames = frames_of_run(
+        run, label=" ".join(inputs.paths), matched=match, dimensions=dimensions, diagnosed=findings
     )
-    import polars as pl
-
-    from timeline.budgets.frames import findings_frame, frames_from_overlap, with_dimensions
-
-    events = analysed.trace.events if match else None
-    frames = frames_from_overlap(
-        analysed.overlap,
-        label=" ".join(paths),
-        events=events,
-        files=analysed.trace.files,
-        clock_note=analysed.trace.clock_note,
-        groups=analysed.trace.groups,
-    )
-    exposure = None  # the exposure per dimension, when the budgets read it: the diagnosis reads it too
-    if dimensions:
-        frames = with_dimensions(
-            frames,
-            analysed.trace,
-            analysed.overlap,
-            offsets=analysed.offsets,
-            overrides=overrides,
-            gpus_per_node=gpus_per_node,
-        )
-        if frames.dimensions is not None:
-            exposure = frames.dimensions.filter(pl.col("by") == "dimension").drop("by")
-    if findings:
-        from timeline.results.diagnosis import build_diagnosis
-
-        built = build_diagnosis(
-            analysed.diagnosis(
-                link_gbps=link_gbps, dimensions=overrides, gpus_per_node=gpus_per_node, exposure=exposure
-            )
-        )
-        frames = replace(
-            frames,
-            findings=findings_frame(built["verdict"], built["findings"]),
-            diagnosis={"verdict": built["verdict"], "findings": built["findings"]},
-        )
     if warn is not None:
         warn(frames.warnings)
     return frames

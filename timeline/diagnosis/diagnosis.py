@@ -47,6 +47,7 @@ def diagnose(
     trace: Trace,
     overlap: Overlap,
     *,
+    match: CollectiveMatch | None,
     link_gbps: float | None = None,
     graph: TraceGraph | Callable[[], TraceGraph] | None = None,
     codec_gbps: float | None = None,
@@ -64,6 +65,9 @@ def diagnose(
         The trace (in memory: its events; rank by rank: the communication events, ``complete=False``).
     overlap
         Its overlap analysis.
+    match
+        Its collectives matched across ranks (:attr:`timeline.run.Run.matched`: the one matching
+        every command reads), None without any.
     link_gbps
         The link's one-direction bandwidth, when known (``slow_link``, ``link_underused``).
     graph
@@ -106,7 +110,7 @@ def diagnose(
         return diagnose_horovod(trace, link_gbps=link_gbps)
     notes: list[str] = []
     chosen = choose_iterations(overlap)
-    match = _match(trace, overlap, notes, iterations=chosen[1])
+    match = _match(trace, match, notes)
     facts = facts_of(overlap, match=match, chosen=chosen)
     if not facts.ranks or facts.step_ns <= 0:
         return Diagnosis(findings=(), communication_bound=False, summary=NOTHING, notes=tuple(notes))
@@ -156,44 +160,14 @@ def _findings(context: Context) -> list[Finding]:
 _CLOCKS_NOTE = "the ranks' clocks disagree: straggler and imbalance not examined (align them: --align)"
 
 
-def _match(
-    trace: Trace, overlap: Overlap, notes: list[str], *, iterations: tuple[int | None, ...]
-) -> CollectiveMatch | None:
-    """Return the collectives matched across ranks (None with one rank, or clocks that disagree).
-
-    Only the communication that starts in the diagnosed iterations, or in the one before or after
-    them (a collective some ranks start at the end of the previous iteration, skewed), is matched:
-    the facts read the diagnosed iterations' collectives only.
-    """
-    events = trace.events
-    comm = events.filter((pl.col("source") == "kineto") & (pl.col("kind") == "communication"))
-    if comm.get_column("rank").n_unique() < 2:
+def _match(trace: Trace, match: CollectiveMatch | None, notes: list[str]) -> CollectiveMatch | None:
+    """Return the run's matching of the collectives, or None with one rank or clocks that disagree."""
+    if match is None or match.ranks.get_column("rank").n_unique() < 2:
         return None
     if trace.clock_note is not None:
         notes.append(_CLOCKS_NOTE)
         return None
-    from timeline.analysis.collectives import match_collectives
-
-    if None not in iterations:
-        first, last = min(i for i in iterations if i is not None), max(i for i in iterations if i is not None)
-        bounds = (
-            overlap.windows.lazy()
-            .filter(pl.col("window") == "profiler_step", pl.col("iteration").is_between(first - 1, last + 1))
-            .group_by("rank")
-            .agg(_from=pl.col("start_ns").min(), _to=pl.col("end_ns").max())
-        )
-        comm = (
-            comm.lazy()
-            .join(bounds, on="rank", how="inner")
-            .filter((pl.col("start_ns") >= pl.col("_from")) & (pl.col("start_ns") < pl.col("_to")))
-            .drop("_from", "_to")
-            .collect(engine="in-memory")
-        )
-
-    # the job's world size the profiler traces record (as `timeline collectives` matches with it)
-    sizes = trace.files.filter(pl.col("format") != "horovod").get_column("world_size").drop_nulls()
-    world = None if sizes.is_empty() else int(sizes.max())  # type: ignore[arg-type]
-    return match_collectives(comm, windows=overlap.windows, world_size=world, details=False)
+    return match
 
 
 def _replayer(

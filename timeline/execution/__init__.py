@@ -29,18 +29,15 @@ if TYPE_CHECKING:
         reduce_unit,
         shift_overlap,
     )
-    from timeline.execution.session import Analysed, Inputs, analyze_inputs, graph_inputs
     from timeline.executors import Executor, ExecutorName, LocalExecutor, RayExecutor, make_executor
     from timeline.inputs import Unit, dataset_parts, expand_datasets, is_dataset, plan_units
 
 _LAZY = {
-    "Analysed": "timeline.execution.session",
     "Analysis": "timeline.execution.reduce",
     "Executor": "timeline.executors",
     "ExecutorName": "timeline.executors",
     "GraphAnalysis": "timeline.execution.graphs",
     "GraphReduction": "timeline.execution.graphs",
-    "Inputs": "timeline.execution.session",
     "LocalExecutor": "timeline.executors",
     "RankReduction": "timeline.execution.reduce",
     "RayExecutor": "timeline.executors",
@@ -48,12 +45,10 @@ _LAZY = {
     "UnitReduction": "timeline.execution.reduce",
     "Written": "timeline.execution.dataset",
     "analyze_files": "timeline.execution.reduce",
-    "analyze_inputs": "timeline.execution.session",
     "communication_events": "timeline.execution.reduce",
     "dataset_parts": "timeline.inputs",
     "expand_datasets": "timeline.inputs",
     "graph_files": "timeline.execution.graphs",
-    "graph_inputs": "timeline.execution.session",
     "graph_unit": "timeline.execution.graphs",
     "is_dataset": "timeline.inputs",
     "make_executor": "timeline.executors",
@@ -64,13 +59,11 @@ _LAZY = {
     "write_dataset": "timeline.execution.dataset",
 }
 __all__ = [
-    "Analysed",
     "Analysis",
     "Executor",
     "ExecutorName",
     "GraphAnalysis",
     "GraphReduction",
-    "Inputs",
     "LocalExecutor",
     "RankReduction",
     "RayExecutor",
@@ -78,12 +71,10 @@ __all__ = [
     "UnitReduction",
     "Written",
     "analyze_files",
-    "analyze_inputs",
     "communication_events",
     "dataset_parts",
     "expand_datasets",
     "graph_files",
-    "graph_inputs",
     "graph_unit",
     "is_dataset",
     "make_executor",

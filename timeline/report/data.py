@@ -1,8 +1,8 @@
 """What the report draws, prepared with polars: lanes, Gantt segments, exposed pieces, breakdowns.
 
-Takes the canonical events frame and its :class:`~timeline.analysis.overlap.Overlap` and gives a
-:class:`ReportData` of declared frames; no bokeh here, so everything the plots show is tested as
-data.
+Takes a :class:`~timeline.run.Run` (every event, its overlap, its one matching of the collectives,
+each collective's dimension) and gives a :class:`ReportData` of declared frames; no bokeh here, so
+everything the plots show is tested as data.
 
 - A *view* is one iteration across ranks (``ProfilerStep#N``; one ``whole_trace`` view for ranks
   without steps). Each rank's segments are clipped to its own window of the view.
@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from timeline.analysis.collectives import CollectiveMatch, match_collectives
-from timeline.analysis.dimensions import communication_labels, exposure_by
+from timeline.analysis.collectives import CollectiveMatch
+from timeline.analysis.dimensions import exposure_by
 from timeline.analysis.horovod_phases import horovod_wire_sets
 from timeline.analysis.intervals import clip_to_windows, formula_intervals
 from timeline.analysis.iterations import activity_sets, rank_modes
@@ -38,6 +38,9 @@ from timeline.analysis.overlap import _FORMULAS, _SETS, Overlap
 from timeline.report.whatif_view import WhatIfSweep
 from timeline.schema import WINDOW, validate
 from timeline.units import format_ns
+
+if TYPE_CHECKING:
+    from timeline.run import Run
 
 __all__ = [
     "BARS_SCHEMA",
@@ -51,6 +54,7 @@ __all__ = [
     "VIEWS_SCHEMA",
     "ReportData",
     "bar_label",
+    "build_report_data",
     "default_view",
     "format_ns",
     "level_of_detail",
@@ -422,30 +426,13 @@ def _breakdown(overlap: Overlap, views: pl.DataFrame) -> pl.DataFrame:
     return validate(frame.sort("view", "rank"), BREAKDOWN_SCHEMA, what="breakdown")
 
 
-def prepare_report_data(
-    events: pl.DataFrame,
-    overlap: Overlap,
-    *,
-    groups: pl.DataFrame | None = None,
-    clocks: pl.DataFrame | None = None,
-    overrides: Mapping[str, str] | None = None,
-) -> ReportData:
-    """Return the lanes, views, segments and breakdowns the report draws.
+def prepare_report_data(run: Run) -> ReportData:
+    """Return the lanes, views, segments and breakdowns the report draws, from the run's facts.
 
-    Parameters
-    ----------
-    events
-        The canonical events frame (``Trace.events``).
-    overlap
-        Its analysis (:func:`~timeline.analysis.overlap.compute_overlap`).
-    groups
-        The process groups the traces declare (``Trace.groups``), for the collectives matched
-        across ranks (an event that names no group may have run on one of them) and the dimension
-        of each collective.
-    clocks, overrides
-        Which ranks' times compare (:func:`~timeline.analysis.groups.shared_clocks`) and the
-        description → dimension labels, for the group each collective ran on
-        (:func:`~timeline.analysis.dimensions.communication_labels`).
+    Every event of every rank is drawn (:meth:`~timeline.run.Run.all_events`: rank by rank, read
+    again in this process); the collectives are the run's one matching (:attr:`~timeline.run.Run.matched`,
+    shown when at least two ranks' communication is measured), each collective's dimension its
+    group's (:attr:`~timeline.run.Run.labels`).
 
     Returns
     -------
@@ -455,10 +442,10 @@ def prepare_report_data(
 
     Examples
     --------
-    >>> from timeline import compute_overlap, load  # doctest: +SKIP
-    >>> trace = load("sample_traces/ddp_gloo")  # doctest: +SKIP
-    >>> data = prepare_report_data(trace.events, compute_overlap(trace.events))  # doctest: +SKIP
+    >>> import timeline  # doctest: +SKIP
+    >>> data = prepare_report_data(timeline.analyze("sample_traces/ddp_gloo"))  # doctest: +SKIP
     """
+    events, overlap = run.all_events().events, run.overlap
     modes = rank_modes(events)
     views = _views(overlap)
     drawn = _drawn_events(events, modes)
@@ -466,9 +453,14 @@ def prepare_report_data(
     views = _views_with_spans(views, windows)
     exposed, exposed_ranks = _exposed_time(events, modes, windows)
     lanes, lane_keys = _lanes(drawn, exposed_ranks)
-    labels = _labels(events, overlap, groups, clocks, overrides)
+    labels = (
+        run.labels.unique(["rank", "start_ns", "end_ns"], keep="first", maintain_order=True)
+        if run.has_groups
+        else None
+    )
     base = _clip(_event_rows(drawn, lane_keys, overlap, labels), windows)
     segments = _assemble_segments(base, _exposed_overlays(base, exposed, lanes))
+    measured = modes.filter(pl.col("mode").is_in(["gpu", "cpu"])).height
     return ReportData(
         lanes=lanes,
         views=views,
@@ -476,25 +468,25 @@ def prepare_report_data(
         breakdown=_breakdown(overlap, views),
         overlap=overlap,
         omitted=_omitted_events(events, drawn, base),
-        collectives=_collective_match(events, overlap, modes, groups),
+        collectives=run.matched if measured >= 2 else None,
         dimensions=None if labels is None else _dimension_rows(overlap, labels, views),
     )
 
 
-def _labels(
-    events: pl.DataFrame,
-    overlap: Overlap,
-    groups: pl.DataFrame | None,
-    clocks: pl.DataFrame | None,
-    overrides: Mapping[str, str] | None,
-) -> pl.DataFrame | None:
-    """Return the dimension of each collective; None when neither the traces nor the events name a group."""
-    named = (events.get_column("kind") == "communication") & events.get_column("pg_name").is_not_null()
-    if (groups is None or groups.height == 0) and not named.any():
-        return None
-    return communication_labels(
-        events, groups=groups, overrides=overrides, clocks=clocks, windows=overlap.windows
-    ).unique(["rank", "start_ns", "end_ns"], keep="first", maintain_order=True)
+def build_report_data(run: Run, *, compare: dict[str, Any] | None = None) -> ReportData:
+    """Return everything the report shows of a run: the Gantt's data, its findings and its "What-if" tab.
+
+    The findings are the run's diagnosis (:attr:`~timeline.run.Run.diagnosis`), the "What-if" tab
+    replays the run's graph (:func:`~timeline.report.whatif_view.whatif_sweep`); ``compare``: the
+    "Compare" tab's diff (``timeline diff BASE RUN``'s result), None without.
+    """
+    from dataclasses import replace
+
+    from timeline.report.whatif_view import whatif_sweep
+    from timeline.results.diagnosis import build_diagnosis
+
+    data = prepare_report_data(run)
+    return replace(data, whatif=whatif_sweep(run), compare=compare, diagnosis=build_diagnosis(run.diagnosis))
 
 
 def _dimension_rows(overlap: Overlap, labels: pl.DataFrame, views: pl.DataFrame) -> pl.DataFrame:
@@ -635,15 +627,6 @@ def _omitted_events(events: pl.DataFrame, drawn: pl.DataFrame, base: pl.DataFram
         extra = pl.DataFrame({"kind": ["outside every iteration window"], "events": [outside]})
         omitted = pl.concat([omitted, extra], how="vertical_relaxed")
     return omitted.sort("events", "kind", descending=[True, False])
-
-
-def _collective_match(
-    events: pl.DataFrame, overlap: Overlap, modes: pl.DataFrame, groups: pl.DataFrame | None
-) -> CollectiveMatch | None:
-    """Match the collectives across ranks when at least two ranks' communication is measured."""
-    if modes.filter(pl.col("mode").is_in(["gpu", "cpu"])).height < 2:
-        return None
-    return match_collectives(events, windows=overlap.windows, groups=groups)
 
 
 def bar_label(name: str | None, count: int) -> str:

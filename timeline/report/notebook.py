@@ -21,30 +21,21 @@ from timeline.report.gantt import PIXELS, gantt_columns
 from timeline.trace import Trace
 
 if TYPE_CHECKING:
-    from timeline.execution.session import Analysed
+    from timeline.run import Run
 
 __all__ = ["notebook_dashboard", "show"]
 
 
-def _report_data(run: Analysed | Trace) -> tuple[ReportData, int]:
-    """Return the report data of an analysis or a trace, and how many files it came from."""
-    from timeline.analysis.groups import shared_clocks
-    from timeline.analysis.overlap import compute_overlap
+def _report_data(run: Run | Trace) -> tuple[ReportData, int]:
+    """Return the report data of a run or a trace, and how many files it came from."""
+    from timeline.run import Run
 
-    trace = run if isinstance(run, Trace) else run.trace
-    clocks = shared_clocks(trace.files, comparable=trace.clock_note is None)
-    if isinstance(run, Trace):
-        overlap = compute_overlap(run.events)
-        return prepare_report_data(run.events, overlap, groups=run.groups, clocks=clocks), run.files.height
-    ranks = run.overlap.ranks.get_column("rank").to_list()
-    # rank by rank, the analysis holds the communication events only: every event is read again
-    events = run.full_ranks(ranks).events if run.rank_by_rank else run.trace.events
-    data = prepare_report_data(events, run.overlap, groups=run.trace.groups, clocks=clocks)
-    return data, run.trace.files.height
+    chosen = Run.from_trace(run) if isinstance(run, Trace) else run
+    return prepare_report_data(chosen), chosen.trace.files.height
 
 
 def notebook_dashboard(
-    run: Analysed | Trace, *, view: int | None = None, ranks: Sequence[int] | None = None
+    run: Run | Trace, *, view: int | None = None, ranks: Sequence[int] | None = None
 ) -> Dashboard:
     """Return the dashboard :func:`show` draws: standalone, its first iteration's bars already in the Gantt.
 
@@ -66,7 +57,7 @@ def notebook_dashboard(
     return dashboard
 
 
-def show(run: Analysed | Trace, *, view: int | None = None, ranks: Sequence[int] | None = None) -> None:
+def show(run: Run | Trace, *, view: int | None = None, ranks: Sequence[int] | None = None) -> None:
     """Show the report inline in a Jupyter notebook (bokeh's notebook output).
 
     Parameters

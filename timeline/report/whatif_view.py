@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 if TYPE_CHECKING:
-    from timeline.trace import Trace
+    from timeline.run import Run
 
 __all__ = [
     "BANDWIDTHS_GBPS",
@@ -66,21 +66,22 @@ class WhatIfSweep:
     notes: tuple[str, ...] = ()
 
 
-def whatif_sweep(trace: Trace) -> WhatIfSweep:
-    """Replay the trace's what-if graph at :data:`BANDWIDTHS_GBPS` × :data:`COMPRESSIONS`.
+def whatif_sweep(run: Run) -> WhatIfSweep:
+    """Replay the run's what-if graph at :data:`BANDWIDTHS_GBPS` × :data:`COMPRESSIONS`.
+
+    The graph is the run's (:attr:`timeline.run.Run.graph`, with its measured link).
 
     The world size and bucketing stay as measured; the link efficiency is ``observed`` when the
     measured link is known (a capture manifest), else ``full`` (the note says so). A trace with no
     graph (no rank with compute events: a Horovod timeline alone) gives no sweep and a note saying why.
     """
     from timeline.errors import TimelineError
-    from timeline.whatif.graph import trace_graph
     from timeline.whatif.replay import self_replay
     from timeline.whatif.settings import choose_efficiency
     from timeline.whatif.sweep import sweep
 
     try:
-        graph = trace_graph(trace)
+        graph = run.graph
     except TimelineError as exc:
         return WhatIfSweep(sweep=None, note=f"no what-if prediction: {exc}")
     bandwidths: list[float | None] = list(BANDWIDTHS_GBPS)

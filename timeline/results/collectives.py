@@ -1,35 +1,29 @@
 """The collectives report: collectives matched across ranks, their bandwidth, stragglers, Horovod phases.
 
-Takes a loaded :class:`~timeline.trace.Trace` (and its overlap analysis) and gives plain, versioned
-data: what ``timeline collectives`` prints and ``--json`` emits (:func:`build_collectives_report`),
-and the link utilisation that ``timeline analyze --link-gbps`` adds (:func:`utilisation_summary`).
+Takes a :class:`~timeline.run.Run` (its one matching of the collectives, its stragglers and
+utilisation) and gives plain, versioned data: what ``timeline collectives`` prints and ``--json``
+emits (:func:`build_collectives_report`), and the link utilisation that ``timeline analyze
+--link-gbps`` adds (:func:`utilisation_summary`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from timeline.analysis.collectives import (
-    CollectiveMatch,
-    compute_iteration_utilisation,
-    implausible_warning,
-    match_collectives,
-)
-from timeline.analysis.groups import nodes_of, shared_clocks
+from timeline.analysis.collectives import CollectiveMatch, implausible_warning
 from timeline.analysis.horovod_phases import analyze_horovod, attribute_horovod_phases, horovod_limitations
-from timeline.analysis.overlap import Overlap, compute_overlap
-from timeline.analysis.stragglers import find_stragglers
 from timeline.errors import UsageError
-from timeline.plausibility import without_cross_rank_times, without_stragglers
 from timeline.trace import Trace
+
+if TYPE_CHECKING:
+    from timeline.run import Run
 
 __all__ = [
     "REPORT_VERSION",
     "build_collectives_report",
-    "clocks_of",
     "utilisation_summary",
     "world_size_of",
     "world_size_of_files",
@@ -67,75 +61,23 @@ def _implausible(frame: pl.DataFrame) -> int:
     return int(frame.get_column("implausible").sum())
 
 
-def clocks_of(
-    trace: Trace,
-    *,
-    offsets: pl.DataFrame | None = None,
-    gpus_per_node: int | None = None,
-) -> pl.DataFrame:
-    """Return which of the trace's ranks have times that compare.
+def utilisation_summary(run: Run) -> dict[str, Any]:
+    """Return the ``"utilisation"`` object of ``timeline analyze --json`` (the run has a link's bandwidth).
 
-    :func:`~timeline.analysis.groups.shared_clocks` of its file table: the ranks of one node, and
-    after ``--align`` (``offsets``) every rank the alignment moved; none when the load found clocks
-    that cannot be compared (``trace.clock_note``).
+    Keys: ``link_gbps``; ``iterations`` (rows of ``ITERATION_UTILISATION_SCHEMA``: the run's
+    :attr:`~timeline.run.Run.utilisation`, from its collectives matched across ranks); ``horovod``
+    (the timeline's totals row, or null); ``implausible`` (how many logical collectives and fused
+    batches were faster than the link, left out of both:
+    :func:`~timeline.analysis.collectives.implausible_warning` words the warning).
     """
-    return shared_clocks(
-        trace.files, gpus_per_node=gpus_per_node, offsets=offsets, comparable=trace.clock_note is None
-    )
-
-
-def _match(
-    trace: Trace,
-    overlap: Overlap,
-    *,
-    link_gbps: float | None,
-    overrides: Mapping[str, str] | None,
-    nodes: pl.DataFrame | None = None,
-    offsets: pl.DataFrame | None = None,
-    gpus_per_node: int | None = None,
-) -> CollectiveMatch:
-    """Match the trace's collectives within the groups it declares (the job's world size for ``*``)."""
-    return match_collectives(
-        trace.events,
-        windows=overlap.windows,
-        link_gbps=link_gbps,
-        world_size=world_size_of(trace),
-        groups=trace.groups,
-        overrides=overrides,
-        nodes=nodes,
-        clocks=clocks_of(trace, offsets=offsets, gpus_per_node=gpus_per_node),
-    )
-
-
-def utilisation_summary(
-    trace: Trace,
-    overlap: Overlap,
-    link_gbps: float,
-    *,
-    overrides: Mapping[str, str] | None = None,
-    offsets: pl.DataFrame | None = None,
-) -> dict[str, Any]:
-    """Return the ``"utilisation"`` object of ``timeline analyze --json``.
-
-    Keys: ``link_gbps``; ``iterations`` (rows of ``ITERATION_UTILISATION_SCHEMA``, from the
-    collectives matched across ranks); ``horovod`` (the timeline's totals row, or null);
-    ``implausible`` (how many logical collectives and fused batches were faster than the link, left
-    out of both: :func:`~timeline.analysis.collectives.implausible_warning` words the warning).
-    """
-    events = trace.events
+    link_gbps = run.options.link_gbps
     iterations: list[dict[str, Any]] = []
     implausible = 0
-    if events.filter((pl.col("source") == "kineto") & (pl.col("kind") == "communication")).height:
-        match = _match(trace, overlap, link_gbps=link_gbps, overrides=overrides, offsets=offsets)
-        utilisation = compute_iteration_utilisation(
-            match.collectives,
-            link_gbps=link_gbps,
-            windows=overlap.windows,
-            iteration_overlap=overlap.iterations,
-        )
-        iterations = _rows(utilisation)
-        implausible += _implausible(match.collectives)
+    if run.kineto_communication:
+        iterations = _rows(run.utilisation)
+        implausible += _implausible(run.matched.collectives)
     horovod = None
+    events = run.trace.events
     if events.filter(pl.col("source") == "horovod").height:
         analysis = analyze_horovod(events, link_gbps=link_gbps)
         horovod = _rows(analysis.totals)[0]
@@ -207,48 +149,42 @@ def _horovod_clock(trace: Trace) -> str | None:
     return clocks[0] if clocks else None
 
 
-def build_collectives_report(
-    trace: Trace,
-    *,
-    link_gbps: float | None = None,
-    offsets: pl.DataFrame | None = None,
-    overlap: Overlap | None = None,
-    writer_trace: Callable[[int], Trace] | None = None,
-    rank_rows: bool = True,
-    overrides: Mapping[str, str] | None = None,
-    gpus_per_node: int | None = None,
-) -> dict[str, Any]:
+def build_collectives_report(run: Run, *, rank_rows: bool = True) -> dict[str, Any]:
     """Return everything ``timeline collectives`` prints, as plain data (the ``--json`` layout).
 
-    ``overlap``: the overlap analysis of the events (default: computed from ``trace.events``, which
-    must then hold every event). ``writer_trace(rank)``: every event of the rank that wrote a Horovod
-    timeline, with the timeline (default: ``trace`` itself), for the phases set against its compute.
-    ``rank_rows=False`` leaves ``collective_ranks`` (a row per collective per rank: the largest part
-    on many ranks) and ``ambiguous`` (a row per event whose group is ambiguous) empty, for the
-    tables, which do not print them. ``overrides``: description → dimension label
-    (``--dimension``); ``gpus_per_node``: ranks per node (else the hosts the traces name) for the
-    intra- vs inter-node split.
+    Every figure is one of the run's facts (:class:`timeline.run.Run`): its one matching of the
+    collectives, its stragglers and utilisation; the Horovod phases set against the compute of the
+    rank that wrote the timeline (:meth:`~timeline.run.Run.full_ranks`). ``rank_rows=False`` leaves
+    ``collective_ranks`` (a row per collective per rank: the largest part on many ranks) and
+    ``ambiguous`` (a row per event whose group is ambiguous) empty, for the tables, which do not
+    print them.
+
+    Raises
+    ------
+    UsageError
+        No communication events in the traces.
     """
+    trace = run.trace
     events = trace.events
-    kineto_comm = events.filter((pl.col("source") == "kineto") & (pl.col("kind") == "communication")).height
     has_horovod = events.filter(pl.col("source") == "horovod").height > 0
-    if not kineto_comm and not has_horovod:
+    if not run.kineto_communication and not has_horovod:
         msg = (
             "no communication events in the traces: nothing to match "
             "(is --comm-kernel needed for custom kernels?)"
         )
         raise UsageError(msg)
+    offsets, link_gbps = run.offsets, run.options.link_gbps
     report: dict[str, Any] = {
         "version": REPORT_VERSION,
         "files": trace.files.to_dicts(),
-        "warnings": list(trace.warnings),
+        "warnings": list(run.warnings),
         "link_gbps": link_gbps,
         "clock_offsets": None if offsets is None else _rows(offsets),
         "ranks": [],
         "collectives": [],
         "collective_ranks": [],
         "mismatches": [],
-        "gpus_per_node": gpus_per_node,
+        "gpus_per_node": run.options.gpus_per_node,
         "groups": [],
         "point_to_point": [],
         "ambiguity": [],
@@ -257,27 +193,8 @@ def build_collectives_report(
         "stragglers": {"iterations": [], "ranks": []},
         "horovod": None,
     }
-    if kineto_comm:
-        overlap = overlap if overlap is not None else compute_overlap(events)
-        nodes = nodes_of(trace.files, gpus_per_node=gpus_per_node)
-        match = _match(
-            trace,
-            overlap,
-            link_gbps=link_gbps,
-            overrides=overrides,
-            nodes=nodes,
-            offsets=offsets,
-            gpus_per_node=gpus_per_node,
-        )
-        stragglers = find_stragglers(match, iteration_overlap=overlap.iterations)
-        if trace.clock_note is not None:  # the ranks' clocks disagree (a load warning): no time compares
-            match, stragglers = without_cross_rank_times(match), without_stragglers(stragglers)
-        utilisation = compute_iteration_utilisation(
-            match.collectives,
-            link_gbps=link_gbps,
-            windows=overlap.windows,
-            iteration_overlap=overlap.iterations,
-        )
+    if run.kineto_communication:
+        match, stragglers, utilisation = run.matched, run.stragglers, run.utilisation
         report["warnings"].extend(match.warnings)
         report.update(
             ranks=_matched_ranks(match),
@@ -292,5 +209,7 @@ def build_collectives_report(
             stragglers={"iterations": _rows(stragglers.iterations), "ranks": _rows(stragglers.ranks)},
         )
     if has_horovod:
-        report["horovod"] = _horovod_section(trace, report["warnings"], link_gbps, writer_trace)
+        report["horovod"] = _horovod_section(
+            trace, report["warnings"], link_gbps, lambda writer: run.full_ranks([writer])
+        )
     return report

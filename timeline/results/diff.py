@@ -16,17 +16,12 @@ ascending, the first of one with the first of the other (two runs number their s
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import polars as pl
 
-from timeline.budgets.frames import MetricFrames, frames_from_overlap, read_summary
-from timeline.budgets.runs import summary_path
-
-if TYPE_CHECKING:
-    from timeline.execution.session import Inputs
+from timeline.budgets.frames import MetricFrames
 
 __all__ = [
     "DEFAULT_NOISE_K",
@@ -36,7 +31,6 @@ __all__ = [
     "build_diff",
     "change",
     "noise",
-    "read_diff_run",
 ]
 
 DIFF_VERSION = 1
@@ -53,55 +47,6 @@ TIME_METRICS = ("step_ns", "compute_ns", "exposed_comm_ns", "hidden_comm_ns")
 
 DIFF_METRICS = (*TIME_METRICS, "busbw_gbps")
 """Every figure compared per iteration (``busbw_gbps``: the matched collectives' bus bandwidth)."""
-
-
-def read_diff_run(
-    inputs: Inputs,
-    *,
-    progress: Callable[[str, int, int], None] | None = None,
-    warn: Callable[[Sequence[str]], None] | None = None,
-) -> MetricFrames:
-    """Return the frames of one run of a diff: a summary JSON read back, or its traces analysed.
-
-    A run's collectives are matched across its ranks with the job's world size of its traces
-    (:func:`timeline.results.collectives.world_size_of`), as ``timeline collectives`` matches them:
-    a trace of some of the job's ranks keeps the bus factor of the whole group. ``warn``: called with
-    the load warnings and the matching's.
-
-    Raises
-    ------
-    TimelineError
-        Bad input.
-    """
-    from timeline.analysis.collectives import compute_iteration_utilisation, match_collectives
-    from timeline.execution.session import analyze_inputs
-    from timeline.results.collectives import clocks_of, world_size_of
-
-    summary = summary_path(inputs)
-    if summary is not None:
-        return read_summary(summary)
-    analysed = analyze_inputs(inputs, communication=True, progress=progress, warn=warn)
-    overlap, trace = analysed.overlap, analysed.trace
-    match = match_collectives(
-        trace.events,
-        windows=overlap.windows,
-        world_size=world_size_of(trace),
-        groups=trace.groups,
-        clocks=clocks_of(trace, offsets=analysed.offsets),
-    )
-    utilisation = compute_iteration_utilisation(
-        match.collectives, windows=overlap.windows, iteration_overlap=overlap.iterations
-    )
-    if warn is not None:
-        warn(match.warnings)
-    frames = frames_from_overlap(overlap, label=" ".join(inputs.paths), files=trace.files)
-    return replace(
-        frames,
-        logical_collectives=match.collectives,
-        collective_ranks=match.ranks,
-        iteration_utilisation=utilisation,
-        warnings=match.warnings,
-    )
 
 
 def noise(base: Sequence[float], new: Sequence[float]) -> float | None:

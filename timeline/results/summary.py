@@ -1,13 +1,12 @@
 """The analysis summary: what ``timeline analyze`` prints and ``--json`` emits.
 
-Takes a :class:`~timeline.trace.Trace` and its :class:`~timeline.analysis.overlap.Overlap` and
+Takes a :class:`~timeline.run.Run` (its trace, overlap, and the facts the summary shows) and
 gives plain data (dicts of ints, floats and strings) in a stable layout, so the JSON output can be
 read back as a baseline by ``timeline check``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -16,7 +15,7 @@ from timeline.analysis.overlap import Overlap
 from timeline.trace import Trace
 
 if TYPE_CHECKING:
-    from timeline.diagnosis.verdict import Diagnosis
+    from timeline.run import Run
 
 __all__ = [
     "READABLE_SUMMARY_VERSIONS",
@@ -128,65 +127,48 @@ def _rows(frame: pl.DataFrame, fields: tuple[str, ...]) -> list[dict[str, Any]]:
     return frame.select(fields).with_columns(pl.col(pl.Enum).cast(pl.String)).to_dicts()
 
 
-def build_summary(
-    trace: Trace,
-    overlap: Overlap,
-    *,
-    top: int = 10,
-    offsets: pl.DataFrame | None = None,
-    link_gbps: float | None = None,
-    diagnosis: Diagnosis | None = None,
-    overrides: Mapping[str, str] | None = None,
-    gpus_per_node: int | None = None,
-    exposure: pl.DataFrame | None = None,
-) -> dict[str, Any]:
-    """Return the summary of an analysis as plain data (``timeline analyze --json``).
+def build_summary(run: Run, *, top: int = 10, findings: bool = True) -> dict[str, Any]:
+    """Return the summary of a run as plain data (``timeline analyze --json``).
 
     Keys: ``version``, ``files`` (one entry per input file), ``warnings`` (the load warnings, one
     line each: repairs, rows the plausibility checks left out, a rank read as 0, clocks that
-    disagree: :mod:`timeline.plausibility`; then the analysis' own, ``Overlap.warnings``: a Horovod
-    timeline left out of its writer's figures), ``windows``
+    disagree: :mod:`timeline.plausibility`; then the run's own, a partial run; then the analysis'
+    own, ``Overlap.warnings``: a Horovod timeline left out of its writer's figures), ``windows``
     (``profiler_step`` or ``whole_trace`` per rank), ``ranks`` (whole-trace rows),
     ``iterations`` (rank × iteration rows), ``worst`` (the rank-iteration with the most exposed
-    communication), ``top_collectives``; with ``offsets`` (clocks aligned), ``clock_offsets``; with
-    ``link_gbps``, ``utilisation`` (:func:`timeline.results.collectives.utilisation_summary`); then
-    ``verdict`` and ``findings`` (:mod:`timeline.results.diagnosis`) of the ``diagnosis``, null
-    without one; ``dimensions``: the communication per dimension × iteration × rank
-    (:func:`timeline.results.dimensions.dimension_summary`; ``overrides``: description → dimension
-    label, ``gpus_per_node``: ranks per node, for the group attribution), null when no communication
-    names a dimension; ``exposure``: that communication per dimension when computed already, with
-    these ``overrides`` and ``gpus_per_node``
-    (:func:`timeline.results.dimensions.dimension_exposure_of`: ``timeline analyze`` computes it
-    once, for this summary and the diagnosis), else computed here when the trace names groups.
+    communication), ``top_collectives`` (the ``top`` first); with clocks aligned,
+    ``clock_offsets``; with the link's bandwidth, ``utilisation``
+    (:func:`timeline.results.collectives.utilisation_summary`); then ``verdict`` and ``findings``
+    (:mod:`timeline.results.diagnosis`) of the run's diagnosis (null with ``findings=False``);
+    ``dimensions``: the communication per dimension × iteration × rank
+    (:func:`timeline.results.dimensions.dimension_summary`), null when no communication names a
+    dimension. Every figure is one of the run's facts (:class:`timeline.run.Run`).
     """
+    trace, overlap = run.trace, run.overlap
     summary = _overlap_summary(trace, overlap, top=top)
+    summary["warnings"] = [*run.warnings, *overlap.warnings]
     summary["dimensions"] = None
-    from timeline.results.dimensions import has_groups
+    exposure = run.dimension_exposure
+    if exposure is not None:
+        from timeline.results.dimensions import dimension_summary
 
-    if exposure is not None or has_groups(trace):
-        from timeline.results.dimensions import dimension_exposure_of, dimension_summary
-
-        if exposure is None:
-            exposure = dimension_exposure_of(
-                trace, overlap, offsets=offsets, overrides=overrides, gpus_per_node=gpus_per_node
-            )
         summary["dimensions"] = dimension_summary(exposure, overlap)
-    if offsets is not None:
-        summary["clock_offsets"] = offsets.to_dicts()
+    if run.offsets is not None:
+        summary["clock_offsets"] = run.offsets.to_dicts()
+    link_gbps = run.options.link_gbps
     if link_gbps is not None:
+        from timeline.analysis.collectives import implausible_warning
         from timeline.results.collectives import utilisation_summary
 
-        summary["utilisation"] = utilisation_summary(trace, overlap, link_gbps)
-        from timeline.analysis.collectives import implausible_warning
-
+        summary["utilisation"] = utilisation_summary(run)
         too_fast = implausible_warning(summary["utilisation"]["implausible"], link_gbps)
         if too_fast is not None:
             summary["warnings"].append(too_fast)
     summary["verdict"] = summary["findings"] = None
-    if diagnosis is not None:
+    if findings:
         from timeline.results.diagnosis import build_diagnosis
 
-        built = build_diagnosis(diagnosis)
+        built = build_diagnosis(run.diagnosis)
         summary["verdict"], summary["findings"] = built["verdict"], built["findings"]
     return summary
 
