@@ -37,9 +37,9 @@ from playwright.sync_api import Browser, sync_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.report.builders import synthetic_events
-from timeline.analysis.overlap import compute_overlap
 from timeline.report.data import prepare_report_data
 from timeline.report.export import write_report
+from timeline.run import Run
 from timeline.schema import FILES_SCHEMA, validate
 from timeline.trace import Trace
 
@@ -108,7 +108,7 @@ def main() -> int:
 
     events = synthetic_events(args.events)
     start = time.perf_counter()
-    data = prepare_report_data(events, compute_overlap(events))
+    data = prepare_report_data(Run.from_trace(Trace(events=events, files=FILES_SCHEMA.to_frame())))
     prepared = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()

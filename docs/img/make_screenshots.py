@@ -17,9 +17,9 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from timeline.analysis.overlap import compute_overlap
 from timeline.report.data import prepare_report_data
 from timeline.report.export import write_report
+from timeline.run import Run
 from timeline.trace import load
 
 HERE = Path(__file__).resolve().parent
@@ -42,7 +42,7 @@ DRAWN = """() => {
 def export(trace: Path, out: Path) -> Path:
     """Write the standalone report of ``trace`` to ``out``."""
     loaded = load([trace])
-    data = prepare_report_data(loaded.events, compute_overlap(loaded.events))
+    data = prepare_report_data(Run.from_trace(loaded))
     return write_report(data, out, files=loaded.files.height)
 
 

@@ -55,7 +55,8 @@ def rows_of(frame: pl.DataFrame, row: type[R], *, columns: tuple[str, ...] | Non
 
     names = columns if columns is not None else row.__struct_fields__
     plain = frame.select(names).with_columns(pl.col(pl.Enum, pl.Categorical).cast(pl.String))
-    return msgspec.convert(plain.to_dicts(), list[row], strict=False)
+    converted: list[R] = msgspec.convert(plain.to_dicts(), list[row], strict=False)  # type: ignore[valid-type]
+    return converted
 
 
 def encode(result: msgspec.Struct | Any) -> bytes:
