@@ -20,9 +20,9 @@ and the goldens were made in a checkout at ``/work/main`` with the traces at ``/
 they are compared, so the test holds wherever the checkout and ``../shared`` are (CI clones
 elsewhere).
 
-When an issue changes an output on purpose, add the case id to :data:`CHANGED_BY_ISSUE` with the
-issue and why (the case is then skipped with that reason), or regenerate the goldens from the
-commit that fixed it.
+When a change alters an output on purpose, regenerate the goldens from the commit that makes it
+and name the change in that commit; :data:`CHANGED_BY_ISSUE` (a skip while working) must be empty
+when it lands (:func:`test_no_golden_case_is_skipped`).
 """
 
 from __future__ import annotations
@@ -52,169 +52,16 @@ CASES = Path(__file__).resolve().parent / "golden" / "cases"
 OUT = "{out}"  # placeholder, in a case's arguments, of the folder it writes its files into
 
 
-def _diagnosed_cases() -> list[str]:
-    """Return the cases #21 changes: every output of ``timeline analyze`` (text and ``--json``) and every
-    markdown file of ``timeline check`` on an input that was read (the verdict and the findings come
-    first, or last in the markdown); the inputs refused with an error print what they printed."""
-    ids = []
-    for path in sorted(CASES.glob("*.txt")):
-        meta = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
-        analysed = meta["id"].startswith(("analyze--", "analyze-json--")) and meta["exit_code"] == 0
-        markdown = meta["id"].startswith("check-files--") and meta["exit_code"] in (0, 1)
-        if analysed or markdown:
-            ids.append(meta["id"])
-    return ids
+CHANGED_BY_ISSUE: dict[str, str] = {}
+"""Case id → the issue that changes its output on purpose, while the goldens are regenerated.
+
+Empty on every commit that lands: the goldens are regenerated in the change that names why
+(:func:`test_no_golden_case_is_skipped` fails otherwise), so every case is checked."""
 
 
-def _read_cases(pattern: str) -> list[str]:
-    """Return the ids of the cases matching ``pattern`` whose command exited 0."""
-    ids = []
-    for path in sorted(CASES.glob(pattern)):
-        meta = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
-        if meta["exit_code"] == 0:
-            ids.append(meta["id"])
-    return ids
+def test_no_golden_case_is_skipped() -> None:
+    assert CHANGED_BY_ISSUE == {}, "regenerate the goldens (tests/cli/golden/regenerate.py) in this change"
 
-
-def _whatif_json_cases() -> list[str]:
-    """Return the ``timeline whatif --json`` cases that printed a report: #20's layout 2 adds keys to it
-    (``dimensions``, ``dimension_latencies``, each scenario's ``dimension_bandwidths`` and
-    ``dimension_latencies``); the predictions themselves are those of layout 1."""
-    return _read_cases("whatif*json--*.txt")
-
-
-def _report_data_cases() -> list[str]:
-    """Return the report-data cases #20 changes: every digest of an input that was read (a new column)."""
-    return _read_cases("report-data--*.txt")
-
-
-CHANGED_BY_ISSUE: dict[str, str] = {
-    **dict.fromkeys(
-        _whatif_json_cases(),
-        "#20: whatif --json layout 2 (dimensions, dimension_latencies, per-scenario dimension_bandwidths "
-        "and dimension_latencies); the predictions are unchanged on traces of one group",
-    ),
-    **dict.fromkeys(_diagnosed_cases(), "#21: verdict and findings added"),
-    **dict.fromkeys(
-        (
-            "collectives-json--horovod.alcf_workshop__timeline_cpu_n1",
-            "collectives-json--horovod.alcf_workshop__timeline_gpu_n1",
-            "collectives-json--horovod.andrewor14_tf-logs__horovod_timeline__e2205b98",
-            "collectives-json--horovod.dexhunter.15gpu__15gpu-2dmesh",
-            "collectives-json--horovod.dexhunter.15gpu__15gpu-mpi",
-            "collectives-json--horovod.dexhunter.15gpu__15gpu-nccl",
-            "collectives-json--horovod.dexhunter.32gpu__100g-32-2dmesh-2",
-            "collectives-json--horovod.dexhunter.32gpu__100g-32-2dmesh-4",
-            "collectives-json--horovod.dexhunter.32gpu__100g-32-2dmesh",
-            "collectives-json--horovod.dexhunter.32gpu__100g-32-h-4",
-            "collectives-json--horovod.dexhunter.32gpu__100g-32-h",
-            "collectives-json--horovod.dexhunter.32gpu__100g-32-mpi",
-            "collectives-json--horovod.dexhunter.32gpu__100g-32-nccl-slow",
-            "collectives-json--horovod.dexhunter.32gpu__100g-32-ncclonly-2",
-            "collectives-json--horovod.dexhunter.32gpu__100g-32-newnccl",
-            "collectives-json--horovod.dexhunter.32gpu__10g-32-2dmesh-3",
-            "collectives-json--horovod.dexhunter.32gpu__10g-32-2dmesh-5",
-            "collectives-json--horovod.dexhunter.32gpu__10g-32-h-2",
-            "collectives-json--horovod.dexhunter.32gpu__10g-32-h-5",
-            "collectives-json--horovod.dexhunter.32gpu__10g-32-mpi-2",
-            "collectives-json--horovod.dexhunter.32gpu__10g-32-nccl-only",
-            "collectives-json--horovod.dexhunter.32gpu__10g-32-nccl",
-            "collectives-json--horovod.dexhunter.32gpu__10g-32-newnccl-2",
-            "collectives-json--horovod.dexhunter.32gpu__32-nccl-only",
-            "collectives-json--horovod.dexhunter.32gpu__logs__100g-mpi-fast",
-            "collectives-json--horovod.dexhunter.32gpu__logs__100g-mpi-slow",
-            "collectives-json--horovod.dexhunter.32gpu__logs__100g-nccl-only",
-            "collectives-json--horovod.dexhunter.32gpu__logs__100g__mpi-fast",
-            "collectives-json--horovod.dexhunter.32gpu__logs__100g__mpi-slow",
-            "collectives-json--horovod.dexhunter.32gpu__logs__100g__nccl-slow",
-            "collectives-json--horovod.dexhunter.32gpu__logs__10g-mpi-only",
-            "collectives-json--horovod.dexhunter.32gpu__logs__10g-nccl-fast",
-            "collectives-json--horovod.dexhunter.32gpu__logs__10g-nccl-slow",
-            "collectives-json--horovod.dexhunter.32gpu__logs__10g__mpi-only",
-            "collectives-json--horovod.dexhunter.32gpu__logs__10g__nccl-only",
-            "collectives-json--horovod.smdebug__horovod_timeline_small",
-            "collectives-json--kineto.hta_df_index_resolver",
-            "collectives-json--kineto.hta_nccl_parser_config",
-            "collectives-json--kineto.hta_negative_queue_length",
-            "collectives-json--kineto.hta_trace_diff.control",
-            "collectives-json--kineto.hta_trace_diff.test",
-            "collectives-json--kineto.hta_trace_filter_2rank",
-            "collectives-json--kineto.param_dlrm_8rank",
-            "collectives-json--sample.ddp_gloo",
-            "collectives-json--sample.ddp_gloo_4rank",
-            "collectives-json--sample.ddp_gloo_markers",
-            "collectives-json--sample.horovod.horovod_v015",
-            "collectives-json--sample.horovod.horovod_v016",
-            "collectives-json--sample.horovod.horovod_v016_cut",
-            "collectives-json--sample.horovod.horovod_v021",
-            "collectives-json--sample.horovod.horovod_v021_open",
-        ),
-        "#20: collectives --json layout 2: keys groups, point_to_point, ambiguity, ambiguous, gpus_per_node; "
-        "collectives rows gain dimension, attributed_by, spans_nodes (every value of layout 1 unchanged)",
-    ),
-    **dict.fromkeys(
-        (
-            "collectives--kineto.hta_nccl_parser_config",
-            "collectives--sample.ddp_gloo",
-            "collectives--sample.ddp_gloo_4rank",
-            "collectives--sample.ddp_gloo_markers",
-        ),
-        "#20: a Process groups table, and a dimension column in the collectives table "
-        "(every figure unchanged)",
-    ),
-    **dict.fromkeys(
-        (
-            "report-data--kineto.hta_trace_filter_2rank",
-            "report-data--kineto.param_dlrm_8rank",
-            "report-data--sample.ddp_gloo",
-            "report-data--sample.ddp_gloo_4rank",
-            "report-data--sample.ddp_gloo_markers",
-        ),
-        "#20: the collectives frames gain dimension, attributed_by, spans_nodes "
-        "(every other value unchanged)",
-    ),
-    **dict.fromkeys(
-        (
-            "analyze--sample.ddp_gloo",
-            "analyze-json--sample.ddp_gloo",
-            "check--sample.ddp_gloo",
-            "check-files--sample.ddp_gloo",
-            "check-json--sample.ddp_gloo",
-            "check-pass--sample.ddp_gloo",
-            "whatif--sample.ddp_gloo",
-            "whatif-bandwidth--sample.ddp_gloo",
-            "whatif-bandwidth-json--sample.ddp_gloo",
-            "whatif-json--sample.ddp_gloo",
-            "analyze--sample.ddp_gloo_4rank",
-            "analyze-json--sample.ddp_gloo_4rank",
-            "check--sample.ddp_gloo_4rank",
-            "check-files--sample.ddp_gloo_4rank",
-            "check-json--sample.ddp_gloo_4rank",
-            "check-pass--sample.ddp_gloo_4rank",
-            "whatif--sample.ddp_gloo_4rank",
-            "whatif-bandwidth--sample.ddp_gloo_4rank",
-            "whatif-bandwidth-json--sample.ddp_gloo_4rank",
-            "whatif-json--sample.ddp_gloo_4rank",
-            "analyze--sample.ddp_gloo_markers",
-            "analyze-json--sample.ddp_gloo_markers",
-            "check--sample.ddp_gloo_markers",
-            "check-files--sample.ddp_gloo_markers",
-            "check-json--sample.ddp_gloo_markers",
-            "check-pass--sample.ddp_gloo_markers",
-            "whatif--sample.ddp_gloo_markers",
-            "whatif-bandwidth--sample.ddp_gloo_markers",
-            "whatif-bandwidth-json--sample.ddp_gloo_markers",
-            "whatif-json--sample.ddp_gloo_markers",
-        ),
-        "#20: on CPU-only ranks the time inside calls into c10d (DDP's c10d::allreduce_, 0.1-4.6 ms "
-        "each on these samples) is not compute: less compute, more exposed communication",
-    ),
-    **dict.fromkeys(
-        _report_data_cases(),
-        "#20: the report's segments carry the mesh dimension of each collective (a dimension column)",
-    ),
-}
-"""Case id → the issue that changed its output on purpose and why; those cases are skipped."""
 
 # The environment the goldens were made with (regenerate.py); None removes a variable.
 ENV: dict[str, str | None] = {**regenerate.ENV, **dict.fromkeys(regenerate.UNSET)}

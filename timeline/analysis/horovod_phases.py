@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -51,7 +52,9 @@ from timeline.analysis.schemas import (
 )
 from timeline.errors import TraceContentError
 from timeline.schema import validate
-from timeline.trace import Trace
+
+if TYPE_CHECKING:
+    from timeline.trace import Trace
 
 __all__ = [
     "FUSION_END_TOLERANCE_NS",

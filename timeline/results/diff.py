@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from timeline.budgets.frames import MetricFrames
+if TYPE_CHECKING:
+    from timeline.budgets.frames import MetricFrames
 
 __all__ = [
     "DEFAULT_NOISE_K",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from timeline.budgets.evaluation import CheckReport, Verdict
+if TYPE_CHECKING:
+    from timeline.budgets.evaluation import CheckReport, Verdict
 
 __all__ = ["REPORT_VERSION", "report_to_dict"]
 
