@@ -217,10 +217,18 @@ def loading() -> Iterator[tuple[Callable[[str, int, int], None] | None, Callable
 
 
 def load(inputs: Inputs) -> Trace:
-    """Load every event of the inputs in memory, with a progress bar; print the load warnings."""
+    """Load every event of the inputs in memory, with a progress bar; print the load warnings.
+
+    Also the run's own warning when the traces hold fewer ranks than the job
+    (:func:`~timeline.run.partial_run_note`), as every command that reads a run prints it.
+    """
+    from timeline.run import partial_run_note
+
     with loading() as (progress, warn):
         trace = inputs.load(progress=progress)
         warn(trace.warnings)
+        note = partial_run_note(trace.files)
+        warn(() if note is None else (note,))
     return trace
 
 

@@ -42,7 +42,16 @@ if TYPE_CHECKING:
     from timeline.trace import Trace
     from timeline.whatif.graph import TraceGraph
 
-__all__ = ["Inputs", "Needs", "Run", "RunOptions", "align_events", "analyze", "make_runner"]
+__all__ = [
+    "Inputs",
+    "Needs",
+    "Run",
+    "RunOptions",
+    "align_events",
+    "analyze",
+    "make_runner",
+    "partial_run_note",
+]
 
 Progress = Callable[[str, int, int], None]
 """Called as ``progress(label, done, total)`` after each file or rank."""
@@ -402,26 +411,16 @@ class Run:
     @cached_property
     def traced_ranks(self) -> list[int]:
         """The ranks the input files hold, sorted."""
-        return sorted(self.files.get_column("rank").unique().drop_nulls().to_list())
+        return _traced_ranks(self.files)
 
     @cached_property
     def partial(self) -> str | None:
         """Why the run is partial (fewer traced ranks than the job's world size), else None.
 
-        The world size is the profiler traces' (``distributedInfo``); a run with a Horovod timeline is
-        never partial (the timeline records every rank's negotiation). One of :attr:`warnings`: every
-        command that reads the run says it.
+        :func:`partial_run_note` of the run's file table; one of :attr:`warnings`: every command
+        that reads the run says it.
         """
-        world, ranks = self.world_size, self.traced_ranks
-        if world is None or not ranks or len(ranks) >= world:
-            return None
-        if "horovod" in self.files.get_column("format").to_list():
-            return None  # a Horovod timeline records every rank's negotiation and wire phases
-        shown = _rank_list(ranks)
-        return (
-            f"partial run: the traces hold {len(ranks)} of the job's {world} ranks ({shown}); figures "
-            "that compare ranks (collectives, stragglers, the diagnosis) rest on the traced ranks only"
-        )
+        return partial_run_note(self.files)
 
     @property
     def own_warnings(self) -> tuple[str, ...]:
@@ -674,6 +673,31 @@ class Run:
         if self.analysis is None:
             return self._complete.trace
         return self.full_ranks(self.overlap.ranks.get_column("rank").to_list())
+
+
+def _traced_ranks(files: pl.DataFrame) -> list[int]:
+    ranks: list[int] = sorted(files.get_column("rank").unique().drop_nulls().to_list())
+    return ranks
+
+
+def partial_run_note(files: pl.DataFrame) -> str | None:
+    """Return why a run is partial, from its file table, or None when its traces hold every rank.
+
+    A run is partial when its profiler traces record a world size (``distributedInfo``) larger than
+    the number of ranks the files hold; a run with a Horovod timeline never is (the timeline records
+    every rank's negotiation and wire phases).
+    """
+    from timeline.results.collectives import world_size_of_files
+
+    world, ranks = world_size_of_files(files), _traced_ranks(files)
+    if world is None or not ranks or len(ranks) >= world:
+        return None
+    if "horovod" in files.get_column("format").to_list():
+        return None
+    return (
+        f"partial run: the traces hold {len(ranks)} of the job's {world} ranks ({_rank_list(ranks)}); "
+        "figures that compare ranks (collectives, stragglers, the diagnosis) rest on the traced ranks only"
+    )
 
 
 def _reducer(*, communication: bool, graph: bool) -> Callable[..., Analysis]:

@@ -81,19 +81,35 @@ def estimate_clock_offsets(
     >>> aligned = apply_clock_offsets(events, estimate_clock_offsets(events))  # doctest: +SKIP
     """
     every = collective_instances(events, groups=groups, clocks=clocks)
+    instances, reference = _synchronising(every, reference_rank)
+    estimated = _estimates(instances, reference)
     all_ranks = sorted(every.get_column("rank").unique().to_list())
-    instances = every.filter(pl.col("collective").is_in(list(SYNCHRONISING_COLLECTIVES)))
-    if instances.height == 0:
+    frame = pl.DataFrame({"rank": all_ranks}, schema={"rank": pl.Int32}).join(
+        estimated.with_columns(pl.col("rank").cast(pl.Int32)), on="rank", how="left"
+    )
+    frame = _per_host(frame, {int(r): str(h) for r, h in (hosts or {}).items()}, reference)
+    return validate(frame.sort("rank"), CLOCK_OFFSETS_SCHEMA, what="clock offsets")
+
+
+def _synchronising(instances: pl.DataFrame, reference_rank: int | None) -> tuple[pl.DataFrame, int]:
+    """Return the synchronising collectives' instances and the reference rank they are aligned to."""
+    synchronising = instances.filter(pl.col("collective").is_in(list(SYNCHRONISING_COLLECTIVES)))
+    if synchronising.height == 0:
         msg = (
             "no synchronising collective (all_reduce, all_gather, reduce_scatter, all_to_all, barrier) "
             "in the traces: clocks cannot be aligned; drop --align"
         )
         raise TraceContentError(msg)
-    ranks = sorted(instances.get_column("rank").unique().to_list())
+    ranks = sorted(synchronising.get_column("rank").unique().to_list())
     reference = ranks[0] if reference_rank is None else reference_rank
     if reference not in ranks:
         msg = f"reference rank {reference} has no synchronising collective to align on; choose one of {ranks}"
         raise UsageError(msg)
+    return synchronising, reference
+
+
+def _estimates(instances: pl.DataFrame, reference: int) -> pl.DataFrame:
+    """Return per rank the median difference of its collectives' ends from the reference's, and its noise."""
     anchors = instances.filter(pl.col("rank") == reference).select("group", "index", _ref_end="end_ns")
     diffs = instances.join(anchors, on=["group", "index"], how="inner").with_columns(
         _d=pl.col("end_ns") - pl.col("_ref_end")
@@ -106,11 +122,11 @@ def estimate_clock_offsets(
         .group_by("rank")
         .agg(mad_ns=(pl.col("_d") - pl.col("offset_ns")).abs().median().round().cast(pl.Int64))
     )
-    estimated = estimated.join(noise, on="rank")
-    frame = pl.DataFrame({"rank": all_ranks}, schema={"rank": pl.Int32}).join(
-        estimated.with_columns(pl.col("rank").cast(pl.Int32)), on="rank", how="left"
-    )
-    host_names = {int(r): str(h) for r, h in (hosts or {}).items()}
+    return estimated.join(noise, on="rank")
+
+
+def _per_host(frame: pl.DataFrame, host_names: dict[int, str], reference: int) -> pl.DataFrame:
+    """Give the ranks of one host one offset (the median of theirs; the reference's host pinned to 0)."""
     frame = frame.with_columns(
         reference_rank=pl.lit(reference, dtype=pl.Int32),
         collectives=pl.col("collectives").fill_null(0),
@@ -118,17 +134,17 @@ def estimate_clock_offsets(
         if host_names
         else pl.lit(None, dtype=pl.String),
     )
-    if host_names:
-        reference_host = host_names.get(reference)
-        per_host = pl.col("offset_ns").median().over("host").round().cast(pl.Int64)
-        frame = frame.with_columns(
-            offset_ns=pl.when(pl.col("host").is_null())
-            .then(pl.col("offset_ns"))
-            .when(pl.col("host") == reference_host)
-            .then(pl.lit(0, dtype=pl.Int64))
-            .otherwise(per_host)
-        )
-    return validate(frame.sort("rank"), CLOCK_OFFSETS_SCHEMA, what="clock offsets")
+    if not host_names:
+        return frame
+    reference_host = host_names.get(reference)
+    per_host = pl.col("offset_ns").median().over("host").round().cast(pl.Int64)
+    return frame.with_columns(
+        offset_ns=pl.when(pl.col("host").is_null())
+        .then(pl.col("offset_ns"))
+        .when(pl.col("host") == reference_host)
+        .then(pl.lit(0, dtype=pl.Int64))
+        .otherwise(per_host)
+    )
 
 
 def apply_clock_offsets(
