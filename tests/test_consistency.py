@@ -115,8 +115,7 @@ def _reference_exposure(run: timeline.Run) -> dict[tuple[int, int | None], tuple
 @pytest.mark.parametrize("name", _params())
 def test_exposure_is_the_same_through_every_door(name: str, tmp_path: Path) -> None:
     run = _reference(name)
-    expected = _reference_exposure(run)
-    assert expected, "every run has rank-iterations"
+    expected = _reference_exposure(run)  # none: a timeline without a rank (every door says so alike)
     assert _exposure(_json("analyze", *_paths(name))["iterations"]) == expected
     assert _exposure(_plain(run.summary())["iterations"]) == expected  # the notebook view
     assert _reference_exposure(_by_rank(name)) == expected
@@ -258,7 +257,7 @@ def _has_horovod(name: str) -> bool:
 
 @pytest.mark.parametrize("name", _params())
 def test_diff_compares_the_same_collectives(name: str) -> None:
-    expected = Counter(row["collective"] for row in _matched(name) if row["busbw_gbps"] is not None)
+    expected = Counter(row["collective"] or "unknown" for row in _matched(name))
     (path,) = _paths(name)  # every run is one folder or one file
     diff = _json("diff", path, path)
     counts = {row["collective"]: row["base_collectives"] for row in diff["collectives"]}
