@@ -24,6 +24,7 @@ ProfileArgument = Annotated[
     str,
     typer.Argument(
         help="A backward profile of the seed paper (Zhang et al., NetAI 2020): PROFILE.bk.log.",
+        metavar="PROFILE.bk.log",
         show_default=False,
     ),
 ]

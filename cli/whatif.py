@@ -182,6 +182,11 @@ def whatif_command(
             ray_address=ray_address,
         )
         report = _whatif_report(inputs, settings, measured, efficiency=efficiency, dimension=dimension)
+    _print_report(report, json_output=json_output)
+
+
+def _print_report(report: WhatIfReport, *, json_output: bool) -> None:
+    """Print the report's warnings on stderr, then the report as JSON or as text and a table."""
     echo_warnings(report.warnings)
     if json_output:
         from timeline.render.json import render_json

@@ -49,7 +49,7 @@ def test_sweep_rows() -> None:
         (table["bandwidth_gbps"] == 16.0) & (table["world_size"] == 2) & (table["compression"] == 1.0)
     )
     assert fast.get_column("iteration_ns").to_list() == [250_000, 250_000]
-    no_bounds = sweep(graph(), bounds=False)
+    no_bounds = sweep(graph(), Settings(), bounds=False)
     assert no_bounds.get_column("no_overlap_ns").to_list() == [None]
 
 

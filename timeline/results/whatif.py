@@ -453,6 +453,19 @@ def _seed_row(policy_label: str, result: SeedResult) -> SeedScenarioRow:
     )
 
 
+def _profile_summary(profile: BackwardProfile, source: str) -> BackwardProfileSummary:
+    """Return where a backward profile was read, its model, its size and its mean backward pass."""
+    rows = profile.batches
+    return BackwardProfileSummary(
+        path=source,
+        model=profile.name,
+        batches=len(rows),
+        gradients=len(rows[0]),
+        gradient_bytes=sum(size for _, size in rows[0]),
+        backward_ns=round(sum(sum(w for w, _ in batch) for batch in rows) / len(rows) * 1e9),
+    )
+
+
 def build_seed_report(
     profile: BackwardProfile,
     grid: SeedGrid,
@@ -499,17 +512,8 @@ def build_seed_report(
             "no vector-add cost table (cuda_vec_add.log beside the profiles' folder, or --vector-add-cost "
             "FILE): the reductions of each all-reduce are counted as free"
         )
-    rows = profile.batches
-    summary = BackwardProfileSummary(
-        path=source,
-        model=profile.name,
-        batches=len(rows),
-        gradients=len(rows[0]),
-        gradient_bytes=sum(size for _, size in rows[0]),
-        backward_ns=round(sum(sum(w for w, _ in batch) for batch in rows) / len(rows) * 1e9),
-    )
     return SeedReport(
-        backward_profile=summary,
+        backward_profile=_profile_summary(profile, source),
         vector_add_cost=add_cost_source,
         single_ns=round(grid.single_s * 1e9),
         scenarios=[_seed_row(policy.label, result) for policy, result in results],

@@ -90,7 +90,7 @@ def scenario_row(
     }
 
 
-def sweep(graph: TraceGraph, settings: Settings | None = None, *, bounds: bool = True) -> pl.DataFrame:
+def sweep(graph: TraceGraph, settings: Settings, *, bounds: bool = True) -> pl.DataFrame:
     """Replay every combination of settings and tabulate the predictions.
 
     Parameters
@@ -100,7 +100,7 @@ def sweep(graph: TraceGraph, settings: Settings | None = None, *, bounds: bool =
     settings
         What to combine (:meth:`~timeline.whatif.settings.Settings.scenarios`: links, world sizes,
         compression ratios, buckets) and what every row shares (efficiency, latency, algorithm,
-        codec, the iterations averaged over); default: the measured conditions.
+        codec, the iterations averaged over); ``Settings()``: the measured conditions.
     bounds
         Also replay each scenario without overlap (``no_overlap_*`` columns; null when False).
 
@@ -114,7 +114,6 @@ def sweep(graph: TraceGraph, settings: Settings | None = None, *, bounds: bool =
     >>> from timeline.whatif.settings import Settings  # doctest: +SKIP
     >>> sweep(graph, Settings(bandwidths=[10.0, 25.0], compressions=[1.0, 2.0]))  # doctest: +SKIP
     """
-    settings = settings if settings is not None else Settings()
     single = single_replay(graph)
     iterations = settings.iterations
     rows: list[dict[str, object]] = []
