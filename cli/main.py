@@ -31,6 +31,7 @@ from cli.common import interrupted
 from cli.convert import convert_command
 from cli.diff import diff_command
 from cli.report import report_command, serve_command
+from cli.seed import seed_command
 from cli.whatif import whatif_command
 from timeline.errors import one_line
 
@@ -159,6 +160,7 @@ COMMANDS: Mapping[str, Callable[..., Any]] = {
     "diff": diff_command,
     "capture": capture_command,
     "whatif": whatif_command,
+    "seed": seed_command,
 }
 """The commands, in the order ``timeline --help`` lists them."""
 

@@ -1,14 +1,15 @@
 """``timeline whatif``: predict iteration time and scaling on other links, world sizes, buckets, compression.
 
-Builds the run's dependency graph, then :func:`timeline.results.whatif.build_whatif_report` checks it
-by replaying the trace under its own conditions (the self-replay error), sweeps the requested
-settings and, with ``--target-sf``, searches the bandwidth or compression ratio that reaches a
-scaling factor.
+Reads the options into one :class:`~timeline.whatif.settings.Settings`, builds the run's dependency
+graph, then :func:`timeline.results.whatif.build_whatif_report` checks it by replaying the trace
+under its own conditions (the self-replay error), sweeps the settings and, with ``--target-sf``,
+searches the bandwidth or compression ratio that reaches a scaling factor. A seed paper's backward
+profile (``.bk.log``) is refused: ``timeline seed`` simulates it (:mod:`cli.seed`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -24,6 +25,11 @@ from cli.options import (
     RankRegexOption,
     RayAddressOption,
 )
+
+if TYPE_CHECKING:
+    from timeline.results.whatif import WhatIfReport
+    from timeline.run import Inputs
+    from timeline.whatif.settings import DimensionValues, Settings
 
 __all__ = ["whatif_command"]
 
@@ -55,13 +61,11 @@ CompressionOption = Annotated[
     typer.Option("--compression", "-c", help="Gradient compression ratios, comma-separated (1,2,5)."),
 ]
 BucketsOption = Annotated[
-    str | None,
+    str,
     typer.Option(
         "--buckets",
-        help="Gradient bucketing, comma-separated: measured, ddp:<cap MiB>[:<first MiB>], "
-        "fusion:<MiB>[:<cycle ms>] (Horovod). Rebuilt from the gradient-ready times. Default: measured "
-        "(a trace), fusion:64:5 (a .bk.log backward profile).",
-        show_default=False,
+        help="Gradient bucketing, comma-separated: measured (the trace's own), ddp:<cap MiB>[:<first MiB>], "
+        "fusion:<MiB>[:<cycle ms>] (Horovod). Rebuilt from the gradient-ready times.",
     ),
 ]
 EfficiencyOption = Annotated[
@@ -112,24 +116,6 @@ TargetSfOption = Annotated[
         show_default=False,
     ),
 ]
-SingleStepMsOption = Annotated[
-    float | None,
-    typer.Option(
-        "--single-step-ms",
-        help="With a seed backward profile (.bk.log): the one-GPU iteration time in ms (T_single); needed.",
-        show_default=False,
-    ),
-]
-VectorAddCostOption = Annotated[
-    str | None,
-    typer.Option(
-        "--vector-add-cost",
-        help="With a seed backward profile (.bk.log): the GPU vector-add cost table (rows bytes,seconds); "
-        "default: cuda_vec_add.log one folder above the profile's, else reductions count as free (a note "
-        "says so).",
-        show_default=False,
-    ),
-]
 IterationOption = Annotated[
     list[int] | None,
     typer.Option(
@@ -143,7 +129,7 @@ def whatif_command(
     bandwidth: BandwidthOption = None,
     world_size: WorldSizeOption = None,
     compression: CompressionOption = "1",
-    buckets: BucketsOption = None,
+    buckets: BucketsOption = "measured",
     efficiency: EfficiencyOption = None,
     link_gbps: LinkGbpsOption = None,
     latency: LatencyOption = "0",
@@ -151,8 +137,6 @@ def whatif_command(
     codec_gbps: CodecGbpsOption = None,
     target_sf: TargetSfOption = None,
     iteration: IterationOption = None,
-    single_step_ms: SingleStepMsOption = None,
-    vector_add_cost: VectorAddCostOption = None,
     json_output: JsonOption = False,
     dimension: DimensionOption = None,
     rank: RankOption = None,
@@ -167,72 +151,27 @@ def whatif_command(
     Replays the run's dependency graph (compute, gradient-ready times, collectives, waits) with
     other link bandwidths, world sizes, bucket sizes and compression ratios; first checks that the
     measured conditions reproduce the measured iteration time (self-replay error). A seed paper
-    backward profile (PROFILE.bk.log, with --single-step-ms) runs the paper's simulator instead.
+    backward profile (PROFILE.bk.log) is for 'timeline seed'.
 
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
     """
-    from timeline.whatif.seed import is_backward_profile
-
-    if any(is_backward_profile(path) for path in paths):
-        trace_options = {
-            "--efficiency": efficiency,
-            "--link-gbps": link_gbps,
-            "--iteration": iteration,
-            "--dimension": dimension,
-            "--rank": rank,
-            "--rank-regex": rank_regex,
-            "--comm-kernel": comm_kernel,
-            "--include-python": include_python or None,
-            "--executor": executor,
-            "--ray-address": ray_address,
-        }
-        given = [option for option, value in trace_options.items() if value is not None]
-        with user_errors():
-            _seed_whatif(
-                paths,
-                given,
-                single_step_ms=single_step_ms,
-                vector_add_cost=vector_add_cost,
-                bandwidth=bandwidth,
-                world_size=world_size,
-                compression=compression,
-                buckets=buckets,
-                algorithm=algorithm,
-                latency=latency,
-                codec_gbps=codec_gbps,
-                target_sf=target_sf,
-                json_output=json_output,
-            )
-        return
     with user_errors():
-        from dataclasses import replace
+        _refuse_backward_profiles(paths)
+        from timeline.whatif.settings import parse_measured_links, parse_settings
 
-        from timeline.analysis.dimension_labels import parse_dimension_overrides
-        from timeline.errors import UsageError
-        from timeline.run import RunOptions
-        from timeline.whatif.settings import (
-            check_dimensions,
-            check_named,
-            choose_efficiency,
-            parse_measured_links,
-            parse_settings,
-        )
-
-        for option, value in (("--single-step-ms", single_step_ms), ("--vector-add-cost", vector_add_cost)):
-            if value is not None:
-                raise UsageError(f"{option}: applies to a seed backward profile (PROFILE.bk.log) only")
         settings = parse_settings(
             bandwidth=bandwidth,
             world_size=world_size,
             compression=compression,
-            buckets=buckets if buckets is not None else "measured",
+            buckets=buckets,
             algorithm=algorithm,
             latency=latency,
             codec_gbps=codec_gbps,
             target_sf=target_sf,
+            iterations=iteration,
         )
-        measured_link, measured_by_dimension = parse_measured_links(link_gbps)
+        measured = parse_measured_links(link_gbps)
         inputs = inputs_of(
             paths,
             rank=rank,
@@ -242,44 +181,13 @@ def whatif_command(
             executor=executor,
             ray_address=ray_address,
         )
-        options = RunOptions(link_gbps=measured_link, dimensions=parse_dimension_overrides(dimension or []))
-        built = open_run(inputs, options, first=lambda run: run.graph).graph
-        check_named([("--link-gbps", d) for d, _ in measured_by_dimension], built.dimensions)
-        built = replace(built, dimension_links=measured_by_dimension)
-        link_source = (
-            "--link-gbps"
-            if link_gbps is not None
-            else ("capture manifest" if built.link_gbps is not None else "not recorded")
-        )
-        check_dimensions(settings, built.dimensions)
-        named = [gbps for _, pairs in settings.links for _, gbps in pairs]
-        chosen, note = choose_efficiency(
-            efficiency,
-            link_known=built.link_gbps is not None or bool(measured_by_dimension),
-            bandwidths=[*settings.bandwidths, *named],
-        )
-        if note is not None:
-            typer.echo(f"note: {note}", err=True)
-        # imported after the load (it imports polars): a large trace is read as policy says
-        from timeline.results.whatif import build_whatif_report
+        report = _whatif_report(inputs, settings, measured, efficiency=efficiency, dimension=dimension)
+    _print_report(report, json_output=json_output)
 
-        report = build_whatif_report(
-            built,
-            bandwidths=settings.bandwidths,
-            world_sizes=settings.world_sizes,
-            compressions=settings.compressions,
-            buckets=settings.buckets,
-            efficiency=chosen,
-            latency_s=settings.latency_s,
-            algorithm=settings.algorithm,
-            codec_gbps=settings.codec_gbps,
-            target_sf=settings.target_sf,
-            iterations=iteration or None,
-            link_source=link_source,
-            dimension_bandwidths=settings.dimension_bandwidths,
-            dimension_latencies=settings.dimension_latencies,
-        )
-    echo_warnings(report["warnings"])
+
+def _print_report(report: WhatIfReport, *, json_output: bool) -> None:
+    """Print the report's warnings on stderr, then the report as JSON or as text and a table."""
+    echo_warnings(report.warnings)
     if json_output:
         from timeline.render.json import render_json
 
@@ -290,77 +198,66 @@ def whatif_command(
     render_whatif_report(report, console(150))
 
 
-def _seed_whatif(
-    paths: list[str],
-    given: list[str],
-    *,
-    single_step_ms: float | None,
-    vector_add_cost: str | None,
-    json_output: bool,
-    bandwidth: list[str] | None,
-    world_size: str | None,
-    compression: str,
-    buckets: str | None,
-    algorithm: str,
-    latency: str,
-    codec_gbps: float | None,
-    target_sf: float | None,
-) -> None:
-    """Run the seed paper's simulator on one backward profile and print its report."""
+def _refuse_backward_profiles(paths: list[str]) -> None:
+    """Refuse a seed paper's backward profile: ``timeline seed`` simulates it.
+
+    Raises
+    ------
+    UsageError
+        A path ending in ``.bk.log``.
+    """
     from timeline.errors import UsageError
-    from timeline.results.whatif import build_seed_report
-    from timeline.whatif.seed import (
-        FREE_ADDS,
-        find_vector_add_cost,
-        read_backward_profile,
-        read_vector_add_cost,
-        seed_grid,
-    )
-    from timeline.whatif.settings import parse_settings
+    from timeline.whatif.seed import is_backward_profile
 
-    if len(paths) != 1:
-        raise UsageError(f"{', '.join(paths)}: give one backward profile (.bk.log) alone, without traces")
-    if given:
-        raise UsageError(f"{given[0]}: applies to traces, not to a seed backward profile (.bk.log)")
-    settings = parse_settings(
-        bandwidth=bandwidth,
-        world_size=world_size,
-        compression=compression,
-        buckets=buckets if buckets is not None else "fusion:64:5",
-        algorithm=algorithm,
-        latency=latency,
-        codec_gbps=codec_gbps,
-        target_sf=target_sf,
+    for path in paths:
+        if is_backward_profile(path):
+            msg = (
+                f"{path}: a seed backward profile, not a trace; use timeline seed {path} --single-step-ms MS "
+                "--bandwidth LIST --world-size LIST (see 'timeline seed --help')"
+            )
+            raise UsageError(msg)
+
+
+def _whatif_report(
+    inputs: Inputs,
+    settings: Settings,
+    measured: tuple[float | None, DimensionValues],
+    *,
+    efficiency: str | None,
+    dimension: list[str] | None,
+) -> WhatIfReport:
+    """Read the run's what-if graph with the measured links, pick the efficiency, and build the report.
+
+    ``measured``: ``--link-gbps`` read (the link of every collective, the links of named dimensions).
+
+    Raises
+    ------
+    TimelineError
+        Bad input, a dimension the trace lacks, a bad efficiency.
+    """
+    from dataclasses import replace
+
+    from timeline.analysis.dimension_labels import parse_dimension_overrides
+    from timeline.run import RunOptions
+    from timeline.whatif.settings import check_dimensions, check_named, choose_efficiency
+
+    link, by_dimension = measured
+    options = RunOptions(link_gbps=link, dimensions=parse_dimension_overrides(dimension or []))
+    built = open_run(inputs, options, first=lambda run: run.graph).graph
+    check_named([("--link-gbps", d) for d, _ in by_dimension], built.dimensions)
+    built = replace(built, dimension_links=by_dimension)
+    check_dimensions(settings, built.dimensions)
+    named = [gbps for _, pairs in settings.links for _, gbps in pairs]
+    chosen, note = choose_efficiency(
+        efficiency,
+        link_known=built.link_gbps is not None or bool(by_dimension),
+        bandwidths=[*settings.bandwidths, *named],
     )
-    if settings.dimensions:
-        option, dimension = settings.dimensions[0]
-        msg = (
-            f"{option} {dimension}=…: per-dimension settings apply to traces with process groups, "
-            "not to a seed backward profile (.bk.log)"
-        )
-        raise UsageError(msg)
-    grid = seed_grid(settings, single_step_ms=single_step_ms)
-    profile = read_backward_profile(paths[0])
-    table = vector_add_cost if vector_add_cost is not None else find_vector_add_cost(paths[0])
-    add_cost = read_vector_add_cost(table) if table is not None else FREE_ADDS
-    report = build_seed_report(
-        profile,
-        source=paths[0],
-        single_s=grid.single_s,
-        bandwidths=grid.bandwidths_gbps,
-        world_sizes=grid.world_sizes,
-        compressions=grid.compressions,
-        buckets=grid.buckets,
-        add_cost=add_cost,
-        add_cost_source=str(table) if table is not None else None,
-    )
-    for note in report["notes"]:
+    if note is not None:
         typer.echo(f"note: {note}", err=True)
-    if json_output:
-        from timeline.render.json import render_json
+    # imported after the load (it imports polars): a large trace is read as policy says
+    from timeline.results.whatif import build_whatif_report, link_source_of
 
-        typer.echo(render_json(report))
-        return
-    from timeline.render.terminal.whatif import render_seed_report
-
-    render_seed_report(report, console(150))
+    given = link is not None or bool(by_dimension)
+    source = link_source_of(built, given=given)
+    return build_whatif_report(built, replace(settings, efficiency=chosen), link_source=source)

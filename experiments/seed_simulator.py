@@ -2,7 +2,7 @@
 
 Zhang et al., "Is Network the Bottleneck of Distributed Training?" (NetAI 2020). The readers of its
 backward profiles and vector-add cost table and the simulator live in the package
-(:mod:`timeline.whatif.seed`, run by ``timeline whatif PROFILE.bk.log``); this module holds what is
+(:mod:`timeline.whatif.seed`, run by ``timeline seed PROFILE.bk.log``); this module holds what is
 particular to the paper's experiment: its models, their one-GPU iteration times, the published
 scaling factors, and :func:`reproduce_seed`, which runs the three models over a grid.
 """

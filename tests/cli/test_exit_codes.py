@@ -26,10 +26,11 @@ from typer.testing import CliRunner
 
 import cli.common
 import cli.main
-from tests.builders import PARAM, REPO, SAMPLES, run_timeline
+from tests.builders import PARAM, REPO, SAMPLES, TRACES, run_timeline
 from timeline import __version__
 
 GLOO = SAMPLES / "ddp_gloo"
+PROFILE = TRACES / "seed" / "bk_time_logs" / "resnet50.bk.log"  # a seed paper's backward profile
 BUG_LINE = (
     f"error: internal error in timeline {__version__}: this is a bug, please report it to the timeline "
     "maintainers"
@@ -47,6 +48,7 @@ COMMANDS: dict[str, list[str]] = {
     "report": [str(GLOO), "-o", "{out}/report.html"],
     "serve": [str(GLOO), "--port", "0"],
     "capture": ["--demo", "--out", "{out}/run"],
+    "seed": [str(PROFILE), "--single-step-ms", "128.1", "--world-size", "16", "--bandwidth", "10"],
 }
 
 # The library call each command makes first once its options are read: patched to fail.
@@ -60,6 +62,7 @@ FIRST_CALL: dict[str, tuple[str, str]] = {
     "report": ("timeline.run.Inputs", "load"),
     "serve": ("timeline.run.Inputs", "load"),
     "capture": ("timeline.capture", "run_demo"),
+    "seed": ("timeline.whatif.seed", "read_backward_profile"),
 }
 
 
@@ -155,7 +158,7 @@ def test_no_command_prints_the_help_with_exit_code_2() -> None:
     assert "Commands:" in result.stderr + result.stdout
 
 
-@pytest.mark.parametrize("command", ["analyze", "collectives", "whatif", "check"])
+@pytest.mark.parametrize("command", ["analyze", "collectives", "whatif", "check", "seed"])
 def test_done_is_exit_code_0(command: str, tmp_path: Path) -> None:
     result = _invoke([command, *_args(command, tmp_path)])
     assert result.exit_code == 0, result.stderr

@@ -1,6 +1,6 @@
 """The seed paper's simulator (``timeline.whatif.seed``) on its data reproduces its 64-GPU scaling factors.
 
-The command's side (``timeline whatif PROFILE.bk.log``) is tested in ``tests/whatif/test_seed_cli.py``.
+The command's side (``timeline seed PROFILE.bk.log``) is tested in ``tests/whatif/test_seed_cli.py``.
 """
 
 from __future__ import annotations

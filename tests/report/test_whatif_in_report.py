@@ -53,6 +53,14 @@ WHATIF = """() => {
 SHOWN = "() => { const r = (" + WHATIF + ")(); return r.visible && r.active === 1; }"
 
 
+def _sweep(whatif: Any) -> pl.DataFrame:
+    """The report's scenarios as a frame, to check them with polars."""
+    import msgspec
+
+    assert whatif.report is not None
+    return pl.DataFrame(msgspec.to_builtins(whatif.report.scenarios))
+
+
 @pytest.fixture(scope="module")
 def gloo_whatif() -> Any:
     from timeline.report.whatif_view import whatif_sweep
@@ -66,8 +74,7 @@ def test_the_sweep_covers_every_bandwidth_and_compression(gloo_whatif: Any) -> N
     from timeline.report.whatif_view import BANDWIDTHS_GBPS, COMPRESSIONS
 
     trace, whatif = gloo_whatif
-    sweep = whatif.sweep
-    assert sweep is not None
+    sweep = _sweep(whatif)
     assert sweep.height == len(BANDWIDTHS_GBPS) * len(COMPRESSIONS)
     assert sorted(set(sweep.get_column("bandwidth_gbps").to_list())) == sorted(BANDWIDTHS_GBPS)
     assert sorted(set(sweep.get_column("compression").to_list())) == sorted(COMPRESSIONS)
@@ -91,7 +98,7 @@ def test_the_sweep_covers_every_bandwidth_and_compression(gloo_whatif: Any) -> N
 
 def test_the_measured_scaling_factor_is_that_of_the_measured_steps(gloo_whatif: Any) -> None:
     trace, whatif = gloo_whatif
-    sweep = whatif.sweep
+    sweep = _sweep(whatif)
     single = sweep.get_column("single_ns").unique().to_list()
     assert len(single) == 1  # T_single: the same for every setting
     # the measured iteration from the events: ProfilerStep spans, median over ranks, mean over steps
@@ -104,7 +111,7 @@ def test_the_measured_scaling_factor_is_that_of_the_measured_steps(gloo_whatif: 
     )
     assert steps.height == 12
     # the replay's windows end at the rank's last event of the step, a little inside the annotation
-    assert whatif.measured_scaling_factor == pytest.approx(single[0] / measured, rel=0.005)
+    assert whatif.report.self_replay.measured_scaling_factor == pytest.approx(single[0] / measured, rel=0.005)
 
 
 def test_the_dashboard_has_a_whatif_tab_with_one_curve_per_compression(gloo_whatif: Any) -> None:
@@ -135,12 +142,12 @@ def test_the_dashboard_has_a_whatif_tab_with_one_curve_per_compression(gloo_what
             "4× compression",
         ]
         for renderer, ratio in zip(curves, (1.0, 2.0, 4.0), strict=True):
-            rows = whatif.sweep.filter(pl.col("compression") == ratio).sort("bandwidth_gbps")
+            rows = _sweep(whatif).filter(pl.col("compression") == ratio).sort("bandwidth_gbps")
             source = renderer.data_source.data
             assert list(source["bandwidth_gbps"]) == rows.get_column("bandwidth_gbps").to_list()
             assert list(source["scaling_factor"]) == rows.get_column("scaling_factor").to_list()
         measured = [m for m in plot.center if getattr(m, "name", None) == "measured"]
-        assert [m.location for m in measured] == [whatif.measured_scaling_factor]
+        assert [m.location for m in measured] == [whatif.report.self_replay.measured_scaling_factor]
         note: Any = doc.select_one({"name": "whatif_note"})
         assert note.text.startswith("Predicted by replaying the trace&#x27;s dependency graph")
 
@@ -184,7 +191,7 @@ def test_a_trace_without_a_graph_says_why_it_has_no_prediction(
     monkeypatch.setattr(timeline.whatif.graph, "trace_graph", refuse)
     trace = load([GLOO])
     whatif = whatif_sweep(run_of(trace))
-    assert whatif.sweep is None
+    assert whatif.report is None
     assert (
         whatif.note == "no what-if prediction: rank0.json: no compute events; capture the framework's trace"
     )
@@ -201,14 +208,15 @@ def test_the_graph_notes_and_warnings_are_shown_under_the_plot() -> None:
     from timeline.trace import load
 
     whatif = whatif_sweep(run_of(load([HOROVOD])))  # a Horovod timeline alone: compute derived, notes say how
-    assert whatif.sweep is not None
-    assert whatif.notes
+    report = whatif.report
+    assert report is not None
+    assert report.notes
     panel = build_whatif_panel(whatif)
     note = next(child for child in panel.children if child.name == "whatif_note")
     lines = note.text.split("<br>")
-    assert len(lines) == 1 + len(whatif.notes) + len(whatif.warnings)
-    assert all(line.startswith("note: ") for line in lines[1 : 1 + len(whatif.notes)])
-    assert all(line.startswith("warning: ") for line in lines[1 + len(whatif.notes) :])
+    assert len(lines) == 1 + len(report.notes) + len(report.warnings)
+    assert all(line.startswith("note: ") for line in lines[1 : 1 + len(report.notes)])
+    assert all(line.startswith("warning: ") for line in lines[1 + len(report.notes) :])
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +265,7 @@ def _click_to_whatif(browser: Any, url: str, whatif: Any, screenshot: Path) -> N
     curves = sorted(state["curves"], key=lambda c: c["name"])
     assert [c["label"] for c in curves] == ["no compression", "2× compression", "4× compression"]
     for curve, ratio in zip(curves, (1.0, 2.0, 4.0), strict=True):
-        rows = whatif.sweep.filter(pl.col("compression") == ratio).sort("bandwidth_gbps")
+        rows = _sweep(whatif).filter(pl.col("compression") == ratio).sort("bandwidth_gbps")
         assert curve["x"] == rows.get_column("bandwidth_gbps").to_list()
         assert curve["y"] == pytest.approx(rows.get_column("scaling_factor").to_list())
     # each curve is painted: its colour is on the screen, inside the plot

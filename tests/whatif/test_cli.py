@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
+import msgspec
 import pytest
 
 from tests.builders import REPO, TRACES, run_timeline
+from timeline import __version__
 from timeline.errors import UsageError
+from timeline.results.whatif import WhatIfReport
 from timeline.whatif.settings import parse_bandwidths
 
 MARKERS = REPO / "sample_traces" / "ddp_gloo_markers"
@@ -28,9 +30,12 @@ def test_json_sweep() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "note: the measured link is unknown" in result.stderr
-    report: dict[str, Any] = json.loads(result.stdout)
-    assert {
+    keys = list(json.loads(result.stdout))
+    assert keys[:3] == ["kind", "version", "timeline"]  # first, so that a reader knows what follows
+    assert keys == [
+        "kind",
         "version",
+        "timeline",
         "ranks",
         "modes",
         "iterations",
@@ -50,16 +55,20 @@ def test_json_sweep() -> None:
         "targets",
         "notes",
         "warnings",
-    } == set(report)
-    assert report["version"] == 2
-    assert report["ranks"] == [0, 1]
-    assert report["iterations"] == [2, 3, 4]
-    assert report["gradient_source"] == "markers"
-    assert report["efficiency"] == "full"
-    assert report["self_replay"]["error_ratio"] == 0
-    assert len(report["self_replay"]["iterations"]) == 3
-    scenarios = report["scenarios"]
-    assert [(s["bandwidth_gbps"], s["world_size"], s["compression"]) for s in scenarios] == [
+    ]
+    report = msgspec.json.decode(result.stdout, type=WhatIfReport)
+    assert (report.version, report.timeline) == (3, __version__)
+    assert report.ranks == [0, 1]
+    assert report.iterations == [2, 3, 4]
+    assert report.gradient_source == "markers"
+    assert report.efficiency == "full"
+    assert report.self_replay.error_ratio == 0
+    assert len(report.self_replay.iterations) == 3
+    # the trace's own scaling factor: T_single over the measured iteration (the report's tab draws it)
+    check = report.self_replay
+    assert check.measured_scaling_factor == pytest.approx(check.single_ns / check.measured_ns, rel=1e-6)
+    scenarios = report.scenarios
+    assert [(s.bandwidth_gbps, s.world_size, s.compression) for s in scenarios] == [
         (10.0, 8, 1.0),
         (10.0, 8, 2.0),
         (10.0, 64, 1.0),
@@ -70,8 +79,9 @@ def test_json_sweep() -> None:
         (25.0, 64, 2.0),
     ]
     for s in scenarios:
-        assert 0 < s["scaling_factor"] <= 1
-        assert s["single_ns"] <= s["iteration_ns"] <= s["no_overlap_ns"]
+        assert 0 < s.scaling_factor <= 1
+        assert s.no_overlap_ns is not None
+        assert s.single_ns <= s.iteration_ns <= s.no_overlap_ns
 
 
 def test_tables_and_targets() -> None:
@@ -112,11 +122,11 @@ def test_tables_and_targets() -> None:
 def test_defaults_are_the_measured_conditions() -> None:
     result = run_timeline("whatif", TRACES / "kineto" / "param_dlrm_8rank", "--json")
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    (row,) = report["scenarios"]
-    assert row["iteration_ns"] == row["measured_ns"] == report["self_replay"]["measured_ns"]
-    assert row["world_size"] == 8
-    assert report["efficiency"] == "observed"
+    report = msgspec.json.decode(result.stdout, type=WhatIfReport)
+    (row,) = report.scenarios
+    assert row.iteration_ns == row.measured_ns == report.self_replay.measured_ns
+    assert row.world_size == 8
+    assert report.efficiency == "observed"
 
 
 @pytest.mark.parametrize(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.builders import SAMPLES, run_timeline
 from timeline.errors import UsageError
+from timeline.results.whatif import DimensionLatency, DimensionLink, WhatIfReport
 from timeline.whatif.settings import (
     check_dimensions,
     parse_dimension_bandwidth,
@@ -110,23 +111,24 @@ def test_cli_json_says_which_dimension_changed_and_the_step_of_each() -> None:
         "--json",
     )
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    assert report["version"] == 2
-    assert [(d["dimension"], d["group_sizes"], len(d["groups"])) for d in report["dimensions"]] == [
+    report = msgspec.json.decode(result.stdout, type=WhatIfReport)
+    assert report.version == 3
+    assert [(d.dimension, d.group_sizes, len(d.groups)) for d in report.dimensions] == [
         ("dp", [2], 2),
         ("tp", [2], 2),
     ]
-    assert report["dimension_latencies"] == [{"dimension": "tp", "latency_s": 1e-6}]
-    rows = report["scenarios"]
-    assert [(r["bandwidth_gbps"], r["dimension_bandwidths"]) for r in rows] == [
-        (10.0, [{"dimension": "tp", "bandwidth_gbps": 100.0}]),
-        (10.0, [{"dimension": "dp", "bandwidth_gbps": 100.0}]),
+    tp_latency = DimensionLatency(dimension="tp", latency_s=1e-6)
+    assert report.dimension_latencies == [tp_latency]
+    rows = report.scenarios
+    assert [(r.bandwidth_gbps, r.dimension_bandwidths) for r in rows] == [
+        (10.0, [DimensionLink(dimension="tp", bandwidth_gbps=100.0)]),
+        (10.0, [DimensionLink(dimension="dp", bandwidth_gbps=100.0)]),
         (100.0, []),
     ]
-    tp, dp, every = (r["iteration_ns"] for r in rows)
+    tp, dp, every = (r.iteration_ns for r in rows)
     assert tp != dp
     assert every <= min(tp, dp)
-    assert all(r["dimension_latencies"] == [{"dimension": "tp", "latency_s": 1e-6}] for r in rows)
+    assert all(r.dimension_latencies == [tp_latency] for r in rows)
     table = run_timeline("whatif", FSDP_TP, "--link-gbps", "10", "-b", "tp=100", "-b", "dp=100")
     assert table.returncode == 0, table.stderr
     assert "dimensions: dp (2 group(s) of 2 ranks" in table.stdout
@@ -137,7 +139,7 @@ def test_cli_json_says_which_dimension_changed_and_the_step_of_each() -> None:
 def test_cli_per_dimension_settings_do_not_apply_to_a_seed_profile(tmp_path: Any) -> None:
     profile = tmp_path / "model.bk.log"
     profile.write_text("0.001 4096\n")
-    result = run_timeline("whatif", profile, "--single-step-ms", "10", "-b", "tp=100")
+    result = run_timeline("seed", profile, "--single-step-ms", "10", "-b", "tp=100")
     assert result.returncode == 2
     assert "per-dimension settings apply to traces" in result.stderr
 
@@ -155,11 +157,11 @@ def test_cli_a_dimension_at_its_measured_link_predicts_the_measured_step() -> No
         "whatif", FSDP_TP, "--link-gbps", "10,tp=40", "-b", "tp=40", "-b", "tp=80", "--json"
     )
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    assert [(d["dimension"], d["link_gbps"]) for d in report["dimensions"]] == [("dp", 10.0), ("tp", 40.0)]
-    same, faster = report["scenarios"]
-    assert same["iteration_ns"] == report["self_replay"]["predicted_ns"]
-    assert faster["iteration_ns"] < same["iteration_ns"]
+    report = msgspec.json.decode(result.stdout, type=WhatIfReport)
+    assert [(d.dimension, d.link_gbps) for d in report.dimensions] == [("dp", 10.0), ("tp", 40.0)]
+    same, faster = report.scenarios
+    assert same.iteration_ns == report.self_replay.predicted_ns
+    assert faster.iteration_ns < same.iteration_ns
     unknown = run_timeline("whatif", FSDP_TP, "--link-gbps", "pp=40")
     assert unknown.returncode == 2
     assert unknown.stderr.strip().splitlines() == [
@@ -173,10 +175,11 @@ def test_cli_dimension_renames_the_dimension_the_settings_name() -> None:
         "whatif", FSDP_TP, "--dimension", "mesh_dp=fsdp", "--link-gbps", "10", "-b", "fsdp=100", "--json"
     )
     assert renamed.returncode == 0, renamed.stderr
-    report = json.loads(renamed.stdout)
-    assert [d["dimension"] for d in report["dimensions"]] == ["fsdp", "tp"]
-    plain = json.loads(run_timeline("whatif", FSDP_TP, "--link-gbps", "10", "-b", "dp=100", "--json").stdout)
-    assert report["scenarios"][0]["iteration_ns"] == plain["scenarios"][0]["iteration_ns"]
+    report = msgspec.json.decode(renamed.stdout, type=WhatIfReport)
+    assert [d.dimension for d in report.dimensions] == ["fsdp", "tp"]
+    plain_run = run_timeline("whatif", FSDP_TP, "--link-gbps", "10", "-b", "dp=100", "--json")
+    plain = msgspec.json.decode(plain_run.stdout, type=WhatIfReport)
+    assert report.scenarios[0].iteration_ns == plain.scenarios[0].iteration_ns
     old_name = run_timeline(
         "whatif", FSDP_TP, "--dimension", "mesh_dp=fsdp", "--link-gbps", "10", "-b", "dp=1"
     )

@@ -10,14 +10,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.builders import TRACES, run_timeline
 from timeline import load
 from timeline.analysis.horovod_phases import compute_fused_batches
-from timeline.results.whatif import build_whatif_report
+from timeline.results.whatif import WhatIfReport, build_whatif_report
 from timeline.whatif import Scenario, replay, self_replay, trace_graph
-from timeline.whatif.bucketing import MEASURED
+from timeline.whatif.settings import Settings
 
 HOROVOD = TRACES / "horovod"
 DEXHUNTER = HOROVOD / "dexhunter_allreduce-experiments"
@@ -126,11 +127,11 @@ def test_cli_prints_the_notes_and_json_carries_them(tmp_path: Path) -> None:
     assert [c.strip() for c in row[5:9]] == ["790.0 µs", "210.0 µs", "520.0 µs", "0.658"]
     result = run_timeline("whatif", path, "--link-gbps", "10", "--bandwidth", "20", "--json")
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    assert report["modes"] == ["horovod"]
-    assert report["iterations"] == [0, 1]
-    assert len(report["notes"]) == 3
-    assert report["scenarios"][0]["iteration_ns"] == 790_000
+    report = msgspec.json.decode(result.stdout, type=WhatIfReport)
+    assert report.modes == ["horovod"]
+    assert report.iterations == [0, 1]
+    assert len(report.notes) == 3
+    assert report.scenarios[0].iteration_ns == 790_000
 
 
 # --- the real timelines --------------------------------------------------------------------------
@@ -153,22 +154,9 @@ def test_every_real_horovod_timeline_gives_a_report(path: Path) -> None:
     """Every timeline: a report with its notes (a statement where it lacks what a prediction needs)."""
     trace = load(path)
     graph = trace_graph(trace)
-    report = build_whatif_report(
-        graph,
-        bandwidths=[None],
-        world_sizes=[None],
-        compressions=[1.0],
-        buckets=[MEASURED],
-        efficiency="observed",
-        latency_s=0.0,
-        algorithm="ring",
-        codec_gbps=None,
-        target_sf=None,
-        iterations=None,
-        link_source="not recorded",
-    )
-    assert report["notes"]
-    assert report["self_replay"]["error_ratio"] < 0.05
+    report = build_whatif_report(graph, Settings(), link_source="not recorded")
+    assert report.notes
+    assert report.self_replay.error_ratio < 0.05
     if graph.ops:  # one collective per fused batch, as the Horovod analysis groups them
         batches = compute_fused_batches(trace.events)
         assert len(graph.ops) == batches.height
@@ -176,9 +164,9 @@ def test_every_real_horovod_timeline_gives_a_report(path: Path) -> None:
             batches.get_column("bytes").fill_null(0).to_list()
         )
     if not graph.ops:
-        assert any(n.startswith("the timeline holds no operation") for n in report["notes"])
+        assert any(n.startswith("the timeline holds no operation") for n in report.notes)
     elif not any(op.collective == "all_reduce" for op in graph.ops):
-        assert any(n.startswith("no all-reduce in the timeline") for n in report["notes"])
+        assert any(n.startswith("no all-reduce in the timeline") for n in report.notes)
 
 
 @needs_shared

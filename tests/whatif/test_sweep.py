@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.whatif.synthetic import gpu_rank, gpu_run
+from timeline.errors import UsageError
 from timeline.whatif import (
+    MEASURED,
     SWEEP_SCHEMA,
     Scenario,
     parse_bucket_policy,
@@ -16,6 +18,7 @@ from timeline.whatif import (
 )
 from timeline.whatif.graph import TraceGraph, build_graph
 from timeline.whatif.replay import single_replay
+from timeline.whatif.settings import Settings
 
 
 def graph() -> TraceGraph:
@@ -24,13 +27,13 @@ def graph() -> TraceGraph:
 
 
 def test_sweep_rows() -> None:
-    table = sweep(
-        graph(),
-        bandwidths_gbps=[None, 16.0],
+    settings = Settings(
+        bandwidths=[None, 16.0],
         world_sizes=[None, 4],
         compressions=[1.0, 2.0],
         buckets=[parse_bucket_policy("measured"), parse_bucket_policy("ddp:25")],
     )
+    table = sweep(graph(), settings)
     assert table.schema == SWEEP_SCHEMA
     assert table.height == 16
     first = table.row(0, named=True)
@@ -46,7 +49,7 @@ def test_sweep_rows() -> None:
         (table["bandwidth_gbps"] == 16.0) & (table["world_size"] == 2) & (table["compression"] == 1.0)
     )
     assert fast.get_column("iteration_ns").to_list() == [250_000, 250_000]
-    no_bounds = sweep(graph(), bounds=False)
+    no_bounds = sweep(graph(), Settings(), bounds=False)
     assert no_bounds.get_column("no_overlap_ns").to_list() == [None]
 
 
@@ -66,3 +69,35 @@ def test_solve_bandwidth_and_compression() -> None:
     assert solve_compression(g, 0.9) == pytest.approx(140 / 112.2, rel=0.01)
     assert solve_compression(g, 0.8) == 1.0
     assert solve_compression(g, 0.99) is None
+
+
+def test_the_settings_travel_whole_into_each_scenario() -> None:
+    """Every row replays one combination with the settings they share, in the order of the lists."""
+    settings = Settings(
+        bandwidths=[None, 16.0],
+        dimension_bandwidths=[(), (("tp", 40.0),)],
+        world_sizes=[4],
+        compressions=[1.0, 2.0],
+        efficiency=0.5,
+        latency_s=1e-6,
+        dimension_latencies=(("tp", 2e-6),),
+        algorithm="tree",
+        codec_gbps=8.0,
+    )
+    scenarios = settings.scenarios()
+    assert [(s.bandwidth_gbps, s.dimension_bandwidths, s.compression.ratio) for s in scenarios] == [
+        (None, (), 1.0),
+        (None, (), 2.0),
+        (16.0, (("tp", 40.0),), 1.0),
+        (16.0, (("tp", 40.0),), 2.0),
+    ]
+    for s in scenarios:
+        assert (s.world_size, s.efficiency, s.latency_s, s.algorithm) == (4, 0.5, 1e-6, "tree")
+        assert s.dimension_latencies == (("tp", 2e-6),)
+        assert s.compression.codec_bytes_per_s == 8e9 / 8  # Gbit/s of gradient → bytes per second
+        assert s.buckets == MEASURED
+    table = sweep(graph(), settings)
+    assert table.get_column("efficiency").to_list() == ["0.5"] * 4
+    assert table.get_column("latency_s").to_list() == [1e-6] * 4
+    with pytest.raises(UsageError, match="one entry per bandwidth"):
+        Settings(bandwidths=[None, 16.0], dimension_bandwidths=[()])

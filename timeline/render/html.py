@@ -14,10 +14,11 @@ counts as the result holds them) and shows it formatted for people, as the termi
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 from timeline.errors import UsageError
+from timeline.results.whatif import WhatIfReport
 from timeline.units import format_ns, format_ratio
 
 __all__ = [
@@ -319,14 +320,16 @@ def render_collectives_html(report: Mapping[str, Any]) -> str:
     return _page(heading, list(report["warnings"]), parts)
 
 
-def render_whatif_html(report: Mapping[str, Any]) -> str:
+def render_whatif_html(report: WhatIfReport) -> str:
     """Return the what-if report (:func:`timeline.results.whatif.build_whatif_report`) as HTML tables."""
-    check = report["self_replay"]
-    link = _gbps(report["link_gbps"]) if report["link_gbps"] is not None else "unknown"
+    import msgspec
+
+    check = report.self_replay
+    link = _gbps(report.link_gbps) if report.link_gbps is not None else "unknown"
     heading = (
-        f"what-if: {len(report['ranks'])} rank(s), {len(report['iterations'])} iteration(s), "
-        f"{report['collectives']} collectives; world size {report['world_size']}; measured link {link} "
-        f"({report['link_source']}); efficiency {report['efficiency']}, {report['algorithm']}"
+        f"what-if: {len(report.ranks)} rank(s), {len(report.iterations)} iteration(s), "
+        f"{report.collectives} collectives; world size {report.world_size}; measured link {link} "
+        f"({report.link_source}); efficiency {report.efficiency}, {report.algorithm}"
     )
     replay: list[Column] = [
         ("measured", "measured_ns", "ns"),
@@ -348,11 +351,17 @@ def render_whatif_html(report: Mapping[str, Any]) -> str:
         ("no overlap", "no_overlap_ns", "ns"),
         ("perfect overlap", "perfect_overlap_ns", "ns"),
     ]
+    # the tables read rows by column name: the rows as plain data
     parts = [
-        _table("Self-replay: the measured conditions replayed", replay, [check], name="self_replay"),
-        _table("Predictions", scenarios, report["scenarios"], name="scenarios"),
+        _table(
+            "Self-replay: the measured conditions replayed",
+            replay,
+            [msgspec.to_builtins(check)],
+            name="self_replay",
+        ),
+        _table("Predictions", scenarios, msgspec.to_builtins(report.scenarios), name="scenarios"),
     ]
-    if report["targets"]:
+    if report.targets:
         targets: list[Column] = [
             ("target scaling factor", "target_scaling_factor", "float"),
             ("world size", "world_size", "int"),
@@ -360,19 +369,19 @@ def render_whatif_html(report: Mapping[str, Any]) -> str:
             ("bandwidth", "bandwidth_gbps", "gbps"),
             ("compression", "compression", "float"),
         ]
-        parts.append(_table("What reaches the target", targets, report["targets"], name="targets"))
-    return _page(heading, list(report["warnings"]), parts)
+        parts.append(
+            _table("What reaches the target", targets, msgspec.to_builtins(report.targets), name="targets")
+        )
+    return _page(heading, list(report.warnings), parts)
 
 
-_RENDERERS = {
+_RENDERERS: dict[Kind, Callable[[Mapping[str, Any]], str]] = {
     "summary": render_summary_html,
     "collectives": render_collectives_html,
-    "whatif": render_whatif_html,
     "diagnosis": render_diagnosis_html,
 }
 
 _SIGNATURES: tuple[tuple[Kind, tuple[str, ...]], ...] = (
-    ("whatif", ("self_replay", "scenarios")),
     ("collectives", ("collectives", "stragglers", "mismatches")),
     ("summary", ("ranks", "iterations", "top_collectives")),
     ("diagnosis", ("verdict", "findings")),
@@ -397,8 +406,14 @@ def kind_of(result: Mapping[str, Any]) -> Kind:
     raise UsageError(msg)
 
 
-def render_html(result: Mapping[str, Any]) -> str:
-    """Return any result (summary, collectives, what-if) as HTML, by its layout (:func:`kind_of`)."""
+def render_html(result: Mapping[str, Any] | WhatIfReport) -> str:
+    """Return any result (summary, collectives, what-if) as HTML.
+
+    A typed result (:class:`~timeline.results.whatif.WhatIfReport`) by its type, a dict by its layout
+    (:func:`kind_of`).
+    """
+    if isinstance(result, WhatIfReport):
+        return render_whatif_html(result)
     return _RENDERERS[kind_of(result)](result)
 
 
@@ -410,7 +425,8 @@ class Result(Mapping[str, Any]):
     data
         What :func:`~timeline.results.summary.build_summary`,
         :func:`~timeline.results.collectives.build_collectives_report` or
-        :func:`~timeline.results.whatif.build_whatif_report` returns.
+        :func:`~timeline.results.whatif.build_whatif_report` returns. A typed result (the what-if
+        report) is read as its plain data, the ``--json`` layout.
 
     Raises
     ------
@@ -423,9 +439,17 @@ class Result(Mapping[str, Any]):
     >>> Result(timeline.build_summary(trace, overlap))  # doctest: +SKIP
     """
 
-    def __init__(self, data: Mapping[str, Any]) -> None:
+    def __init__(self, data: Mapping[str, Any] | WhatIfReport) -> None:
+        self._typed: WhatIfReport | None = None
+        if isinstance(data, WhatIfReport):  # a typed result: its kind is its type
+            import msgspec
+
+            self._typed = data
+            self._data: dict[str, Any] = msgspec.to_builtins(data)
+            self.kind: Kind = "whatif"
+            return
         self._data = dict(data)
-        self.kind: Kind = kind_of(self._data)
+        self.kind = kind_of(self._data)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the result's plain data (the ``--json`` layout)."""
@@ -444,4 +468,4 @@ class Result(Mapping[str, Any]):
         return f"Result(kind={self.kind!r}, keys={list(self._data)!r})"
 
     def _repr_html_(self) -> str:
-        return render_html(self._data)
+        return render_html(self._typed if self._typed is not None else self._data)

@@ -1,14 +1,15 @@
 """The what-if view: predicted scaling factor against link bandwidth, one curve per setting.
 
-Takes the table of a what-if sweep (:data:`timeline.whatif.sweep.SWEEP_SCHEMA`, e.g. from
-:func:`timeline.whatif.sweep.sweep` or the ``scenarios`` of ``timeline whatif --json``) and gives a
-bokeh figure: x the link bandwidth (Gbit/s, log scale), y the predicted scaling factor
+Takes a what-if report (:class:`~timeline.results.whatif.WhatIfReport`, what
+:func:`timeline.results.whatif.build_whatif_report` returns and ``timeline whatif --json`` emits) and
+gives a bokeh figure: x the link bandwidth (Gbit/s, log scale), y the predicted scaling factor
 ``T_single / T_predicted``, one line per combination of the other settings (world size,
 compression, buckets, efficiency, algorithm), a hover with the predicted iteration time, exposed
-communication and the no-overlap / perfect-overlap bounds, and, when given, a dashed line at the
-target scaling factor ("what bandwidth or compression reaches X": where a curve crosses it).
+communication and the no-overlap / perfect-overlap bounds, a dotted line at the trace's own scaling
+factor and, with targets, a dashed line at the target scaling factor ("what bandwidth or compression
+reaches X": where a curve crosses it). It draws what the report holds.
 
-:func:`whatif_sweep` runs the sweep the dashboard's "What-if" tab shows (:data:`BANDWIDTHS_GBPS`
+:func:`whatif_sweep` builds the report the dashboard's "What-if" tab shows (:data:`BANDWIDTHS_GBPS`
 × :data:`COMPRESSIONS` at the measured world size) and :func:`build_whatif_panel` lays it out.
 
 bokeh is imported inside the functions that draw, so importing this module costs nothing.
@@ -20,9 +21,8 @@ import html
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
 if TYPE_CHECKING:
+    from timeline.results.whatif import ScenarioRow, WhatIfReport
     from timeline.run import Run
 
 __all__ = [
@@ -43,27 +43,20 @@ COMPRESSIONS: tuple[float, ...] = (1.0, 2.0, 4.0)
 
 @dataclass(frozen=True)
 class WhatIfSweep:
-    """The what-if sweep the report shows, or why there is none.
+    """The what-if report the report's tab shows, or why there is none.
 
     Attributes
     ----------
-    sweep
-        Rows of :data:`timeline.whatif.sweep.SWEEP_SCHEMA`; None when the trace has no graph.
+    report
+        The what-if report of :data:`BANDWIDTHS_GBPS` × :data:`COMPRESSIONS` (its scenarios, the
+        trace's own scaling factor in ``self_replay``, its notes and warnings); None when the trace
+        has no graph.
     note
         One line under the plot: how it was predicted, or why there is no prediction.
-    measured_scaling_factor
-        The trace's own scaling factor, ``T_single / T_measured`` (its self-replay); None without a sweep.
-    warnings
-        What the model could not do as asked (the graph's and the self-replay's warnings), one line each.
-    notes
-        What the graph derived rather than measured (a Horovod timeline alone), one line each.
     """
 
-    sweep: pl.DataFrame | None
+    report: WhatIfReport | None
     note: str
-    measured_scaling_factor: float | None = None
-    warnings: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
 
 
 def whatif_sweep(run: Run) -> WhatIfSweep:
@@ -73,22 +66,21 @@ def whatif_sweep(run: Run) -> WhatIfSweep:
 
     The world size and bucketing stay as measured; the link efficiency is ``observed`` when the
     measured link is known (a capture manifest), else ``full`` (the note says so). A trace with no
-    graph (no rank with compute events: a Horovod timeline alone) gives no sweep and a note saying why.
+    graph (no rank with compute events: a Horovod timeline alone) gives no report and a note saying why.
     """
     from timeline.errors import TimelineError
-    from timeline.whatif.replay import self_replay
-    from timeline.whatif.settings import choose_efficiency
-    from timeline.whatif.sweep import sweep
+    from timeline.results.whatif import build_whatif_report, link_source_of
+    from timeline.whatif.settings import Settings, choose_efficiency
 
     try:
         graph = run.graph
     except TimelineError as exc:
-        return WhatIfSweep(sweep=None, note=f"no what-if prediction: {exc}")
+        return WhatIfSweep(report=None, note=f"no what-if prediction: {exc}")
     bandwidths: list[float | None] = list(BANDWIDTHS_GBPS)
     efficiency, _ = choose_efficiency(None, link_known=graph.link_gbps is not None, bandwidths=bandwidths)
-    table = sweep(graph, bandwidths_gbps=bandwidths, compressions=COMPRESSIONS, efficiency=efficiency)
-    check = self_replay(graph)
-    measured = check.single_ns / check.measured_ns if check.measured_ns > 0 else None
+    settings = Settings(bandwidths=bandwidths, compressions=list(COMPRESSIONS), efficiency=efficiency)
+    source = link_source_of(graph, given=run.options.link_gbps is not None)
+    report = build_whatif_report(graph, settings, link_source=source)
     link = "unknown" if graph.link_gbps is None else f"{graph.link_gbps:g} Gbit/s"
     note = (
         f"Predicted by replaying the trace's dependency graph at its world size ({graph.world_size}) "
@@ -98,32 +90,27 @@ def whatif_sweep(run: Run) -> WhatIfSweep:
         + (" (the measured link is unknown: collectives get the full link)" if efficiency == "full" else "")
         + ". Dotted line: the trace's own scaling factor. More settings: timeline whatif."
     )
-    return WhatIfSweep(
-        sweep=table,
-        note=note,
-        measured_scaling_factor=measured,
-        warnings=(*graph.warnings, *check.warnings),
-        notes=tuple(graph.notes),
-    )
+    return WhatIfSweep(report=report, note=note)
 
 
 def build_whatif_panel(whatif: WhatIfSweep, *, width: int = 1100) -> Any:
     """Return the "What-if" tab's layout (``name="whatif"``): the plot and its note, or the note alone.
 
     The plot is :func:`build_whatif_view` (``name="whatif_plot"``); the note a ``Div`` named
-    ``whatif_note``, one line, then a ``note:`` line for each of the graph's notes and a ``warning:``
-    line for each of the sweep's warnings.
+    ``whatif_note``, one line, then a ``note:`` line for each of the report's notes and a ``warning:``
+    line for each of its warnings.
     """
     from bokeh.layouts import column
     from bokeh.models.widgets import Div
 
-    lines = [whatif.note, *(f"note: {n}" for n in whatif.notes), *(f"warning: {w}" for w in whatif.warnings)]
+    report = whatif.report
+    notes = report.notes if report is not None else []
+    warnings = report.warnings if report is not None else []
+    lines = [whatif.note, *(f"note: {n}" for n in notes), *(f"warning: {w}" for w in warnings)]
     note = Div(text="<br>".join(html.escape(line) for line in lines), width=width, name="whatif_note")
-    if whatif.sweep is None or whatif.sweep.height == 0:
+    if report is None or not report.scenarios:
         return column(note, name="whatif")
-    plot = build_whatif_view(
-        whatif.sweep, measured_scaling_factor=whatif.measured_scaling_factor, width=width, height=520
-    )
+    plot = build_whatif_view(report, width=width, height=520)
     plot.name = "whatif_plot"
     return column(plot, note, name="whatif")
 
@@ -143,18 +130,14 @@ _COLOURS = (
 )
 
 
-def curve_label(row: dict[str, Any], varying: tuple[str, ...]) -> str:
+def curve_label(row: ScenarioRow, varying: tuple[str, ...]) -> str:
     """Name a curve by the settings that vary across the sweep: ``N=64, 2× compression, ddp:25``.
 
-    Examples
-    --------
-    >>> row = {"world_size": 64, "compression": 2.0, "buckets": "measured"}
-    >>> curve_label(row, ("world_size", "compression"))
-    'N=64, 2× compression'
+    ``varying``: names of :data:`_SETTING_COLUMNS` (fields of the scenario row).
     """
     parts: list[str] = []
     for column in varying:
-        value = row.get(column)
+        value = getattr(row, column)
         if column == "world_size":
             parts.append(f"N={value}")
         elif column == "compression":
@@ -167,24 +150,16 @@ def curve_label(row: dict[str, Any], varying: tuple[str, ...]) -> str:
 
 
 def build_whatif_view(
-    sweep: pl.DataFrame,
-    *,
-    target_scaling_factor: float | None = None,
-    measured_scaling_factor: float | None = None,
-    title: str | None = None,
-    width: int = 760,
-    height: int = 420,
+    report: WhatIfReport, *, title: str | None = None, width: int = 760, height: int = 420
 ) -> Any:
     """Return a bokeh figure of the predicted scaling factor against bandwidth, one curve per setting.
 
     Parameters
     ----------
-    sweep
-        Rows of :data:`timeline.whatif.sweep.SWEEP_SCHEMA` (rows without a bandwidth are left out).
-    target_scaling_factor
-        Draw a dashed horizontal line there.
-    measured_scaling_factor
-        Draw a dotted horizontal line at the trace's own scaling factor (its self-replay).
+    report
+        The what-if report: its scenarios (those without a bandwidth are left out), the trace's own
+        scaling factor (``self_replay.measured_scaling_factor``: a dotted line) and, with targets,
+        the target scaling factor (a dashed line).
     title
         The figure's title; default: "Predicted scaling factor vs link bandwidth".
     width, height
@@ -200,7 +175,7 @@ def build_whatif_view(
     from bokeh.models import Range1d
     from bokeh.plotting import figure
 
-    rows = sweep.filter(pl.col("bandwidth_gbps").is_not_null() & pl.col("scaling_factor").is_not_null())
+    rows = [row for row in report.scenarios if row.bandwidth_gbps is not None]
     plot = figure(
         title=title or "Predicted scaling factor vs link bandwidth",
         x_axis_type="log",
@@ -212,12 +187,22 @@ def build_whatif_view(
         tools="pan,wheel_zoom,box_zoom,reset,save",
     )
     renderers, items = _draw_curves(plot, rows)
-    _draw_reference_lines(plot, items, target_scaling_factor, measured_scaling_factor)
+    measured = report.self_replay.measured_scaling_factor
+    _draw_reference_lines(plot, items, report.target_scaling_factor, measured)
     _add_hover_and_legend(plot, renderers, items)
     return plot
 
 
-def _draw_curves(plot: Any, rows: pl.DataFrame) -> tuple[list[Any], list[Any]]:
+def _curves(rows: list[ScenarioRow]) -> tuple[list[list[ScenarioRow]], tuple[str, ...]]:
+    """Return the rows of each setting (in the order first seen), and the settings that vary among them."""
+    curves: dict[tuple[object, ...], list[ScenarioRow]] = {}
+    for row in rows:
+        curves.setdefault(tuple(getattr(row, c) for c in _SETTING_COLUMNS), []).append(row)
+    varying = tuple(c for i, c in enumerate(_SETTING_COLUMNS) if len({key[i] for key in curves}) > 1)
+    return list(curves.values()), varying
+
+
+def _draw_curves(plot: Any, rows: list[ScenarioRow]) -> tuple[list[Any], list[Any]]:
     """Draw one line and its points per setting, labelled by the settings that vary.
 
     Returns the line renderers (for the hover) and a legend item per curve.
@@ -225,23 +210,21 @@ def _draw_curves(plot: Any, rows: pl.DataFrame) -> tuple[list[Any], list[Any]]:
     from bokeh.models import ColumnDataSource
     from bokeh.models.annotations import LegendItem
 
-    settings = [c for c in _SETTING_COLUMNS if c in rows.columns]
-    varying = tuple(c for c in settings if rows.get_column(c).n_unique() > 1)
     items: list[Any] = []
     renderers: list[Any] = []
-    groups = rows.partition_by(settings, maintain_order=True) if settings and rows.height else [rows]
-    for k, group in enumerate(g for g in groups if g.height):
-        group = group.sort("bandwidth_gbps")
-        label = curve_label(group.row(0, named=True), varying)
+    curves, varying = _curves(rows)
+    for k, curve in enumerate(curves):
+        points = sorted(curve, key=lambda row: row.bandwidth_gbps or 0.0)  # a line, left to right
+        label = curve_label(points[0], varying)
         source = ColumnDataSource(
             {
-                "bandwidth_gbps": group.get_column("bandwidth_gbps").to_list(),
-                "scaling_factor": group.get_column("scaling_factor").to_list(),
-                "iteration_ms": (group.get_column("iteration_ns") / 1e6).to_list(),
-                "exposed_ms": (group.get_column("exposed_comm_ns") / 1e6).to_list(),
-                "no_overlap_sf": group.get_column("no_overlap_scaling_factor").to_list(),
-                "perfect_overlap_sf": group.get_column("perfect_overlap_scaling_factor").to_list(),
-                "label": [label] * group.height,
+                "bandwidth_gbps": [row.bandwidth_gbps for row in points],
+                "scaling_factor": [row.scaling_factor for row in points],
+                "iteration_ms": [row.iteration_ns / 1e6 for row in points],
+                "exposed_ms": [row.exposed_comm_ns / 1e6 for row in points],
+                "no_overlap_sf": [row.no_overlap_scaling_factor for row in points],
+                "perfect_overlap_sf": [row.perfect_overlap_scaling_factor for row in points],
+                "label": [label] * len(points),
             }
         )
         colour = _COLOURS[k % len(_COLOURS)]

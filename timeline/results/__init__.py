@@ -6,6 +6,9 @@ JSON unchanged, and read back (a summary is a ``timeline check`` baseline):
 
 - :func:`~timeline.results.summary.build_summary`: the analysis summary (``timeline analyze``);
 - :func:`~timeline.results.collectives.build_collectives_report`: collectives across ranks;
-- :func:`~timeline.results.whatif.build_whatif_report`: the what-if predictions;
+- :func:`~timeline.results.whatif.build_whatif_report`: the what-if predictions, typed (a
+  :class:`~timeline.results.whatif.WhatIfReport`); :func:`~timeline.results.whatif.build_seed_report`:
+  the seed simulator's (a :class:`~timeline.results.whatif.SeedReport`); their JSON Schemas:
+  :mod:`timeline.results.schemas`;
 - :func:`~timeline.results.verdicts.report_to_dict`: the budget verdicts (``timeline check``).
 """

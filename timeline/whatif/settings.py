@@ -12,15 +12,16 @@ size of at most :data:`~timeline.whatif.replay.MAX_WORLD_SIZE`.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from timeline.analysis.links import parse_link_gbps
 from timeline.errors import UsageError
-from timeline.whatif.bucketing import BucketPolicy, parse_bucket_policy
+from timeline.whatif.bucketing import MEASURED, BucketPolicy, parse_bucket_policy
 from timeline.whatif.compression import Compression
 from timeline.whatif.costs import (
     ALGORITHMS,
@@ -30,6 +31,9 @@ from timeline.whatif.costs import (
     Efficiency,
     parse_duration_s,
 )
+
+if TYPE_CHECKING:
+    from timeline.whatif.replay import Scenario
 
 __all__ = [
     "DimensionValues",
@@ -217,21 +221,45 @@ def parse_efficiency(text: str) -> Efficiency:
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
-    """The settings a what-if sweeps, read from their text (``timeline whatif``'s options)."""
+    """The settings a what-if sweeps, read from their text (``timeline whatif``'s options); one value object.
 
-    bandwidths: list[float | None]
-    """The link of every collective (or of those of the dimensions not named), per link setting."""
-    world_sizes: list[int | None]
-    compressions: list[float]
-    buckets: list[BucketPolicy]
-    algorithm: Algorithm
-    latency_s: float
+    The defaults are the measured conditions: ``Settings()`` replays the trace as it ran.
+    :meth:`scenarios` packs every combination into a :class:`~timeline.whatif.replay.Scenario`, in
+    the order a sweep lists them, and :meth:`scenario` one of them (what a target's search starts from).
+
+    Raises
+    ------
+    UsageError
+        ``dimension_bandwidths`` not of the length of ``bandwidths``.
+    """
+
+    bandwidths: list[float | None] = field(default_factory=lambda: [None])
+    """Per link setting, the link of every collective (or of the dimensions not named); None: measured."""
+    world_sizes: list[int | None] = field(default_factory=lambda: [None])
+    """World sizes; None: as measured."""
+    compressions: list[float] = field(default_factory=lambda: [1.0])
+    """Gradient compression ratios (1: none)."""
+    buckets: list[BucketPolicy] = field(default_factory=lambda: [MEASURED])
+    """Gradient bucketing policies; a target's search takes the first."""
+    algorithm: Algorithm = "ring"
+    latency_s: float = 0.0
+    """``α`` of the collectives of the dimensions ``dimension_latencies`` does not name."""
     codec_gbps: float | None = None
+    """The codec's throughput, Gbit/s of gradient for encoding and for decoding; None: free."""
     target_sf: float | None = None
+    """Also search the bandwidth, and the compression ratio at each bandwidth, that reach it."""
     dimension_bandwidths: list[DimensionValues] | None = None
     """Per link setting (same length as ``bandwidths``): the links of named dimensions; None: none."""
     dimension_latencies: DimensionValues = ()
     """``α`` of the collectives of named dimensions (``latency_s`` for the others)."""
+    efficiency: Efficiency = "observed"
+    """The fraction of the link collectives achieve (:func:`choose_efficiency` picks it for a command)."""
+    iterations: list[int] | None = None
+    """Average over these iterations only (``ProfilerStep`` numbers); None: every iteration."""
+
+    def __post_init__(self) -> None:
+        if self.dimension_bandwidths is not None and len(self.dimension_bandwidths) != len(self.bandwidths):
+            raise UsageError("dimension_bandwidths: give one entry per bandwidth (bandwidths)")
 
     @property
     def links(self) -> list[tuple[float | None, DimensionValues]]:
@@ -244,6 +272,49 @@ class Settings:
         """Every (option, dimension) named, in the order given."""
         named = [("--bandwidth", d) for pairs in self.dimension_bandwidths or [] for d, _ in pairs]
         return named + [("--latency", d) for d, _ in self.dimension_latencies]
+
+    def scenario(
+        self,
+        *,
+        bandwidth_gbps: float | None = None,
+        dimension_bandwidths: DimensionValues = (),
+        world_size: int | None = None,
+        compression: float = 1.0,
+        buckets: BucketPolicy | None = None,
+    ) -> Scenario:
+        """Return the scenario of one combination, with the settings every combination shares.
+
+        ``buckets``: default the first policy. The codec applies to every ratio above 1.
+        """
+        from timeline.whatif.replay import Scenario
+
+        codec = self.codec_gbps * 1e9 / 8 if self.codec_gbps is not None else None
+        return Scenario(
+            dimension_bandwidths=dimension_bandwidths,
+            dimension_latencies=self.dimension_latencies,
+            bandwidth_gbps=bandwidth_gbps,
+            world_size=world_size,
+            efficiency=self.efficiency,
+            latency_s=self.latency_s,
+            algorithm=self.algorithm,
+            buckets=buckets if buckets is not None else self.buckets[0],
+            compression=Compression(ratio=compression, codec_bytes_per_s=codec),
+        )
+
+    def scenarios(self) -> list[Scenario]:
+        """Return every combination of links, world sizes, compression ratios and buckets, in that order."""
+        return [
+            self.scenario(
+                bandwidth_gbps=bandwidth,
+                dimension_bandwidths=named,
+                world_size=world,
+                compression=ratio,
+                buckets=policy,
+            )
+            for (bandwidth, named), world, ratio, policy in itertools.product(
+                self.links, self.world_sizes, self.compressions, self.buckets
+            )
+        ]
 
 
 def _read_bandwidths(values: str | Sequence[str]) -> tuple[list[float | None], list[DimensionValues]]:
@@ -302,8 +373,12 @@ def parse_settings(
     latency: str,
     codec_gbps: float | None = None,
     target_sf: float | None = None,
+    iterations: Sequence[int] | None = None,
 ) -> Settings:
     """Read the settings to sweep from their text; ``None`` keeps what was measured.
+
+    ``iterations``: average over these only (none or empty: every iteration). The efficiency stays
+    ``observed``: a command picks it once the measured link is known (:func:`choose_efficiency`).
 
     Ranges: world sizes 1 to :data:`MAX_WORLD_SIZE`, compression ratios finite and at least 1, a
     latency of 0 to :data:`MAX_LATENCY_S` seconds, a codec throughput finite and positive (no codec
@@ -346,6 +421,7 @@ def parse_settings(
         target_sf=_target_sf(target_sf),
         dimension_bandwidths=named if any(named) else None,
         dimension_latencies=latencies,
+        iterations=list(iterations) if iterations else None,
     )
 
 

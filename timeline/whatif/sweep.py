@@ -1,7 +1,7 @@
 """Sweeps of what-if scenarios, and the bandwidth or compression that reaches a scaling factor.
 
-Takes a :class:`~timeline.whatif.graph.TraceGraph` and lists of settings (bandwidths, world sizes,
-compression ratios, bucketing policies); gives one row per combination
+Takes a :class:`~timeline.whatif.graph.TraceGraph` and the :class:`~timeline.whatif.settings.Settings`
+to combine (bandwidths, world sizes, compression ratios, bucketing policies); gives one row per combination
 (:data:`SWEEP_SCHEMA`): the predicted iteration time, exposed communication and scaling factor,
 with the no-overlap and perfect-overlap bounds beside them. :func:`solve_bandwidth` and
 :func:`solve_compression` search for the smallest bandwidth, or compression ratio, whose predicted
@@ -11,19 +11,16 @@ never delays a collective, and nothing in the replay waits less when a collectiv
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import replace
 
 import polars as pl
 
-from timeline.errors import UsageError
-from timeline.whatif.bucketing import MEASURED, BucketPolicy
 from timeline.whatif.compression import Compression
-from timeline.whatif.costs import Algorithm
 from timeline.whatif.graph import TraceGraph
-from timeline.whatif.replay import Efficiency, Prediction, Scenario, replay, single_replay
+from timeline.whatif.replay import Prediction, Scenario, replay, single_replay
+from timeline.whatif.settings import Settings
 
 __all__ = ["SWEEP_SCHEMA", "scenario_row", "solve_bandwidth", "solve_compression", "sweep"]
 
@@ -93,71 +90,34 @@ def scenario_row(
     }
 
 
-def sweep(
-    graph: TraceGraph,
-    *,
-    bandwidths_gbps: Sequence[float | None] = (None,),
-    world_sizes: Sequence[int | None] = (None,),
-    compressions: Sequence[float] = (1.0,),
-    buckets: Sequence[BucketPolicy] = (MEASURED,),
-    efficiency: Efficiency = "observed",
-    latency_s: float = 0.0,
-    algorithm: Algorithm = "ring",
-    codec_gbps: float | None = None,
-    iterations: Sequence[int] | None = None,
-    bounds: bool = True,
-    dimension_bandwidths: Sequence[tuple[tuple[str, float], ...]] | None = None,
-    dimension_latencies: tuple[tuple[str, float], ...] = (),
-) -> pl.DataFrame:
+def sweep(graph: TraceGraph, settings: Settings, *, bounds: bool = True) -> pl.DataFrame:
     """Replay every combination of settings and tabulate the predictions.
 
     Parameters
     ----------
     graph
         The run's graph.
-    bandwidths_gbps, world_sizes, compressions, buckets
-        The settings to combine (None: as measured).
-    efficiency, latency_s, algorithm
-        As in :class:`~timeline.whatif.replay.Scenario`, for every row.
-    codec_gbps
-        Encode and decode throughput of the compression codec, Gbit/s of gradient each; None: free.
-    iterations
-        Keep only these iterations in the averages.
+    settings
+        What to combine (:meth:`~timeline.whatif.settings.Settings.scenarios`: links, world sizes,
+        compression ratios, buckets) and what every row shares (efficiency, latency, algorithm,
+        codec, the iterations averaged over); ``Settings()``: the measured conditions.
     bounds
         Also replay each scenario without overlap (``no_overlap_*`` columns; null when False).
-    dimension_bandwidths
-        Per bandwidth (same length as ``bandwidths_gbps``): the links of named dimensions
-        (:attr:`~timeline.whatif.replay.Scenario.dimension_bandwidths`); the bandwidth is then that of
-        the other collectives. None: no dimension named.
-    dimension_latencies
-        ``α`` of named dimensions (:attr:`~timeline.whatif.replay.Scenario.dimension_latencies`).
 
     Returns
     -------
     pl.DataFrame
-        :data:`SWEEP_SCHEMA`, one row per combination, in the order given.
+        :data:`SWEEP_SCHEMA`, one row per combination, in the order of ``settings.scenarios()``.
+
+    Examples
+    --------
+    >>> from timeline.whatif.settings import Settings  # doctest: +SKIP
+    >>> sweep(graph, Settings(bandwidths=[10.0, 25.0], compressions=[1.0, 2.0]))  # doctest: +SKIP
     """
     single = single_replay(graph)
-    codec = codec_gbps * 1e9 / 8 if codec_gbps is not None else None
+    iterations = settings.iterations
     rows: list[dict[str, object]] = []
-    named = list(dimension_bandwidths) if dimension_bandwidths is not None else [() for _ in bandwidths_gbps]
-    if len(named) != len(bandwidths_gbps):
-        raise UsageError("dimension_bandwidths: give one entry per bandwidth (bandwidths_gbps)")
-    links = list(zip(bandwidths_gbps, named, strict=True))
-    for (bandwidth, per_dimension), world, ratio, policy in itertools.product(
-        links, world_sizes, compressions, buckets
-    ):
-        scenario = Scenario(
-            dimension_bandwidths=per_dimension,
-            dimension_latencies=dimension_latencies,
-            bandwidth_gbps=bandwidth,
-            world_size=world,
-            efficiency=efficiency,
-            latency_s=latency_s,
-            algorithm=algorithm,
-            buckets=policy,
-            compression=Compression(ratio=ratio, codec_bytes_per_s=codec),
-        )
+    for scenario in settings.scenarios():
         prediction = replay(graph, scenario=scenario, single=single, iterations=iterations)
         no_overlap = (
             replay(graph, scenario=replace(scenario, overlap="none"), single=single, iterations=iterations)
