@@ -1,5 +1,6 @@
-"""Golden outputs: the commands print byte for byte what they printed at commit b607444
-(issues #19, #22 and #23 included; before them, fb33636).
+"""Golden outputs: the commands print byte for byte what they printed at commit 66ccaa8
+(the run object of #36: one matching per run, the partial-run warning; before it, b607444 and
+fb33636, whose outputs #20 and #21 changed on purpose: regenerated here, nothing skipped).
 
 Each file of ``tests/cli/golden/cases/`` is one case, made by ``tests/cli/golden/regenerate.py``
 (see its docstring; never run by the tests) from the CLI of a git revision run in a subprocess: the
