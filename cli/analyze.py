@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -31,6 +31,9 @@ from cli.options import (
     RankRegexOption,
     RayAddressOption,
 )
+
+if TYPE_CHECKING:
+    from timeline.results.flight_recorder import FlightReport
 
 __all__ = ["analyze_command"]
 
@@ -103,7 +106,7 @@ def analyze_command(
         if flight is not None and loaded is not None:
             from timeline.results.flight_recorder import profiler_matches
 
-            flight["matches"] = profiler_matches(loaded, run.trace.events)
+            flight.matches = profiler_matches(loaded, run.trace.events)
             summary["flight_recorder"] = flight
     # the load warnings and the run's were printed while loading; the analysis' own follow
     echo_warnings(summary["warnings"][len(run.warnings) :])
@@ -119,7 +122,7 @@ def analyze_command(
     render_summary(summary, console(120))
 
 
-def _print(flight: dict[str, Any], json_output: bool) -> None:
+def _print(flight: FlightReport, json_output: bool) -> None:
     """Print the dumps' report alone (``--json``), or its verdict and findings (and profiler matches)."""
     if json_output:
         from timeline.render.json import render_json
