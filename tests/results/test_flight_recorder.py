@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 import tomllib
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from timeline.analysis.flight_recorder import (
 from timeline.dumps import DUMP_FILES_SCHEMA, load_dumps
 from timeline.importers.flight_recorder import FLIGHT_ENTRIES_SCHEMA, FLIGHT_STATUS_SCHEMA
 from timeline.importers.flight_recorder import FLIGHT_GROUPS_SCHEMA as CONFIG_SCHEMA
+from timeline.render.html import render_html
 from timeline.results.findings import CAUSES
 from timeline.results.flight_recorder import (
     FLIGHT_REPORT_VERSION,
@@ -180,3 +183,31 @@ def test_rank_lists_read_as_words() -> None:
     assert rank_list([3]) == "rank 3"
     assert rank_list([12, 14]) == "ranks 12 and 14"
     assert rank_list([1, 2, 5]) == "ranks 1, 2 and 5"
+
+
+def test_the_html_of_a_notebook_shows_the_verdict_roots_and_groups_that_did_not_finish() -> None:
+    folder = TRACES / "flight_recorder" / "nvrx_megatron16_gpu_error_1st"
+    report = build_flight_report(load_dumps(folder))
+    page = render_html(report)
+    assert "timeline Flight Recorder dumps: hang" in page
+    assert html.escape(report.verdict.summary) in page
+    roots = re.search(r'data-table="roots">(.*?)</table>', page)
+    assert roots is not None
+    faulted = re.findall(r"Rank (\d+), fault_type", (folder / "fault_injection.log").read_text())
+    shown = re.findall(r'<tr><td data-value="(\d+)">', roots.group(1))
+    assert shown == sorted(faulted, key=int) == ["12", "14"]
+    # the groups where a member stopped or all stalled, read plainly from the dumps
+    progress = plain_progress(read_folder_plainly(folder))
+    unfinished = set()
+    for (name, _), members in progress.items():
+        if any(p2p for _, _, p2p in members.values()):
+            continue
+        if any(s.startswith("not_") or s == "stalled" for s in plain_states(members).values()):
+            unfinished.add(name)
+    groups = re.search(r'data-table="groups">(.*?)</table>', page)
+    assert groups is not None
+    listed = re.findall(r'<tr><td class="text">([^<]+)</td>', groups.group(1))
+    assert set(listed) == unfinished
+    assert listed[: len([g for g in report.groups if g.state == "stopped"])] == [
+        g.group for g in sorted(report.groups, key=lambda g: g.order) if g.state == "stopped"
+    ]
