@@ -33,6 +33,9 @@ from cli.options import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from timeline.dumps import Dumps
     from timeline.results.flight_recorder import FlightReport
 
 __all__ = ["analyze_command"]
@@ -72,13 +75,7 @@ def analyze_command(
     130 interrupted.
     """
     with user_errors():
-        dumps, traces = flight_inputs(paths, rank)
-        loaded = flight_dumps(dumps, rank=None if traces else rank, rank_regex=rank_regex) if dumps else None
-        flight = None
-        if loaded is not None:
-            from timeline.results.flight_recorder import build_flight_report
-
-            flight = build_flight_report(loaded)
+        loaded, flight, traces = _flight_of(paths, rank, rank_regex)
     if flight is not None and not traces:
         _print(flight, json_output)
         return
@@ -120,6 +117,19 @@ def analyze_command(
     from timeline.render.terminal.summary import render_summary
 
     render_summary(summary, console(120))
+
+
+def _flight_of(
+    paths: list[str], rank: int | None, rank_regex: str | None
+) -> tuple[Dumps | None, FlightReport | None, list[Path]]:
+    """Return the inputs' Flight Recorder dumps and their report (None without dumps), and the traces."""
+    dumps, traces = flight_inputs(paths, rank)
+    if not dumps:
+        return None, None, traces
+    from timeline.results.flight_recorder import build_flight_report
+
+    loaded = flight_dumps(dumps, rank=None if traces else rank, rank_regex=rank_regex)
+    return loaded, build_flight_report(loaded), traces
 
 
 def _print(flight: FlightReport, json_output: bool) -> None:
