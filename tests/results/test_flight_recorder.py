@@ -211,3 +211,11 @@ def test_the_html_of_a_notebook_shows_the_verdict_roots_and_groups_that_did_not_
     assert listed[: len([g for g in report.groups if g.state == "stopped"])] == [
         g.group for g in sorted(report.groups, key=lambda g: g.order) if g.state == "stopped"
     ]
+
+
+def test_the_renderers_of_the_report_read_attributes_not_keys() -> None:
+    """No string subscript (``row["state"]``) in the Flight Recorder renderers: they read the typed report."""
+    keyed = re.compile(r'\["[a-z_]+"\]')
+    for path in ("timeline/render/terminal/flight_recorder.py", "timeline/report/flight_view.py"):
+        lines = (REPO / path).read_text().splitlines()
+        assert [line for line in lines if keyed.search(line)] == [], path
