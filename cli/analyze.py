@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -31,6 +31,12 @@ from cli.options import (
     RankRegexOption,
     RayAddressOption,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from timeline.dumps import Dumps
+    from timeline.results.flight_recorder import FlightReport
 
 __all__ = ["analyze_command"]
 
@@ -69,13 +75,7 @@ def analyze_command(
     130 interrupted.
     """
     with user_errors():
-        dumps, traces = flight_inputs(paths, rank)
-        loaded = flight_dumps(dumps, rank=None if traces else rank, rank_regex=rank_regex) if dumps else None
-        flight = None
-        if loaded is not None:
-            from timeline.results.flight_recorder import build_flight_report
-
-            flight = build_flight_report(loaded)
+        loaded, flight, traces = _flight_of(paths, rank, rank_regex)
     if flight is not None and not traces:
         _print(flight, json_output)
         return
@@ -103,7 +103,7 @@ def analyze_command(
         if flight is not None and loaded is not None:
             from timeline.results.flight_recorder import profiler_matches
 
-            flight["matches"] = profiler_matches(loaded, run.trace.events)
+            flight.matches = profiler_matches(loaded, run.trace.events)
             summary["flight_recorder"] = flight
     # the load warnings and the run's were printed while loading; the analysis' own follow
     echo_warnings(summary["warnings"][len(run.warnings) :])
@@ -119,7 +119,20 @@ def analyze_command(
     render_summary(summary, console(120))
 
 
-def _print(flight: dict[str, Any], json_output: bool) -> None:
+def _flight_of(
+    paths: list[str], rank: int | None, rank_regex: str | None
+) -> tuple[Dumps | None, FlightReport | None, list[Path]]:
+    """Return the inputs' Flight Recorder dumps and their report (None without dumps), and the traces."""
+    dumps, traces = flight_inputs(paths, rank)
+    if not dumps:
+        return None, None, traces
+    from timeline.results.flight_recorder import build_flight_report
+
+    loaded = flight_dumps(dumps, rank=None if traces else rank, rank_regex=rank_regex)
+    return loaded, build_flight_report(loaded), traces
+
+
+def _print(flight: FlightReport, json_output: bool) -> None:
     """Print the dumps' report alone (``--json``), or its verdict and findings (and profiler matches)."""
     if json_output:
         from timeline.render.json import render_json

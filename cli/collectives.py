@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -31,6 +31,9 @@ from cli.options import (
     RankRegexOption,
     RayAddressOption,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["collectives_command"]
 
@@ -70,19 +73,8 @@ def collectives_command(
     """
     with user_errors():
         dumps, traces = flight_inputs(paths, rank)
-        if dumps and not traces:
-            from timeline.results.flight_recorder import build_flight_report
-
-            flight = build_flight_report(flight_dumps(dumps, rank=rank, rank_regex=rank_regex))
     if dumps and not traces:
-        if json_output:
-            from timeline.render.json import render_json
-
-            typer.echo(render_json(flight))
-            return
-        from timeline.render.terminal.flight_recorder import render_flight_progress
-
-        render_flight_progress(flight, console(150), limit=limit)
+        _flight_progress(dumps, rank=rank, rank_regex=rank_regex, json_output=json_output, limit=limit)
         return
     with user_errors():
         options = run_options(
@@ -108,3 +100,21 @@ def collectives_command(
     from timeline.render.terminal.collectives import render_collectives_report
 
     render_collectives_report(report, console(150), limit=limit)
+
+
+def _flight_progress(
+    dumps: list[Path], *, rank: int | None, rank_regex: str | None, json_output: bool, limit: int
+) -> None:
+    """Print the Flight Recorder report of dumps: as JSON, or every group's state and member's progress."""
+    with user_errors():
+        from timeline.results.flight_recorder import build_flight_report
+
+        flight = build_flight_report(flight_dumps(dumps, rank=rank, rank_regex=rank_regex))
+    if json_output:
+        from timeline.render.json import render_json
+
+        typer.echo(render_json(flight))
+        return
+    from timeline.render.terminal.flight_recorder import render_flight_progress
+
+    render_flight_progress(flight, console(150), limit=limit)

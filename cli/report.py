@@ -28,6 +28,7 @@ from timeline.errors import shown
 if TYPE_CHECKING:
     from timeline.report.data import ReportData
     from timeline.report.server import Listening
+    from timeline.results.flight_recorder import FlightReport
     from timeline.run import Inputs
 
 __all__ = ["report_command", "serve_command"]
@@ -164,7 +165,7 @@ def serve_command(
         origins = list(allow_origin or ())
         parse_origins(origins)  # a bad one stops before the traces are read
         flight, paths = _flight(paths, rank, rank_regex, compare)
-        data: ReportData | dict[str, Any]
+        data: ReportData | FlightReport
         if flight is None:
             inputs = inputs_of(
                 paths,
@@ -175,7 +176,7 @@ def serve_command(
             )
             data, files = _report_data(inputs, compare)
         else:
-            data, files = flight, len(flight["dumps"]["ranks"])
+            data, files = flight, len(flight.dumps.ranks)
 
         def ready(listening: Listening) -> None:
             _announce(listening, host=host, origins=host != _DEFAULT_HOST or bool(origins))
@@ -234,7 +235,7 @@ def report_command(
 
 def _flight(
     paths: list[str], rank: int | None, rank_regex: str | None, compare: str | None
-) -> tuple[dict[str, Any] | None, list[str]]:
+) -> tuple[FlightReport | None, list[str]]:
     """Return the Flight Recorder report when the inputs are dumps, and the inputs the Gantt reads.
 
     Dumps and traces together: the report draws the traces (``timeline analyze`` reads both).

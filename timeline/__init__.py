@@ -13,7 +13,8 @@ The documented surface (``docs/architecture.md``):
 - results, plain versioned data: :func:`build_summary`, :func:`build_collectives_report`,
   :func:`build_whatif_report`;
 - PyTorch Flight Recorder dumps: :func:`load_dumps` (a :class:`Dumps`), :func:`build_flight_report`
-  (why the job stopped: verdict, findings, each group's progress per rank);
+  (why the job stopped: verdict, findings, each group's progress per rank; a typed
+  :class:`~timeline.results.flight_recorder.FlightReport`);
 - classification: :class:`ClassificationRules`;
 - errors: :class:`TimelineError` and its subclasses.
 

@@ -1,43 +1,70 @@
-"""The JSON Schemas in ``docs/schemas/`` are those of the result types (``timeline.results.schemas``)."""
+"""The JSON Schemas in ``docs/schemas/``: what the result types give, one file per kind, no other."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import msgspec
-import pytest
 
 from tests.builders import REPO
+from timeline.results.base import Result
 from timeline.results.schemas import SCHEMAS, write_schemas
 
-DOCS = REPO / "docs" / "schemas"
+COMMITTED = REPO / "docs" / "schemas"
 
 
-def test_the_committed_schemas_are_those_of_the_code(tmp_path: Path) -> None:
+def test_the_committed_schemas_are_what_the_types_give(tmp_path: Path) -> None:
     written = write_schemas(tmp_path)
-    assert [path.name for path in written] == [f"{kind}.json" for kind in SCHEMAS]
-    assert sorted(p.name for p in DOCS.glob("*.json")) == sorted(p.name for p in written)
+    assert sorted(p.name for p in written) == sorted(f"{kind}.json" for kind in SCHEMAS)
     for path in written:
-        committed = DOCS / path.name
-        assert committed.read_text(encoding="utf-8") == path.read_text(encoding="utf-8"), (
-            f"{committed} is out of date: run python -m timeline.results.schemas"
-        )
+        committed = COMMITTED / path.name
+        assert committed.exists(), f"{committed} missing: run python -m timeline.results.schemas"
+        assert path.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), path.name
+    assert sorted(p.name for p in COMMITTED.glob("*.json")) == sorted(p.name for p in written)
 
 
-@pytest.mark.parametrize("kind", sorted(SCHEMAS))
-def test_each_schema_names_its_kind(kind: str) -> None:
-    schema = msgspec.json.decode((DOCS / f"{kind}.json").read_bytes())
-    name = schema["$ref"].removeprefix("#/$defs/")
-    assert name == SCHEMAS[kind].__name__
-    assert schema["$defs"][name]["properties"]["kind"] == {"enum": [kind]}
-    assert schema["$defs"][name]["required"][0] == "kind"
+def test_each_kind_is_its_types_tag_and_its_schema_names_it() -> None:
+    for kind, result in SCHEMAS.items():
+        assert issubclass(result, Result)
+        assert result.__struct_config__.tag == kind
+        schema = msgspec.json.decode((COMMITTED / f"{kind}.json").read_bytes())
+        definition = schema["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
+        assert definition["properties"]["kind"] == {"enum": [kind]}
+        assert definition["required"][0] == "kind"
 
 
-def test_the_module_writes_them(tmp_path: Path) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "timeline.results.schemas", str(tmp_path)], check=True, timeout=120, cwd=REPO
+def _untyped(node: Any, where: str = "$") -> list[str]:
+    """Where a schema admits any value: ``{}`` (Any), an object or array whose contents are unstated."""
+    if isinstance(node, list):
+        return [hit for i, item in enumerate(node) for hit in _untyped(item, f"{where}[{i}]")]
+    if not isinstance(node, dict):
+        return []
+    hits = [where] if node == {} else []
+    if node.get("type") == "object" and not {"properties", "additionalProperties"} & set(node):
+        hits.append(where)
+    if node.get("type") == "array" and "items" not in node and "prefixItems" not in node:
+        hits.append(where)
+    return hits + [hit for key, value in node.items() for hit in _untyped(value, f"{where}.{key}")]
+
+
+def test_no_result_admits_untyped_values() -> None:
+    """No ``Any``, no ``dict[str, Any]``, no bare ``list``: every value of every result has a type."""
+    for kind, result in SCHEMAS.items():
+        schema = msgspec.json.schema(result)
+        assert _untyped(schema) == [], kind
+
+
+def test_the_module_writes_into_a_folder(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "timeline.results.schemas", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=REPO,
     )
-    for kind in SCHEMAS:
-        assert (tmp_path / f"{kind}.json").read_bytes() == (DOCS / f"{kind}.json").read_bytes()
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split()) == sorted(str(tmp_path / f"{kind}.json") for kind in SCHEMAS)

@@ -1,8 +1,8 @@
 """The results as HTML tables: what a Jupyter notebook shows (``_repr_html_``).
 
 Takes the plain results of :mod:`timeline.results` (the summary of ``timeline analyze`` with its
-verdict and findings, the collectives report, the what-if report, a diagnosis) and gives an HTML
-fragment: a heading line, the warnings,
+verdict and findings, the collectives report, the what-if report, a diagnosis) and the typed
+Flight Recorder report, and gives an HTML fragment: a heading line, the warnings,
 then tables. Every text is escaped (:func:`html.escape`): trace, kernel and group names are the
 user's data. Every number cell carries the exact value in ``data-value`` (nanoseconds, ratios,
 counts as the result holds them) and shows it formatted for people, as the terminal tables do.
@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from timeline.errors import UsageError
 from timeline.results.whatif import WhatIfReport
 from timeline.units import format_ns, format_ratio
+
+if TYPE_CHECKING:
+    from timeline.results.flight_recorder import FlightReport
 
 __all__ = [
     "ROWS_SHOWN",
@@ -27,6 +30,7 @@ __all__ = [
     "kind_of",
     "render_collectives_html",
     "render_diagnosis_html",
+    "render_flight_recorder_html",
     "render_html",
     "render_summary_html",
     "render_whatif_html",
@@ -375,6 +379,70 @@ def render_whatif_html(report: WhatIfReport) -> str:
     return _page(heading, list(report.warnings), parts)
 
 
+def _ranks_text(ranks: list[int] | None) -> str:
+    return "all" if ranks is None else ", ".join(map(str, ranks)) or "-"
+
+
+_FLIGHT_FINDING_COLUMNS: list[Column] = [
+    ("cause", "cause", "text"),
+    ("ranks", "ranks", "text"),
+    ("finding", "summary", "text"),
+    ("fix", "fix", "text"),
+]
+_FLIGHT_ROOT_COLUMNS: list[Column] = [
+    ("rank", "rank", "int"),
+    ("stop", "kind", "text"),
+    ("groups stopped in", "groups", "int"),
+    ("ranks waiting on it", "waited_on_by", "int"),
+    ("stopped at (ns since the epoch)", "stopped_at_ns", "int"),
+]
+_FLIGHT_GROUP_COLUMNS: list[Column] = [
+    ("group", "group", "text"),
+    ("dimension", "dimension", "text"),
+    ("state", "state", "text"),
+    ("at", "stop_seq", "int"),
+    ("op", "stop_op", "text"),
+    ("not entered", "not_entered", "text"),
+    ("not completed", "not_completed", "text"),
+    ("waiting", "waiting", "text"),
+]
+
+
+def render_flight_recorder_html(report: FlightReport) -> str:
+    """Return the Flight Recorder report (:class:`~timeline.results.flight_recorder.FlightReport`) as HTML.
+
+    The verdict, the findings, the ranks the others wait on and the groups that did not finish (in
+    the report's ``order``), as ``timeline analyze DUMPS`` prints them.
+    """
+    verdict = report.verdict
+    heading = "timeline Flight Recorder dumps: " + (
+        "hang" if verdict.hang else "desync" if verdict.desync else "no hang"
+    )
+    findings = [
+        {"cause": f.cause, "ranks": _ranks_text(f.ranks), "summary": f.summary, "fix": f.fix}
+        for f in report.findings
+    ]
+    roots = [
+        {"rank": r.rank, "kind": r.kind, "groups": r.groups, "waited_on_by": r.waited_on_by,
+         "stopped_at_ns": r.stopped_at_ns}
+        for r in report.roots
+    ]  # fmt: skip
+    groups = [
+        {"group": g.group, "dimension": g.dimension, "state": g.state, "stop_seq": g.stop_seq,
+         "stop_op": g.stop_op, "not_entered": _ranks_text(g.not_entered),
+         "not_completed": _ranks_text(g.not_completed), "waiting": _ranks_text(g.waiting or g.stalled)}
+        for g in sorted(report.groups, key=lambda g: g.order)
+        if g.state in ("stopped", "stalled")
+    ]  # fmt: skip
+    parts = [
+        f"<p><b>verdict</b>: {html.escape(verdict.summary)}</p>",
+        _table("Findings", _FLIGHT_FINDING_COLUMNS, findings, name="findings"),
+        _table("Ranks the others wait on", _FLIGHT_ROOT_COLUMNS, roots, name="roots"),
+        _table("Groups that did not finish", _FLIGHT_GROUP_COLUMNS, groups, name="groups"),
+    ]
+    return _page(heading, list(report.warnings), parts)
+
+
 _RENDERERS: dict[Kind, Callable[[Mapping[str, Any]], str]] = {
     "summary": render_summary_html,
     "collectives": render_collectives_html,
@@ -406,14 +474,17 @@ def kind_of(result: Mapping[str, Any]) -> Kind:
     raise UsageError(msg)
 
 
-def render_html(result: Mapping[str, Any] | WhatIfReport) -> str:
-    """Return any result (summary, collectives, what-if) as HTML.
+def render_html(result: Mapping[str, Any] | WhatIfReport | FlightReport) -> str:
+    """Return any result (summary, collectives, what-if, Flight Recorder) as HTML.
 
-    A typed result (:class:`~timeline.results.whatif.WhatIfReport`) by its type, a dict by its layout
-    (:func:`kind_of`).
+    A typed result by its type; a dict by its layout (:func:`kind_of`).
     """
+    from timeline.results.flight_recorder import FlightReport
+
     if isinstance(result, WhatIfReport):
         return render_whatif_html(result)
+    if isinstance(result, FlightReport):
+        return render_flight_recorder_html(result)
     return _RENDERERS[kind_of(result)](result)
 
 

@@ -1,12 +1,13 @@
 """The report of Flight Recorder dumps: every process group's progress per rank, the stopped ranks in red.
 
-Takes the Flight Recorder report (:func:`timeline.results.flight_recorder.build_flight_report`) and
-lays it out, never recomputing a figure:
+Takes the Flight Recorder report (:class:`timeline.results.flight_recorder.FlightReport`) and lays
+it out, reading its attributes, never recomputing a figure:
 
 - :func:`progress_cells` (plain data, no bokeh, tested as data): one cell per process group and
   member rank: its state, colour, and its last enqueued, started and completed sequence numbers,
-  the number of operations it has not completed, where it stopped and on whom it waits; one row of
-  cells per group (groups where something did not finish first), one column per rank;
+  the number of operations it has not completed, where it stopped, on whom it waits and how far it
+  is behind its peers (the report's ``behind``); one row of cells per group, in the report's
+  ``order`` (groups where something did not finish first), one column per rank;
 - :func:`build_flight_page`: the verdict and findings above a grid of those cells (rank across,
   group down), a hover per cell, a legend of the states; :func:`render_flight_html` and
   :func:`write_flight_report` make it a standalone HTML file (``timeline report DUMPS -o FILE``),
@@ -18,8 +19,12 @@ bokeh is imported inside the functions that draw, so importing this module costs
 from __future__ import annotations
 
 import html
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from timeline.results.flight_recorder import FlightGroup, FlightReport
 
 __all__ = [
     "STATE_COLOURS",
@@ -70,92 +75,70 @@ _TOOLTIPS = [
     ("waits on", "@waits_on"),
     ("behind its peers", "@behind collectives"),
 ]
-_GROUP_ORDER = {"stopped": 0, "stalled": 1, "outstanding": 2, "unknown": 3, "idle": 4}
 
 
-def group_label(group: dict[str, Any]) -> str:
+def group_label(group: FlightGroup) -> str:
     """Return a group's label in the picture: ``74 · expert_model_parallel``."""
-    return f"{group['group']} · {group['dimension']}" if group["dimension"] else str(group["group"])
+    return f"{group.group} · {group.dimension}" if group.dimension else group.group
 
 
 def _seq(value: int | None) -> str:
     return "-" if value is None else f"#{value}"
 
 
-def progress_cells(report: dict[str, Any]) -> dict[str, list[Any]]:
+def progress_cells(report: FlightReport) -> dict[str, list[str | int]]:
     """Return the cells of the picture: one per group and member rank, groups that did not finish first.
 
     Columns: ``group`` (the label, :func:`group_label`), ``rank``, ``state``, ``colour``
     (:data:`STATE_COLOURS`), ``enqueued``, ``started``, ``completed`` (``#N`` or ``-``),
-    ``outstanding``, ``stop_seq``, ``stop_op``, ``waits_on`` (texts), ``behind`` (the group's
-    highest ``last_completed`` minus this rank's: how many collectives its peers completed that it
-    did not; 0 for point-to-point groups and unknown progress), ``label`` (``behind`` as drawn in the
-    cell, empty for 0) and ``label_colour``, and ``order`` (the group's row, from 0 at the top).
+    ``outstanding``, ``stop_seq``, ``stop_op``, ``waits_on`` (texts), ``behind`` (the report's: how
+    many collectives its peers completed that it did not), ``label`` (``behind`` as drawn in the
+    cell, empty for 0) and ``label_colour``, and ``order`` (the group's row, from 0 at the top: the
+    report's group ``order``).
     """
-    groups = sorted(
-        report["groups"],
-        key=lambda g: (
-            _GROUP_ORDER[g["state"]],
-            g["stop_created_ns"] is None,
-            g["stop_created_ns"] or 0,
-            g["group"],
-        ),
-    )
-    order = {g["group"]: i for i, g in enumerate(groups)}
-    labels = {g["group"]: group_label(g) for g in groups}
-    top: dict[str, int] = {}
-    for row in report["progress"]:
-        if row["seq_kind"] != "p2p" and row["last_completed"] is not None:
-            top[row["group"]] = max(top.get(row["group"], 0), row["last_completed"])
-    cells: dict[str, list[Any]] = {key: [] for key in _CELL_COLUMNS}
-    rows = sorted(report["progress"], key=lambda r: (order[r["group"]], r["rank"]))
-    for row in rows:
-        completed = row["last_completed"]
-        behind = 0
-        if row["seq_kind"] != "p2p" and completed is not None:
-            behind = top[row["group"]] - completed
-        values = {
-            "group": labels[row["group"]],
-            "rank": row["rank"],
-            "state": row["state"],
-            "colour": STATE_COLOURS[row["state"]],
-            "enqueued": _seq(row["last_enqueued"]),
-            "started": _seq(row["last_started"]),
-            "completed": _seq(completed),
-            "outstanding": "-" if row["outstanding"] is None else str(row["outstanding"]),
-            "stop_seq": _seq(row["stop_seq"]),
-            "stop_op": row["stop_op"] or "-",
-            "waits_on": ", ".join(str(r) for r in row["waits_on"] or []) or "-",
-            "behind": behind,
-            "label": str(behind) if behind else "",
-            "label_colour": "#FFFFFF" if row["state"] in ("not_entered", "not_completed") else "#000000",
-            "order": order[row["group"]],
+    groups = {g.group: g for g in report.groups}
+    cells: dict[str, list[str | int]] = {key: [] for key in _CELL_COLUMNS}
+    for member in sorted(report.progress, key=lambda m: (groups[m.group].order, m.rank)):
+        values: dict[str, str | int] = {
+            "group": group_label(groups[member.group]),
+            "rank": member.rank,
+            "state": member.state,
+            "colour": STATE_COLOURS[member.state],
+            "enqueued": _seq(member.last_enqueued),
+            "started": _seq(member.last_started),
+            "completed": _seq(member.last_completed),
+            "outstanding": str(member.outstanding),
+            "stop_seq": _seq(member.stop_seq),
+            "stop_op": member.stop_op or "-",
+            "waits_on": ", ".join(str(r) for r in member.waits_on or []) or "-",
+            "behind": member.behind,
+            "label": str(member.behind) if member.behind else "",
+            "label_colour": "#FFFFFF" if member.state in ("not_entered", "not_completed") else "#000000",
+            "order": groups[member.group].order,
         }
         for key, value in values.items():
             cells[key].append(value)
     return cells
 
 
-def _findings_html(report: dict[str, Any]) -> str:
+def _findings_html(report: FlightReport) -> str:
     """Return the verdict and findings as HTML (escaped)."""
-    parts = [
-        f"<h2>Why the job stopped</h2><p><b>Verdict:</b> {html.escape(report['verdict']['summary'])}</p>"
-    ]
-    for i, finding in enumerate(report["findings"], 1):
-        ranks = ", ".join(str(r) for r in finding["ranks"]) if finding["ranks"] is not None else "unknown"
+    parts = [f"<h2>Why the job stopped</h2><p><b>Verdict:</b> {html.escape(report.verdict.summary)}</p>"]
+    for i, finding in enumerate(report.findings, 1):
+        ranks = ", ".join(str(r) for r in finding.ranks) if finding.ranks is not None else "unknown"
         parts.append(
-            f"<p><b>{i}. {html.escape(finding['cause'])}</b> (ranks {html.escape(ranks)}): "
-            f"{html.escape(finding['summary'])}<br><b>Fix:</b> {html.escape(finding['fix'])}</p>"
+            f"<p><b>{i}. {html.escape(finding.cause)}</b> (ranks {html.escape(ranks)}): "
+            f"{html.escape(finding.summary)}<br><b>Fix:</b> {html.escape(finding.fix)}</p>"
         )
-    dumps = report["dumps"]
+    dumps = report.dumps
     parts.append(
-        f"<p>{len(dumps['ranks'])} dumps, version {html.escape(', '.join(dumps['versions']) or 'unknown')}, "
-        f"{dumps['entries']:,} entries; timing {'on' if dumps['timing'] else 'off'}.</p>"
+        f"<p>{len(dumps.ranks)} dumps, version {html.escape(', '.join(dumps.versions) or 'unknown')}, "
+        f"{dumps.entries:,} entries; timing {'on' if dumps.timing else 'off'}.</p>"
     )
     return "".join(parts)
 
 
-def build_flight_page(report: dict[str, Any], *, width: int = 1400) -> Any:
+def build_flight_page(report: FlightReport, *, width: int = 1400) -> Any:
     """Return the page of the dumps (a bokeh layout): verdict, findings, the progress grid, its legend."""
     from bokeh.layouts import column
     from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Range1d
@@ -164,8 +147,8 @@ def build_flight_page(report: dict[str, Any], *, width: int = 1400) -> Any:
     from bokeh.plotting import figure
 
     cells = progress_cells(report)
-    groups = list(dict.fromkeys(cells["group"]))
-    ranks = sorted(set(cells["rank"]))
+    groups = [group_label(g) for g in sorted(report.groups, key=attrgetter("order"))]
+    ranks = sorted({m.rank for m in report.progress})
     source = ColumnDataSource(cells, name="flight_cells")
     height = max(200, 28 * len(groups) + 120)
     plot = figure(
@@ -194,7 +177,8 @@ def build_flight_page(report: dict[str, Any], *, width: int = 1400) -> Any:
     plot.add_tools(HoverTool(renderers=[cell], tooltips=_TOOLTIPS))
     plot.xaxis.axis_label = "rank (the number in a cell: collectives its peers completed and it did not)"
     plot.xaxis.ticker = ranks
-    present = [s for s in STATE_COLOURS if s in set(cells["state"])]
+    states = {m.state for m in report.progress}
+    present = [s for s in STATE_COLOURS if s in states]
     items = []
     for state in present:
         at_x, at_y = [ranks[0] if ranks else 0], [groups[0] if groups else ""]
@@ -208,7 +192,7 @@ def build_flight_page(report: dict[str, Any], *, width: int = 1400) -> Any:
     )
 
 
-def render_flight_html(report: dict[str, Any], *, title: str = "timeline: Flight Recorder dumps") -> str:
+def render_flight_html(report: FlightReport, *, title: str = "timeline: Flight Recorder dumps") -> str:
     """Return the page of the dumps as one standalone HTML document (bokeh inlined: opens offline)."""
     from bokeh.document import Document
     from bokeh.embed import file_html
@@ -220,7 +204,7 @@ def render_flight_html(report: dict[str, Any], *, title: str = "timeline: Flight
     return str(file_html(document, resources=offline_resources(), title=title))
 
 
-def write_flight_report(report: dict[str, Any], path: str | Path) -> Path:
+def write_flight_report(report: FlightReport, path: str | Path) -> Path:
     """Write the page of the dumps to ``path`` as standalone HTML (``export.write_html``)."""
     from timeline.report.export import write_html
 

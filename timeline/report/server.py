@@ -45,6 +45,7 @@ from tornado.platform.asyncio import BaseAsyncIOLoop
 from timeline.errors import UsageError
 from timeline.report.dashboard import build_dashboard
 from timeline.report.data import ReportData
+from timeline.results.flight_recorder import FlightReport
 
 __all__ = ["Listening", "listening_of", "make_application", "parse_origins", "serve_report"]
 
@@ -220,9 +221,9 @@ def listening_of(
     )
 
 
-def _layout(data: ReportData | dict[str, Any], files: int | None) -> Any:
+def _layout(data: ReportData | FlightReport, files: int | None) -> Any:
     """Return the page of one session: the live dashboard, or the page of Flight Recorder dumps."""
-    if isinstance(data, dict):
+    if isinstance(data, FlightReport):
         from timeline.report.flight_view import build_flight_page
 
         return build_flight_page(data)
@@ -230,7 +231,7 @@ def _layout(data: ReportData | dict[str, Any], files: int | None) -> Any:
 
 
 def make_application(
-    data: ReportData | dict[str, Any], *, files: int | None = None, title: str = "timeline report"
+    data: ReportData | FlightReport, *, files: int | None = None, title: str = "timeline report"
 ) -> Application:
     """Return the bokeh application: each session gets its own live dashboard document."""
 
@@ -242,7 +243,7 @@ def make_application(
 
 
 def serve_report(
-    data: ReportData | dict[str, Any],
+    data: ReportData | FlightReport,
     *,
     host: str = "127.0.0.1",
     port: int = 5006,
@@ -256,7 +257,7 @@ def serve_report(
     ----------
     data
         The prepared report data, or the Flight Recorder report of dumps
-        (:func:`timeline.results.flight_recorder.build_flight_report`).
+        (:class:`timeline.results.flight_recorder.FlightReport`).
     host
         The address to listen on (``127.0.0.1``: this machine only).
     port

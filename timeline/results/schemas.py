@@ -1,9 +1,9 @@
-"""The JSON Schema of each result kind, generated from its type and kept in ``docs/schemas/``.
+"""The JSON Schema of every kind of result, as ``docs/schemas/<kind>.json`` holds it.
 
-Takes the result types (:data:`SCHEMAS`, kind → type) and gives their JSON Schemas
-(:func:`timeline.results.base.json_schema`): :func:`write_schemas` writes one file per kind,
-``<kind>.json``, and ``python -m timeline.results.schemas [FOLDER]`` runs it (default
-``docs/schemas``). A test regenerates them and compares them with the committed files.
+Takes the result types (:data:`SCHEMAS`, by kind) and gives their JSON Schemas
+(:func:`timeline.results.base.json_schema`), written by :func:`write_schemas`. Run
+``python -m timeline.results.schemas [FOLDER]`` (default ``docs/schemas``) after changing a result
+type; ``tests/results/test_schemas.py`` checks that the committed files are what the code gives.
 """
 
 from __future__ import annotations
@@ -14,39 +14,49 @@ from pathlib import Path
 import msgspec
 
 from timeline.results.base import Result, json_schema
+from timeline.results.flight_recorder import FlightReport
 from timeline.results.whatif import SeedReport, WhatIfReport
 
-__all__ = ["SCHEMAS", "schema_text", "write_schemas"]
+__all__ = ["SCHEMAS", "main", "schema_text", "write_schemas"]
 
 SCHEMAS: dict[str, type[Result]] = {
-    "whatif": WhatIfReport,
+    "flight_recorder": FlightReport,
     "seed": SeedReport,
+    "whatif": WhatIfReport,
 }
-"""Every result kind (its ``kind`` tag) and its type."""
+"""Every typed result, by its kind (the ``kind`` key of its JSON, the type's tag)."""
 
 
 def schema_text(result: type[Result]) -> str:
-    """Return the JSON Schema of a result type as indented JSON text, ending with a newline."""
+    """Return the JSON Schema of a result type as its file holds it: indented by 2, a final newline."""
     return msgspec.json.format(msgspec.json.encode(json_schema(result)), indent=2).decode() + "\n"
 
 
-def write_schemas(folder: Path) -> list[Path]:
-    """Write ``<kind>.json`` for every kind of :data:`SCHEMAS` into ``folder`` (created if needed).
+def write_schemas(folder: str | Path) -> list[Path]:
+    """Write ``<kind>.json`` for every result of :data:`SCHEMAS` into ``folder`` (made if missing).
 
     Returns
     -------
     list[Path]
-        The files written, in the order of :data:`SCHEMAS`.
+        The files written, by kind.
     """
-    folder.mkdir(parents=True, exist_ok=True)
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
     written = []
-    for kind, result in SCHEMAS.items():
-        path = folder / f"{kind}.json"
+    for kind, result in sorted(SCHEMAS.items()):
+        path = out / f"{kind}.json"
         path.write_text(schema_text(result), encoding="utf-8")
         written.append(path)
     return written
 
 
+def main(argv: list[str]) -> int:
+    """Write the schemas into ``argv[0]`` (default ``docs/schemas``); return the exit code."""
+    folder = argv[0] if argv else "docs/schemas"
+    for path in write_schemas(folder):
+        sys.stdout.write(f"{path}\n")
+    return 0
+
+
 if __name__ == "__main__":
-    for path in write_schemas(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/schemas")):
-        print(path)
+    sys.exit(main(sys.argv[1:]))

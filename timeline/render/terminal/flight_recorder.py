@@ -1,9 +1,10 @@
-"""The Flight Recorder report (:func:`timeline.results.flight_recorder.build_flight_report`) in the terminal.
+"""The Flight Recorder report (:class:`timeline.results.flight_recorder.FlightReport`) in the terminal.
 
 :func:`render_flight_verdict` prints what ``timeline analyze DUMPS…`` answers: the verdict, the
 findings (cause, ranks, what happened, the fix), the root ranks and the groups that stopped.
 :func:`render_flight_progress` prints what ``timeline collectives DUMPS…`` lists: every group
-instance's state and each member's progress. Every figure is one of the report's, never recomputed.
+instance's state and each member's progress, in the report's ``order`` (most telling first). Every
+figure is one of the report's attributes, never recomputed.
 The findings are drawn by the renderer of every finding
 (:func:`timeline.render.terminal.findings.render_findings`), as ``timeline analyze`` draws the
 diagnosis' findings of a profiler trace.
@@ -11,13 +12,18 @@ diagnosis' findings of a profiler trace.
 
 from __future__ import annotations
 
-from typing import Any
+from operator import attrgetter
+from typing import TYPE_CHECKING
 
+import msgspec
 from rich.console import Console
 from rich.markup import escape
 
 from timeline.render.terminal.findings import format_ranks, render_findings
 from timeline.render.terminal.tables import titled_table
+
+if TYPE_CHECKING:
+    from timeline.results.flight_recorder import FlightMatches, FlightReport
 
 __all__ = ["render_flight_progress", "render_flight_verdict"]
 
@@ -50,46 +56,47 @@ def _seq(value: int | None) -> str:
     return "-" if value is None else f"#{value}"
 
 
-def render_flight_verdict(report: dict[str, Any], console: Console) -> None:
+def render_flight_verdict(report: FlightReport, console: Console) -> None:
     """Print the verdict and findings of the dumps, the roots and the groups that did not finish."""
-    dumps = report["dumps"]
-    versions = ", ".join(dumps["versions"]) or "unknown"
-    timing = "on" if dumps["timing"] else "off (no start or duration times)"
+    dumps = report.dumps
+    versions = ", ".join(dumps.versions) or "unknown"
+    timing = "on" if dumps.timing else "off (no start or duration times)"
     console.print(
-        f"Flight Recorder dumps of {len(dumps['ranks'])} ranks ({format_ranks(dumps['ranks'])}), "
-        f"version {versions}, {dumps['entries']:,} entries, timing {timing}\n"
+        f"Flight Recorder dumps of {len(dumps.ranks)} ranks ({format_ranks(dumps.ranks)}), "
+        f"version {versions}, {dumps.entries:,} entries, timing {timing}\n"
     )
-    render_findings(report["verdict"], report["findings"], console, shown=None)
-    if report["roots"]:
+    # the one renderer of findings reads plain data until it reads the typed findings
+    verdict, findings = msgspec.to_builtins(report.verdict), msgspec.to_builtins(report.findings)
+    render_findings(verdict, findings, console, shown=None)
+    if report.roots:
         table = titled_table(
             "\nRanks the others wait on",
             ["rank", "stop", "groups stopped in", "ranks waiting on it", "stopped at"],
             numeric_first=("rank",),
             no_wrap=True,
         )
-        for row in report["roots"]:
-            at = _wall_clock(row["stopped_at_ns"])
-            table.add_row(
-                str(row["rank"]), _styled(row["kind"]), str(row["groups"]), str(row["waited_on_by"]), at
-            )
+        for root in report.roots:
+            at = _wall_clock(root.stopped_at_ns)
+            table.add_row(str(root.rank), _styled(root.kind), str(root.groups), str(root.waited_on_by), at)
         console.print(table)
-        if report["first_stop"] is not None and len(report["roots"]) > 1:
-            console.print(f"first to stop: rank {report['first_stop']}")
+        if report.first_stop is not None and len(report.roots) > 1:
+            console.print(f"first to stop: rank {report.first_stop}")
     _groups_table(report, console, stopped_only=True)
-    if "matches" in report:
-        _matches(report["matches"], console)
+    if report.matches is not None:
+        _matches(report.matches, console)
 
 
-def _matches(matches: dict[str, Any], console: Console) -> None:
+def _matches(matches: FlightMatches, console: Console) -> None:
     """Print how many of the dumps' collectives the profiler's trace holds, and those that disagree."""
     counts = (
-        f"{matches['matched']:,} of the dumps' {matches['entries']:,} entries matched to the profiler's "
-        f"{matches['trace_collectives']:,} collectives (by rank, group and sequence number)"
+        f"{matches.matched:,} of the dumps' {matches.entries:,} entries matched to the profiler's "
+        f"{matches.trace_collectives:,} collectives (by rank, group and sequence number)"
     )
-    other = matches["different_collective"]
-    differ = f"{other:,} name another collective, {matches['different_bytes']:,} another size"
+    differ = (
+        f"{matches.different_collective:,} name another collective, {matches.different_bytes:,} another size"
+    )
     console.print(f"\nProfiler traces and dumps: {counts}; {differ}")
-    odd = [r for r in matches["rows"] if r["same_collective"] is False or r["same_bytes"] is False]
+    odd = [m for m in matches.rows if m.same_collective is False or m.same_bytes is False]
     if not odd:
         return
     table = titled_table(
@@ -98,28 +105,25 @@ def _matches(matches: dict[str, Any], console: Console) -> None:
         numeric_first=("rank",),
         no_wrap=True,
     )
-    for row in odd[:10]:
+    for match in odd[:10]:
         table.add_row(
-            str(row["rank"]),
-            escape(row["pg_name"]),
-            _seq(row["seq"]),
-            escape(row["profiling_name"] or "-"),
-            escape(row["trace_name"] or "-"),
-            "-" if row["in_bytes"] is None else f"{row['in_bytes']:,}",
-            "-" if row["trace_in_bytes"] is None else f"{row['trace_in_bytes']:,}",
+            str(match.rank),
+            escape(match.pg_name),
+            _seq(match.seq),
+            escape(match.profiling_name or "-"),
+            escape(match.trace_name or "-"),
+            "-" if match.in_bytes is None else f"{match.in_bytes:,}",
+            "-" if match.trace_in_bytes is None else f"{match.trace_in_bytes:,}",
         )
     console.print(table)
 
 
 def _groups_table(
-    report: dict[str, Any], console: Console, *, stopped_only: bool, limit: int | None = None
+    report: FlightReport, console: Console, *, stopped_only: bool, limit: int | None = None
 ) -> None:
-    """Print the group instances (with ``stopped_only``, those stopped or stalled), most telling first."""
-    order = {"stopped": 0, "stalled": 1, "outstanding": 2, "unknown": 3, "idle": 4}
-    rows = [r for r in report["groups"] if not stopped_only or r["state"] in ("stopped", "stalled")]
-    rows.sort(
-        key=lambda r: (order[r["state"]], r["stop_created_ns"] is None, r["stop_created_ns"] or 0, r["group"])
-    )
+    """Print the group instances (with ``stopped_only``, those stopped or stalled) in the report's order."""
+    groups = sorted(report.groups, key=attrgetter("order"))
+    rows = [g for g in groups if not stopped_only or g.state in ("stopped", "stalled")]
     if not rows:
         return
     shown = rows if limit is None else rows[:limit]
@@ -141,28 +145,27 @@ def _groups_table(
     )
     for column in (table.columns[1], table.columns[5]):  # long names: folded, never cut
         column.overflow = "fold"
-    for row in shown:
+    for group in shown:
         table.add_row(
-            escape(row["group"]),
-            escape(row["dimension"] or "-"),
-            format_ranks(row["group_ranks"]) if row["group_ranks"] is not None else "unknown",
-            _styled(row["state"]),
-            _seq(row["stop_seq"]),
-            escape(row["stop_op"] or "-"),
-            format_ranks(row["not_entered"]),
-            format_ranks(row["not_completed"]),
-            format_ranks(row["waiting"] or row["stalled"]),
+            escape(group.group),
+            escape(group.dimension or "-"),
+            format_ranks(group.group_ranks) if group.group_ranks is not None else "unknown",
+            _styled(group.state),
+            _seq(group.stop_seq),
+            escape(group.stop_op or "-"),
+            format_ranks(group.not_entered),
+            format_ranks(group.not_completed),
+            format_ranks(group.waiting or group.stalled),
         )
     console.print(table)
     if len(rows) > len(shown):
         console.print(f"({len(rows) - len(shown)} more groups: --limit, or --json for all)")
 
 
-def render_flight_progress(report: dict[str, Any], console: Console, *, limit: int) -> None:
-    """Print every group instance's state, then each member's progress (not idle first), ``limit`` rows."""
+def render_flight_progress(report: FlightReport, console: Console, *, limit: int) -> None:
+    """Print every group instance's state, then each member's progress (in order), ``limit`` rows."""
     _groups_table(report, console, stopped_only=False, limit=limit)
-    order = {"not_entered": 0, "not_completed": 0, "waiting": 1, "stalled": 2, "outstanding": 3}
-    rows = sorted(report["progress"], key=lambda r: (order.get(r["state"], 4), r["group"], r["rank"]))
+    rows = sorted(report.progress, key=attrgetter("order"))
     table = titled_table(
         "\nProgress per group and rank (last enqueued, started, completed)",
         [
@@ -180,18 +183,18 @@ def render_flight_progress(report: dict[str, Any], console: Console, *, limit: i
         numeric_first=(),
         no_wrap=True,
     )
-    for row in rows[:limit]:
+    for member in rows[:limit]:
         table.add_row(
-            escape(row["group"]),
-            str(row["rank"]),
-            _styled(row["state"]),
-            _seq(row["last_enqueued"]),
-            _seq(row["last_started"]),
-            _seq(row["last_completed"]),
-            "-" if row["outstanding"] is None else str(row["outstanding"]),
-            _seq(row["stop_seq"]),
-            escape(row["stop_op"] or "-"),
-            format_ranks(row["waits_on"]) if row["waits_on"] else "-",
+            escape(member.group),
+            str(member.rank),
+            _styled(member.state),
+            _seq(member.last_enqueued),
+            _seq(member.last_started),
+            _seq(member.last_completed),
+            str(member.outstanding),
+            _seq(member.stop_seq),
+            escape(member.stop_op or "-"),
+            format_ranks(member.waits_on) if member.waits_on else "-",
         )
     console.print(table)
     if len(rows) > limit:
