@@ -82,7 +82,17 @@ def find_stragglers(match: CollectiveMatch, *, iteration_overlap: pl.DataFrame |
     sync = sync.join(caused, on="collective_id", how="left").with_columns(
         pl.col("caused_wait_ns").fill_null(0)
     )
+    iterations = _with_compute(_with_verdicts(_iteration_waits(sync, per_rank)), iteration_overlap)
+    iterations = validate(
+        iterations.sort("iteration", nulls_last=False),
+        STRAGGLER_ITERATIONS_SCHEMA,
+        what="straggler iterations",
+    )
+    return Stragglers(iterations=iterations, ranks=_rank_ranking(per_rank, sync))
 
+
+def _iteration_waits(sync: pl.DataFrame, per_rank: pl.DataFrame) -> pl.DataFrame:
+    """Per iteration: its synchronising collectives' waits and transfers, and the rank most waited for."""
     by_rank_iteration = sync.group_by("iteration", "last_rank").agg(
         times_last=pl.len().cast(pl.Int64), caused=pl.col("caused_wait_ns").sum()
     )
@@ -100,7 +110,7 @@ def find_stragglers(match: CollectiveMatch, *, iteration_overlap: pl.DataFrame |
     waits = per_rank.group_by("iteration").agg(
         _total_wait=pl.col("wait_ns").sum(), ranks=pl.col("rank").n_unique().cast(pl.Int32)
     )
-    iterations = (
+    return (
         sync.group_by("iteration")
         .agg(
             collectives=pl.len().cast(pl.Int64),
@@ -111,11 +121,15 @@ def find_stragglers(match: CollectiveMatch, *, iteration_overlap: pl.DataFrame |
         .join(waits, on="iteration", how="left", nulls_equal=True)
         .with_columns(mean_wait_ns=(pl.col("_total_wait") / pl.col("ranks")).round().cast(pl.Int64))
     )
+
+
+def _with_verdicts(iterations: pl.DataFrame) -> pl.DataFrame:
+    """Add each iteration's straggler share, wait ratio and verdict (slow link, slow rank, imbalance)."""
     in_collectives = pl.col("mean_wait_ns") + pl.col("transfer_ns")
     share = pl.when(pl.col("caused_wait_ns") > 0).then(
         pl.col("straggler_caused_wait_ns") / pl.col("caused_wait_ns")
     )
-    iterations = iterations.with_columns(
+    return iterations.with_columns(
         straggler_share_ratio=share,
         wait_ratio=pl.when(in_collectives > 0).then(pl.col("mean_wait_ns") / in_collectives),
     ).with_columns(
@@ -127,13 +141,6 @@ def find_stragglers(match: CollectiveMatch, *, iteration_overlap: pl.DataFrame |
         .then(pl.lit("slow_rank"))
         .otherwise(pl.lit("imbalance"))
     )
-    iterations = _with_compute(iterations, iteration_overlap)
-    iterations = validate(
-        iterations.sort("iteration", nulls_last=False),
-        STRAGGLER_ITERATIONS_SCHEMA,
-        what="straggler iterations",
-    )
-    return Stragglers(iterations=iterations, ranks=_rank_ranking(per_rank, sync))
 
 
 def _with_compute(iterations: pl.DataFrame, iteration_overlap: pl.DataFrame | None) -> pl.DataFrame:
