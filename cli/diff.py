@@ -38,8 +38,8 @@ def diff_command(
             "--noise-k",
             min=0.0,
             max=1000.0,
-            help="A change is beyond the noise when it exceeds this many times the pooled MAD of the "
-            "per-iteration values of both runs.",
+            help="A change is beyond the noise when it exceeds this many times its standard error, from the "
+            "spread of both runs' per-iteration values (the rule of timeline check's regressions).",
         ),
     ] = 3.0,
     comm_kernel: CommKernelOption = None,
@@ -77,7 +77,7 @@ def diff_command(
                 Path(markdown).write_text(render_diff_markdown(diff), encoding="utf-8")
             except OSError as exc:
                 raise UsageError(f"{shown(markdown)}: cannot write ({exc.strerror})") from None
-    echo_warnings(diff["warnings"])
+    echo_warnings(diff.warnings)
     if json_output:
         from timeline.render.json import render_json
 

@@ -28,6 +28,7 @@ from timeline.errors import shown
 if TYPE_CHECKING:
     from timeline.report.data import ReportData
     from timeline.report.server import Listening
+    from timeline.results.diff import Diff
     from timeline.run import Inputs
 
 __all__ = ["report_command", "serve_command"]
@@ -83,7 +84,7 @@ CompareOption = Annotated[
 ]
 
 
-def _compare(base: str | None, inputs: Inputs) -> dict[str, Any] | None:
+def _compare(base: str | None, inputs: Inputs) -> Diff | None:
     """Return ``timeline diff BASE NEW``'s result, NEW the report's run (all its ranks); None without BASE.
 
     BASE is read first, so a bad BASE stops before the report's traces are read.
@@ -104,7 +105,7 @@ def _compare(base: str | None, inputs: Inputs) -> dict[str, Any] | None:
                 read_run(replace(whole, paths=paths), RunOptions(), match=True, progress=progress, warn=warn)
             )
     diff = build_diff(runs[0], runs[1])
-    echo_warnings(diff["warnings"])
+    echo_warnings(diff.warnings)
     return diff
 
 

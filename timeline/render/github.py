@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from timeline.budgets.evaluation import CheckReport
 from timeline.render.terminal.verdicts import LABELS, headline
+from timeline.results.verdicts import CheckReport
 
 __all__ = ["render_github"]
 
