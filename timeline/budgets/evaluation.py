@@ -27,7 +27,7 @@ from timeline.budgets.frames import JobFacts, MetricFrames
 from timeline.budgets.metrics import Metric, format_value
 from timeline.errors import BudgetError
 from timeline.results.verdicts import CheckReport, Counts, Status, Verdict, Worst
-from timeline.stats import NOISE_K, Statistic, noise
+from timeline.stats import MIN_VALUES, NOISE_K, Statistic, noise
 
 __all__ = [
     "NOISE_K",
@@ -614,18 +614,19 @@ def _regression_message(check: Regression, decisive: _Comparison, link_gbps: flo
     amount = format_value(abs(decisive.worse_by), unit)
     if decisive.worse_by <= 0:
         return f"{head}: {'no change' if decisive.worse_by == 0 else f'better by {amount}'}"
+    if decisive.worse_by <= decisive.allowed:
+        return f"{head}: worse by {amount}, within {tolerance}"
     if decisive.noise is None:
-        unknown = "the noise is unknown (fewer than 3 samples in a run): the tolerance alone decides"
-        verb = "more than" if decisive.flagged else "within"
-        return f"{head}: worse by {amount}, {verb} {tolerance}; {unknown}"
+        unknown = (
+            f"the noise is unknown (fewer than {MIN_VALUES} samples in a run): the tolerance alone decides"
+        )
+        return f"{head}: worse by {amount}, more than {tolerance}; {unknown}"
     noise_text = (
-        f"{NOISE_K:g} × the noise {format_value(decisive.noise, unit)} (the change's standard error) "
-        f"= {format_value(NOISE_K * decisive.noise, unit)}"
+        f"the noise threshold {format_value(NOISE_K * decisive.noise, unit)} ({NOISE_K:g} × the noise "
+        f"{format_value(decisive.noise, unit)}, the change's standard error)"
     )
     if decisive.flagged:
         return f"{head}: worse by {amount}, more than {tolerance} and {noise_text}"
-    if decisive.worse_by <= decisive.allowed:
-        return f"{head}: worse by {amount}, within {tolerance}"
     return f"{head}: worse by {amount}, past {tolerance} but within {noise_text}: not flagged"
 
 
