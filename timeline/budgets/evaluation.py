@@ -26,7 +26,7 @@ from timeline.budgets.budget_file import Budget, BudgetFile, Regression, Scope, 
 from timeline.budgets.frames import JobFacts, MetricFrames
 from timeline.budgets.metrics import Metric, format_value
 from timeline.errors import BudgetError
-from timeline.results.verdicts import CheckReport, Counts, Status, Verdict, Worst
+from timeline.results.verdicts import CheckReport, Status, Verdict, Worst, check_report
 from timeline.stats import MIN_VALUES, NOISE_K, Statistic, noise
 
 __all__ = [
@@ -105,23 +105,12 @@ def evaluate_budgets(
         other_job = compare_jobs(frames.job, baseline.job)
         if other_job is not None:
             warnings.append(other_job)
-    failed = any(v.failed for v in verdicts)
-    statuses = [v.status for v in verdicts]
-    return CheckReport(
-        ok=not failed,
-        exit_code=1 if failed else 0,
+    return check_report(
+        verdicts,
         budget_file=budgets.path,
         inputs=frames.label,
         baseline=None if baseline is None else baseline.label,
-        counts=Counts(
-            passed=statuses.count("pass"),
-            fail=statuses.count("fail"),
-            nodata=statuses.count("nodata"),
-            skip=statuses.count("skip"),
-        ),
-        verdicts=verdicts,
         warnings=warnings,
-        noise_k=NOISE_K,
     )
 
 
@@ -206,17 +195,31 @@ def select_samples(
         The input cannot provide the metric at all.
     """
     empty = pl.DataFrame(schema=_SAMPLE_SCHEMA)
+    frame, reason = _scoped_rows(frames, metric, scope, where=where, link_gbps=link_gbps)
+    if reason:
+        return empty, reason
+    samples, horovod = _samples_of(frame, metric)
+    if samples.height == 0:
+        hint = " (a Horovod timeline alone has no compute events)" if horovod else ""
+        return empty, f"{metric.name} is unknown on every selected row{hint}"
+    return samples.cast(_SAMPLE_SCHEMA), ""
+
+
+def _scoped_rows(
+    frames: MetricFrames, metric: Metric, scope: Scope, *, where: str, link_gbps: float | None
+) -> tuple[pl.DataFrame, str]:
+    """Return the rows of a metric's source in a scope (ranks, names, warm-up), or why there are none."""
     if scope.by_dimension and metric.source == "iterations":
         frame, reason = _dimension_iterations(frames, scope, where)
         if reason:
-            return empty, reason
+            return frame, reason
     else:
         frame = _source(frames, metric, where)
     if frame.height == 0:
         if metric.matched:
             hint = " (a Horovod timeline alone has none)"
-            return empty, f"no collectives matched across ranks in {frames.label}{hint}"
-        return empty, f"{frames.label} has no {metric.source} rows"
+            return frame, f"no collectives matched across ranks in {frames.label}{hint}"
+        return frame, f"{frames.label} has no {metric.source} rows"
     if metric.needs_link:
         if link_gbps is None:
             raise BudgetError(f"{where}: {metric.name} needs the link's bandwidth; pass link_gbps")
@@ -231,20 +234,21 @@ def select_samples(
         present = sorted(frame.get_column("rank").unique().to_list())
         frame = frame.filter(pl.col("rank").is_in(scope.ranks))
         if frame.height == 0:
-            return empty, f"no rank {_list(scope.ranks)} in {frames.label} (ranks {_list(present)})"
+            return frame, f"no rank {_list(scope.ranks)} in {frames.label} (ranks {_list(present)})"
     frame, reason = _named(frame, frames, metric, scope, where)
-    if reason:
-        return empty, reason
-    if scope.skip_iterations:
-        frame = _skip_warmup(frame, frames, metric, scope.skip_iterations)
-        if frame.height == 0:
-            return empty, f"every iteration is skipped (skip_iterations = {scope.skip_iterations})"
-    if "rank" not in frame.columns:
-        frame = frame.with_columns(rank=pl.lit(None, pl.Int64))
-    if "iteration" not in frame.columns:
-        frame = frame.with_columns(iteration=pl.lit(None, pl.Int64))
-    if "collective" not in frame.columns:
-        frame = frame.with_columns(collective=pl.lit(None, pl.String))
+    if reason or not scope.skip_iterations:
+        return frame, reason
+    frame = _skip_warmup(frame, frames, metric, scope.skip_iterations)
+    if frame.height == 0:
+        return frame, f"every iteration is skipped (skip_iterations = {scope.skip_iterations})"
+    return frame, ""
+
+
+def _samples_of(frame: pl.DataFrame, metric: Metric) -> tuple[pl.DataFrame, bool]:
+    """Return the samples of the scoped rows (nulls dropped), and whether a row is of a Horovod timeline."""
+    for column, dtype in (("rank", pl.Int64), ("iteration", pl.Int64), ("collective", pl.String)):
+        if column not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype).alias(column))
     collective = pl.col("collective").cast(pl.String)
     if "collective_id" in frame.columns and not metric.per_iteration:
         # a logical collective: its name alone does not say which one
@@ -269,10 +273,7 @@ def select_samples(
             .agg(collective=pl.col("collective").unique().sort().str.join(","), value=pl.col("value").sum())
             .select(_SAMPLE_SCHEMA.names())
         )
-    if samples.height == 0:
-        hint = " (a Horovod timeline alone has no compute events)" if horovod else ""
-        return empty, f"{metric.name} is unknown on every selected row{hint}"
-    return samples.cast(_SAMPLE_SCHEMA), ""
+    return samples, horovod
 
 
 def statistic_of(aggregate: str) -> Statistic:
@@ -526,22 +527,28 @@ def _evaluate_budget(budget: Budget, frames: MetricFrames, link_gbps: float | No
         decided = samples.filter(pl.col("rank") == rank["rank"])
     worst = _worst_row(decided, excess(pl.col("value")))
     violated = _scalar(pl.select(excess(pl.lit(value)))) > 0
-    status: Status = "fail" if violated else "pass"
-    measure = f"{metric.name} {budget.aggregate}" + (
+    message = _budget_message(budget, value, worst, violated=violated, link_gbps=link_gbps)
+    return verdict("fail" if violated else "pass", value, decided.height, worst, message)
+
+
+def _budget_message(
+    budget: Budget, value: float, worst: Worst, *, violated: bool, link_gbps: float | None
+) -> str:
+    """Say what was measured, against which limit, and the worst sample when it is violated."""
+    unit = budget.metric.unit
+    measure = f"{budget.metric.name} {budget.aggregate}" + (
         f" of rank {worst.rank} (the worst rank)" if budget.over == "rank" else ""
     )
     measure += _against(link_gbps)
-    shown = format_value(value, metric.unit)
-    if violated:
-        side = (
-            f"> max {format_value(budget.upper, metric.unit)}"
-            if budget.upper is not None and value > budget.upper
-            else f"< min {format_value(budget.lower, metric.unit)}"
-        )
-        message = f"{measure} = {shown} {side}; worst sample {worst.describe(metric.unit)}"
-    else:
-        message = f"{measure} = {shown}, within {_limits(budget.upper, budget.lower, metric.unit)}"
-    return verdict(status, value, decided.height, worst, message)
+    shown = format_value(value, unit)
+    if not violated:
+        return f"{measure} = {shown}, within {_limits(budget.upper, budget.lower, unit)}"
+    side = (
+        f"> max {format_value(budget.upper, unit)}"
+        if budget.upper is not None and value > budget.upper
+        else f"< min {format_value(budget.lower, unit)}"
+    )
+    return f"{measure} = {shown} {side}; worst sample {worst.describe(unit)}"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,16 @@ from timeline.budgets.metrics import format_value
 from timeline.results.base import Result, Row
 from timeline.stats import NOISE_K
 
-__all__ = ["CHECK_VERSION", "CheckReport", "Counts", "Status", "Verdict", "VerdictKind", "Worst"]
+__all__ = [
+    "CHECK_VERSION",
+    "CheckReport",
+    "Counts",
+    "Status",
+    "Verdict",
+    "VerdictKind",
+    "Worst",
+    "check_report",
+]
 
 CHECK_VERSION = 2
 """The layout version of :class:`CheckReport` (``timeline check --json``)."""
@@ -190,3 +199,27 @@ class CheckReport(Result, tag="check", kw_only=True):
     def failed(self) -> list[Verdict]:
         """The verdicts that fail the check."""
         return [v for v in self.verdicts if v.failed]
+
+
+def check_report(
+    verdicts: list[Verdict], *, budget_file: str, inputs: str, baseline: str | None, warnings: list[str]
+) -> CheckReport:
+    """Return the report of these verdicts: whether every budget holds, the exit code, the counts."""
+    failed = any(v.failed for v in verdicts)
+    statuses = [v.status for v in verdicts]
+    return CheckReport(
+        ok=not failed,
+        exit_code=1 if failed else 0,
+        budget_file=budget_file,
+        inputs=inputs,
+        baseline=baseline,
+        counts=Counts(
+            passed=statuses.count("pass"),
+            fail=statuses.count("fail"),
+            nodata=statuses.count("nodata"),
+            skip=statuses.count("skip"),
+        ),
+        verdicts=verdicts,
+        warnings=warnings,
+        noise_k=NOISE_K,
+    )
