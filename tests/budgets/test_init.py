@@ -222,9 +222,7 @@ def test_what_timeline_did_not_write_is_refused_even_with_force(tmp_path: Path, 
 def test_other_places_are_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"^.*missing: no such directory; create it or choose another"):
         check_starter_target(tmp_path / "missing" / "timeline.toml", force=False)
-    with pytest.raises(
-        UsageError, match=r"not \[tool\.timeline\] of pyproject\.toml; pass -o timeline"
-    ):
+    with pytest.raises(UsageError, match=r"not \[tool\.timeline\] of pyproject\.toml; pass -o timeline"):
         check_starter_target(tmp_path / "pyproject.toml", force=True)
     check_starter_target(tmp_path / "timeline.toml", force=False)  # a new file is fine
 
