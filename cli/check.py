@@ -3,17 +3,18 @@
 Exit codes: 0 every budget holds, 1 a budget is exceeded (or has no data to be measured on), 2 bad
 input, usage or a bad budget file, 3 a bug in timeline, 130 interrupted. Never imports bokeh or
 holoviews, so it starts fast; matches the collectives across ranks only when a budget reads them.
+Starter budgets are ``timeline init``'s (``cli/init.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.common import fail, inputs_of, loading, run_options, user_errors
+from cli.common import echo_warnings, fail, inputs_of, loading, run_options, user_errors
 from cli.options import (
     CommKernelOption,
     DimensionOption,
@@ -29,65 +30,53 @@ from cli.options import (
 from timeline.errors import UsageError, shown
 
 if TYPE_CHECKING:
-    from timeline.run import Inputs
+    from timeline.results.verdicts import CheckReport
 
 __all__ = ["check_command"]
+
+BudgetOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--budget",
+        help="Budget file (TOML). Default: ./timeline.toml, else [tool.timeline] in ./pyproject.toml.",
+        show_default=False,
+    ),
+]
+BaselineOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--baseline",
+        help="The run to compare with for the [regression] checks: traces, a Parquet file, or a "
+        "summary JSON from 'timeline analyze --json'; repeatable.",
+        show_default=False,
+    ),
+]
+JsonVerdictsOption = Annotated[bool, typer.Option("--json", help="Print the verdicts as one JSON object.")]
+JunitOption = Annotated[
+    Path | None, typer.Option("--junit", help="Write a JUnit XML report to this file.", show_default=False)
+]
+GithubOption = Annotated[
+    bool, typer.Option("--github", help="Also print GitHub Actions annotations (::error) for failed budgets.")
+]
+MarkdownOption = Annotated[
+    str | None,
+    typer.Option(
+        "--markdown",
+        help="Write a markdown summary (for a pull-request comment or $GITHUB_STEP_SUMMARY) to this "
+        "file; '-' prints it instead of the table.",
+        show_default=False,
+    ),
+]
 
 
 def check_command(
     paths: PathsArgument,
-    budget: Annotated[
-        Path | None,
-        typer.Option(
-            "--budget",
-            help="Budget file (TOML). Default: ./timeline.toml, else [tool.timeline] in ./pyproject.toml.",
-            show_default=False,
-        ),
-    ] = None,
-    baseline: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--baseline",
-            help="The run to compare with for the [regression] checks: traces, a Parquet file, or a "
-            "summary JSON from 'timeline analyze --json'; repeatable.",
-            show_default=False,
-        ),
-    ] = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print the verdicts as one JSON object.")
-    ] = False,
-    junit: Annotated[
-        Path | None,
-        typer.Option("--junit", help="Write a JUnit XML report to this file.", show_default=False),
-    ] = None,
-    github: Annotated[
-        bool,
-        typer.Option("--github", help="Also print GitHub Actions annotations (::error) for failed budgets."),
-    ] = False,
-    markdown: Annotated[
-        str | None,
-        typer.Option(
-            "--markdown",
-            help="Write a markdown summary (for a pull-request comment or $GITHUB_STEP_SUMMARY) to this "
-            "file; '-' prints it instead of the table.",
-            show_default=False,
-        ),
-    ] = None,
-    init: Annotated[
-        bool,
-        typer.Option(
-            "--init",
-            help="Write starter budgets from this run instead of checking it: ./timeline.toml, or --budget "
-            "FILE; limits at the run's worst iteration plus a margin from its spread (docs/ci.md).",
-        ),
-    ] = False,
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force",
-            help="With --init: replace a budget file an earlier --init wrote (nothing else is replaced).",
-        ),
-    ] = False,
+    budget: BudgetOption = None,
+    baseline: BaselineOption = None,
+    json_output: JsonVerdictsOption = False,
+    junit: JunitOption = None,
+    github: GithubOption = False,
+    markdown: MarkdownOption = None,
     link_gbps: LinkOption = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
@@ -97,61 +86,25 @@ def check_command(
     ray_address: RayAddressOption = None,
     dimension: DimensionOption = None,
     gpus_per_node: GpusPerNodeOption = None,
+    init: Annotated[bool, typer.Option("--init", hidden=True)] = False,
+    force: Annotated[bool, typer.Option("--force", hidden=True)] = False,
 ) -> None:
     """Check a run against communication budgets (and a baseline run); fail the build when one is exceeded.
 
     Exit codes: 0 every budget holds, 1 a budget is exceeded or has no data,
     2 bad input, usage or a bad budget file (one 'error:' line on stderr), 3 a bug in timeline,
-    130 interrupted. See docs/ci.md.
+    130 interrupted. Starter budgets: 'timeline init PATH...'. See docs/ci.md.
     """
+    if init or force:
+        fail(f"{'--init' if init else '--force'} moved: write starter budgets with 'timeline init PATH...'")
     if json_output and (github or markdown == "-"):
         fail("--json prints JSON on stdout; it cannot be combined with --github or --markdown -")
-    if force and not init:
-        fail("--force applies to --init only (it lets --init replace a starter budget file)")
-    if init:
-        used = {
-            "--baseline": bool(baseline),
-            "--json": json_output,
-            "--junit": junit is not None,
-            "--github": github,
-            "--markdown": markdown is not None,
-            "--link-gbps": link_gbps is not None,
-            "--dimension": bool(dimension),
-            "--gpus-per-node": gpus_per_node is not None,
-        }
-        extra = [name for name, given in used.items() if given]
-        if extra:
-            fail(
-                f"--init writes a budget file and checks nothing; leave out {', '.join(extra)}, then run "
-                "timeline check without --init to check a run"
-            )
-        with user_errors():
-            inputs = inputs_of(
-                paths,
-                rank=rank,
-                rank_regex=rank_regex,
-                comm_kernels=comm_kernel,
-                include_python=include_python,
-                executor=executor,
-                ray_address=ray_address,
-            )
-        _init(budget, force, inputs)
     with user_errors():
-        from timeline.budgets.budget_file import check_links, find_budget_file, read_budget_file
-        from timeline.budgets.runs import read_run
+        from timeline.budgets.checking import plan_check
 
         options = run_options(link_gbps=link_gbps, dimension=dimension, gpus_per_node=gpus_per_node)
-        link = options.link_gbps
-        budgets = read_budget_file(budget if budget is not None else find_budget_file())
-        check_links(budgets, link_gbps=link)  # a missing link stops before the traces are read
-        # diagnosed when a budget reads a finding, or for the markdown summary's top findings
-        diagnose = budgets.needs_findings() or markdown is not None
-        if link is not None and not budgets.needs_link() and not diagnose:
-            typer.echo(
-                f"warning: {shown(budgets.path)} has no link utilisation budget; --link-gbps is not used",
-                err=True,
-            )
-            options = replace(options, link_gbps=None)
+        plan = plan_check(budget, options, baseline=baseline or (), markdown=markdown is not None)
+        echo_warnings(plan.warnings)
         inputs = inputs_of(
             paths,
             rank=rank,
@@ -162,49 +115,51 @@ def check_command(
             ray_address=ray_address,
         )
         with loading() as (progress, warn):
-            run = read_run(
-                inputs,
-                options,
-                match=budgets.needs_matching(),
-                findings=diagnose,
-                dimensions=budgets.needs_dimensions(),
-                progress=progress,
-                warn=warn,
-            )
+            run = plan.read(inputs, progress=progress, warn=warn)
         old = None
-        if baseline and not budgets.regressions:
-            typer.echo(
-                f"warning: {shown(budgets.path)} has no [regression] entries; --baseline is not used",
-                err=True,
-            )
-        elif baseline:
+        if plan.baseline:
             with loading() as (progress, warn):
-                old = read_run(
-                    replace(inputs, paths=baseline),
-                    options,
-                    match=budgets.needs_matching(regressions_only=True),
-                    findings=budgets.needs_findings(regressions_only=True),
-                    dimensions=budgets.needs_dimensions(regressions_only=True),
-                    progress=progress,
-                    warn=warn,
-                )
+                old = plan.read(inputs, baseline=True, progress=progress, warn=warn)
         # imported once the runs are read (they import polars): a large trace is read as policy says
         from timeline.budgets.evaluation import evaluate_budgets
+
+        report = evaluate_budgets(plan.budgets, run, baseline=old, link_gbps=plan.link_gbps)
+        _write_files(report, junit, markdown, run.diagnosis)
+    _print(report, json_output=json_output, markdown=markdown == "-", github=github, diagnosis=run.diagnosis)
+    raise typer.Exit(report.exit_code)
+
+
+def _write_files(
+    report: CheckReport, junit: Path | None, markdown: str | None, diagnosis: Mapping[str, Any] | None
+) -> None:
+    """Write the JUnit XML report and the markdown summary files asked for."""
+    if junit is not None:
         from timeline.render.junit import render_junit
+
+        _write(junit, render_junit(report))
+    if markdown is not None and markdown != "-":
         from timeline.render.markdown import render_markdown
 
-        report = evaluate_budgets(budgets, run, baseline=old, link_gbps=link)
-        if junit is not None:
-            _write(junit, render_junit(report))
-        if markdown is not None and markdown != "-":
-            _write(Path(markdown), render_markdown(report))
+        _write(Path(markdown), render_markdown(report, diagnosis=diagnosis))
+
+
+def _print(
+    report: CheckReport,
+    *,
+    json_output: bool,
+    markdown: bool,
+    github: bool,
+    diagnosis: Mapping[str, Any] | None,
+) -> None:
+    """Print the verdicts on stdout: JSON, markdown or the table; then the GitHub annotations."""
     if json_output:
         from timeline.render.json import render_json
-        from timeline.results.verdicts import report_to_dict
 
-        typer.echo(render_json(report_to_dict(report)))
-    elif markdown == "-":
-        typer.echo(render_markdown(report), nl=False)
+        typer.echo(render_json(report))
+    elif markdown:
+        from timeline.render.markdown import render_markdown
+
+        typer.echo(render_markdown(report, diagnosis=diagnosis), nl=False)
     else:
         from timeline.render.terminal.verdicts import render_table
 
@@ -213,38 +168,6 @@ def check_command(
         from timeline.render.github import render_github
 
         typer.echo(render_github(report), nl=False)
-    raise typer.Exit(report.exit_code)
-
-
-def _init(budget: Path | None, force: bool, inputs: Inputs) -> NoReturn:
-    """Write starter budgets derived from a run (``--init``) and exit 0."""
-    with user_errors():
-        from timeline import __version__
-        from timeline.budgets.runs import read_run
-        from timeline.budgets.starter import (
-            check_starter_target,
-            render_starter,
-            starter_budgets,
-            write_starter,
-        )
-        from timeline.run import RunOptions
-
-        target = budget if budget is not None else Path("timeline.toml")
-        check_starter_target(target, force=force)  # before the run is read: fail at once
-        with loading() as (progress, warn):
-            run = read_run(inputs, RunOptions(), match=False, progress=progress, warn=warn)
-        starter = starter_budgets(run)
-        write_starter(target, render_starter(starter, version=__version__), force=force)
-    left_out = len(starter.budgets) - len(starter.written)
-    note = f" ({left_out} left out: see the file's comments)" if left_out else ""
-    count = len(starter.written)
-    budgets = f"{count} starter budget{'s' if count != 1 else ''}"
-    typer.echo(
-        f"wrote {budgets} to {shown(target)}{note}; check a run with: "
-        f"timeline check PATH...{'' if budget is None else ' --budget ' + shown(target)}",
-        err=True,
-    )
-    raise typer.Exit(0)
 
 
 def _write(path: Path, text: str) -> None:

@@ -19,29 +19,35 @@ _RUN_HELP = (
 )
 
 
+BaseArgument = Annotated[str, typer.Argument(help="The run compared with: " + _RUN_HELP, show_default=False)]
+NewArgument = Annotated[str, typer.Argument(help="The run compared: " + _RUN_HELP, show_default=False)]
+MarkdownOption = Annotated[
+    str | None,
+    typer.Option(
+        "--markdown",
+        help="Write the comparison as markdown (for a pull-request comment) to this file; '-' prints "
+        "it instead of the tables.",
+        show_default=False,
+    ),
+]
+NoiseKOption = Annotated[
+    float,
+    typer.Option(
+        "--noise-k",
+        min=0.0,
+        max=1000.0,
+        help="A change is beyond the noise when it exceeds this many times its standard error, from the "
+        "spread of both runs' per-iteration values (the rule of timeline check's regressions).",
+    ),
+]
+
+
 def diff_command(
-    base: Annotated[str, typer.Argument(help="The run compared with: " + _RUN_HELP, show_default=False)],
-    new: Annotated[str, typer.Argument(help="The run compared: " + _RUN_HELP, show_default=False)],
+    base: BaseArgument,
+    new: NewArgument,
     json_output: JsonOption = False,
-    markdown: Annotated[
-        str | None,
-        typer.Option(
-            "--markdown",
-            help="Write the comparison as markdown (for a pull-request comment) to this file; '-' prints "
-            "it instead of the tables.",
-            show_default=False,
-        ),
-    ] = None,
-    noise_k: Annotated[
-        float,
-        typer.Option(
-            "--noise-k",
-            min=0.0,
-            max=1000.0,
-            help="A change is beyond the noise when it exceeds this many times the pooled MAD of the "
-            "per-iteration values of both runs.",
-        ),
-    ] = 3.0,
+    markdown: MarkdownOption = None,
+    noise_k: NoiseKOption = 3.0,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
 ) -> None:
@@ -66,18 +72,17 @@ def diff_command(
         runs = []
         for path in (base, new):
             with loading() as (progress, warn):
-                runs.append(
-                    read_run(
-                        replace(inputs, paths=[path]), RunOptions(), match=True, progress=progress, warn=warn
-                    )
+                run = read_run(
+                    replace(inputs, paths=[path]), RunOptions(), match=True, progress=progress, warn=warn
                 )
+                runs.append(run)
         diff = build_diff(runs[0], runs[1], k=noise_k)
         if markdown is not None and markdown != "-":
             try:
                 Path(markdown).write_text(render_diff_markdown(diff), encoding="utf-8")
             except OSError as exc:
                 raise UsageError(f"{shown(markdown)}: cannot write ({exc.strerror})") from None
-    echo_warnings(diff["warnings"])
+    echo_warnings(diff.warnings)
     if json_output:
         from timeline.render.json import render_json
 

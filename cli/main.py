@@ -30,6 +30,7 @@ from cli.collectives import collectives_command
 from cli.common import interrupted
 from cli.convert import convert_command
 from cli.diff import diff_command
+from cli.init import init_command
 from cli.report import report_command, serve_command
 from cli.seed import seed_command
 from cli.whatif import whatif_command
@@ -156,6 +157,7 @@ COMMANDS: Mapping[str, Callable[..., Any]] = {
     "serve": serve_command,
     "report": report_command,
     "check": check_command,
+    "init": init_command,
     "collectives": collectives_command,
     "diff": diff_command,
     "capture": capture_command,

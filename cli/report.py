@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -28,6 +28,7 @@ from timeline.errors import shown
 if TYPE_CHECKING:
     from timeline.report.data import ReportData
     from timeline.report.server import Listening
+    from timeline.results.diff import Diff
     from timeline.results.flight_recorder import FlightReport
     from timeline.run import Inputs
 
@@ -84,7 +85,7 @@ CompareOption = Annotated[
 ]
 
 
-def _compare(base: str | None, inputs: Inputs) -> dict[str, Any] | None:
+def _compare(base: str | None, inputs: Inputs) -> Diff | None:
     """Return ``timeline diff BASE NEW``'s result, NEW the report's run (all its ranks); None without BASE.
 
     BASE is read first, so a bad BASE stops before the report's traces are read.
@@ -105,7 +106,7 @@ def _compare(base: str | None, inputs: Inputs) -> dict[str, Any] | None:
                 read_run(replace(whole, paths=paths), RunOptions(), match=True, progress=progress, warn=warn)
             )
     diff = build_diff(runs[0], runs[1])
-    echo_warnings(diff["warnings"])
+    echo_warnings(diff.warnings)
     return diff
 
 

@@ -29,7 +29,7 @@ from timeline.render.github import render_github
 from timeline.render.junit import render_junit
 from timeline.render.markdown import render_markdown
 from timeline.render.terminal.verdicts import render_table
-from timeline.results.verdicts import report_to_dict
+from timeline.results.base import encode
 from timeline.schema import FILES_SCHEMA
 
 JUNIT_XSD = Path(__file__).parent / "data" / "junit-10.xsd"
@@ -91,7 +91,7 @@ def check(run: MetricFrames, baseline: MetricFrames) -> CheckReport:
 def test_a_gpu_nccl_run_against_a_cpu_gloo_baseline_is_another_job() -> None:
     assert cpu_run().ranks["mode"].to_list() == ["cpu", "cpu"]
     report = check(gpu_run(), cpu_run())
-    assert report.warnings == (ANOTHER_JOB,)
+    assert report.warnings == [ANOTHER_JOB]
     regression = report.verdicts[1]
     assert (regression.kind, regression.status != "skip") == ("regression", True)  # still checked
     assert regression.baseline is not None
@@ -99,17 +99,17 @@ def test_a_gpu_nccl_run_against_a_cpu_gloo_baseline_is_another_job() -> None:
 
 def test_another_collective_mix_is_another_job() -> None:
     report = check(gpu_run(collective="all_to_all"), gpu_run(label="runs/base"))
-    assert report.warnings == (
+    assert report.warnings == [
         "the baseline looks like another job: collectives all_to_all vs all_reduce; its regression checks "
         "compare different runs",
-    )
+    ]
 
 
 def test_the_same_job_gives_no_warning() -> None:
     report = check(gpu_run(), gpu_run(label="runs/base"))
-    assert report.warnings == ()
+    assert report.warnings == []
     assert "warning" not in render_table(report)
-    assert report_to_dict(report)["warnings"] == []
+    assert msgspec.json.decode(encode(report), type=CheckReport).warnings == []
 
 
 def test_every_output_says_so(tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ def test_every_output_says_so(tmp_path: Path) -> None:
                                                                  "baseline: runs/base")  # fmt: skip
     assert f"> ⚠️ **warning**: {ANOTHER_JOB}" in render_markdown(report).splitlines()
     assert f"::warning title=timeline check::{ANOTHER_JOB}" in render_github(report).splitlines()
-    assert report_to_dict(report)["warnings"] == [ANOTHER_JOB]
+    assert msgspec.json.decode(encode(report), type=CheckReport).warnings == [ANOTHER_JOB]
     junit = tmp_path / "junit.xml"
     junit.write_text(render_junit(report), encoding="utf-8")
     xmlschema.XMLSchema(JUNIT_XSD).validate(junit)

@@ -255,6 +255,14 @@ def test_json_and_markdown_on_stdout(tmp_path: Path) -> None:
     assert result.returncode == 1
     data = msgspec.json.decode(result.stdout)
     assert (data["ok"], data["exit_code"], data["counts"]["fail"]) == (False, 1, 1)
+    # the JSON is the typed result: it decodes back into CheckReport, kind, layout and version first
+    from timeline.results.base import TIMELINE_VERSION
+    from timeline.results.verdicts import CheckReport
+
+    assert result.stdout.startswith(f'{{"kind":"check","version":2,"timeline":"{TIMELINE_VERSION}",')
+    report = msgspec.json.decode(result.stdout, type=CheckReport)
+    assert (report.version, report.timeline, report.ok, report.counts.fail) == (2, TIMELINE_VERSION, False, 1)
+    assert [v.name for v in report.verdicts] == ["exposed comm per step"]
     markdown = timeline("check", SAMPLE, "--markdown", "-", cwd=tmp_path)
     assert markdown.returncode == 1
     assert markdown.stdout.startswith("### ❌ timeline check: 1 check: 1 failed\n\n| | check |")

@@ -21,8 +21,8 @@ from timeline.budgets import (
     Verdict,
     evaluate_budgets,
     frames_from_summary,
-    noise_of,
     parse_budgets,
+    statistic_of,
 )
 from timeline.errors import BudgetError
 from timeline.results.summary import build_summary
@@ -72,10 +72,14 @@ def test_pass_and_fail_on_max(run: MetricFrames) -> None:
         "exposed_comm_ratio max = 39.00% > max 30.00%; worst sample rank 1, iteration 0: 39.00%"
     )
     report = check([{"metric": "exposed_comm_ratio", "max": 0.39}, {"metric": "step_ns", "max": 999}], run)
-    assert (report.ok, report.exit_code, report.counts()) == (
+    counts = report.counts
+    assert (report.ok, report.exit_code, counts.passed, counts.fail, counts.nodata, counts.skip) == (
         False,
         1,
-        {"pass": 1, "fail": 1, "nodata": 0, "skip": 0},
+        1,
+        1,
+        0,
+        0,
     )
 
 
@@ -371,31 +375,48 @@ def regression(
 NOISY = {0: [50, 250] * 4, 1: [250, 50] * 4}
 
 
-def test_noise_of() -> None:
-    values = pl.Series([1.0, 2.0, 3.0, 4.0])
-    s = statistics.stdev([1, 2, 3, 4])
-    assert noise_of(values, "mean") == pytest.approx(s / 2)
-    assert noise_of(values, "p50") == pytest.approx(math.sqrt(math.pi / 2) * s / 2)
-    assert noise_of(values, "p90") == pytest.approx(s)
-    assert noise_of(values, "max") == pytest.approx(s)
-    assert noise_of(pl.Series([5.0]), "mean") == 0.0
+def test_each_aggregate_is_a_mean_a_median_or_one_value_for_the_noise_rule() -> None:
+    assert NOISE_K == 3.0
+    assert [statistic_of(a) for a in ("mean", "p50", "p90", "p99", "max", "min", "p10")] == [
+        "mean",
+        "median",
+        *["value"] * 5,
+    ]
 
 
 def test_regression_within_noise_passes() -> None:
     old = run_frames(NOISY, label="old")
     new = run_frames({0: [80, 280] * 4, 1: [280, 80] * 4}, label="new")  # +30 ns: 20 %, past a 10 % tolerance
     verdict = regression({"relative": 0.10}, new, old)
+    # each run: 16 samples, s = stdev of 50/250 alternating; a mean's standard error s / 4; the change's
+    # standard error is √(se_old² + se_new²); flagged beyond 3 of them
     s = statistics.stdev([50, 250] * 8)
-    noise = NOISE_K * s / 4
+    assert statistics.stdev([80, 280] * 8) == pytest.approx(s)
+    noise = math.sqrt(2 * (s / 4) ** 2)
     assert (verdict.status, verdict.value, verdict.baseline) == ("pass", 180, 150)
     assert verdict.tolerance == pytest.approx(15)
     assert verdict.noise == pytest.approx(noise)
-    assert verdict.upper == pytest.approx(150 + noise)
+    assert verdict.upper == pytest.approx(150 + 3 * noise)
     assert verdict.message == (
         f"exposed_comm_ns mean = 180 ns vs baseline 150 ns: worse by 30 ns, past the tolerance 15 "
-        "ns but within "
-        f"the noise {noise:.1f} ns (2 standard errors): not flagged"
+        f"ns but within the noise threshold {3 * noise:.1f} ns (3 × the noise {noise:.1f} ns, the change's "
+        "standard error): not flagged"
     )
+
+
+def test_regression_with_too_few_samples_is_held_to_the_tolerance_alone() -> None:
+    old = run_frames({0: [100, 300]}, label="old")  # 2 samples: the noise cannot be told
+    worse = regression({"relative": 0.10}, run_frames({0: [150, 350]}), old)  # mean 200 → 250: +25 %
+    assert (worse.status, worse.noise) == ("fail", None)
+    assert worse.upper == pytest.approx(220)
+    assert worse.message == (
+        "exposed_comm_ns mean = 250 ns vs baseline 200 ns: worse by 50 ns, more than the tolerance 20 ns; "
+        "the noise is unknown (fewer than 3 samples in a run): the tolerance alone decides"
+    )
+    within = regression({"relative": 0.30}, run_frames({0: [150, 350]}), old)
+    assert within.status == "pass"
+    assert within.upper == pytest.approx(260)
+    assert within.message.endswith("worse by 50 ns, within the tolerance 60 ns")
 
 
 def test_regression_beyond_noise_fails() -> None:

@@ -1,4 +1,4 @@
-"""``timeline check --init``: starter budgets derived from a run, written as a budget file the run passes.
+"""``timeline init``: starter budgets derived from a run, written as a budget file the run passes.
 
 The limits are checked against the rule of docs/ci.md ("Starter budgets") recomputed here from the
 per-iteration values: on a synthetic run from the values its builder puts in (exposed ``a`` ns of a
@@ -23,6 +23,7 @@ from tests.builders import REPO, frames_of, run_timeline
 from timeline import compute_overlap, load
 from timeline.budgets import BudgetFile, format_value, parse_budgets, read_budget_file
 from timeline.budgets.starter import (
+    EARLIER_MARKERS,
     MARGIN_FLOOR,
     MARGIN_K,
     MARKER,
@@ -143,7 +144,7 @@ def test_the_written_file_parses_with_the_budget_parser_and_states_its_figures(t
 def test_check_after_init_passes_on_the_same_run_and_fails_on_a_worse_one(tmp_path: Path) -> None:
     base = write_run(tmp_path / "base.parquet", BASE)
     worse = write_run(tmp_path / "worse.parquet", WORSE)
-    result = run_timeline("check", base, "--init", cwd=tmp_path)
+    result = run_timeline("init", base, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     assert (
@@ -166,7 +167,7 @@ def test_check_after_init_passes_on_the_same_run_and_fails_on_a_worse_one(tmp_pa
 
 
 def test_init_on_the_sample_traces_then_check_exits_0(tmp_path: Path) -> None:
-    result = run_timeline("check", SAMPLE, "--init", "--budget", "ci.toml", cwd=tmp_path)
+    result = run_timeline("init", SAMPLE, "-o", "ci.toml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     # since #20 the sample's worst hidden share (15.77 %) leaves no room for a hidden_comm_ratio limit
     left_out = "wrote 3 starter budgets to ci.toml (1 left out: see the file's comments); check a run with: "
@@ -191,7 +192,7 @@ def test_force_replaces_only_a_starter_file(tmp_path: Path) -> None:
 def test_what_timeline_did_not_write_is_refused_even_with_force(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "timeline.toml"
     what = {
-        "foreign file": "a file that timeline check --init did not write",
+        "foreign file": "a file that timeline init did not write",
         "symbolic link": "a symbolic link",
         "directory": "a directory",
         "fifo": "a FIFO",
@@ -211,7 +212,7 @@ def test_what_timeline_did_not_write_is_refused_even_with_force(tmp_path: Path, 
         write_starter(path, "anything\n", force=True)
     assert str(info.value) == (
         f"{path}: exists and is {what}; --force replaces only a starter budget file written by timeline "
-        "check --init; choose another file with --budget FILE"
+        "init; choose another file with -o FILE"
     )
     assert sorted((p.name, p.is_symlink()) for p in tmp_path.iterdir()) == before
     if kind == "foreign file":
@@ -221,9 +222,7 @@ def test_what_timeline_did_not_write_is_refused_even_with_force(tmp_path: Path, 
 def test_other_places_are_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"^.*missing: no such directory; create it or choose another"):
         check_starter_target(tmp_path / "missing" / "timeline.toml", force=False)
-    with pytest.raises(
-        UsageError, match=r"not \[tool\.timeline\] of pyproject\.toml; pass --budget timeline"
-    ):
+    with pytest.raises(UsageError, match=r"not \[tool\.timeline\] of pyproject\.toml; pass -o timeline"):
         check_starter_target(tmp_path / "pyproject.toml", force=True)
     check_starter_target(tmp_path / "timeline.toml", force=False)  # a new file is fine
 
@@ -231,21 +230,41 @@ def test_other_places_are_refused(tmp_path: Path) -> None:
 def test_cli_refuses_before_reading_the_run(tmp_path: Path) -> None:
     (tmp_path / "timeline.toml").write_text("mine\n", encoding="utf-8")
     missing = tmp_path / "no-such-run"
-    result = run_timeline("check", missing, "--init", "--force", cwd=tmp_path)
+    result = run_timeline("init", missing, "--force", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.startswith("error: timeline.toml: exists and is a file that timeline check --init")
+    assert result.stderr.startswith("error: timeline.toml: exists and is a file that timeline init did not")
     assert (tmp_path / "timeline.toml").read_text(encoding="utf-8") == "mine\n"
-    result = run_timeline("check", missing, "--init", "--json", "--baseline", missing, cwd=tmp_path)
-    assert (result.returncode, result.stderr) == (
-        2,
-        "error: --init writes a budget file and checks nothing; leave out --baseline, --json, then run "
-        "timeline check without --init to check a run\n",
-    )
-    result = run_timeline("check", missing, "--force", cwd=tmp_path)
-    assert (result.returncode, result.stderr) == (
-        2,
-        "error: --force applies to --init only (it lets --init replace a starter budget file)\n",
-    )
+
+
+def test_check_init_is_refused_naming_timeline_init(tmp_path: Path) -> None:
+    # starter budgets are a command of their own: check --init writes nothing and names it
+    for option in ("--init", "--force"):
+        result = run_timeline("check", SAMPLE, option, cwd=tmp_path)
+        assert (result.returncode, result.stdout, result.stderr) == (
+            2,
+            "",
+            f"error: {option} moved: write starter budgets with 'timeline init PATH...'\n",
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_earlier_starter_file_is_replaced_with_force(tmp_path: Path) -> None:
+    # written by timeline check --init, before timeline init: its first line is the earlier marker
+    path = tmp_path / "timeline.toml"
+    path.write_text(f"{EARLIER_MARKERS[0]} (timeline 0.1.0): edit freely.\n", encoding="utf-8")
+    text = render_starter(starter_budgets(run_frames(BASE)), version="9.9")
+    write_starter(path, text, force=True)
+    assert path.read_text(encoding="utf-8") == text
+    assert EARLIER_MARKERS == ("# Starter budgets written by timeline check --init",)
+    assert MARKER == "# Starter budgets written by timeline init"
+
+
+def test_init_help_names_its_options() -> None:
+    result = run_timeline("init", "--help")
+    assert result.returncode == 0, result.stderr
+    for option in ("-o, --output", "--force", "--rank", "--executor"):
+        assert option in result.stdout
+    assert "Write starter budgets from a run" in result.stdout
 
 
 def test_a_limit_every_run_holds_is_left_out_with_its_reason() -> None:
@@ -292,7 +311,7 @@ def test_a_run_with_nothing_to_derive_from_is_an_error() -> None:
 
 def test_a_horovod_timeline_alone_gets_the_step_budget_only(tmp_path: Path) -> None:
     run = REPO / "sample_traces" / "horovod" / "horovod_v021.json"
-    result = run_timeline("check", run, "--init", cwd=tmp_path)
+    result = run_timeline("init", run, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stderr == (
         "wrote 1 starter budget to timeline.toml (3 left out: see the file's comments); check a run "

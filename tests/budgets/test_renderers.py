@@ -16,12 +16,13 @@ from timeline.render.json import render_json as render_data
 from timeline.render.junit import render_junit
 from timeline.render.markdown import render_markdown
 from timeline.render.terminal.verdicts import render_table
-from timeline.results.verdicts import report_to_dict
+from timeline.results.base import TIMELINE_VERSION
+from timeline.results.verdicts import CHECK_VERSION
 
 
 def render_json(report: CheckReport) -> str:
-    """``timeline check --json``: the verdicts' plain data, as JSON."""
-    return render_data(report_to_dict(report))
+    """``timeline check --json``: the verdicts as JSON."""
+    return render_data(report)
 
 
 JUNIT_XSD = Path(__file__).parent / "data" / "junit-10.xsd"
@@ -105,6 +106,22 @@ def test_table(report: CheckReport) -> None:
 
 def test_json(report: CheckReport) -> None:
     data = msgspec.json.decode(render_json(report))
+    # layout 2: kind and timeline's version first, noise_k last; layout 1's keys in their order between
+    assert list(data) == [
+        "kind",
+        "version",
+        "timeline",
+        "ok",
+        "exit_code",
+        "budget_file",
+        "inputs",
+        "baseline",
+        "counts",
+        "verdicts",
+        "warnings",
+        "noise_k",
+    ]
+    assert (data["kind"], data["timeline"], data["noise_k"]) == ("check", TIMELINE_VERSION, 3.0)
     assert (
         data["version"],
         data["ok"],
@@ -113,7 +130,7 @@ def test_json(report: CheckReport) -> None:
         data["inputs"],
         data["baseline"],
     ) == (
-        1,
+        2,
         False,
         1,
         "timeline.toml",
@@ -143,6 +160,27 @@ def test_json(report: CheckReport) -> None:
         "where": "timeline.toml:budgets[0]",
         "line": 1,
     }
+    assert list(first) == [
+        "kind",
+        "name",
+        "status",
+        "metric",
+        "unit",
+        "aggregate",
+        "over",
+        "value",
+        "max",
+        "min",
+        "samples",
+        "worst",
+        "baseline",
+        "tolerance",
+        "noise",
+        "link_gbps",
+        "message",
+        "where",
+        "line",
+    ]
     regression = msgspec.json.decode(render_json(make_report(baseline=True)))["verdicts"][3]
     assert (regression["kind"], regression["status"], regression["baseline"], regression["tolerance"]) == (
         "regression",
@@ -150,6 +188,14 @@ def test_json(report: CheckReport) -> None:
         1000.0,
         100.0,
     )
+
+
+def test_json_decodes_back_into_the_type(report: CheckReport) -> None:
+    for each in (report, make_report(baseline=True)):
+        decoded = msgspec.json.decode(render_json(each), type=CheckReport)
+        assert decoded == each
+        assert (decoded.version, decoded.timeline) == (CHECK_VERSION, TIMELINE_VERSION) == (2, "0.1.0")
+        assert msgspec.json.decode(render_json(each))["kind"] == "check"
 
 
 def test_junit_validates_against_the_schema(tmp_path: Path, report: CheckReport) -> None:

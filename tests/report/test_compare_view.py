@@ -28,18 +28,18 @@ def run_json(*args: object) -> Any:
 
 
 def per_iteration(path: Path) -> list[dict[str, float]]:
-    """Each iteration of a run, in order: the mean over ranks of its times (from ``analyze --json``)."""
+    """Each iteration of a run, in order: the median over ranks of its times (from ``analyze --json``)."""
     rows = run_json("analyze", path)["iterations"]
     out = []
     for iteration in sorted({row["iteration"] for row in rows}):
         mine = [row for row in rows if row["iteration"] == iteration]
-        out.append({m: sum(row[f"{m}_ns"] for row in mine) / len(mine) for m in BARS})
+        out.append({m: statistics.median(row[f"{m}_ns"] for row in mine) for m in BARS})
     return out
 
 
 @pytest.fixture(scope="module")
 def expected() -> dict[str, Any]:
-    """``timeline diff BASE NEW --json``, and both runs' per-iteration means computed here."""
+    """``timeline diff BASE NEW --json``, and both runs' per-iteration medians over ranks computed here."""
     return {
         "diff": run_json("diff", BASE, NEW),
         "base": per_iteration(BASE),
@@ -48,7 +48,7 @@ def expected() -> dict[str, Any]:
 
 
 def check_bars(columns: dict[str, Any], expected: dict[str, Any]) -> None:
-    """The bars are the diff's per-iteration figures, and those are each run's mean over ranks."""
+    """The bars are the diff's per-iteration figures, and those are each run's median over ranks."""
     diff = expected["diff"]
     assert len(columns["x"]) == 2 * len(diff["iterations"]) == 2 * len(expected["base"])
     for i, row in enumerate(diff["iterations"]):
@@ -63,7 +63,7 @@ def check_bars(columns: dict[str, Any], expected: dict[str, Any]) -> None:
 
 
 def check_medians(columns: dict[str, Any], expected: dict[str, Any]) -> None:
-    """The medians table is the diff's summary; the times' medians are those of the per-iteration means."""
+    """The medians table is the diff's summary; the times' medians are those of the per-iteration medians."""
     summary = expected["diff"]["summary"]
     assert columns["metric"] == list(summary)
     for k, (metric, figure) in enumerate(summary.items()):

@@ -5,7 +5,7 @@ metrics a budget can name) → :mod:`~timeline.budgets.budget_file` (``timeline.
 checked) → :mod:`~timeline.budgets.frames` (the rows of a run: a :class:`~timeline.run.Run` or a saved
 summary JSON) → :mod:`~timeline.budgets.evaluation` (verdicts, a :class:`CheckReport`), which the renderers of
 :mod:`timeline.render` turn into a table, JSON, JUnit XML, GitHub annotations or markdown
-(:func:`timeline.results.verdicts.report_to_dict` is its plain data). ``timeline check`` wires them together;
+(:class:`timeline.results.verdicts.CheckReport` is its typed data). ``timeline check`` wires them together;
 ``docs/ci.md`` documents the file layout, the metrics and the regression rule. Metrics on the
 collectives matched across ranks (skew, bandwidth, link utilisation, wait) need the run's
 frames with ``matched=True`` (:func:`frames_of_run`), and a link for the utilisation metrics.
@@ -49,8 +49,8 @@ if TYPE_CHECKING:
         Worst,
         compare_jobs,
         evaluate_budgets,
-        noise_of,
         select_samples,
+        statistic_of,
     )
     from timeline.budgets.frames import (
         JobFacts,
@@ -65,12 +65,12 @@ if TYPE_CHECKING:
         Better,
         Metric,
         MetricSource,
-        format_value,
         get_metric,
         register_metric,
         registered_metrics,
     )
     from timeline.budgets.runs import is_summary_file, read_run
+    from timeline.units import format_value
 
 __all__ = [
     "AGGREGATES",
@@ -100,7 +100,6 @@ __all__ = [
     "get_metric",
     "is_summary_file",
     "job_facts",
-    "noise_of",
     "parse_budgets",
     "read_budget_file",
     "read_run",
@@ -108,6 +107,7 @@ __all__ = [
     "register_metric",
     "registered_metrics",
     "select_samples",
+    "statistic_of",
 ]
 
 _LAZY = {
@@ -128,8 +128,8 @@ _LAZY = {
     "Worst": "timeline.budgets.evaluation",
     "compare_jobs": "timeline.budgets.evaluation",
     "evaluate_budgets": "timeline.budgets.evaluation",
-    "noise_of": "timeline.budgets.evaluation",
     "select_samples": "timeline.budgets.evaluation",
+    "statistic_of": "timeline.budgets.evaluation",
     "JobFacts": "timeline.budgets.frames",
     "MetricFrames": "timeline.budgets.frames",
     "frames_of_run": "timeline.budgets.frames",
@@ -142,7 +142,7 @@ _LAZY = {
     "Better": "timeline.budgets.metrics",
     "Metric": "timeline.budgets.metrics",
     "MetricSource": "timeline.budgets.metrics",
-    "format_value": "timeline.budgets.metrics",
+    "format_value": "timeline.units",
     "get_metric": "timeline.budgets.metrics",
     "register_metric": "timeline.budgets.metrics",
     "registered_metrics": "timeline.budgets.metrics",

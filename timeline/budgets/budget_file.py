@@ -17,11 +17,12 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, cast
+from typing import cast
 
 from timeline.analysis.links import parse_link_gbps
 from timeline.budgets.metrics import Metric, get_metric, registered_metrics
 from timeline.errors import BudgetError, UsageError, position_of, shown
+from timeline.results.verdicts import Over
 
 __all__ = [
     "AGGREGATES",
@@ -36,8 +37,6 @@ __all__ = [
     "read_budget_file",
 ]
 
-Over = Literal["all", "rank"]
-"""``all``: one aggregate over every rank's samples pooled; ``rank``: one per rank, the worst decides."""
 
 AGGREGATES: tuple[str, ...] = ("max", "min", "mean", "p50", "p90", "p99")
 """The named aggregates; any percentile ``pNN`` (``p95``, ``p99.9``) is accepted too."""

@@ -10,24 +10,25 @@ deciding, and compares the result with its limits; the link utilisation metrics 
 bandwidth from the entry, ``--link-gbps`` or the budget file, in that order
 (:func:`~timeline.budgets.budget_file.check_links`).
 A regression check compares the aggregate with the baseline's and flags it only when it got worse
-by more than the tolerance *and* by more than the noise, ``NOISE_K`` × the larger of the two runs'
-standard errors (see :func:`noise_of` and ``docs/ci.md``).
+by more than the tolerance *and* by more than ``NOISE_K`` times the noise of the change, its standard
+error (:func:`timeline.stats.noise`, the noise rule ``timeline diff`` shares; ``docs/ci.md``).
+The verdicts are the typed data of :mod:`timeline.results.verdicts`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
 
 import polars as pl
 
 from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP
-from timeline.budgets.budget_file import Budget, BudgetFile, Over, Regression, Scope, check_links
+from timeline.budgets.budget_file import Budget, BudgetFile, Regression, Scope, check_links
 from timeline.budgets.frames import JobFacts, MetricFrames
-from timeline.budgets.metrics import Metric, format_value
+from timeline.budgets.metrics import Metric
 from timeline.errors import BudgetError
+from timeline.results.verdicts import CheckReport, Status, Verdict, Worst, check_report
+from timeline.stats import MIN_VALUES, NOISE_K, Statistic, noise
+from timeline.units import format_value
 
 __all__ = [
     "NOISE_K",
@@ -37,17 +38,9 @@ __all__ = [
     "Worst",
     "compare_jobs",
     "evaluate_budgets",
-    "noise_of",
     "select_samples",
+    "statistic_of",
 ]
-
-NOISE_K = 2.0
-"""A regression is flagged only when it exceeds ``NOISE_K`` standard errors of either run."""
-
-_MEDIAN_SE = math.sqrt(math.pi / 2)  # the standard error of a median is √(π/2) ≈ 1.2533 × that of a mean
-
-Status = Literal["pass", "fail", "nodata", "skip"]
-Kind = Literal["budget", "regression"]
 
 _WHAT = {
     "collective": "collective",
@@ -59,155 +52,6 @@ _WHAT = {
 _SAMPLE_SCHEMA = pl.Schema(
     {"rank": pl.Int64(), "iteration": pl.Int64(), "collective": pl.String(), "value": pl.Float64()}
 )
-
-
-@dataclass(frozen=True)
-class Worst:
-    """The sample that decided a verdict (the one closest to, or furthest past, the limit)."""
-
-    rank: int | None
-    iteration: int | None
-    collective: str | None
-    value: float
-
-    def describe(self, unit: str) -> str:
-        """``rank 1, iteration 2: 30.00%``."""
-        parts = []
-        if self.rank is not None:
-            parts.append(f"rank {self.rank}")
-        if self.iteration is not None:
-            parts.append(f"iteration {self.iteration}")
-        if self.collective is not None:
-            parts.append(self.collective)
-        return f"{', '.join(parts) or 'all'}: {format_value(self.value, unit)}"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The outcome of one budget or one regression check.
-
-    Attributes
-    ----------
-    kind
-        ``budget`` or ``regression``.
-    name
-        The budget's name.
-    metric, unit, aggregate, over
-        What was measured, as in the budget file.
-    status
-        ``pass``, ``fail``, ``nodata`` or ``skip``.
-    value
-        The aggregate (of the worst rank with ``over = "rank"``); ``None`` when not measured.
-    upper, lower
-        The limits the value was held to; for a regression, the baseline plus or minus the larger of
-        the tolerance and the noise.
-    samples
-        How many samples the aggregate is over.
-    worst
-        The worst sample (of the worst rank).
-    message
-        One line saying why it passed or failed.
-    where, line
-        Where the budget was read (``timeline.toml:budgets[0]``), and its line.
-    baseline, tolerance, noise
-        For a regression: the baseline aggregate, the allowed worsening from the tolerances, and the
-        noise threshold.
-    link_gbps
-        The link's bandwidth the metric was measured against (link utilisation metrics), in Gbit/s.
-    """
-
-    kind: Kind
-    name: str
-    metric: str
-    unit: str
-    aggregate: str
-    over: Over
-    status: Status
-    value: float | None
-    upper: float | None
-    lower: float | None
-    samples: int
-    worst: Worst | None
-    message: str
-    where: str
-    line: int | None = None
-    baseline: float | None = None
-    tolerance: float | None = None
-    noise: float | None = None
-    link_gbps: float | None = None
-
-    @property
-    def failed(self) -> bool:
-        """Whether this verdict fails the check (``fail`` or ``nodata``)."""
-        return self.status in ("fail", "nodata")
-
-    def describe_measure(self) -> str:
-        """``exposed_comm_ratio p90 per rank``."""
-        return f"{self.metric} {self.aggregate}" + (" per rank" if self.over == "rank" else "")
-
-    def describe_limit(self) -> str:
-        """``<= 25.00%``, ``>= 80.00%``, or both."""
-        parts = []
-        if self.lower is not None:
-            parts.append(f">= {format_value(self.lower, self.unit)}")
-        if self.upper is not None:
-            parts.append(f"<= {format_value(self.upper, self.unit)}")
-        text = ", ".join(parts) or "-"
-        if self.kind == "regression" and self.baseline is not None:
-            text += f" (baseline {format_value(self.baseline, self.unit)})"
-        return text
-
-
-@dataclass(frozen=True)
-class CheckReport:
-    """Every verdict of one ``timeline check``.
-
-    Attributes
-    ----------
-    verdicts
-        Budgets first, then regression checks, in file order.
-    budget_file
-        The budget file.
-    inputs
-        The run checked.
-    baseline
-        The baseline run, if any.
-    warnings
-        What makes the verdicts doubtful: a baseline that looks like another job
-        (:func:`compare_jobs`).
-    diagnosis
-        The run's diagnosis (``verdict`` and ``findings``, :mod:`timeline.results.diagnosis`), when
-        it was diagnosed: the markdown summary lists its top findings.
-    """
-
-    verdicts: tuple[Verdict, ...]
-    budget_file: str
-    inputs: str
-    baseline: str | None = None
-    warnings: tuple[str, ...] = ()
-    diagnosis: Mapping[str, Any] | None = None
-
-    @property
-    def failed(self) -> tuple[Verdict, ...]:
-        """The verdicts that fail the check."""
-        return tuple(v for v in self.verdicts if v.failed)
-
-    @property
-    def ok(self) -> bool:
-        """Whether every budget holds."""
-        return not self.failed
-
-    @property
-    def exit_code(self) -> int:
-        """0 when every budget holds, 1 otherwise."""
-        return 0 if self.ok else 1
-
-    def counts(self) -> dict[str, int]:
-        """How many verdicts have each status."""
-        out = {"pass": 0, "fail": 0, "nodata": 0, "skip": 0}
-        for verdict in self.verdicts:
-            out[verdict.status] += 1
-        return out
 
 
 def evaluate_budgets(
@@ -262,13 +106,12 @@ def evaluate_budgets(
         other_job = compare_jobs(frames.job, baseline.job)
         if other_job is not None:
             warnings.append(other_job)
-    return CheckReport(
-        verdicts=tuple(verdicts),
+    return check_report(
+        verdicts,
         budget_file=budgets.path,
         inputs=frames.label,
         baseline=None if baseline is None else baseline.label,
-        warnings=tuple(warnings),
-        diagnosis=frames.diagnosis,
+        warnings=warnings,
     )
 
 
@@ -353,17 +196,31 @@ def select_samples(
         The input cannot provide the metric at all.
     """
     empty = pl.DataFrame(schema=_SAMPLE_SCHEMA)
+    frame, reason = _scoped_rows(frames, metric, scope, where=where, link_gbps=link_gbps)
+    if reason:
+        return empty, reason
+    samples, horovod = _samples_of(frame, metric)
+    if samples.height == 0:
+        hint = " (a Horovod timeline alone has no compute events)" if horovod else ""
+        return empty, f"{metric.name} is unknown on every selected row{hint}"
+    return samples.cast(_SAMPLE_SCHEMA), ""
+
+
+def _scoped_rows(
+    frames: MetricFrames, metric: Metric, scope: Scope, *, where: str, link_gbps: float | None
+) -> tuple[pl.DataFrame, str]:
+    """Return the rows of a metric's source in a scope (ranks, names, warm-up), or why there are none."""
     if scope.by_dimension and metric.source == "iterations":
         frame, reason = _dimension_iterations(frames, scope, where)
         if reason:
-            return empty, reason
+            return frame, reason
     else:
         frame = _source(frames, metric, where)
     if frame.height == 0:
         if metric.matched:
             hint = " (a Horovod timeline alone has none)"
-            return empty, f"no collectives matched across ranks in {frames.label}{hint}"
-        return empty, f"{frames.label} has no {metric.source} rows"
+            return frame, f"no collectives matched across ranks in {frames.label}{hint}"
+        return frame, f"{frames.label} has no {metric.source} rows"
     if metric.needs_link:
         if link_gbps is None:
             raise BudgetError(f"{where}: {metric.name} needs the link's bandwidth; pass link_gbps")
@@ -378,20 +235,21 @@ def select_samples(
         present = sorted(frame.get_column("rank").unique().to_list())
         frame = frame.filter(pl.col("rank").is_in(scope.ranks))
         if frame.height == 0:
-            return empty, f"no rank {_list(scope.ranks)} in {frames.label} (ranks {_list(present)})"
+            return frame, f"no rank {_list(scope.ranks)} in {frames.label} (ranks {_list(present)})"
     frame, reason = _named(frame, frames, metric, scope, where)
-    if reason:
-        return empty, reason
-    if scope.skip_iterations:
-        frame = _skip_warmup(frame, frames, metric, scope.skip_iterations)
-        if frame.height == 0:
-            return empty, f"every iteration is skipped (skip_iterations = {scope.skip_iterations})"
-    if "rank" not in frame.columns:
-        frame = frame.with_columns(rank=pl.lit(None, pl.Int64))
-    if "iteration" not in frame.columns:
-        frame = frame.with_columns(iteration=pl.lit(None, pl.Int64))
-    if "collective" not in frame.columns:
-        frame = frame.with_columns(collective=pl.lit(None, pl.String))
+    if reason or not scope.skip_iterations:
+        return frame, reason
+    frame = _skip_warmup(frame, frames, metric, scope.skip_iterations)
+    if frame.height == 0:
+        return frame, f"every iteration is skipped (skip_iterations = {scope.skip_iterations})"
+    return frame, ""
+
+
+def _samples_of(frame: pl.DataFrame, metric: Metric) -> tuple[pl.DataFrame, bool]:
+    """Return the samples of the scoped rows (nulls dropped), and whether a row is of a Horovod timeline."""
+    for column, dtype in (("rank", pl.Int64), ("iteration", pl.Int64), ("collective", pl.String)):
+        if column not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype).alias(column))
     collective = pl.col("collective").cast(pl.String)
     if "collective_id" in frame.columns and not metric.per_iteration:
         # a logical collective: its name alone does not say which one
@@ -416,30 +274,18 @@ def select_samples(
             .agg(collective=pl.col("collective").unique().sort().str.join(","), value=pl.col("value").sum())
             .select(_SAMPLE_SCHEMA.names())
         )
-    if samples.height == 0:
-        hint = " (a Horovod timeline alone has no compute events)" if horovod else ""
-        return empty, f"{metric.name} is unknown on every selected row{hint}"
-    return samples.cast(_SAMPLE_SCHEMA), ""
+    return samples, horovod
 
 
-def noise_of(values: pl.Series, aggregate: str) -> float:
-    """Return the noise of an aggregate: its standard error estimated from the spread of the samples.
+def statistic_of(aggregate: str) -> Statistic:
+    """Return what an aggregate is for the noise rule: a ``mean``, a ``median`` (``p50``), else one ``value``.
 
-    With ``s`` the sample standard deviation and ``n`` the number of samples: ``s / √n`` for
-    ``mean``, ``1.2533 s / √n`` for ``p50`` (the standard error of a median), and ``s`` for ``max``,
-    ``min`` and the other percentiles, which move by about one standard deviation between runs.
-    ``0`` for fewer than two samples.
+    A maximum, a minimum and a percentile other than the median move by about one standard deviation
+    of the samples between runs (:func:`timeline.stats.standard_error`).
     """
-    n = values.len()
-    if n < 2:
-        return 0.0
-    s = values.std(ddof=1)
-    spread = float(s) if isinstance(s, int | float) else 0.0
     if aggregate == "mean":
-        return spread / math.sqrt(n)
-    if aggregate == "p50":
-        return _MEDIAN_SE * spread / math.sqrt(n)
-    return spread
+        return "mean"
+    return "median" if aggregate == "p50" else "value"
 
 
 def _source(frames: MetricFrames, metric: Metric, where: str) -> pl.DataFrame:
@@ -682,41 +528,54 @@ def _evaluate_budget(budget: Budget, frames: MetricFrames, link_gbps: float | No
         decided = samples.filter(pl.col("rank") == rank["rank"])
     worst = _worst_row(decided, excess(pl.col("value")))
     violated = _scalar(pl.select(excess(pl.lit(value)))) > 0
-    status: Status = "fail" if violated else "pass"
-    measure = f"{metric.name} {budget.aggregate}" + (
+    message = _budget_message(budget, value, worst, violated=violated, link_gbps=link_gbps)
+    return verdict("fail" if violated else "pass", value, decided.height, worst, message)
+
+
+def _budget_message(
+    budget: Budget, value: float, worst: Worst, *, violated: bool, link_gbps: float | None
+) -> str:
+    """Say what was measured, against which limit, and the worst sample when it is violated."""
+    unit = budget.metric.unit
+    measure = f"{budget.metric.name} {budget.aggregate}" + (
         f" of rank {worst.rank} (the worst rank)" if budget.over == "rank" else ""
     )
     measure += _against(link_gbps)
-    shown = format_value(value, metric.unit)
-    if violated:
-        side = (
-            f"> max {format_value(budget.upper, metric.unit)}"
-            if budget.upper is not None and value > budget.upper
-            else f"< min {format_value(budget.lower, metric.unit)}"
-        )
-        message = f"{measure} = {shown} {side}; worst sample {worst.describe(metric.unit)}"
-    else:
-        message = f"{measure} = {shown}, within {_limits(budget.upper, budget.lower, metric.unit)}"
-    return verdict(status, value, decided.height, worst, message)
+    shown = format_value(value, unit)
+    if not violated:
+        return f"{measure} = {shown}, within {_limits(budget.upper, budget.lower, unit)}"
+    side = (
+        f"> max {format_value(budget.upper, unit)}"
+        if budget.upper is not None and value > budget.upper
+        else f"< min {format_value(budget.lower, unit)}"
+    )
+    return f"{measure} = {shown} {side}; worst sample {worst.describe(unit)}"
 
 
 @dataclass(frozen=True)
 class _Comparison:
+    """One aggregate of the run against the baseline's (of one rank, or of all ranks pooled)."""
+
     rank: int | None
     new: float
     old: float
     worse_by: float
     allowed: float
-    noise: float
+    noise: float | None  # the standard error of the change; None: too few samples to tell
     samples: int
 
     @property
+    def threshold(self) -> float:
+        """How much worse it may get: the tolerance, or ``NOISE_K`` times the noise when larger."""
+        return max(self.allowed, 0.0 if self.noise is None else NOISE_K * self.noise)
+
+    @property
     def flagged(self) -> bool:
-        return self.worse_by > self.allowed and self.worse_by > self.noise
+        return self.worse_by > self.threshold
 
     @property
     def margin(self) -> float:
-        return self.worse_by - max(self.allowed, self.noise)
+        return self.worse_by - self.threshold
 
 
 def _compare(check: Regression, new: pl.Series, old: pl.Series, rank: int | None) -> _Comparison:
@@ -724,16 +583,59 @@ def _compare(check: Regression, new: pl.Series, old: pl.Series, rank: int | None
     new_value = _scalar(pl.DataFrame({"value": new}).select(aggregate))
     old_value = _scalar(pl.DataFrame({"value": old}).select(aggregate))
     sign = 1.0 if check.metric.better == "lower" else -1.0
-    noise = NOISE_K * max(noise_of(new, check.aggregate), noise_of(old, check.aggregate))
     return _Comparison(
         rank=rank,
         new=new_value,
         old=old_value,
         worse_by=sign * (new_value - old_value),
         allowed=check.allowed(old_value),
-        noise=noise,
+        noise=noise(old.to_list(), new.to_list(), statistic_of(check.aggregate)),
         samples=new.len(),
     )
+
+
+def _comparisons(check: Regression, new: pl.DataFrame, old: pl.DataFrame) -> list[_Comparison]:
+    """Return the comparison of all ranks pooled, or of each rank in both runs (none: no common rank)."""
+    if check.over == "all":
+        return [_compare(check, new.get_column("value"), old.get_column("value"), None)]
+    common = sorted(set(new.get_column("rank").to_list()) & set(old.get_column("rank").to_list()))
+    return [
+        _compare(
+            check,
+            new.filter(pl.col("rank") == r).get_column("value"),
+            old.filter(pl.col("rank") == r).get_column("value"),
+            r,
+        )
+        for r in common
+    ]
+
+
+def _regression_message(check: Regression, decisive: _Comparison, link_gbps: float | None) -> str:
+    """Say the run's aggregate, the baseline's, and why the change is flagged or not."""
+    unit = check.metric.unit
+    who = "" if decisive.rank is None else f" on rank {decisive.rank}"
+    head = (
+        f"{check.metric.name} {check.aggregate}{who}{_against(link_gbps)} = "
+        f"{format_value(decisive.new, unit)} vs baseline {format_value(decisive.old, unit)}"
+    )
+    tolerance = f"the tolerance {format_value(decisive.allowed, unit)}"
+    amount = format_value(abs(decisive.worse_by), unit)
+    if decisive.worse_by <= 0:
+        return f"{head}: {'no change' if decisive.worse_by == 0 else f'better by {amount}'}"
+    if decisive.worse_by <= decisive.allowed:
+        return f"{head}: worse by {amount}, within {tolerance}"
+    if decisive.noise is None:
+        unknown = (
+            f"the noise is unknown (fewer than {MIN_VALUES} samples in a run): the tolerance alone decides"
+        )
+        return f"{head}: worse by {amount}, more than {tolerance}; {unknown}"
+    noise_text = (
+        f"the noise threshold {format_value(NOISE_K * decisive.noise, unit)} ({NOISE_K:g} × the noise "
+        f"{format_value(decisive.noise, unit)}, the change's standard error)"
+    )
+    if decisive.flagged:
+        return f"{head}: worse by {amount}, more than {tolerance} and {noise_text}"
+    return f"{head}: worse by {amount}, past {tolerance} but within {noise_text}: not flagged"
 
 
 def _evaluate_regression(
@@ -741,93 +643,51 @@ def _evaluate_regression(
 ) -> Verdict:
     metric = check.metric
 
-    def unmeasured(status: Status, message: str) -> Verdict:
+    def verdict(status: Status, message: str, decisive: _Comparison | None, worst: Worst | None) -> Verdict:
+        old = None if decisive is None else decisive.old
+        threshold = None if decisive is None else decisive.threshold
+        upper = lower = None
+        if old is not None and threshold is not None:
+            upper = old + threshold if metric.better == "lower" else None
+            lower = old - threshold if metric.better == "higher" else None
         return Verdict(
             kind="regression",
             name=check.name,
+            status=status,
             metric=metric.name,
             unit=metric.unit,
             aggregate=check.aggregate,
             over=check.over,
-            status=status,
-            value=None,
-            upper=None,
-            lower=None,
-            samples=0,
-            worst=None,
+            value=None if decisive is None else decisive.new,
+            upper=upper,
+            lower=lower,
+            samples=0 if decisive is None else decisive.samples,
+            worst=worst,
+            baseline=old,
+            tolerance=None if decisive is None else decisive.allowed,
+            noise=None if decisive is None else decisive.noise,
+            link_gbps=link_gbps,
             message=message,
             where=check.where,
             line=check.line,
-            link_gbps=link_gbps,
         )
 
     if baseline is None:
-        return unmeasured("skip", "not checked: no --baseline given")
+        return verdict("skip", "not checked: no --baseline given", None, None)
     new, reason = select_samples(frames, metric, check.scope, where=check.where, link_gbps=link_gbps)
     old, old_reason = select_samples(baseline, metric, check.scope, where=check.where, link_gbps=link_gbps)
     if old_reason and not reason:
         reason = f"baseline: {old_reason}"
     if reason:
-        return unmeasured("nodata", f"no data: {reason}")
-    if check.over == "all":
-        comparisons = [_compare(check, new.get_column("value"), old.get_column("value"), None)]
-    else:
-        common = sorted(set(new.get_column("rank").to_list()) & set(old.get_column("rank").to_list()))
-        if not common:
-            return unmeasured("nodata", "no data: no rank is in both the run and the baseline")
-        comparisons = [
-            _compare(
-                check,
-                new.filter(pl.col("rank") == r).get_column("value"),
-                old.filter(pl.col("rank") == r).get_column("value"),
-                r,
-            )
-            for r in common
-        ]
+        return verdict("nodata", f"no data: {reason}", None, None)
+    comparisons = _comparisons(check, new, old)
+    if not comparisons:
+        return verdict("nodata", "no data: no rank is in both the run and the baseline", None, None)
     decisive = max(comparisons, key=lambda c: (c.flagged, c.margin))
-    threshold = max(decisive.allowed, decisive.noise)
-    upper = decisive.old + threshold if metric.better == "lower" else None
-    lower = decisive.old - threshold if metric.better == "higher" else None
     decided = new if decisive.rank is None else new.filter(pl.col("rank") == decisive.rank)
     worst = _worst_row(decided, pl.col("value") if metric.better == "lower" else -pl.col("value"))
-    unit = metric.unit
-    who = "" if decisive.rank is None else f" on rank {decisive.rank}"
-    head = (
-        f"{metric.name} {check.aggregate}{who}{_against(link_gbps)} = {format_value(decisive.new, unit)} "
-        f"vs baseline {format_value(decisive.old, unit)}"
-    )
-    tolerance = f"the tolerance {format_value(decisive.allowed, unit)}"
-    noise = f"the noise {format_value(decisive.noise, unit)} ({NOISE_K:g} standard errors)"
-    amount = format_value(abs(decisive.worse_by), unit)
-    if decisive.flagged:
-        message = f"{head}: worse by {amount}, more than {tolerance} and {noise}"
-    elif decisive.worse_by <= 0:
-        message = f"{head}: {'no change' if decisive.worse_by == 0 else f'better by {amount}'}"
-    elif decisive.worse_by <= decisive.allowed:
-        message = f"{head}: worse by {amount}, within {tolerance}"
-    else:
-        message = f"{head}: worse by {amount}, past {tolerance} but within {noise}: not flagged"
-    return Verdict(
-        kind="regression",
-        name=check.name,
-        metric=metric.name,
-        unit=unit,
-        aggregate=check.aggregate,
-        over=check.over,
-        where=check.where,
-        line=check.line,
-        status="fail" if decisive.flagged else "pass",
-        value=decisive.new,
-        upper=upper,
-        lower=lower,
-        samples=decisive.samples,
-        worst=worst,
-        message=message,
-        baseline=decisive.old,
-        tolerance=decisive.allowed,
-        noise=decisive.noise,
-        link_gbps=link_gbps,
-    )
+    status: Status = "fail" if decisive.flagged else "pass"
+    return verdict(status, _regression_message(check, decisive, link_gbps), decisive, worst)
 
 
 def _limits(upper: float | None, lower: float | None, unit: str) -> str:

@@ -33,7 +33,6 @@ __all__ = [
     "Better",
     "Metric",
     "MetricSource",
-    "format_value",
     "get_metric",
     "register_metric",
     "registered_metrics",
@@ -223,37 +222,6 @@ def get_metric(name: str, *, where: str) -> Metric:
     close = difflib.get_close_matches(name, list(_REGISTRY), n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}?" if close else "see docs/ci.md for the list"
     raise BudgetError(f"{where}: unknown metric {name!r}; {hint}")
-
-
-def format_value(value: float | None, unit: str) -> str:
-    """Format a value of a metric for people: ``12.35 ms``, ``25.00%``, ``1.20 GB/s``; ``-`` when unknown.
-
-    Ratios are stored as fractions and shown as percentages (rendering only).
-    """
-    if value is None:
-        return "-"
-    if unit == "ns":
-        magnitude = abs(value)
-        if magnitude >= 1e9:
-            return f"{value / 1e9:.3f} s"
-        if magnitude >= 1e6:
-            return f"{value / 1e6:.2f} ms"
-        if magnitude >= 1e3:
-            return f"{value / 1e3:.1f} µs"
-        return f"{round(value, 1):g} ns"
-    if unit == "ratio":
-        return f"{100 * value:.2f}%"
-    if unit in ("bytes", "B/s"):
-        suffix = "B" if unit == "bytes" else "B/s"
-        for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-            if abs(value) >= scale:
-                return f"{value / scale:.2f} {prefix}{suffix}"
-        return f"{value:.0f} {suffix}"
-    if unit == "Gbit/s":
-        return f"{value:.2f} Gbit/s"
-    if unit == "count":
-        return f"{value:g}"
-    return f"{value:.4g} {unit}"
 
 
 def _iteration_metric(name: str, description: str, unit: str, better: Better = "lower") -> None:

@@ -1,4 +1,4 @@
-"""Starter budgets: a commented ``timeline.toml`` derived from a run (``timeline check --init``).
+"""Starter budgets: a commented ``timeline.toml`` derived from a run (``timeline init``).
 
 Takes the :class:`~timeline.budgets.frames.MetricFrames` of a run and gives a :class:`Starter`: for
 each metric of :data:`STARTER_METRICS`, a limit at the run's worst iteration plus a margin from the
@@ -19,7 +19,8 @@ rank has at least :data:`SKIP_FROM` iterations):
 
 A ratio limit that reaches 1 (an upper limit) or 0 (a lower limit) holds every run: it is left out
 of the file, and a comment says why. :func:`write_starter` writes the file beside its place and
-renames it there, and replaces only a file that ``timeline check --init`` wrote.
+renames it there, and replaces only a file that ``timeline init`` (or, before it, ``timeline check
+--init``) wrote.
 """
 
 from __future__ import annotations
@@ -31,15 +32,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from pathlib import Path
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from timeline.budgets.budget_file import Scope
-from timeline.budgets.evaluation import select_samples
-from timeline.budgets.frames import MetricFrames
-from timeline.budgets.metrics import Metric, format_value, get_metric
+from timeline.budgets.metrics import Metric, get_metric
 from timeline.errors import TraceContentError, UsageError, shown
+from timeline.units import format_value
+
+if TYPE_CHECKING:
+    from timeline.budgets.frames import MetricFrames
 
 __all__ = [
+    "EARLIER_MARKERS",
     "MARGIN_FLOOR",
     "MARGIN_K",
     "MARKER",
@@ -64,8 +68,10 @@ RATIO_DECIMALS = 4
 SKIP_FROM = 3
 """Each rank's first iteration is left out (``skip_iterations = 1``) when every rank has at least
 this many: at least two remain for the spread."""
-MARKER = "# Starter budgets written by timeline check --init"
+MARKER = "# Starter budgets written by timeline init"
 """The first line of every starter file: ``--force`` replaces only a file that begins with it."""
+EARLIER_MARKERS = ("# Starter budgets written by timeline check --init",)
+"""The first lines of the starter files earlier versions wrote (``timeline check --init``): replaced too."""
 
 Bound = Literal["max", "min"]
 
@@ -204,6 +210,8 @@ def starter_budgets(frames: MetricFrames) -> Starter:
     fewest = per_rank.get_column("len").min()
     skip = 1 if isinstance(fewest, int) and fewest >= SKIP_FROM else 0
     scope = Scope(skip_iterations=skip)
+    from timeline.budgets.evaluation import select_samples
+
     steps, _ = select_samples(frames, get_metric("step_ns", where="starter"), scope, where="starter")
     median = steps.get_column("value").median() if steps.height else None
     median_step = float(median) if isinstance(median, int | float) else None
@@ -229,6 +237,8 @@ def _starter_budget(
 ) -> StarterBudget:
     metric = get_metric(choice.metric, where="starter")
     bound: Bound = "max" if metric.better == "lower" else "min"
+    from timeline.budgets.evaluation import select_samples
+
     samples, reason = select_samples(frames, metric, scope, where="starter")
     values = samples.get_column("value")
     if metric.unit == "ratio":
@@ -304,7 +314,7 @@ def render_starter(starter: Starter, *, version: str) -> str:
         f"{MARGIN_FLOOR:g} for a ratio,",
         f"# {100 * MARGIN_FLOOR:g} % of the median step for a time. A higher-is-better metric gets a lower "
         "limit, worst − margin.",
-        "# This run passes every budget; tighten them as the job improves. timeline check --init --force",
+        "# This run passes every budget; tighten them as the job improves. timeline init --force",
         "# rewrites this file (only a file whose first line is the one above).",
     ]
     for budget in starter.budgets:
@@ -372,11 +382,12 @@ def _wrapped(text: str, width: int) -> list[str]:
 
 
 def check_starter_target(path: str | Path, *, force: bool) -> None:
-    """Refuse a place for a starter file that exists, unless ``force`` and ``timeline check --init`` wrote it.
+    """Refuse a place for a starter file that exists, unless ``force`` and ``timeline init`` wrote it.
 
     A missing file is fine (its directory must exist). Anything else is refused even with ``force``:
-    a file that does not begin with :data:`MARKER`, a directory, a FIFO, a device, a symbolic link
-    (whatever it points to). Nothing is opened but a regular file, and never through a link.
+    a file that does not begin with :data:`MARKER` (or one of :data:`EARLIER_MARKERS`), a directory,
+    a FIFO, a device, a symbolic link (whatever it points to). Nothing is opened but a regular file,
+    and never through a link.
 
     Raises
     ------
@@ -386,8 +397,9 @@ def check_starter_target(path: str | Path, *, force: bool) -> None:
     target = Path(path)
     if target.name == "pyproject.toml":
         msg = (
-            f"{shown(path)}: --init writes a budget file of its own, not [tool.timeline] of pyproject.toml; "
-            "pass --budget timeline.toml and copy its entries under [tool.timeline] if you want them there"
+            f"{shown(path)}: timeline init writes a budget file of its own, not [tool.timeline] of "
+            "pyproject.toml; pass -o timeline.toml and copy its entries under [tool.timeline] if you want "
+            "them there"
         )
         raise UsageError(msg)
     try:
@@ -395,7 +407,7 @@ def check_starter_target(path: str | Path, *, force: bool) -> None:
     except FileNotFoundError:
         parent = target.parent
         if not parent.is_dir():
-            msg = f"{shown(parent)}: no such directory; create it or choose another --budget file"
+            msg = f"{shown(parent)}: no such directory; create it or choose another file with -o FILE"
             raise UsageError(msg) from None
         return
     except OSError as exc:
@@ -404,7 +416,7 @@ def check_starter_target(path: str | Path, *, force: bool) -> None:
     if what is not None:
         msg = (
             f"{shown(path)}: exists and is {what}; --force replaces only a starter budget file written by "
-            "timeline check --init; choose another file with --budget FILE"
+            "timeline init; choose another file with -o FILE"
         )
         raise UsageError(msg)
     if not force:
@@ -412,7 +424,7 @@ def check_starter_target(path: str | Path, *, force: bool) -> None:
 
 
 def _not_starter(target: Path, mode: int) -> str | None:
-    """Say what ``target`` is when ``timeline check --init`` did not write it; else None."""
+    """Say what ``target`` is when ``timeline init`` did not write it; else None."""
     kinds: Sequence[tuple[bool, str]] = (
         (stat.S_ISLNK(mode), "a symbolic link"),
         (stat.S_ISDIR(mode), "a directory"),
@@ -431,8 +443,9 @@ def _not_starter(target: Path, mode: int) -> str | None:
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             return "not a regular file"
-        head = handle.read(len(MARKER.encode()))
-    return None if head == MARKER.encode() else "a file that timeline check --init did not write"
+        head = handle.read(max(len(m.encode()) for m in (MARKER, *EARLIER_MARKERS)))
+    known = any(head.startswith(m.encode()) for m in (MARKER, *EARLIER_MARKERS))
+    return None if known else "a file that timeline init did not write"
 
 
 def write_starter(path: str | Path, text: str, *, force: bool) -> None:
@@ -450,7 +463,7 @@ def write_starter(path: str | Path, text: str, *, force: bool) -> None:
     Raises
     ------
     UsageError
-        An existing file without ``force``, one that ``timeline check --init`` did not write, or a
+        An existing file without ``force``, one that ``timeline init`` did not write, or a
         directory that cannot be written.
     """
     target = Path(path)

@@ -17,7 +17,6 @@ the backward pass) is said in the notes.
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -36,6 +35,7 @@ from timeline.diagnosis.thresholds import (
 from timeline.diagnosis.verdict import Diagnosis
 from timeline.errors import TimelineError
 from timeline.results.findings import COMMUNICATION_CAUSES, Finding, ranked
+from timeline.stats import median
 from timeline.units import format_ns
 
 if TYPE_CHECKING:
@@ -253,7 +253,7 @@ def _waiting_union(context: Context, late: int) -> int:
         others = [t for r, t in times.items() if r != late]
         if late not in times or not others or times[late] < max(others):
             continue
-        spans.append((round(statistics.median(others)), times[late]))
+        spans.append((round(median(others)), times[late]))
     return mean_int(_union_in_windows(context, spans).values()) if spans else 0
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from timeline.budgets.evaluation import CheckReport
 from timeline.render.terminal.verdicts import LABELS, headline
+from timeline.results.verdicts import CheckReport
 
 __all__ = ["render_github"]
 
@@ -27,10 +27,12 @@ def render_github(report: CheckReport) -> str:
     for v in report.verdicts:
         if not v.failed:
             continue
-        props = {"file": report.budget_file}
-        if v.line is not None:
-            props["line"] = str(v.line)
-        props["title"] = f"timeline check: {v.name} ({LABELS[v.status]})"
+        line = {} if v.line is None else {"line": str(v.line)}
+        props = {
+            "file": report.budget_file,
+            **line,
+            "title": f"timeline check: {v.name} ({LABELS[v.status]})",
+        }
         joined = ",".join(f"{k}={_escape_property(val)}" for k, val in props.items())
         lines.append(f"::error {joined}::{_escape_data(v.message)}")
     lines += [f"::warning title=timeline check::{_escape_data(w)}" for w in report.warnings]

@@ -10,5 +10,5 @@ __all__ = ["render_json"]
 
 
 def render_json(data: Any) -> str:
-    """Return a result's plain data (``build_summary``, ``report_to_dict``…) as one line of JSON."""
+    """Return a result (a :class:`~timeline.results.base.Result`, or plain data) as one line of JSON."""
     return msgspec.json.encode(data).decode()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from timeline.budgets.evaluation import CheckReport
-from timeline.budgets.metrics import format_value
-from timeline.render.terminal.verdicts import render_table, worst
+from timeline.render.terminal.verdicts import render_table
+from timeline.results.verdicts import CheckReport
+from timeline.units import format_value
 
 __all__ = ["render_junit"]
 
@@ -27,12 +27,8 @@ def render_junit(report: CheckReport) -> str:
     The document validates against the Jenkins xUnit JUnit schema (``junit-10.xsd``), which GitLab,
     Jenkins, Azure Pipelines and the GitHub test-report actions read.
     """
-    counts = report.counts()
-    totals = {
-        "tests": str(len(report.verdicts)),
-        "failures": str(counts["fail"]),
-        "errors": str(counts["nodata"]),
-    }
+    counts = report.counts
+    totals = {"tests": str(len(report.verdicts)), "failures": str(counts.fail), "errors": str(counts.nodata)}
     root = ET.Element("testsuites", {"name": "timeline check", **totals, "time": "0"})
     suite = ET.SubElement(
         root,
@@ -40,7 +36,7 @@ def render_junit(report: CheckReport) -> str:
         {
             "name": f"timeline check ({_xml_text(report.budget_file)})",
             **totals,
-            "skipped": str(counts["skip"]),
+            "skipped": str(counts.skip),
             "time": "0",
         },
     )
@@ -62,7 +58,7 @@ def render_junit(report: CheckReport) -> str:
                 f"metric: {v.describe_measure()}",
                 f"value: {format_value(v.value, v.unit)}",
                 f"limit: {v.describe_limit()}",
-                f"worst: {worst(v)}",
+                f"worst: {v.describe_worst()}",
                 f"samples: {v.samples}",
                 f"budget: {v.where}",
             ]

@@ -1,14 +1,20 @@
-"""The verdicts of ``timeline check`` as markdown (``--markdown``: a pull-request comment, a job summary)."""
+"""Results as markdown (``--markdown``: a pull-request comment, a job summary).
+
+The verdicts of ``timeline check`` (:class:`~timeline.results.verdicts.CheckReport`, with the
+diagnosis' verdict and top findings when the run was diagnosed) and two runs compared by ``timeline
+diff`` (:class:`~timeline.results.diff.Diff`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from timeline.budgets.evaluation import CheckReport
-from timeline.budgets.metrics import format_value
 from timeline.render.terminal import diff as cells
-from timeline.render.terminal.verdicts import headline, worst
+from timeline.render.terminal.verdicts import headline
+from timeline.results.diff import TIME_METRICS, Diff
+from timeline.results.verdicts import CheckReport
+from timeline.units import format_value
 
 __all__ = ["FINDINGS_SHOWN", "render_diff_markdown", "render_findings_markdown", "render_markdown"]
 
@@ -23,8 +29,11 @@ def _code(text: str) -> str:
     return "`" + text.replace("`", "'").replace("\n", " ") + "`"
 
 
-def render_markdown(report: CheckReport) -> str:
-    """Return a markdown summary for a pull-request comment or ``$GITHUB_STEP_SUMMARY``."""
+def render_markdown(report: CheckReport, *, diagnosis: Mapping[str, Any] | None = None) -> str:
+    """Return a markdown summary for a pull-request comment or ``$GITHUB_STEP_SUMMARY``.
+
+    ``diagnosis``: the run's verdict and findings (:mod:`timeline.results.diagnosis`), listed last.
+    """
     icon = "✅" if report.ok else "❌"
     out = [
         f"### {icon} timeline check: {_md(headline(report))}",
@@ -36,7 +45,7 @@ def render_markdown(report: CheckReport) -> str:
         limit = v.describe_limit().replace("<=", "≤").replace(">=", "≥")
         out.append(
             f"| {_ICON[v.status]} | {_md(v.name)} | `{v.metric}` {v.describe_measure()[len(v.metric) + 1 :]} "
-            f"| {format_value(v.value, v.unit)} | {_md(limit)} | {_md(worst(v))} |"
+            f"| {format_value(v.value, v.unit)} | {_md(limit)} | {_md(v.describe_worst())} |"
         )
     if report.warnings:
         out += ["", *(f"> ⚠️ **warning**: {_md(w)}" for w in report.warnings)]
@@ -45,8 +54,8 @@ def render_markdown(report: CheckReport) -> str:
         out += ["", "<details><summary>Why</summary>", ""]
         out += [f"- {_ICON[v.status]} **{_md(v.name)}**: {_md(v.message)}" for v in notes]
         out += ["", "</details>"]
-    if report.diagnosis is not None:
-        out += ["", *render_findings_markdown(report.diagnosis["verdict"], report.diagnosis["findings"])]
+    if diagnosis is not None:
+        out += ["", *render_findings_markdown(diagnosis["verdict"], diagnosis["findings"])]
     source = f"Budgets {_code(report.budget_file)} · run {_code(report.inputs)}"
     if report.baseline is not None:
         source += f" · baseline {_code(report.baseline)}"
@@ -84,7 +93,7 @@ def render_findings_markdown(verdict: Mapping[str, Any], findings: Sequence[Mapp
     return out
 
 
-def render_diff_markdown(diff: dict[str, Any]) -> str:
+def render_diff_markdown(diff: Diff) -> str:
     """Return two runs compared (``timeline diff --markdown``) as markdown, for a pull-request comment."""
     out = [
         f"### timeline diff: {_md(cells.headline(diff))}",
@@ -92,46 +101,44 @@ def render_diff_markdown(diff: dict[str, Any]) -> str:
         "| figure | base | new | change | change % | noise | beyond noise |",
         "|---|--:|--:|--:|--:|--:|:-:|",
     ]
-    for metric, f in diff["summary"].items():
-        values = [cells.format_value(metric, f["base"]), cells.format_value(metric, f["new"])]
-        values += [cells.format_delta(metric, f["delta"]), cells.format_relative(f["relative"])]
-        values += [cells.format_value(metric, f["noise"]), cells.format_significance(f["significant"])]
-        out.append(f"| {cells.METRIC_NAMES[metric]} | " + " | ".join(values) + " |")
-    if diff["warnings"]:
-        out += ["", *(f"> ⚠️ **warning**: {_md(w)}" for w in diff["warnings"])]
+    for metric, figure in diff.summary.figures():
+        out.append(
+            f"| {cells.METRIC_NAMES[metric]} | " + " | ".join(cells.figure_cells(metric, figure)) + " |"
+        )
+    if diff.warnings:
+        out += ["", *(f"> ⚠️ **warning**: {_md(w)}" for w in diff.warnings)]
     out += ["", "<details><summary>Per iteration, rank and collective</summary>", ""]
     out += _diff_details(diff)
-    out += ["", "</details>", "", cells.NOTE.format(k=diff["noise_k"]).replace("*", "\\*", 1)]
-    out += ["", f"Base {_code(diff['base'])} · new {_code(diff['new'])}"]
+    out += ["", "</details>", "", cells.NOTE.format(k=diff.noise_k).replace("*", "\\*", 1)]
+    out += ["", f"Base {_code(diff.base)} · new {_code(diff.new)}"]
     return "\n".join(out) + "\n"
 
 
-def _diff_details(diff: dict[str, Any]) -> list[str]:
+def _diff_details(diff: Diff) -> list[str]:
     """Return the per-iteration, per-rank and per-collective tables of :func:`render_diff_markdown`."""
     names = cells.METRIC_NAMES
     out = ["| # | base iteration | new iteration | " + " | ".join(names.values()) + " |"]
     out.append("|--:|--:|--:|" + "--:|" * len(names))
-    for row in diff["iterations"]:
-        first = [str(row["position"]), *(_or_dash(row[k]) for k in ("base_iteration", "new_iteration"))]
-        changes = [cells.format_change(m, row["metrics"][m]) for m in names]
+    for pair in diff.iterations:
+        first = [str(pair.position), _or_dash(pair.base_iteration), _or_dash(pair.new_iteration)]
+        changes = [cells.format_change(m, figure) for m, figure in pair.metrics.figures()]
         out.append("| " + " | ".join(first + changes).replace("*", "\\*") + " |")
-    times = [m for m in names if m != "busbw_gbps"]
-    if diff["ranks"]:
-        out += ["", "| rank | iterations | " + " | ".join(names[m] for m in times) + " |"]
-        out.append("|--:|--:|" + "--:|" * len(times))
-        for row in diff["ranks"]:
-            changes = [cells.format_change(m, row["metrics"][m]) for m in times]
-            head = f"| {row['rank']} | {row['base_iterations']} → {row['new_iterations']} | "
+    if diff.ranks:
+        out += ["", "| rank | iterations | " + " | ".join(names[m] for m in TIME_METRICS) + " |"]
+        out.append("|--:|--:|" + "--:|" * len(TIME_METRICS))
+        for row in diff.ranks:
+            changes = [cells.format_change(m, figure) for m, figure in row.metrics.figures()]
+            head = f"| {row.rank} | {row.base_iterations} → {row.new_iterations} | "
             out.append(head + " | ".join(changes).replace("*", "\\*") + " |")
-    if diff["collectives"]:
+    if diff.collectives:
         out += ["", "| collective | matched | base busbw | new busbw | change | beyond noise |"]
         out.append("|---|--:|--:|--:|--:|:-:|")
-        for row in diff["collectives"]:
-            f = row["busbw_gbps"]
-            change = cells.format_change("busbw_gbps", f).replace("*", "\\*")
-            values = [cells.format_value("busbw_gbps", f[k]) for k in ("base", "new")]
-            head = f"| {_md(row['collective'])} | {row['base_collectives']} → {row['new_collectives']} | "
-            values += [change, cells.format_significance(f["significant"])]
+        for kind in diff.collectives:
+            figure = kind.busbw_gbps
+            change = cells.format_change("busbw_gbps", figure).replace("*", "\\*")
+            values = [cells.format_value("busbw_gbps", v) for v in (figure.base, figure.new)]
+            head = f"| {_md(kind.collective)} | {kind.base_collectives} → {kind.new_collectives} | "
+            values += [change, cells.format_significance(figure.significant)]
             out.append(head + " | ".join(values) + " |")
     return out
 

@@ -1,9 +1,10 @@
 """The comparison view (the report's "Compare" tab, ``--compare BASE``): BASE against the report's run.
 
-Takes the result of :func:`timeline.results.diff.build_diff` (``timeline diff BASE NEW``, NEW the
-report's run) and lays it out, never recomputing a figure: per iteration position (paired as the
-diff pairs them) two stacked bars, BASE's and the run's, of compute, exposed and hidden
-communication; below, the medians table with the change and whether it is beyond the noise.
+Takes the :class:`~timeline.results.diff.Diff` of ``timeline diff BASE NEW`` (NEW the report's run)
+and lays it out, never recomputing a figure: per iteration position (paired as the diff pairs them)
+two stacked bars, BASE's and the run's, of compute, exposed and hidden communication (each the
+median over the run's ranks); below, the medians table with the change and whether it is beyond the
+noise.
 
 bokeh is imported inside the functions that draw, so importing this module costs nothing.
 """
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from timeline.results.diff import Diff
 
 __all__ = ["BAR_METRICS", "RUNS", "bar_columns", "build_compare_panel", "median_columns"]
 
@@ -28,29 +32,64 @@ def _ms(value: float | None) -> float:
     return math.nan if value is None else value / 1e6
 
 
-def bar_columns(diff: dict[str, Any]) -> dict[str, list[Any]]:
+def _columns(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, list[Any]]:
+    """Return records as columns (every key, even without rows)."""
+    return {key: [row[key] for row in rows] for key in keys}
+
+
+_BAR_KEYS = (
+    "x",
+    "position",
+    "run",
+    "iteration",
+    *(m.removesuffix("_ns") + "_ms" for m in (*BAR_METRICS, "step_ns")),
+)
+_MEDIAN_KEYS = (
+    "metric",
+    "figure",
+    "base",
+    "new",
+    "delta",
+    "relative",
+    "noise",
+    "significant",
+    "base_text",
+    "new_text",
+    "change_text",
+    "noise_text",
+)
+
+
+def bar_columns(diff: Diff) -> dict[str, list[Any]]:
     """Return the bars' columns: one row per iteration position and run, times in ms (NaN: no iteration).
 
     Columns: ``x`` (``(position, run name)``), ``position``, ``run`` (``base``/``new``),
     ``iteration`` (the run's iteration number; -1 when the run has none at that position), and
     ``compute_ms``, ``exposed_comm_ms``, ``hidden_comm_ms``, ``step_ms``.
     """
-    out: dict[str, list[Any]] = {"x": [], "position": [], "run": [], "iteration": []}
-    for metric in (*BAR_METRICS, "step_ns"):
-        out[metric.removesuffix("_ns") + "_ms"] = []
-    for row in diff["iterations"]:
-        for run in RUNS:
-            iteration = row[f"{run}_iteration"]
-            out["x"].append((str(row["position"]), _RUN_NAMES[run]))
-            out["position"].append(row["position"])
-            out["run"].append(run)
-            out["iteration"].append(-1 if iteration is None else iteration)
-            for metric in (*BAR_METRICS, "step_ns"):
-                out[metric.removesuffix("_ns") + "_ms"].append(_ms(row["metrics"][metric][run]))
-    return out
+    rows = []
+    for pair in diff.iterations:
+        figures = dict(pair.metrics.figures())
+        for run, iteration in zip(RUNS, (pair.base_iteration, pair.new_iteration), strict=True):
+            times = {
+                metric.removesuffix("_ns") + "_ms": _ms(
+                    figures[metric].base if run == "base" else figures[metric].new
+                )
+                for metric in (*BAR_METRICS, "step_ns")
+            }
+            rows.append(
+                {
+                    "x": (str(pair.position), _RUN_NAMES[run]),
+                    "position": pair.position,
+                    "run": run,
+                    "iteration": -1 if iteration is None else iteration,
+                    **times,
+                }
+            )
+    return _columns(rows, _BAR_KEYS)
 
 
-def median_columns(diff: dict[str, Any]) -> dict[str, list[Any]]:
+def median_columns(diff: Diff) -> dict[str, list[Any]]:
     """Return the medians table's columns: one row per figure of the diff's ``summary``.
 
     Numbers as in the diff (ns, Gbit/s; NaN when unknown): ``base``, ``new``, ``delta``,
@@ -65,37 +104,30 @@ def median_columns(diff: dict[str, Any]) -> dict[str, list[Any]]:
         format_value,
     )
 
-    out: dict[str, list[Any]] = {
-        key: []
-        for key in (
-            "metric",
-            "figure",
-            "base",
-            "new",
-            "delta",
-            "relative",
-            "noise",
-            "significant",
-            "base_text",
-            "new_text",
-            "change_text",
-            "noise_text",
-        )
-    }
-    for metric, figure in diff["summary"].items():
-        out["metric"].append(metric)
-        out["figure"].append(METRIC_NAMES.get(metric, metric))
-        for key in ("base", "new", "delta", "relative", "noise"):
-            out[key].append(math.nan if figure[key] is None else float(figure[key]))
-        out["significant"].append(format_significance(figure["significant"]))
-        out["base_text"].append(format_value(metric, figure["base"]))
-        out["new_text"].append(format_value(metric, figure["new"]))
-        out["change_text"].append(format_change(metric, figure))
-        out["noise_text"].append(format_value(metric, figure["noise"]))
-    return out
+    def number(value: float | None) -> float:
+        return math.nan if value is None else float(value)
+
+    rows = [
+        {
+            "metric": metric,
+            "figure": METRIC_NAMES.get(metric, metric),
+            "base": number(figure.base),
+            "new": number(figure.new),
+            "delta": number(figure.delta),
+            "relative": number(figure.relative),
+            "noise": number(figure.noise),
+            "significant": format_significance(figure.significant),
+            "base_text": format_value(metric, figure.base),
+            "new_text": format_value(metric, figure.new),
+            "change_text": format_change(metric, figure),
+            "noise_text": format_value(metric, figure.noise),
+        }
+        for metric, figure in diff.summary.figures()
+    ]
+    return _columns(rows, _MEDIAN_KEYS)
 
 
-def _bars_figure(diff: dict[str, Any], width: int) -> Any:
+def _bars_figure(diff: Diff, width: int) -> Any:
     """Draw two stacked bars per iteration position: BASE's and the run's times, with a hover."""
     from bokeh.models import ColumnDataSource, FactorRange, HoverTool
     from bokeh.plotting import figure
@@ -103,8 +135,8 @@ def _bars_figure(diff: dict[str, Any], width: int) -> Any:
     columns = bar_columns(diff)
     source = ColumnDataSource(columns, name="compare_bars")
     plot = figure(
-        x_range=FactorRange(*columns["x"]),
-        title="Per iteration position: BASE vs this run (mean over ranks)",
+        x_range=FactorRange(*columns.get("x", [])),
+        title="Per iteration position: BASE vs this run (median over ranks)",
         y_axis_label="time (ms)",
         width=width,
         height=420,
@@ -140,7 +172,7 @@ def _bars_figure(diff: dict[str, Any], width: int) -> Any:
     return plot
 
 
-def build_compare_panel(diff: dict[str, Any], *, width: int = 1100) -> Any:
+def build_compare_panel(diff: Diff, *, width: int = 1100) -> Any:
     """Return the "Compare" tab's layout (``name="compare"``): a note, the bars, the medians table.
 
     The note (``compare_note``) names both runs, how iterations are paired and the diff's warnings;
@@ -154,11 +186,11 @@ def build_compare_panel(diff: dict[str, Any], *, width: int = 1100) -> Any:
     from timeline.render.terminal.diff import headline
 
     lines = [
-        f"BASE: {diff['base']}; this run: {diff['new']}",
+        f"BASE: {diff.base}; this run: {diff.new}",
         headline(diff) + " (as timeline diff BASE NEW)",
-        f"beyond the noise: |change| > {diff['noise_k']:g} × the pooled MAD of both runs' per-iteration "
-        "values (docs/diff.md)",
-        *(f"warning: {w}" for w in diff["warnings"]),
+        f"beyond the noise: |change| > {diff.noise_k:g} × its standard error, from the spread of both "
+        "runs' per-iteration values (docs/diff.md)",
+        *(f"warning: {w}" for w in diff.warnings),
     ]
     note = Div(text="<br>".join(html.escape(line) for line in lines), width=width, name="compare_note")
     medians = ColumnDataSource(median_columns(diff), name="compare_medians")

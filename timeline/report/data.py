@@ -40,6 +40,7 @@ from timeline.schema import WINDOW, validate
 from timeline.units import format_ns
 
 if TYPE_CHECKING:
+    from timeline.results.diff import Diff
     from timeline.run import Run
 
 __all__ = [
@@ -188,7 +189,7 @@ class ReportData:
         The what-if sweep of the dashboard's "What-if" tab
         (:func:`~timeline.report.whatif_view.whatif_sweep`); None: no such tab.
     compare
-        ``timeline diff BASE NEW``'s result (:func:`~timeline.results.diff.build_diff`, NEW this
+        ``timeline diff BASE NEW``'s result (:class:`~timeline.results.diff.Diff`, NEW this
         trace's run) shown in the "Compare" tab (``--compare BASE``); None: no such tab.
     diagnosis
         The diagnosis (:func:`~timeline.results.diagnosis.build_diagnosis`) the report opens with
@@ -210,7 +211,7 @@ class ReportData:
     omitted: pl.DataFrame
     collectives: CollectiveMatch | None = None
     whatif: WhatIfSweep | None = None
-    compare: dict[str, Any] | None = None
+    compare: Diff | None = None
     diagnosis: dict[str, Any] | None = None
     dimensions: pl.DataFrame | None = None
     bars_cache: dict[tuple[object, ...], pl.DataFrame] = field(
@@ -473,7 +474,7 @@ def prepare_report_data(run: Run) -> ReportData:
     )
 
 
-def build_report_data(run: Run, *, compare: dict[str, Any] | None = None) -> ReportData:
+def build_report_data(run: Run, *, compare: Diff | None = None) -> ReportData:
     """Return everything the report shows of a run: the Gantt's data, its findings and its "What-if" tab.
 
     The findings are the run's diagnosis (:attr:`~timeline.run.Run.diagnosis`), the "What-if" tab

@@ -14,12 +14,16 @@ from pathlib import Path
 import msgspec
 
 from timeline.results.base import Result, json_schema
+from timeline.results.diff import Diff
 from timeline.results.flight_recorder import FlightReport
+from timeline.results.verdicts import CheckReport
 from timeline.results.whatif import SeedReport, WhatIfReport
 
 __all__ = ["SCHEMAS", "main", "schema_text", "write_schemas"]
 
 SCHEMAS: dict[str, type[Result]] = {
+    "check": CheckReport,
+    "diff": Diff,
     "flight_recorder": FlightReport,
     "seed": SeedReport,
     "whatif": WhatIfReport,

@@ -1,23 +1,23 @@
-"""Two runs compared (:func:`timeline.results.diff.build_diff`) as terminal tables.
+"""Two runs compared (:class:`~timeline.results.diff.Diff`) as terminal tables.
 
-Also the cell formats the markdown of ``timeline diff --markdown`` shares.
+Also the cell formats the markdown of ``timeline diff --markdown`` and the report's comparison share.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from timeline.render.terminal.tables import titled_table
+from timeline.results.diff import TIME_METRICS, Change, Diff
 from timeline.units import format_ns
 
 __all__ = [
     "METRIC_NAMES",
     "NOTE",
     "SIGNIFICANT_MARK",
+    "figure_cells",
     "format_change",
     "format_delta",
     "format_relative",
@@ -38,8 +38,8 @@ METRIC_NAMES = {
 
 SIGNIFICANT_MARK = "*"
 NOTE = (
-    "*: beyond the noise: |change| > {k:g} × the pooled MAD of both runs' per-iteration values "
-    "(per-collective values for a collective's busbw)"
+    "*: beyond the noise: |change| > {k:g} × its standard error, from the spread of both runs' "
+    "per-iteration values (per-collective values for a collective's busbw)"
 )
 
 
@@ -69,111 +69,104 @@ def format_significance(value: bool | None) -> str:
     return "?" if value is None else ("yes" if value else "no")
 
 
-def format_change(metric: str, figure: dict[str, Any]) -> str:
+def format_change(metric: str, figure: Change) -> str:
     """Format a change in one cell: ``+1.20 ms (+3.4%)``, marked when beyond the noise."""
-    if figure["delta"] is None:
+    if figure.delta is None:
         return "-"
-    text = format_delta(metric, figure["delta"])
-    if figure["relative"] is not None:
-        text += f" ({format_relative(figure['relative'])})"
-    return text + (SIGNIFICANT_MARK if figure["significant"] else "")
+    text = format_delta(metric, figure.delta)
+    if figure.relative is not None:
+        text += f" ({format_relative(figure.relative)})"
+    return text + (SIGNIFICANT_MARK if figure.significant else "")
 
 
-def headline(diff: dict[str, Any]) -> str:
-    """Say what is compared with what, and how many iterations were paired."""
-    rows = diff["iterations"]
-    paired = sum(1 for row in rows if row["base_iteration"] is not None and row["new_iteration"] is not None)
-    changed = [METRIC_NAMES[m] for m, figure in diff["summary"].items() if figure["significant"]]
+def headline(diff: Diff) -> str:
+    """Say how many iterations were paired, and which medians changed beyond the noise."""
+    changed = [METRIC_NAMES[m] for m in diff.beyond_noise]
     verdict = "beyond the noise: " + ", ".join(changed) if changed else "no change beyond the noise"
-    return f"{paired} iteration(s) paired by position; {verdict}"
+    return f"{diff.paired} iteration(s) paired by position; {verdict}"
 
 
 def _table(title: str, columns: list[str]) -> Table:
     return titled_table(title, columns, numeric_first=("#", "rank"), no_wrap=True)
 
 
-def render_diff(diff: dict[str, Any], console: Console) -> None:
+def figure_cells(metric: str, figure: Change) -> list[str]:
+    """Return a figure's cells: base, new, change, change %, noise, beyond noise."""
+    return [
+        format_value(metric, figure.base),
+        format_value(metric, figure.new),
+        format_delta(metric, figure.delta),
+        format_relative(figure.relative),
+        format_value(metric, figure.noise),
+        format_significance(figure.significant),
+    ]
+
+
+def render_diff(diff: Diff, console: Console) -> None:
     """Print two runs compared: the medians, then per iteration, per rank and per collective."""
-    console.print(
-        f"[bold]timeline diff[/bold] {escape(diff['base'])} → {escape(diff['new'])}: {headline(diff)}"
-    )
+    console.print(f"[bold]timeline diff[/bold] {escape(diff.base)} → {escape(diff.new)}: {headline(diff)}")
     table = _table(
-        "Median over iterations", ["figure", "base", "new", "change", "change %", "noise", "beyond noise"]
+        "Median over iterations (of the median over ranks)",
+        ["figure", "base", "new", "change", "change %", "noise", "beyond noise"],
     )
-    for metric, figure in diff["summary"].items():
-        table.add_row(
-            METRIC_NAMES[metric],
-            format_value(metric, figure["base"]),
-            format_value(metric, figure["new"]),
-            format_delta(metric, figure["delta"]),
-            format_relative(figure["relative"]),
-            format_value(metric, figure["noise"]),
-            format_significance(figure["significant"]),
-        )
+    for metric, figure in diff.summary.figures():
+        table.add_row(METRIC_NAMES[metric], *figure_cells(metric, figure))
     console.print(table)
     _render_iterations(diff, console)
     _render_ranks(diff, console)
     _render_collectives(diff, console)
-    console.print(NOTE.format(k=diff["noise_k"]))
+    console.print(NOTE.format(k=diff.noise_k))
 
 
 def _iteration(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def _render_iterations(diff: dict[str, Any], console: Console) -> None:
+def _render_iterations(diff: Diff, console: Console) -> None:
     """Print each pair of iterations: the change of every figure."""
-    metrics = list(METRIC_NAMES)
     table = _table(
-        "Per iteration (paired by position; change NEW - BASE)",
-        ["#", "base iter", "new iter", *(METRIC_NAMES[m] for m in metrics)],
+        "Per iteration (paired by position; median over ranks; change NEW - BASE)",
+        ["#", "base iter", "new iter", *METRIC_NAMES.values()],
     )
-    for row in diff["iterations"]:
+    for pair in diff.iterations:
         table.add_row(
-            str(row["position"]),
-            _iteration(row["base_iteration"]),
-            _iteration(row["new_iteration"]),
-            *(format_change(m, row["metrics"][m]) for m in metrics),
+            str(pair.position),
+            _iteration(pair.base_iteration),
+            _iteration(pair.new_iteration),
+            *(format_change(m, figure) for m, figure in pair.metrics.figures()),
         )
     console.print(table)
 
 
-def _render_ranks(diff: dict[str, Any], console: Console) -> None:
+def _render_ranks(diff: Diff, console: Console) -> None:
     """Print each rank's change of its median per-iteration times."""
-    if not diff["ranks"]:
+    if not diff.ranks:
         return
-    metrics = [m for m in METRIC_NAMES if m != "busbw_gbps"]
     table = _table(
         "Per rank (median over its iterations; change NEW - BASE)",
-        ["rank", "iterations", *(METRIC_NAMES[m] for m in metrics)],
+        ["rank", "iterations", *(METRIC_NAMES[m] for m in TIME_METRICS)],
     )
-    for row in diff["ranks"]:
+    for row in diff.ranks:
         table.add_row(
-            str(row["rank"]),
-            f"{row['base_iterations']} → {row['new_iterations']}",
-            *(format_change(m, row["metrics"][m]) for m in metrics),
+            str(row.rank),
+            f"{row.base_iterations} → {row.new_iterations}",
+            *(format_change(m, figure) for m, figure in row.metrics.figures()),
         )
     console.print(table)
 
 
-def _render_collectives(diff: dict[str, Any], console: Console) -> None:
+def _render_collectives(diff: Diff, console: Console) -> None:
     """Print each kind of collective's median bus bandwidth."""
-    if not diff["collectives"]:
+    if not diff.collectives:
         return
     table = _table(
         "Per collective (median busbw of the matched collectives)",
         ["collective", "matched", "base", "new", "change", "change %", "noise", "beyond noise"],
     )
-    for row in diff["collectives"]:
-        figure = row["busbw_gbps"]
+    for row in diff.collectives:
         table.add_row(
-            row["collective"],
-            f"{row['base_collectives']} → {row['new_collectives']}",
-            format_value("busbw_gbps", figure["base"]),
-            format_value("busbw_gbps", figure["new"]),
-            format_delta("busbw_gbps", figure["delta"]),
-            format_relative(figure["relative"]),
-            format_value("busbw_gbps", figure["noise"]),
-            format_significance(figure["significant"]),
+            row.collective,
+            f"{row.base_collectives} → {row.new_collectives}",
+            *figure_cells("busbw_gbps", row.busbw_gbps),
         )
     console.print(table)

@@ -1,34 +1,27 @@
-"""The verdicts of ``timeline check`` as a plain-text PASS/FAIL table."""
+"""The verdicts of ``timeline check`` (a :class:`~timeline.results.verdicts.CheckReport`) as a table."""
 
 from __future__ import annotations
 
-from timeline.budgets.evaluation import CheckReport, Verdict
-from timeline.budgets.metrics import format_value
+from timeline.results.verdicts import CheckReport
+from timeline.units import format_value
 
-__all__ = ["LABELS", "headline", "render_table", "worst"]
+__all__ = ["LABELS", "headline", "render_table"]
 
 LABELS = {"pass": "PASS", "fail": "FAIL", "nodata": "NO DATA", "skip": "SKIP"}
 
 
 def headline(report: CheckReport) -> str:
     """Return the one-line outcome of a check: how many checks, how many failed or had no data."""
-    counts = report.counts()
+    counts = report.counts
     total = len(report.verdicts)
     checks = f"{total} check{'s' if total != 1 else ''}"
     if report.ok:
-        skipped = f", {counts['skip']} skipped" if counts["skip"] else ""
-        return (
-            f"{checks}, all hold{skipped}" if total - counts["skip"] else f"{checks}, none evaluated{skipped}"
-        )
-    parts = [f"{counts['fail']} failed"] if counts["fail"] else []
-    if counts["nodata"]:
-        parts.append(f"{counts['nodata']} without data")
+        skipped = f", {counts.skip} skipped" if counts.skip else ""
+        return f"{checks}, all hold{skipped}" if total - counts.skip else f"{checks}, none evaluated{skipped}"
+    parts = [f"{counts.fail} failed"] if counts.fail else []
+    if counts.nodata:
+        parts.append(f"{counts.nodata} without data")
     return f"{checks}: {', '.join(parts)}"
-
-
-def worst(verdict: Verdict) -> str:
-    """Return the worst sample of a verdict, for people (``-`` when none)."""
-    return "-" if verdict.worst is None else verdict.worst.describe(verdict.unit)
 
 
 def render_table(report: CheckReport) -> str:
@@ -45,7 +38,7 @@ def render_table(report: CheckReport) -> str:
             v.describe_measure(),
             format_value(v.value, v.unit),
             v.describe_limit(),
-            worst(v),
+            v.describe_worst(),
         ]
         for v in report.verdicts
     ]
