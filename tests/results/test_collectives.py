@@ -85,8 +85,11 @@ def test_rows_are_the_matchings_rows_with_the_unknown_group_null(
     assert report.collective_groups == 1
 
 
-def test_waits_per_rank_and_per_rank_and_iteration(param: tuple[Run, CollectivesReport]) -> None:
-    run, report = param
+@pytest.mark.parametrize(
+    ("path", "columns"), [(PARAM, [10]), (SAMPLES / "ddp_gloo_4rank", [2, 3, 4])], ids=["param", "gloo"]
+)
+def test_waits_per_rank_and_per_rank_and_iteration(path: Path, columns: list[int | None]) -> None:
+    run, report = _report(path)
     per_rank: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     per_cell: dict[tuple[int, int | None], list[int]] = defaultdict(lambda: [0, 0, 0])
     for row in _rows(run.matched.ranks):
@@ -109,7 +112,10 @@ def test_waits_per_rank_and_per_rank_and_iteration(param: tuple[Run, Collectives
         (c.rank, c.iteration, c.collectives, c.transfer_ns, c.wait_ns) for c in report.wait_by_rank_iteration
     ]
     assert got == cells
-    assert iterations == [10]
+    assert iterations == columns
+    assert sum(c.wait_ns for c in report.wait_by_rank_iteration) == sum(
+        row.total_wait_ns or 0 for row in report.collectives
+    )
 
 
 def test_the_order_by_wait_is_the_most_total_wait_first(param: tuple[Run, CollectivesReport]) -> None:
