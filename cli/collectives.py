@@ -91,7 +91,7 @@ def collectives_command(
         )
         run = open_run(inputs, options)
         report = run.collectives_data(rank_rows=json_output)
-    echo_warnings(report["warnings"][len(run.warnings) :])
+    echo_warnings(report.warnings[len(run.warnings) :])
     if json_output:
         from timeline.render.json import render_json
 

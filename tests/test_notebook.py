@@ -13,6 +13,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import nbformat
 import polars as pl
 import pytest
@@ -22,6 +23,7 @@ import timeline
 from tests.builders import NCCL_KERNEL, REPO, gpu_run_kineto, write_json
 from timeline.errors import UsageError
 from timeline.render.html import ROWS_SHOWN, Result, render_collectives_html, render_summary_html
+from timeline.results.collectives import CollectivesReport
 
 SAMPLE = REPO / "sample_traces" / "ddp_gloo"
 NOTEBOOK = REPO / "docs" / "notebook.ipynb"
@@ -210,8 +212,10 @@ def test_collectives_show_as_html_checked_against_the_kernels(gpu_run: Path) -> 
     assert NCCL_KERNEL.startswith("nccl")
     waits = [int(row["total wait"][1] or -1) for row in rows]
     assert waits == sorted(waits, reverse=True)
-    frame = pl.DataFrame(report["collectives"])
-    assert sorted(waits) == sorted(frame.get_column("total_wait_ns").to_list())
+    assert report.kind == "collectives"
+    assert isinstance(report.data, CollectivesReport)
+    assert sorted(waits) == sorted(row.total_wait_ns for row in report.collectives)
+    assert report.to_dict()["collectives"] == msgspec.to_builtins(report.data.collectives)
 
 
 def test_every_text_is_escaped(gpu_run: Path) -> None:
@@ -224,9 +228,12 @@ def test_every_text_is_escaped(gpu_run: Path) -> None:
     assert "<script>" not in shown
     assert shown.count("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;") == 3
 
-    report = timeline.analyze(gpu_run).collectives().to_dict()
-    report["collectives"][0]["group"] = hostile
-    report["warnings"] = [hostile]
+    report = timeline.analyze(gpu_run).collectives().data
+    assert isinstance(report, CollectivesReport)
+    first, *rest = report.collectives
+    report = msgspec.structs.replace(
+        report, collectives=[msgspec.structs.replace(first, group=hostile), *rest], warnings=[hostile]
+    )
     shown = render_collectives_html(report)
     assert "<script>" not in shown
     assert shown.count("&lt;script&gt;") == 2

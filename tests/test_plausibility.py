@@ -190,12 +190,12 @@ def test_clocks_with_different_origins_give_no_skew_and_no_straggler(tmp_path: P
         "(--align puts every rank on one clock from their collectives)",
     )
     report = build_collectives_report(analysed)
-    assert len(report["collectives"]) == 3
-    for row in report["collectives"]:
-        assert (row["start_skew_ns"], row["end_skew_ns"], row["last_rank"]) == (None, None, None)
-        assert row["transfer_ns"] == 200 * US  # measured on each rank's own clock: kept
-    assert report["stragglers"] == {"iterations": [], "ranks": []}
-    assert all(r["arrival_lag_ns"] is None for r in report["collective_ranks"])
+    assert len(report.collectives) == 3
+    for row in report.collectives:
+        assert (row.start_skew_ns, row.end_skew_ns, row.last_rank) == (None, None, None)
+        assert row.transfer_ns == 200 * US  # measured on each rank's own clock: kept
+    assert (report.stragglers.iterations, report.stragglers.ranks) == ([], [])
+    assert all(r.arrival_lag_ns is None for r in report.collective_ranks)
     # each rank's own figures are untouched
     assert _rank_row(analysed, 0) == _rank_row(analysed, 1) == _naive(gpu_run_kineto(0))
 
@@ -217,8 +217,8 @@ def test_align_puts_the_clocks_together(tmp_path: Path, road: str) -> None:
     analysed = Run(inputs, RunOptions(align=True))
     assert analysed.trace.clock_note is None
     report = build_collectives_report(analysed)
-    assert all(abs(row["start_skew_ns"]) < 1_000 for row in report["collectives"])
-    assert report["stragglers"]["iterations"]
+    assert all(row.start_skew_ns is not None and abs(row.start_skew_ns) < 1_000 for row in report.collectives)
+    assert report.stragglers.iterations
 
 
 @pytest.mark.parametrize("road", ROADS)
@@ -232,7 +232,7 @@ def test_ranks_hours_apart_are_not_on_one_clock(tmp_path: Path, road: str) -> No
         "(--align puts every rank on one clock from their collectives)",
     )
     report = build_collectives_report(analysed)
-    assert report["stragglers"]["ranks"] == []
+    assert report.stragglers.ranks == []
 
 
 @pytest.mark.parametrize("road", ROADS)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from timeline.execution.reduce import Analysis
     from timeline.executors import Executor, LocalExecutor
     from timeline.render.html import Result
+    from timeline.results.collectives import CollectivesReport
     from timeline.trace import Trace
     from timeline.whatif.graph import TraceGraph
 
@@ -628,8 +629,8 @@ class Run:
 
         return Result(self.summary_data(top=top, findings=findings))
 
-    def collectives_data(self, *, rank_rows: bool = True) -> dict[str, Any]:
-        """Return the report ``timeline collectives`` prints, as plain data.
+    def collectives_data(self, *, rank_rows: bool = True) -> CollectivesReport:
+        """Return the report ``timeline collectives`` prints (its ``--json`` layout).
 
         Raises
         ------

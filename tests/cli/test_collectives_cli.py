@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.builders import PARAM, TRACES, run_timeline, write_horovod_run_kineto, write_horovod_run_timeline
+from timeline.results.base import TIMELINE_VERSION
+from timeline.results.collectives import CollectivesReport
 
 HOROVOD_10G = (
     TRACES / "horovod" / "dexhunter_allreduce-experiments" / "horovod-results__32gpu__10g-32-nccl.json"
@@ -25,7 +28,9 @@ def run_json(*args: object) -> dict[str, Any]:
 def test_param_json_matches_every_collective() -> None:
     data = run_json("collectives", PARAM, "--link-gbps", "nvlink3")
     assert {
+        "kind",
         "version",
+        "timeline",
         "files",
         "warnings",
         "link_gbps",
@@ -42,8 +47,17 @@ def test_param_json_matches_every_collective() -> None:
         "utilisation",
         "stragglers",
         "horovod",
+        "collective_groups",
+        "complete_collectives",
+        "incomplete",
+        "ambiguous_events",
+        "collectives_by_wait",
+        "pairs_by_wait",
+        "wait_by_rank",
+        "wait_by_rank_iteration",
     } == set(data)
-    assert data["version"] == 2
+    assert list(data)[:4] == ["kind", "version", "timeline", "files"]
+    assert (data["kind"], data["version"]) == ("collectives", 3)
     assert data["link_gbps"] == 2400.0
     collectives = data["collectives"]
     assert len(collectives) == 8
@@ -167,3 +181,13 @@ def test_horovod_timeline_with_rank_0_profile(tmp_path: Path) -> None:
     result = run_timeline("collectives", tmp_path / "rank0.json", tmp_path / "timeline.json")
     assert result.returncode == 0, result.stderr
     assert "Horovod against rank 0's compute" in result.stdout
+
+
+@pytest.mark.parametrize("path", [PARAM, HOROVOD_10G], ids=["param", "horovod"])
+def test_json_decodes_into_the_report_type(path: Path) -> None:
+    result = run_timeline("collectives", str(path), "--json", "--link-gbps", "100")
+    assert result.returncode == 0, result.stderr
+    report = msgspec.json.decode(result.stdout, type=CollectivesReport)
+    assert (report.version, report.timeline) == (3, TIMELINE_VERSION)
+    assert result.stdout.startswith('{"kind":"collectives","version":3,"timeline":')
+    assert msgspec.json.encode(report).decode() == result.stdout.rstrip("\n")

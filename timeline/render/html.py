@@ -14,14 +14,17 @@ counts as the result holds them) and shows it formatted for people, as the termi
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
 
 from timeline.errors import UsageError
 from timeline.results.whatif import WhatIfReport
 from timeline.units import format_ns, format_ratio
 
 if TYPE_CHECKING:
+    from timeline.results.collectives import ClockOffset, CollectivesReport, IterationUtilisation
     from timeline.results.flight_recorder import FlightReport
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "render_html",
     "render_summary_html",
     "render_whatif_html",
+    "typed_result",
 ]
 
 ROWS_SHOWN = 40
@@ -93,7 +97,14 @@ def _cell(value: Any, fmt: Format) -> str:
     return f'<td data-value="{html.escape(repr(value), quote=True)}">{text}</td>'
 
 
-def _table(caption: str, columns: list[Column], rows: list[dict[str, Any]], *, name: str) -> str:
+def _value(row: Mapping[str, Any] | msgspec.Struct, key: str) -> Any:
+    """Return a row's value: a typed row's attribute, a plain row's key (None when absent)."""
+    return row.get(key) if isinstance(row, Mapping) else getattr(row, key, None)
+
+
+def _table(
+    caption: str, columns: list[Column], rows: Sequence[Mapping[str, Any] | msgspec.Struct], *, name: str
+) -> str:
     """Return an HTML table of the first :data:`ROWS_SHOWN` rows, saying how many were left out."""
     shown = rows[:ROWS_SHOWN]
     if len(rows) > len(shown):
@@ -103,7 +114,7 @@ def _table(caption: str, columns: list[Column], rows: list[dict[str, Any]], *, n
         for header, _, fmt in columns
     )
     body = "".join(
-        "<tr>" + "".join(_cell(row.get(key), fmt) for _, key, fmt in columns) + "</tr>" for row in shown
+        "<tr>" + "".join(_cell(_value(row, key), fmt) for _, key, fmt in columns) + "</tr>" for row in shown
     )
     return (
         f'<table data-table="{html.escape(name, quote=True)}"><caption>{html.escape(caption)}</caption>'
@@ -244,11 +255,11 @@ def _summary_extras(summary: Mapping[str, Any]) -> list[str]:
     if summary.get("clock_offsets") is not None:
         parts.append(_offsets_table(summary["clock_offsets"]))
     if summary.get("utilisation") is not None:
-        parts.append(_utilisation_table(summary["utilisation"]["iterations"]))
+        parts.append(_utilisation_table(summary["utilisation"].iterations))
     return parts
 
 
-def _offsets_table(rows: list[dict[str, Any]]) -> str:
+def _offsets_table(rows: Sequence[ClockOffset]) -> str:
     columns: list[Column] = [
         ("rank", "rank", "int"),
         ("offset", "offset_ns", "ns"),
@@ -258,7 +269,7 @@ def _offsets_table(rows: list[dict[str, Any]]) -> str:
     return _table("Clock offsets (to rank 0's clock)", columns, rows, name="clock_offsets")
 
 
-def _utilisation_table(rows: list[dict[str, Any]]) -> str:
+def _utilisation_table(rows: Sequence[IterationUtilisation]) -> str:
     columns: list[Column] = [
         ("iteration", "iteration", "int"),
         ("collectives", "collectives", "int"),
@@ -271,15 +282,17 @@ def _utilisation_table(rows: list[dict[str, Any]]) -> str:
     return _table("Link utilisation per iteration", columns, rows, name="utilisation")
 
 
-def render_collectives_html(report: Mapping[str, Any]) -> str:
-    """Return the collectives report (:func:`timeline.results.collectives.build_collectives_report`) as HTML.
+def render_collectives_html(report: CollectivesReport) -> str:
+    """Return the collectives report (:class:`~timeline.results.collectives.CollectivesReport`) as HTML.
 
-    The collectives matched across ranks (the most wait first), who everyone waits for, the
-    stragglers per iteration, the link utilisation; for a Horovod timeline its totals and fused batches.
+    The collectives matched across ranks (the most wait first: ``collectives_by_wait``), who
+    everyone waits for, the stragglers per iteration, the link utilisation; for a Horovod timeline
+    its totals.
     """
-    collectives = sorted(report["collectives"], key=lambda r: -(r["total_wait_ns"] or 0))
-    ranks = len(report["ranks"])
-    heading = f"timeline collectives: {len(collectives)} logical collective(s) across {ranks} rank(s)"
+    collectives = [report.collectives[i] for i in report.collectives_by_wait]
+    heading = (
+        f"timeline collectives: {len(collectives)} logical collective(s) across {len(report.ranks)} rank(s)"
+    )
     columns: list[Column] = [
         ("#", "collective_id", "int"),
         ("group", "group", "text"),
@@ -304,24 +317,22 @@ def render_collectives_html(report: Mapping[str, Any]) -> str:
         ("own wait", "waited_ns", "ns"),
         ("mean arrival lag", "mean_arrival_lag_ns", "ns"),
     ]
-    parts.append(
-        _table("Who everyone waits for", stragglers, report["stragglers"]["ranks"], name="stragglers")
-    )
-    if report["utilisation"]:
-        parts.append(_utilisation_table(report["utilisation"]))
-    if report.get("clock_offsets") is not None:
-        parts.append(_offsets_table(report["clock_offsets"]))
-    if report["horovod"] is not None:
-        totals = report["horovod"]["totals"]
+    parts.append(_table("Who everyone waits for", stragglers, report.stragglers.ranks, name="stragglers"))
+    if report.utilisation:
+        parts.append(_utilisation_table(report.utilisation))
+    if report.clock_offsets is not None:
+        parts.append(_offsets_table(report.clock_offsets))
+    if report.horovod is not None:
+        totals = report.horovod.totals
         parts.append(
             _table(
                 "Horovod timeline (totals)",
-                [(key, key, "text" if isinstance(value, str) else "int") for key, value in totals.items()],
+                [(key, key, "int") for key in totals.__struct_fields__],
                 [totals],
                 name="horovod_totals",
             )
         )
-    return _page(heading, list(report["warnings"]), parts)
+    return _page(heading, list(report.warnings), parts)
 
 
 def render_whatif_html(report: WhatIfReport) -> str:
@@ -443,26 +454,61 @@ def render_flight_recorder_html(report: FlightReport) -> str:
     return _page(heading, list(report.warnings), parts)
 
 
-_RENDERERS: dict[Kind, Callable[[Mapping[str, Any]], str]] = {
+_RENDERERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "summary": render_summary_html,
-    "collectives": render_collectives_html,
     "diagnosis": render_diagnosis_html,
 }
+"""The renderers of the results still plain dicts, by the kind :func:`kind_of` reads from their keys."""
 
 _SIGNATURES: tuple[tuple[Kind, tuple[str, ...]], ...] = (
-    ("collectives", ("collectives", "stragglers", "mismatches")),
     ("summary", ("ranks", "iterations", "top_collectives")),
     ("diagnosis", ("verdict", "findings")),
 )
 
 
-def kind_of(result: Mapping[str, Any]) -> Kind:
-    """Return which result this is, from the keys its layout has.
+def _typed_renderers() -> dict[type[msgspec.Struct], Callable[[Any], str]]:
+    """Return the renderer of each typed result, by its type."""
+    from timeline.results.collectives import CollectivesReport
+    from timeline.results.flight_recorder import FlightReport
+
+    return {
+        CollectivesReport: render_collectives_html,
+        FlightReport: render_flight_recorder_html,
+        WhatIfReport: render_whatif_html,
+    }
+
+
+def typed_result(result: Mapping[str, Any] | msgspec.Struct) -> msgspec.Struct | None:
+    """Return a typed result as it is, a plain one that names a typed kind decoded into its type, else None.
+
+    A plain mapping with a ``kind`` of :data:`timeline.results.schemas.SCHEMAS` (``--json`` read
+    back) is converted into that kind's Struct.
 
     Raises
     ------
     UsageError
-        A mapping that is none of the summary, the collectives report, the what-if report.
+        A mapping whose ``kind`` is a typed result's but whose layout is not that result's.
+    """
+    if isinstance(result, msgspec.Struct):
+        return result
+    kind = result.get("kind")
+    from timeline.results.schemas import SCHEMAS
+
+    if not isinstance(kind, str) or kind not in SCHEMAS:
+        return None
+    try:
+        return msgspec.convert(result, SCHEMAS[kind])
+    except msgspec.ValidationError as exc:
+        raise UsageError(f"not a timeline {kind} result of this version: {exc}") from exc
+
+
+def kind_of(result: Mapping[str, Any]) -> Kind:
+    """Return which plain-dict result this is, from the keys its layout has.
+
+    Raises
+    ------
+    UsageError
+        A mapping that is none of the summary, the what-if report, a diagnosis.
     """
     for kind, keys in _SIGNATURES:
         if all(key in result for key in keys):
@@ -474,22 +520,38 @@ def kind_of(result: Mapping[str, Any]) -> Kind:
     raise UsageError(msg)
 
 
-def render_html(result: Mapping[str, Any] | WhatIfReport | FlightReport) -> str:
-    """Return any result (summary, collectives, what-if, Flight Recorder) as HTML.
+def render_html(result: Mapping[str, Any] | msgspec.Struct) -> str:
+    """Return any result (summary, collectives, what-if, diagnosis) as HTML.
 
-    A typed result by its type; a dict by its layout (:func:`kind_of`).
+    A typed result by its type; a plain one by its layout (:func:`kind_of`).
+
+    Raises
+    ------
+    UsageError
+        Not a timeline result.
     """
-    from timeline.results.flight_recorder import FlightReport
+    typed = typed_result(result)
+    if typed is None:
+        return _RENDERERS[kind_of(_plain(result))](_plain(result))
+    renderer = _typed_renderers().get(type(typed))
+    if renderer is None:
+        raise UsageError(f"no HTML for a {type(typed).__name__}: not a result a notebook shows")
+    return renderer(typed)
 
-    if isinstance(result, WhatIfReport):
-        return render_whatif_html(result)
-    if isinstance(result, FlightReport):
-        return render_flight_recorder_html(result)
-    return _RENDERERS[kind_of(result)](result)
+
+def _plain(result: Mapping[str, Any] | msgspec.Struct) -> Mapping[str, Any]:
+    """Return a result that :func:`typed_result` left plain: a mapping (a Struct is always typed)."""
+    if isinstance(result, Mapping):
+        return result
+    raise UsageError(f"not a timeline result: {type(result).__name__}")  # pragma: no cover
 
 
 class Result(Mapping[str, Any]):
-    """A result that a notebook shows as HTML tables; read as the dict it wraps.
+    """A result that a notebook shows as HTML tables; read as the data it wraps.
+
+    A typed result (:class:`timeline.results.base.Result`) is :attr:`data`, whose attributes the
+    wrapper also gives (``report.collectives``); a plain one is the dict it wraps. Either reads as a
+    mapping of its ``--json`` layout (``report["collectives"]``, :meth:`to_dict`).
 
     Parameters
     ----------
@@ -510,17 +572,21 @@ class Result(Mapping[str, Any]):
     >>> Result(timeline.build_summary(trace, overlap))  # doctest: +SKIP
     """
 
-    def __init__(self, data: Mapping[str, Any] | WhatIfReport) -> None:
-        self._typed: WhatIfReport | None = None
-        if isinstance(data, WhatIfReport):  # a typed result: its kind is its type
-            import msgspec
+    def __init__(self, data: Mapping[str, Any] | msgspec.Struct) -> None:
+        typed = typed_result(data)
+        self.data: msgspec.Struct | None = typed
+        if typed is None:
+            self._data: dict[str, Any] = dict(_plain(data))
+            self.kind: str = kind_of(self._data)
+        else:
+            self._data = msgspec.to_builtins(typed)
+            self.kind = str(type(typed).__struct_config__.tag)
 
-            self._typed = data
-            self._data: dict[str, Any] = msgspec.to_builtins(data)
-            self.kind: Kind = "whatif"
-            return
-        self._data = dict(data)
-        self.kind = kind_of(self._data)
+    def __getattr__(self, name: str) -> Any:
+        data = self.__dict__.get("data")
+        if data is None or name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(data, name)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the result's plain data (the ``--json`` layout)."""
@@ -539,4 +605,4 @@ class Result(Mapping[str, Any]):
         return f"Result(kind={self.kind!r}, keys={list(self._data)!r})"
 
     def _repr_html_(self) -> str:
-        return render_html(self._typed if self._typed is not None else self._data)
+        return render_html(self.data if self.data is not None else self._data)

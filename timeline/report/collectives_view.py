@@ -1,19 +1,12 @@
 """The collectives views of the report: matched collectives, wait vs transfer per rank, wait heat map.
 
-Takes the :class:`~timeline.analysis.collectives.CollectiveMatch` of a trace (one row per logical
-collective and one per logical collective × rank; every figure defined in ``docs/collectives.md``)
-and gives, in two layers:
+Takes the run's :class:`~timeline.results.collectives.CollectivesReport` (what ``timeline
+collectives`` prints; every figure defined in ``docs/collectives.md``) and draws it, computing
+nothing of its own: the table is its ``collectives``, the bars its ``wait_by_rank`` (the whole
+trace) and ``wait_by_rank_iteration`` (one iteration), the heat map its ``wait_by_rank_iteration``.
 
-- pure polars preparation, tested as data (no bokeh):
-
-  - :func:`collective_table`: one row per logical collective: name, bytes, start/end skew,
-    transfer, max wait, bus bandwidth (Gbit/s), last rank;
-  - :func:`wait_transfer_by_rank`: per rank, the sum of the transfer time and of the wait time of
-    the collectives it took part in, over the trace or one iteration;
-  - :func:`wait_heatmap`: the sum of ``wait_ns`` per rank × iteration, every cell present (0 where
-    a rank waited for nothing); a collective instance's iteration is the iteration window of the
-    overlap analysis holding its start on that rank;
-
+- :func:`has_collectives`, :func:`wait_transfer_tables` and :func:`iteration_label`: which scopes
+  the bars offer and their columns (times in ms), tested as data (no bokeh);
 - bokeh builders (bokeh imported inside the functions, so importing this module costs nothing):
   :func:`build_collective_table`, :func:`build_wait_transfer`, :func:`build_wait_heatmap`, and
   :func:`build_collectives_section`, the section the dashboard appends below its views (None when
@@ -23,82 +16,38 @@ and gives, in two layers:
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
 
-from timeline.analysis.collectives import CollectiveMatch
+    from timeline.results.collectives import CollectivesReport, RankIterationWait, RankWait
 
 __all__ = [
     "ALL_ITERATIONS",
-    "HEATMAP_SCHEMA",
-    "TABLE_SCHEMA",
-    "WAIT_TRANSFER_SCHEMA",
     "CollectivesSection",
     "build_collective_table",
     "build_collectives_section",
     "build_wait_heatmap",
     "build_wait_transfer",
-    "collective_table",
     "has_collectives",
     "iteration_label",
-    "wait_heatmap",
-    "wait_transfer_by_rank",
+    "scope_rows",
     "wait_transfer_tables",
 ]
 
 ALL_ITERATIONS = "all"
 """The scope value of the wait-vs-transfer chart for the whole trace."""
 
-TABLE_SCHEMA = pl.Schema(
-    {
-        "collective_id": pl.Int64(),
-        "group": pl.String(),
-        "collective": pl.String(),
-        "iteration": pl.Int64(),
-        "ranks": pl.Int32(),
-        "bytes": pl.Int64(),
-        "start_skew_ns": pl.Int64(),
-        "end_skew_ns": pl.Int64(),
-        "transfer_ns": pl.Int64(),
-        "max_wait_ns": pl.Int64(),
-        "busbw_gbps": pl.Float64(),
-        "last_rank": pl.Int32(),
-    }
-)
-"""One row per logical collective, sorted by ``collective_id`` (first start)."""
-
-WAIT_TRANSFER_SCHEMA = pl.Schema(
-    {
-        "rank": pl.Int32(),
-        "collectives": pl.Int64(),
-        "transfer_ns": pl.Int64(),
-        "wait_ns": pl.Int64(),
-    }
-)
-"""One row per rank: how many collectives it took part in, their summed transfer and wait."""
-
-HEATMAP_SCHEMA = pl.Schema(
-    {
-        "rank": pl.Int32(),
-        "iteration": pl.Int64(),
-        "label": pl.String(),
-        "collectives": pl.Int64(),
-        "wait_ns": pl.Int64(),
-    }
-)
-"""One row per rank × iteration (null: outside every iteration window), every cell present."""
-
 _TRANSFER_COLOUR = "#4C78A8"
 _WAIT_COLOUR = "#E45756"
 
 
-def has_collectives(match: CollectiveMatch | None) -> bool:
+def has_collectives(report: CollectivesReport | None) -> bool:
     """Return whether there is anything to show: matched collectives seen on at least two ranks."""
-    if match is None or match.collectives.height == 0:
-        return False
-    return match.ranks.get_column("rank").n_unique() >= 2
+    return report is not None and bool(report.collectives) and len(report.wait_by_rank) >= 2
 
 
 def iteration_label(iteration: int | None) -> str:
@@ -106,110 +55,39 @@ def iteration_label(iteration: int | None) -> str:
     return "outside" if iteration is None else f"it {iteration}"
 
 
-def collective_table(match: CollectiveMatch) -> pl.DataFrame:
-    """Return one row per logical collective (:data:`TABLE_SCHEMA`)."""
-    return match.collectives.select(TABLE_SCHEMA.names()).cast(TABLE_SCHEMA).sort("collective_id")
+def scope_rows(
+    report: CollectivesReport, *, iteration: int | str | None = ALL_ITERATIONS
+) -> Sequence[RankWait | RankIterationWait]:
+    """Return the rows of one scope of the bars: the whole trace, or one iteration's cells.
 
-
-def wait_transfer_by_rank(
-    match: CollectiveMatch, *, iteration: int | str | None = ALL_ITERATIONS
-) -> pl.DataFrame:
-    """Return per rank the summed transfer and wait time of its collectives (:data:`WAIT_TRANSFER_SCHEMA`).
-
-    Parameters
-    ----------
-    match
-        The matched collectives.
-    iteration
-        :data:`ALL_ITERATIONS` (the whole trace), an iteration number, or None (the collectives
-        outside every iteration window): the iteration window holding the rank's start.
-
-    Every rank of the match has a row (zeros where it took part in nothing in that iteration); the
-    sums over ranks equal the sums of :attr:`CollectiveMatch.ranks` (``transfer_ns`` is the
-    collective's transfer, counted once per rank that took part).
+    ``iteration``: :data:`ALL_ITERATIONS` (``wait_by_rank``), an iteration number, or None (the
+    collectives outside every iteration window): the cells of ``wait_by_rank_iteration`` of that
+    iteration, one per rank.
     """
-    rows = match.ranks
-    if iteration is None:
-        rows = rows.filter(pl.col("iteration").is_null())
-    elif iteration != ALL_ITERATIONS:
-        rows = rows.filter(pl.col("iteration") == iteration)
-    ranks = match.ranks.select(pl.col("rank").unique().sort())
-    sums = rows.group_by("rank").agg(
-        collectives=pl.len().cast(pl.Int64),
-        transfer_ns=pl.col("transfer_ns").sum(),
-        wait_ns=pl.col("wait_ns").sum(),
-    )
-    out = ranks.join(sums, on="rank", how="left").with_columns(
-        pl.col("collectives", "transfer_ns", "wait_ns").fill_null(0)
-    )
-    return out.select(WAIT_TRANSFER_SCHEMA.names()).cast(WAIT_TRANSFER_SCHEMA).sort("rank")
+    if iteration == ALL_ITERATIONS:
+        return report.wait_by_rank
+    return [cell for cell in report.wait_by_rank_iteration if cell.iteration == iteration]
 
 
-def wait_heatmap(match: CollectiveMatch, *, windows: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Return the wait of each rank in each iteration, every cell present (:data:`HEATMAP_SCHEMA`).
-
-    Parameters
-    ----------
-    match
-        The matched collectives (``ranks.iteration``: the iteration window of the overlap analysis
-        holding the instance's start on that rank).
-    windows
-        The overlap analysis' iteration windows: their ``profiler_step`` iterations are columns even
-        where no collective ran. The null iteration (instances outside every window) is a column
-        only where some instance has it.
-
-    Returns
-    -------
-    pl.DataFrame
-        ``ranks × iterations`` rows, sorted by iteration (null last) and rank; ``wait_ns`` sums to
-        the total wait of the match.
-    """
-    rows = match.ranks
-    iterations = set(rows.get_column("iteration").drop_nulls().to_list())
-    if windows is not None and windows.height:
-        steps = windows.filter(pl.col("window") == "profiler_step").get_column("iteration").drop_nulls()
-        iterations |= set(steps.to_list())
-    columns: list[int | None] = sorted(iterations)
-    if rows.get_column("iteration").is_null().any():
-        columns.append(None)
-    grid = match.ranks.select(pl.col("rank").unique().sort()).join(
-        pl.DataFrame({"iteration": columns}, schema={"iteration": pl.Int64}), how="cross"
-    )
-    sums = rows.group_by("rank", "iteration").agg(
-        collectives=pl.len().cast(pl.Int64), wait_ns=pl.col("wait_ns").sum()
-    )
-    out = (
-        grid.join(sums, on=["rank", "iteration"], how="left", nulls_equal=True)
-        .with_columns(
-            pl.col("collectives", "wait_ns").fill_null(0),
-            label=pl.when(pl.col("iteration").is_null())
-            .then(pl.lit(iteration_label(None)))
-            .otherwise(pl.lit("it ") + pl.col("iteration").cast(pl.String)),
-        )
-        .sort("iteration", "rank", nulls_last=True)
-    )
-    return out.select(HEATMAP_SCHEMA.names()).cast(HEATMAP_SCHEMA)
-
-
-def _bar_columns(frame: pl.DataFrame) -> dict[str, list[Any]]:
+def _bar_columns(rows: Sequence[RankWait | RankIterationWait]) -> dict[str, list[Any]]:
     """Return the wait-vs-transfer source's columns (times in ms)."""
     return {
-        "rank": [str(r) for r in frame.get_column("rank").to_list()],
-        "transfer_ms": (frame.get_column("transfer_ns") / 1e6).to_list(),
-        "wait_ms": (frame.get_column("wait_ns") / 1e6).to_list(),
-        "collectives": frame.get_column("collectives").to_list(),
+        "rank": [str(row.rank) for row in rows],
+        "transfer_ms": [row.transfer_ns / 1e6 for row in rows],
+        "wait_ms": [row.wait_ns / 1e6 for row in rows],
+        "collectives": [row.collectives for row in rows],
     }
 
 
-def wait_transfer_tables(match: CollectiveMatch, views: pl.DataFrame) -> dict[str, dict[str, list[Any]]]:
+def wait_transfer_tables(report: CollectivesReport, views: pl.DataFrame) -> dict[str, dict[str, list[Any]]]:
     """Return the wait-vs-transfer source columns per scope: :data:`ALL_ITERATIONS` and each view id.
 
     ``views`` is :data:`~timeline.report.data.VIEWS_SCHEMA` (a view is one iteration; the
     ``whole_trace`` view, iteration null, holds the instances outside every ProfilerStep window).
     """
-    tables = {ALL_ITERATIONS: _bar_columns(wait_transfer_by_rank(match))}
+    tables = {ALL_ITERATIONS: _bar_columns(report.wait_by_rank)}
     for view, iteration in views.select("view", "iteration").iter_rows():
-        tables[str(view)] = _bar_columns(wait_transfer_by_rank(match, iteration=iteration))
+        tables[str(view)] = _bar_columns(scope_rows(report, iteration=iteration))
     return tables
 
 
@@ -219,7 +97,7 @@ def _fmt_ns(value: int | None) -> str:
     return format_ns(value)
 
 
-def build_collective_table(match: CollectiveMatch, *, width: int = 1100) -> Any:
+def build_collective_table(report: CollectivesReport, *, width: int = 1100) -> Any:
     """Return the logical collectives as an HTML table (a ``Div``, ``name="collective_match_table"``)."""
     from bokeh.models.widgets import Div
 
@@ -241,27 +119,27 @@ def build_collective_table(match: CollectiveMatch, *, width: int = 1100) -> Any:
     ]
     rows = [
         [
-            str(row["collective_id"]),
-            row["collective"] or "unknown",
-            row["group"],
-            "-" if row["iteration"] is None else str(row["iteration"]),
-            str(row["ranks"]),
-            "-" if row["bytes"] is None else f"{row['bytes']:,}",
-            _fmt_ns(row["start_skew_ns"]),
-            _fmt_ns(row["end_skew_ns"]),
-            _fmt_ns(row["transfer_ns"]),
-            _fmt_ns(row["max_wait_ns"]),
-            "-" if row["busbw_gbps"] is None else f"{row['busbw_gbps']:.2f}",
-            "-" if row["last_rank"] is None else str(row["last_rank"]),
+            str(row.collective_id),
+            row.collective or "unknown",
+            row.group or "-",
+            "-" if row.iteration is None else str(row.iteration),
+            str(row.ranks),
+            "-" if row.bytes is None else f"{row.bytes:,}",
+            _fmt_ns(row.start_skew_ns),
+            _fmt_ns(row.end_skew_ns),
+            _fmt_ns(row.transfer_ns),
+            _fmt_ns(row.max_wait_ns),
+            "-" if row.busbw_gbps is None else f"{row.busbw_gbps:.2f}",
+            "-" if row.last_rank is None else str(row.last_rank),
         ]
-        for row in collective_table(match).iter_rows(named=True)
+        for row in report.collectives
     ]
     text = f'<div style="max-height:320px;overflow-y:auto">{_html_table(headers, rows)}</div>'
     return Div(text=text, width=width, name="collective_match_table")
 
 
 def build_wait_transfer(
-    match: CollectiveMatch,
+    report: CollectivesReport,
     *,
     iteration: int | str | None = ALL_ITERATIONS,
     width: int = 540,
@@ -275,10 +153,10 @@ def build_wait_transfer(
     from bokeh.models import ColumnDataSource, DataRange1d, FactorRange, HoverTool
     from bokeh.plotting import figure
 
-    frame = wait_transfer_by_rank(match, iteration=iteration)
-    source = ColumnDataSource(_bar_columns(frame), name="wait_transfer_bars")
+    columns = _bar_columns(scope_rows(report, iteration=iteration))
+    source = ColumnDataSource(columns, name="wait_transfer_bars")
     plot = figure(
-        x_range=FactorRange(factors=[str(r) for r in frame.get_column("rank").to_list()]),
+        x_range=FactorRange(factors=[str(row.rank) for row in report.wait_by_rank]),
         y_range=DataRange1d(start=0),
         title="Time in collectives per rank: transfer vs wait",
         x_axis_label="rank",
@@ -311,39 +189,35 @@ def build_wait_transfer(
     return plot
 
 
-def build_wait_heatmap(
-    match: CollectiveMatch, *, windows: pl.DataFrame | None = None, width: int = 540, height: int = 330
-) -> Any:
+def build_wait_heatmap(report: CollectivesReport, *, width: int = 540, height: int = 330) -> Any:
     """Return the rank × iteration heat map of summed wait (``name="wait_heatmap"``).
 
-    Its cells' source (``name="wait_heatmap_cells"``) has one row per cell of :func:`wait_heatmap`:
-    ``rank`` and ``label`` (strings), ``wait_ms``, ``collectives``, ``colour``.
+    Its cells' source (``name="wait_heatmap_cells"``) has one row per cell of the report's
+    ``wait_by_rank_iteration``: ``rank`` and ``label`` (strings), ``wait_ms``, ``collectives``,
+    ``colour`` (the wait against the largest cell's).
     """
     from bokeh.models import ColumnDataSource, FactorRange, HoverTool
     from bokeh.palettes import Reds9
     from bokeh.plotting import figure
 
-    cells = wait_heatmap(match, windows=windows)
-    top = max(cast("int | None", cells.get_column("wait_ns").max()) or 0, 1)
+    cells = report.wait_by_rank_iteration
+    top = max([cell.wait_ns for cell in cells] + [1])
     palette = list(reversed(Reds9))
-    colours = [
-        palette[min(int(w / top * (len(palette) - 1) + 0.5), len(palette) - 1)] for w in cells["wait_ns"]
-    ]
+    last = len(palette) - 1
+    labels = [iteration_label(cell.iteration) for cell in cells]
     source = ColumnDataSource(
         {
-            "rank": [str(r) for r in cells.get_column("rank").to_list()],
-            "label": cells.get_column("label").to_list(),
-            "wait_ms": (cells.get_column("wait_ns") / 1e6).to_list(),
-            "collectives": cells.get_column("collectives").to_list(),
-            "colour": colours,
+            "rank": [str(cell.rank) for cell in cells],
+            "label": labels,
+            "wait_ms": [cell.wait_ns / 1e6 for cell in cells],
+            "collectives": [cell.collectives for cell in cells],
+            "colour": [palette[min(int(cell.wait_ns / top * last + 0.5), last)] for cell in cells],
         },
         name="wait_heatmap_cells",
     )
     plot = figure(
-        x_range=FactorRange(factors=cells.get_column("label").unique(maintain_order=True).to_list()),
-        y_range=FactorRange(
-            factors=[str(r) for r in reversed(cells.get_column("rank").unique().sort().to_list())]
-        ),
+        x_range=FactorRange(factors=list(dict.fromkeys(labels))),
+        y_range=FactorRange(factors=[str(row.rank) for row in reversed(report.wait_by_rank)]),
         title="Wait in collectives per rank × iteration",
         x_axis_label="iteration",
         y_axis_label="rank",
@@ -385,40 +259,10 @@ class CollectivesSection:
     scope: Any
 
 
-def build_collectives_section(
-    match: CollectiveMatch | None,
-    views: pl.DataFrame,
-    windows: pl.DataFrame | None,
-    *,
-    select: Any = None,
-    view: int | None = None,
-    width: int = 1600,
-) -> CollectivesSection | None:
-    """Return the collectives section (table, wait vs transfer, wait heat map), or None.
+def _scope_select(views: pl.DataFrame, view: int | None) -> tuple[Any, int | str | None]:
+    """Return the scope selector of the bars (on ``view``, default the whole trace) and its iteration."""
+    from bokeh.models.widgets import Select
 
-    Parameters
-    ----------
-    match
-        The matched collectives; None or :func:`has_collectives` false: no section.
-    views
-        The report's views (:data:`~timeline.report.data.VIEWS_SCHEMA`): the scopes offered.
-    windows
-        The overlap analysis' iteration windows (the heat map's columns).
-    select
-        The dashboard's iteration selector: when given, choosing an iteration there moves the
-        wait-vs-transfer scope to it (a ``CustomJS``: the same in the served and exported report).
-    view
-        The view to start on (default: the whole trace).
-    width
-        Pixels of the section.
-    """
-    if match is None or not has_collectives(match):
-        return None
-    from bokeh.layouts import column, row
-    from bokeh.models import CustomJS
-    from bokeh.models.widgets import Div, Select
-
-    half = width // 2 - 20
     options: list[str | tuple[str, str]] = [(ALL_ITERATIONS, "whole trace (every iteration)")]
     options += [(str(v), str(label)) for v, label in views.select("view", "label").iter_rows()]
     scope = Select(
@@ -428,24 +272,57 @@ def build_collectives_section(
         width=420,
         name="collectives_scope",
     )
-    tables = wait_transfer_tables(match, views)
     first: int | str | None = ALL_ITERATIONS
     if view is not None:
-        picked = views.filter(pl.col("view") == view).get_column("iteration")
-        first = cast("int | None", picked.first()) if picked.len() else None
-    bars = build_wait_transfer(match, iteration=first, width=half)
+        picked = [iteration for v, iteration in views.select("view", "iteration").iter_rows() if v == view]
+        first = picked[0] if picked else None
+    return scope, first
+
+
+def build_collectives_section(
+    report: CollectivesReport | None,
+    views: pl.DataFrame,
+    *,
+    select: Any = None,
+    view: int | None = None,
+    width: int = 1600,
+) -> CollectivesSection | None:
+    """Return the collectives section (table, wait vs transfer, wait heat map), or None.
+
+    Parameters
+    ----------
+    report
+        The run's collectives report; None or :func:`has_collectives` false: no section.
+    views
+        The report's views (:data:`~timeline.report.data.VIEWS_SCHEMA`): the scopes offered.
+    select
+        The dashboard's iteration selector: when given, choosing an iteration there moves the
+        wait-vs-transfer scope to it (a ``CustomJS``: the same in the served and exported report).
+    view
+        The view to start on (default: the whole trace).
+    width
+        Pixels of the section.
+    """
+    if report is None or not has_collectives(report):
+        return None
+    from bokeh.layouts import column, row
+    from bokeh.models import CustomJS
+    from bokeh.models.widgets import Div
+
+    half = width // 2 - 20
+    scope, first = _scope_select(views, view)
+    tables = wait_transfer_tables(report, views)
+    bars = build_wait_transfer(report, iteration=first, width=half)
     source = bars.select_one({"name": "wait_transfer_bars"})
     scope.js_on_change(
         "value", CustomJS(args={"scope": scope, "source": source, "tables": tables}, code=_SCOPE_JS)
     )
     if select is not None:
         select.js_on_change("value", CustomJS(args={"scope": scope, "select": select}, code=_FOLLOW_JS))
-    heatmap = build_wait_heatmap(match, windows=windows, width=half)
-    table = build_collective_table(match, width=width)
-    counts = (
-        f"{match.collectives.height} logical collectives on {match.ranks.get_column('rank').n_unique()} ranks"
-    )
-    notes = "".join(f"<br>{html.escape(w)}" for w in match.warnings)
+    heatmap = build_wait_heatmap(report, width=half)
+    table = build_collective_table(report, width=width)
+    counts = f"{len(report.collectives)} logical collectives on {len(report.wait_by_rank)} ranks"
+    notes = "".join(f"<br>{html.escape(w)}" for w in report.warnings)
     header = Div(
         text=f"<b>Collectives across ranks</b>: {counts} (definitions: docs/collectives.md){notes}",
         width=width,

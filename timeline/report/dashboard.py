@@ -395,7 +395,7 @@ def build_dashboard(
     )
     # Below the rest: matched collectives, wait vs transfer, wait heat map (absent for < 2 ranks).
     section = build_collectives_section(
-        data.collectives, data.views, data.overlap.windows, select=select, width=_GANTT_WIDTH + _SIDE_WIDTH
+        data.collectives_report, data.views, select=select, width=_GANTT_WIDTH + _SIDE_WIDTH
     )
     layout: Any = column(
         header,

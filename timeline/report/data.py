@@ -40,6 +40,7 @@ from timeline.schema import WINDOW, validate
 from timeline.units import format_ns
 
 if TYPE_CHECKING:
+    from timeline.results.collectives import CollectivesReport
     from timeline.results.diff import Diff
     from timeline.run import Run
 
@@ -185,6 +186,11 @@ class ReportData:
         The collectives matched across ranks
         (:func:`~timeline.analysis.collectives.match_collectives`, with the overlap analysis'
         windows); None for fewer than two measured ranks (one rank, Horovod timelines).
+    collectives_report
+        What the collectives section draws: the run's collectives report
+        (:func:`~timeline.results.collectives.build_collectives_report`, what ``timeline
+        collectives`` prints, without its per-rank rows); None where ``collectives`` is None or no
+        profiler trace holds communication.
     whatif
         The what-if sweep of the dashboard's "What-if" tab
         (:func:`~timeline.report.whatif_view.whatif_sweep`); None: no such tab.
@@ -210,6 +216,7 @@ class ReportData:
     overlap: Overlap
     omitted: pl.DataFrame
     collectives: CollectiveMatch | None = None
+    collectives_report: CollectivesReport | None = None
     whatif: WhatIfSweep | None = None
     compare: Diff | None = None
     diagnosis: dict[str, Any] | None = None
@@ -432,8 +439,8 @@ def prepare_report_data(run: Run) -> ReportData:
 
     Every event of every rank is drawn (:meth:`~timeline.run.Run.all_events`: rank by rank, read
     again in this process); the collectives are the run's one matching (:attr:`~timeline.run.Run.matched`,
-    shown when at least two ranks' communication is measured), each collective's dimension its
-    group's (:attr:`~timeline.run.Run.labels`).
+    shown when at least two ranks' communication is measured, as its collectives report), each
+    collective's dimension its group's (:attr:`~timeline.run.Run.labels`).
 
     Returns
     -------
@@ -462,6 +469,11 @@ def prepare_report_data(run: Run) -> ReportData:
     base = _clip(_event_rows(drawn, lane_keys, overlap, labels), windows)
     segments = _assemble_segments(base, _exposed_overlays(base, exposed, lanes))
     measured = modes.filter(pl.col("mode").is_in(["gpu", "cpu"])).height
+    report = None
+    if measured >= 2 and run.kineto_communication:
+        from timeline.results.collectives import build_collectives_report
+
+        report = build_collectives_report(run, rank_rows=False)
     return ReportData(
         lanes=lanes,
         views=views,
@@ -470,6 +482,7 @@ def prepare_report_data(run: Run) -> ReportData:
         overlap=overlap,
         omitted=_omitted_events(events, drawn, base),
         collectives=run.matched if measured >= 2 else None,
+        collectives_report=report,
         dimensions=None if labels is None else _dimension_rows(overlap, labels, views),
     )
 

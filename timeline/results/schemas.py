@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from timeline.results.base import Result, json_schema
+from timeline.results.collectives import CollectivesReport
 from timeline.results.diff import Diff
 from timeline.results.flight_recorder import FlightReport
 from timeline.results.verdicts import CheckReport
@@ -23,6 +24,7 @@ __all__ = ["SCHEMAS", "main", "schema_text", "write_schemas"]
 
 SCHEMAS: dict[str, type[Result]] = {
     "check": CheckReport,
+    "collectives": CollectivesReport,
     "diff": Diff,
     "flight_recorder": FlightReport,
     "seed": SeedReport,

@@ -154,14 +154,17 @@ def build_summary(run: Run, *, top: int = 10, findings: bool = True) -> dict[str
 
         summary["dimensions"] = dimension_summary(exposure, overlap)
     if run.offsets is not None:
-        summary["clock_offsets"] = run.offsets.to_dicts()
+        from timeline.results.base import rows_of
+        from timeline.results.collectives import ClockOffset
+
+        summary["clock_offsets"] = rows_of(run.offsets, ClockOffset)
     link_gbps = run.options.link_gbps
     if link_gbps is not None:
         from timeline.analysis.collectives import implausible_warning
         from timeline.results.collectives import utilisation_summary
 
-        summary["utilisation"] = utilisation_summary(run)
-        too_fast = implausible_warning(summary["utilisation"]["implausible"], link_gbps)
+        utilisation = summary["utilisation"] = utilisation_summary(run)
+        too_fast = implausible_warning(utilisation.implausible, link_gbps)
         if too_fast is not None:
             summary["warnings"].append(too_fast)
     summary["verdict"] = summary["findings"] = None

@@ -1,17 +1,38 @@
-"""The collectives report (:func:`timeline.results.collectives.build_collectives_report`) as terminal tables.
+"""The collectives report (:class:`~timeline.results.collectives.CollectivesReport`) as terminal tables.
 
-Also the clock offsets and the link utilisation, which ``timeline analyze`` prints too.
+Also the clock offsets and the link utilisation (:class:`~timeline.results.collectives.Utilisation`),
+which ``timeline analyze`` prints too. Every figure is a field of the result: these functions read
+attributes and format them, and choose the rows a table shows by the result's orders
+(``collectives_by_wait``…).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from timeline.render.terminal.tables import titled_table
 from timeline.units import format_ns, format_ratio
+
+if TYPE_CHECKING:
+    from timeline.results.collectives import (
+        Ambiguity,
+        ClockOffset,
+        CollectivesReport,
+        Group,
+        Horovod,
+        HorovodAttribution,
+        HorovodBatch,
+        HorovodNegotiation,
+        HorovodTensor,
+        Incomplete,
+        Pair,
+        StragglerIteration,
+        Utilisation,
+    )
 
 __all__ = ["format_bytes", "render_clock_offsets", "render_collectives_report", "render_utilisation"]
 
@@ -43,29 +64,21 @@ _IMPLAUSIBLE_NOTE = (
 )
 
 
-def _busbw(row: dict[str, Any]) -> str:
+def _busbw(busbw_gbps: float | None, implausible: bool) -> str:
     """Return the bus bandwidth of a collective or batch, marked when it is faster than physics."""
-    return _gbps(row["busbw_gbps"]) + (_IMPLAUSIBLE_MARK if row.get("implausible") else "")
+    return _gbps(busbw_gbps) + (_IMPLAUSIBLE_MARK if implausible else "")
 
 
-def _matched_line(collectives: list[dict[str, Any]], traced: int) -> str:
-    """Say how many collectives were matched on every rank of their group, and on how many the others.
-
-    ``traced``: the ranks whose traces were given. A collective expected on more ranks than that
-    could not be matched on the others because their traces were not given.
-    """
-    complete = sum(1 for row in collectives if row["complete"])
-    if complete == len(collectives):
+def _matched_line(complete: int, total: int, incomplete: Sequence[Incomplete]) -> str:
+    """Say how many collectives were matched on every rank of their group, and on how many the others."""
+    if complete == total:
         return f"{complete} matched on every rank of their group"
     parts = [f"{complete} matched on every rank of their group"] if complete else []
-    partial: dict[tuple[int, int], int] = {}
-    for row in collectives:
-        if not row["complete"]:
-            key = (row["ranks"], row["expected_ranks"])
-            partial[key] = partial.get(key, 0) + 1
-    for (ranks, expected), count in sorted(partial.items(), key=lambda item: (-item[1], item[0])):
-        why = ": the other ranks' traces were not given" if expected > traced else ""
-        parts.append(f"{count} matched on {ranks} of {expected} ranks of their group{why}")
+    for row in incomplete:
+        why = ": the other ranks' traces were not given" if row.untraced else ""
+        parts.append(
+            f"{row.collectives} matched on {row.ranks} of {row.expected_ranks} ranks of their group{why}"
+        )
     return "; ".join(parts)
 
 
@@ -73,23 +86,21 @@ def _rank(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def render_clock_offsets(offsets: list[dict[str, Any]], console: Console) -> None:
+def render_clock_offsets(offsets: Sequence[ClockOffset], console: Console) -> None:
     """Print the estimated clock offsets (``--align``)."""
     table = _table(
-        f"Clock offsets (vs rank {offsets[0]['reference_rank']})" if offsets else "Clock offsets",
+        f"Clock offsets (vs rank {_rank(offsets[0].reference_rank)})" if offsets else "Clock offsets",
         ["rank", "offset", "collectives", "noise (MAD)"],
     )
     for row in offsets:
-        table.add_row(
-            str(row["rank"]), format_ns(row["offset_ns"]), str(row["collectives"]), format_ns(row["mad_ns"])
-        )
+        table.add_row(str(row.rank), format_ns(row.offset_ns), str(row.collectives), format_ns(row.mad_ns))
     console.print(table)
 
 
-def render_utilisation(utilisation: dict[str, Any], console: Console) -> None:
+def render_utilisation(utilisation: Utilisation, console: Console) -> None:
     """Print the per-iteration link utilisation (``--link-gbps``)."""
-    link = utilisation["link_gbps"]
-    rows = utilisation["iterations"]
+    link = utilisation.link_gbps
+    rows = utilisation.iterations
     if rows:
         table = _table(
             f"Link utilisation against {link:g} Gbit/s (bus bandwidth of the matched collectives)",
@@ -107,82 +118,76 @@ def render_utilisation(utilisation: dict[str, Any], console: Console) -> None:
         )
         for row in rows:
             table.add_row(
-                _rank(row["iteration"]),
-                str(row["collectives"]),
-                format_bytes(row["bytes"]),
-                format_ns(row["transfer_ns"]),
-                _gbps(row["busbw_gbps"]),
-                format_ratio(row["link_utilisation_ratio"]),
-                format_ratio(row["step_link_utilisation_ratio"]),
-                format_ns(row["exposed_comm_ns"]),
-                format_bytes(row["exposed_link_bytes"]),
+                _rank(row.iteration),
+                str(row.collectives),
+                format_bytes(row.bytes),
+                format_ns(row.transfer_ns),
+                _gbps(row.busbw_gbps),
+                format_ratio(row.link_utilisation_ratio),
+                format_ratio(row.step_link_utilisation_ratio),
+                format_ns(row.exposed_comm_ns),
+                format_bytes(row.exposed_link_bytes),
             )
         console.print(table)
-    horovod = utilisation.get("horovod")
-    if horovod:
+    horovod = utilisation.horovod
+    if horovod is not None:
         console.print(
-            f"horovod: {format_bytes(horovod['bytes'])} over {format_ns(horovod['wire_ns'])} "
-            f"of wire (union): busbw {_gbps(horovod['busbw_gbps'])} Gbit/s = "
-            f"{format_ratio(horovod['link_utilisation_ratio'])} of {link:g} Gbit/s"
+            f"horovod: {format_bytes(horovod.bytes)} over {format_ns(horovod.wire_ns)} "
+            f"of wire (union): busbw {_gbps(horovod.busbw_gbps)} Gbit/s = "
+            f"{format_ratio(horovod.link_utilisation_ratio)} of {link:g} Gbit/s"
         )
 
 
-def render_collectives_report(report: dict[str, Any], console: Console, *, limit: int = 20) -> None:
+def render_collectives_report(report: CollectivesReport, console: Console, *, limit: int = 20) -> None:
     """Print the report of ``timeline collectives`` as tables."""
-    if report["clock_offsets"]:
-        render_clock_offsets(report["clock_offsets"], console)
-    if report["collectives"] or report["point_to_point"] or report["ambiguity"]:
+    if report.clock_offsets:
+        render_clock_offsets(report.clock_offsets, console)
+    if report.collectives or report.point_to_point or report.ambiguity:
         _render_collectives(report, console, limit=limit)
-    if report["horovod"] is not None:
-        _render_horovod(report["horovod"], console, limit=limit, link=report["link_gbps"])
+    if report.horovod is not None:
+        _render_horovod(report.horovod, console, limit=limit, link=report.link_gbps)
 
 
-def _render_collectives(report: dict[str, Any], console: Console, *, limit: int) -> None:
+def _render_collectives(report: CollectivesReport, console: Console, *, limit: int) -> None:
     """Print the groups, the collectives matched across ranks, the pairs, the stragglers and verdicts."""
-    collectives = report["collectives"]
-    link = report["link_gbps"]
-    ranks = report["ranks"]
-    groups = {row["group"] for row in collectives}
+    collectives = report.collectives
     headline = (
         f"[bold]timeline collectives[/bold]: {len(collectives)} logical collective(s) in "
-        f"{len(groups)} group(s) across {len(ranks)} rank(s)"
+        f"{report.collective_groups} group(s) across {len(report.ranks)} rank(s)"
     )
     if collectives:
-        headline += f"; {_matched_line(collectives, len(ranks))}"
-    pairs = report["point_to_point"]
+        headline += f"; {_matched_line(report.complete_collectives, len(collectives), report.incomplete)}"
+    pairs = report.point_to_point
     if pairs:
         headline += f"; {len(pairs)} send/receive pair(s)"
-    ambiguous = sum(row["events"] for row in report["ambiguity"])
-    if ambiguous:
+    if report.ambiguous_events:
+        ambiguous = report.ambiguous_events
         headline += f"; {ambiguous} collective(s) whose process group is ambiguous, matched across no rank"
     console.print(headline)
-    _render_groups(report["groups"], console)
-    _render_ambiguity(report["ambiguity"], console)
+    _render_groups(report.groups, console)
+    _render_ambiguity(report.ambiguity, console)
     if collectives:
         _render_collective_table(report, console, limit=limit)
-    _render_pairs(pairs, console, limit=limit, link=link)
+    _render_pairs(report, console, limit=limit)
     _render_stragglers(report, console, limit=limit)
     _render_iterations(report, console)
 
 
-def _render_collective_table(report: dict[str, Any], console: Console, *, limit: int) -> None:
+def _render_collective_table(report: CollectivesReport, console: Console, *, limit: int) -> None:
     """Print the logical collectives, those with the most wait first when they are too many."""
-    collectives = report["collectives"]
-    link = report["link_gbps"]
-    groups = {row["group"] for row in collectives}
+    collectives = report.collectives
+    link = report.link_gbps
     shown = collectives
     title = "Collectives across ranks"
     if len(collectives) > limit:
-        shown = sorted(collectives, key=lambda r: -(r["total_wait_ns"] or 0))[:limit]
+        shown = [collectives[i] for i in report.collectives_by_wait[:limit]]
         title += f" (the {limit} with the most wait of {len(collectives)}; --json for all)"
-    from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP
-
-    show_group = groups != {ALL_COMMUNICATION_GROUP}
-    show_dimension = any(row["dimension"] for row in collectives)
+    show_group = any(row.group is not None for row in collectives)
+    show_dimension = any(row.dimension for row in collectives)
     columns = [
         "#",
-        *(["group"] if show_group else []),
-        *(["dimension"] if show_dimension else []),
+        *(("group",) if show_group else ()),
+        *(("dimension",) if show_dimension else ()),
         "collective",
         "iteration",
         "ranks",
@@ -199,33 +204,33 @@ def _render_collective_table(report: dict[str, Any], console: Console, *, limit:
     table = _table(title, columns)
     for row in shown:
         cells = [
-            str(row["collective_id"]),
-            *([row["group"]] if show_group else []),
-            *([row["dimension"] or "-"] if show_dimension else []),
-            row["collective"] or "-",
-            _rank(row["iteration"]),
-            f"{row['ranks']}/{row['expected_ranks']}",
-            format_bytes(row["bytes"]),
-            format_ns(row["start_skew_ns"]),
-            format_ns(row["end_skew_ns"]),
-            format_ns(row["transfer_ns"]),
-            format_ns(row["max_wait_ns"]),
-            _rank(row["last_rank"]),
-            _busbw(row),
+            str(row.collective_id),
+            *([row.group or "-"] if show_group else []),
+            *([row.dimension or "-"] if show_dimension else []),
+            row.collective or "-",
+            _rank(row.iteration),
+            f"{row.ranks}/{row.expected_ranks}",
+            format_bytes(row.bytes),
+            format_ns(row.start_skew_ns),
+            format_ns(row.end_skew_ns),
+            format_ns(row.transfer_ns),
+            format_ns(row.max_wait_ns),
+            _rank(row.last_rank),
+            _busbw(row.busbw_gbps, row.implausible),
         ]
         if link is not None:
-            cells.append(format_ratio(row["link_utilisation_ratio"]))
+            cells.append(format_ratio(row.link_utilisation_ratio))
         table.add_row(*cells)
     console.print(table)
-    if any(row["implausible"] for row in shown):
+    if any(row.implausible for row in shown):
         console.print(_IMPLAUSIBLE_NOTE)
 
 
-def _ranks_text(ranks: list[int] | None, truncated: bool | None) -> str:
+def _ranks_text(ranks: Sequence[int] | None, truncated: bool | None) -> str:
     """Write a rank list briefly: ``0-7``, ``0,2,4``, ``0,1,…`` when cut short; ``?`` when unknown."""
     if not ranks:
         return "?" if truncated else "-"
-    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[0] + len(ranks))):
+    if len(ranks) > 2 and list(ranks) == list(range(ranks[0], ranks[0] + len(ranks))):
         text = f"{ranks[0]}-{ranks[-1]}"
     else:
         text = ",".join(map(str, ranks))
@@ -236,10 +241,9 @@ def _nodes(spans: bool | None) -> str:
     return "-" if spans is None else ("inter-node" if spans else "intra-node")
 
 
-def _render_groups(groups: list[dict[str, Any]], console: Console) -> None:
+def _render_groups(groups: Sequence[Group], console: Console) -> None:
     """Print the process group instances and what was matched on each (when the traces know groups)."""
-    named = [row for row in groups if row["pg_name"] is not None]
-    if not named:
+    if not any(row.pg_name is not None for row in groups):
         return
     table = _table(
         "Process groups",
@@ -259,17 +263,17 @@ def _render_groups(groups: list[dict[str, Any]], console: Console) -> None:
     )
     for row in groups:
         table.add_row(
-            row["group"],
-            row["dimension"] or "-",
-            row["pg_desc"] or "-",
-            _rank(row["size"]),
-            _ranks_text(row["ranks"], row["ranks_truncated"]),
-            _nodes(row["spans_nodes"]),
-            f"{row['complete']}/{row['collectives']}" if row["collectives"] else "0",
-            row["matched_by"] or "-",
-            row["attributed_by"] or "-",
-            str(row["point_to_point"]),
-            str(row["ambiguous"]),
+            row.group or "-",
+            row.dimension or "-",
+            row.pg_desc or "-",
+            _rank(row.size),
+            _ranks_text(row.ranks, row.ranks_truncated),
+            _nodes(row.spans_nodes),
+            f"{row.complete}/{row.collectives}" if row.collectives else "0",
+            row.matched_by or "-",
+            row.attributed_by or "-",
+            str(row.point_to_point),
+            str(row.ambiguous),
         )
     console.print(table)
     console.print(
@@ -280,7 +284,7 @@ def _render_groups(groups: list[dict[str, Any]], console: Console) -> None:
     )
 
 
-def _render_ambiguity(ambiguity: list[dict[str, Any]], console: Console) -> None:
+def _render_ambiguity(ambiguity: Sequence[Ambiguity], console: Console) -> None:
     """Print the collectives whose group could not be told, by the groups they could be on."""
     if not ambiguity:
         return
@@ -289,26 +293,27 @@ def _render_ambiguity(ambiguity: list[dict[str, Any]], console: Console) -> None
         ["could be on groups", "ambiguous", "collective", "events", "ranks", "size"],
     )
     for row in ambiguity:
-        sizes = row["group_size"]
+        sizes = row.group_size
         table.add_row(
-            ", ".join(row["candidates"]) or "none that fits",
-            "place" if row["matched_by"] == "unordered" else "group",
-            row["collective"] or "-",
-            str(row["events"]),
-            _ranks_text(row["ranks"], False),
+            ", ".join(row.candidates) or "none that fits",
+            "place" if row.matched_by == "unordered" else "group",
+            row.collective or "-",
+            str(row.events),
+            _ranks_text(row.ranks, False),
             ",".join(map(str, sizes)) if sizes else "-",
         )
     console.print(table)
 
 
-def _render_pairs(pairs: list[dict[str, Any]], console: Console, *, limit: int, link: float | None) -> None:
+def _render_pairs(report: CollectivesReport, console: Console, *, limit: int) -> None:
     """Print the send/receive pairs, those with the most wait first when they are too many."""
+    pairs, link = report.point_to_point, report.link_gbps
     if not pairs:
         return
-    shown = pairs
+    shown: Sequence[Pair] = pairs
     title = "Point-to-point: each send with its receive"
     if len(pairs) > limit:
-        shown = sorted(pairs, key=lambda r: -((r["send_wait_ns"] or 0) + (r["recv_wait_ns"] or 0)))[:limit]
+        shown = [pairs[i] for i in report.pairs_by_wait[:limit]]
         title += f" (the {limit} with the most wait of {len(pairs)}; --json for all)"
     columns = ["#", "group", "send → recv", "k", "iteration", "bytes", "transfer", "send wait", "recv wait"]
     columns += ["recv − send start", "busbw Gbit/s", "nodes"]
@@ -317,28 +322,28 @@ def _render_pairs(pairs: list[dict[str, Any]], console: Console, *, limit: int, 
     table = _table(title, columns)
     for row in shown:
         cells = [
-            str(row["pair_id"]),
-            row["group"],
-            f"{row['src']} → {row['dst']}",
-            str(row["index"]),
-            _rank(row["iteration"]),
-            format_bytes(row["bytes"]),
-            format_ns(row["transfer_ns"]),
-            format_ns(row["send_wait_ns"]),
-            format_ns(row["recv_wait_ns"]),
-            format_ns(row["start_skew_ns"]),
-            _busbw(row),
-            _nodes(row["spans_nodes"]),
+            str(row.pair_id),
+            row.group or "-",
+            f"{row.src} → {row.dst}",
+            str(row.index),
+            _rank(row.iteration),
+            format_bytes(row.bytes),
+            format_ns(row.transfer_ns),
+            format_ns(row.send_wait_ns),
+            format_ns(row.recv_wait_ns),
+            format_ns(row.start_skew_ns),
+            _busbw(row.busbw_gbps, row.implausible),
+            _nodes(row.spans_nodes),
         ]
         if link is not None:
-            cells.append(format_ratio(row["link_utilisation_ratio"]))
+            cells.append(format_ratio(row.link_utilisation_ratio))
         table.add_row(*cells)
     console.print(table)
 
 
-def _render_stragglers(report: dict[str, Any], console: Console, *, limit: int) -> None:
+def _render_stragglers(report: CollectivesReport, console: Console, *, limit: int) -> None:
     """Print who everyone waits for."""
-    ranking = report["stragglers"]["ranks"]
+    ranking = report.stragglers.ranks
     if ranking:
         table = _table(
             "Who everyone waits for (synchronising collectives, whole trace)",
@@ -346,21 +351,41 @@ def _render_stragglers(report: dict[str, Any], console: Console, *, limit: int) 
         )
         for row in ranking[:limit]:
             table.add_row(
-                str(row["rank"]),
-                str(row["times_last"]),
-                format_ns(row["caused_wait_ns"]),
-                format_ratio(row["caused_wait_ratio"]),
-                format_ns(row["waited_ns"]),
-                format_ns(row["mean_arrival_lag_ns"]),
+                str(row.rank),
+                str(row.times_last),
+                format_ns(row.caused_wait_ns),
+                format_ratio(row.caused_wait_ratio),
+                format_ns(row.waited_ns),
+                format_ns(row.mean_arrival_lag_ns),
             )
         console.print(table)
 
 
-def _render_iterations(report: dict[str, Any], console: Console) -> None:
+def _iteration_cells(row: StragglerIteration, report: CollectivesReport) -> list[str]:
+    """Return one row of the per-iteration table: the stragglers, then the iteration's utilisation."""
+    util = next((u for u in report.utilisation if u.iteration == row.iteration), None)
+    cells = [
+        _rank(row.iteration),
+        _rank(row.straggler_rank),
+        format_ns(row.straggler_caused_wait_ns),
+        format_ratio(row.straggler_share_ratio),
+        format_ns(row.mean_wait_ns),
+        format_ns(row.transfer_ns),
+        (row.verdict or "-").replace("_", " "),
+        _gbps(None if util is None else util.busbw_gbps),
+    ]
+    if report.link_gbps is not None:
+        cells += [
+            format_ratio(None if util is None else util.link_utilisation_ratio),
+            format_ns(None if util is None else util.exposed_comm_ns),
+            format_bytes(None if util is None else util.exposed_link_bytes),
+        ]
+    return cells
+
+
+def _render_iterations(report: CollectivesReport, console: Console) -> None:
     """Print the stragglers, the verdict and the link utilisation per iteration."""
-    link = report["link_gbps"]
-    per_iteration = report["stragglers"]["iterations"]
-    utilisation = {row["iteration"]: row for row in report["utilisation"]}
+    per_iteration = report.stragglers.iterations
     if per_iteration:
         columns = [
             "iteration",
@@ -372,28 +397,11 @@ def _render_iterations(report: dict[str, Any], console: Console) -> None:
             "verdict",
             "busbw Gbit/s",
         ]
-        if link is not None:
+        if report.link_gbps is not None:
             columns += ["busbw/link", "exposed", "link could carry"]
         table = _table("Per iteration", columns)
         for row in per_iteration:
-            util = utilisation.get(row["iteration"], {})
-            cells = [
-                _rank(row["iteration"]),
-                _rank(row["straggler_rank"]),
-                format_ns(row["straggler_caused_wait_ns"]),
-                format_ratio(row["straggler_share_ratio"]),
-                format_ns(row["mean_wait_ns"]),
-                format_ns(row["transfer_ns"]),
-                (row["verdict"] or "-").replace("_", " "),
-                _gbps(util.get("busbw_gbps")),
-            ]
-            if link is not None:
-                cells += [
-                    format_ratio(util.get("link_utilisation_ratio")),
-                    format_ns(util.get("exposed_comm_ns")),
-                    format_bytes(util.get("exposed_link_bytes")),
-                ]
-            table.add_row(*cells)
+            table.add_row(*_iteration_cells(row, report))
         console.print(table)
         console.print(
             "verdict: [bold]slow rank[/bold] = one rank arrives late and causes most of the wait "
@@ -402,69 +410,65 @@ def _render_iterations(report: dict[str, Any], console: Console) -> None:
         )
 
 
-def _render_horovod(horovod: dict[str, Any], console: Console, *, limit: int, link: float | None) -> None:
+def _render_horovod(horovod: Horovod, console: Console, *, limit: int, link: float | None) -> None:
     """Print the Horovod timeline's totals, batches, tensors, negotiation and attribution."""
-    totals = horovod["totals"]
+    totals = horovod.totals
     console.print(
-        f"[bold]horovod timeline[/bold]: {totals['tensors']} tensor(s), {totals['operations']} "
-        f"operation(s) in {totals['batches']} fused batch(es), world size {_rank(totals['world_size'])}"
+        f"[bold]horovod timeline[/bold]: {totals.tensors} tensor(s), {totals.operations} "
+        f"operation(s) in {totals.batches} fused batch(es), world size {_rank(totals.world_size)}"
     )
+    left_out = horovod.implausible_batches
     console.print(
-        f"wire time {format_ns(totals['wire_ns'])} (union over fused tensors; the sum over tensors would say "
-        f"{format_ns(totals['wire_sum_ns'])}) = {format_ratio(totals['wire_ratio'])} of the "
-        f"{format_ns(totals['span_ns'])} timeline; {format_bytes(totals['bytes'])} moved at algbw "
-        f"{_gbps(totals['algbw_gbps'])} / busbw {_gbps(totals['busbw_gbps'])} Gbit/s"
-        + ("" if link is None else f" = {format_ratio(totals['link_utilisation_ratio'])} of {link:g} Gbit/s")
-        + _left_out(horovod["batches"])
+        f"wire time {format_ns(totals.wire_ns)} (union over fused tensors; the sum over tensors would say "
+        f"{format_ns(totals.wire_sum_ns)}) = {format_ratio(totals.wire_ratio)} of the "
+        f"{format_ns(totals.span_ns)} timeline; {format_bytes(totals.bytes)} moved at algbw "
+        f"{_gbps(totals.algbw_gbps)} / busbw {_gbps(totals.busbw_gbps)} Gbit/s"
+        + ("" if link is None else f" = {format_ratio(totals.link_utilisation_ratio)} of {link:g} Gbit/s")
+        + (f" (without the {left_out} fused batch(es) faster than physics: !)" if left_out else "")
     )
-    _render_batches(horovod["batches"], console, limit=limit, link=link)
-    _render_tensors(horovod["tensors"], console, limit=limit)
-    _render_negotiation(horovod["negotiation"], console, limit=limit)
-    _render_attribution(horovod["attribution"], console)
-    for line in horovod["limitations"]:
+    batches = horovod.batches
+    _render_batches([batches[i] for i in horovod.batches_by_bytes[:limit]], len(batches), console, link=link)
+    tensors = horovod.tensors
+    _render_tensors([tensors[i] for i in horovod.tensors_by_time[:limit]], len(tensors), console)
+    negotiation = horovod.negotiation
+    _render_negotiation([negotiation[i] for i in horovod.negotiation_by_caused_wait[:limit]], console)
+    _render_attribution(horovod.attribution, console)
+    for line in horovod.limitations:
         console.print(f"needs more than the timeline: {line}")
 
 
-def _left_out(batches: list[dict[str, Any]]) -> str:
-    """Say how many fused batches the totals leave out as faster than physics."""
-    implausible = sum(1 for row in batches if row["implausible"])
-    return f" (without the {implausible} fused batch(es) faster than physics: !)" if implausible else ""
-
-
 def _render_batches(
-    batches: list[dict[str, Any]], console: Console, *, limit: int, link: float | None
+    shown: Sequence[HorovodBatch], total: int, console: Console, *, link: float | None
 ) -> None:
-    """Print the largest fused batches and their bandwidth."""
-    if batches:
-        shown = sorted(batches, key=lambda r: -(r["bytes"] or 0))[:limit]
+    """Print the largest fused batches and their bandwidth (``shown``: the largest, of ``total``)."""
+    if shown:
         columns = ["batch", "collective", "tensors", "bytes", "wire", "algbw Gbit/s", "busbw Gbit/s"]
         if link is not None:
             columns.append("busbw/link")
-        table = _table(f"Fused batches (the {len(shown)} largest of {len(batches)})", columns)
+        table = _table(f"Fused batches (the {len(shown)} largest of {total})", columns)
         for row in shown:
             cells = [
-                str(row["batch"]),
-                row["collective"] or "-",
-                str(row["tensors"]),
-                format_bytes(row["bytes"]),
-                format_ns(row["wire_ns"]),
-                _gbps(row["algbw_gbps"]),
-                _busbw(row),
+                str(row.batch),
+                row.collective or "-",
+                str(row.tensors),
+                format_bytes(row.bytes),
+                format_ns(row.wire_ns),
+                _gbps(row.algbw_gbps),
+                _busbw(row.busbw_gbps, row.implausible),
             ]
             if link is not None:
-                cells.append(format_ratio(row["link_utilisation_ratio"]))
+                cells.append(format_ratio(row.link_utilisation_ratio))
             table.add_row(*cells)
         console.print(table)
-        if any(row["implausible"] for row in shown):
+        if any(row.implausible for row in shown):
             console.print(_IMPLAUSIBLE_NOTE)
 
 
-def _render_tensors(tensors: list[dict[str, Any]], console: Console, *, limit: int) -> None:
-    """Print each tensor's phases, those with the most wire and negotiation time first."""
-    if tensors:
-        shown = sorted(tensors, key=lambda r: -(r["wire_ns"] + r["negotiation_ns"]))[:limit]
+def _render_tensors(shown: Sequence[HorovodTensor], total: int, console: Console) -> None:
+    """Print each tensor's phases (``shown``: those with the most wire and negotiation time, of ``total``)."""
+    if shown:
         table = _table(
-            f"Per-tensor phases (the {len(shown)} with the most wire + negotiation of {len(tensors)})",
+            f"Per-tensor phases (the {len(shown)} with the most wire + negotiation of {total})",
             [
                 "tensor",
                 "ops",
@@ -480,44 +484,44 @@ def _render_tensors(tensors: list[dict[str, Any]], console: Console, *, limit: i
         )
         for row in shown:
             table.add_row(
-                row["tensor"] or f"pid {row['pid']}",
-                str(row["operations"]),
-                format_bytes(row["bytes"]),
-                format_ns(row["negotiation_ns"]),
-                format_ns(row["wait_ns"]),
-                format_ns(row["queue_ns"]),
-                format_ns(row["memcpy_in_ns"]),
-                format_ns(row["wire_ns"]),
-                format_ns(row["memcpy_out_ns"]),
-                format_ns(row["other_ns"]),
+                row.tensor or f"pid {row.pid}",
+                str(row.operations),
+                format_bytes(row.bytes),
+                format_ns(row.negotiation_ns),
+                format_ns(row.wait_ns),
+                format_ns(row.queue_ns),
+                format_ns(row.memcpy_in_ns),
+                format_ns(row.wire_ns),
+                format_ns(row.memcpy_out_ns),
+                format_ns(row.other_ns),
             )
         console.print(table)
 
 
-def _render_negotiation(negotiation: list[dict[str, Any]], console: Console, *, limit: int) -> None:
-    """Print the negotiation wait per rank."""
-    if negotiation:
+def _render_negotiation(shown: Sequence[HorovodNegotiation], console: Console) -> None:
+    """Print the negotiation wait per rank (``shown``: the ranks that caused the most wait first)."""
+    if shown:
         table = _table(
             "Negotiation wait per rank (from the readiness ticks)",
             ["rank", "negotiations", "waited", "mean waited", "times last", "wait caused"],
         )
-        for row in sorted(negotiation, key=lambda r: -r["caused_wait_ns"])[:limit]:
+        for row in shown:
             table.add_row(
-                str(row["rank"]),
-                str(row["negotiations"]),
-                format_ns(row["waited_ns"]),
-                format_ns(row["mean_waited_ns"]),
-                str(row["times_last"]),
-                format_ns(row["caused_wait_ns"]),
+                str(row.rank),
+                str(row.negotiations),
+                format_ns(row.waited_ns),
+                format_ns(row.mean_waited_ns),
+                str(row.times_last),
+                format_ns(row.caused_wait_ns),
             )
         console.print(table)
 
 
-def _render_attribution(attribution: dict[str, Any] | None, console: Console) -> None:
+def _render_attribution(attribution: HorovodAttribution | None, console: Console) -> None:
     """Print the Horovod phases set against the writer rank's compute, per iteration."""
-    if attribution and attribution["iterations"]:
+    if attribution is not None and attribution.iterations:
         table = _table(
-            f"Horovod against rank {attribution['writer_rank']}'s compute (profiler trace, wall clock)",
+            f"Horovod against rank {attribution.writer_rank}'s compute (profiler trace, wall clock)",
             [
                 "iteration",
                 "step",
@@ -531,17 +535,17 @@ def _render_attribution(attribution: dict[str, Any] | None, console: Console) ->
                 "NCCL kernels",
             ],
         )
-        for row in attribution["iterations"]:
+        for row in attribution.iterations:
             table.add_row(
-                _rank(row["iteration"]),
-                format_ns(row["step_ns"]),
-                format_ns(row["wire_ns"]),
-                format_ns(row["hidden_wire_ns"]),
-                format_ns(row["exposed_wire_ns"]),
-                format_ratio(row["exposed_wire_ratio"]),
-                format_ns(row["negotiation_ns"]),
-                format_ns(row["queue_ns"]),
-                format_ns(row["memcpy_ns"]),
-                format_ns(row["kernel_comm_ns"]),
+                _rank(row.iteration),
+                format_ns(row.step_ns),
+                format_ns(row.wire_ns),
+                format_ns(row.hidden_wire_ns),
+                format_ns(row.exposed_wire_ns),
+                format_ratio(row.exposed_wire_ratio),
+                format_ns(row.negotiation_ns),
+                format_ns(row.queue_ns),
+                format_ns(row.memcpy_ns),
+                format_ns(row.kernel_comm_ns),
             )
         console.print(table)
