@@ -91,12 +91,14 @@ def test_check_sees_the_collectives_collectives_matches(sample: str, tmp_path: P
 
 @pytest.mark.parametrize("path", [*(SAMPLES / s for s in GLOO_MESHES), FILTER_2RANK], ids=lambda p: p.name)
 def test_the_report_draws_the_collectives_of_timeline_collectives(path: Path) -> None:
-    from timeline.report.data import prepare_report_data
+    import msgspec
 
-    drawn = prepare_report_data(timeline.analyze(path)).collectives
+    from timeline.report.data import build_report_data
+
+    drawn = build_report_data(timeline.analyze(path)).collectives_report
     assert drawn is not None, "the report has a collectives section"
     keys = ("collective_id", "group", "expected_ranks", "complete", "busbw_gbps", "last_rank")
-    shown = drawn.collectives.select(keys).to_dicts()
+    shown = [{k: row[k] for k in keys} for row in msgspec.to_builtins(drawn.collectives)]
     assert shown == [{k: row[k] for k in keys} for row in _json("collectives", path)["collectives"]]
 
 
