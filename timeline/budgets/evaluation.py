@@ -17,9 +17,8 @@ standard errors (see :func:`noise_of` and ``docs/ci.md``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import polars as pl
 
@@ -28,6 +27,7 @@ from timeline.budgets.budget_file import Budget, BudgetFile, Over, Regression, S
 from timeline.budgets.frames import JobFacts, MetricFrames
 from timeline.budgets.metrics import Metric, format_value
 from timeline.errors import BudgetError
+from timeline.results.diagnosis import DiagnosisReport
 
 __all__ = [
     "NOISE_K",
@@ -176,8 +176,8 @@ class CheckReport:
         What makes the verdicts doubtful: a baseline that looks like another job
         (:func:`compare_jobs`).
     diagnosis
-        The run's diagnosis (``verdict`` and ``findings``, :mod:`timeline.results.diagnosis`), when
-        it was diagnosed: the markdown summary lists its top findings.
+        The run's diagnosis (:class:`~timeline.results.diagnosis.DiagnosisReport`: its verdict and
+        findings), when it was diagnosed: the markdown summary lists its top findings.
     """
 
     verdicts: tuple[Verdict, ...]
@@ -185,7 +185,7 @@ class CheckReport:
     inputs: str
     baseline: str | None = None
     warnings: tuple[str, ...] = ()
-    diagnosis: Mapping[str, Any] | None = None
+    diagnosis: DiagnosisReport | None = None
 
     @property
     def failed(self) -> tuple[Verdict, ...]:

@@ -1,24 +1,33 @@
 """The results as HTML tables: what a Jupyter notebook shows (``_repr_html_``).
 
-Takes the plain results of :mod:`timeline.results` (the summary of ``timeline analyze`` with its
-verdict and findings, the collectives report, the what-if report, a diagnosis) and gives an HTML
-fragment: a heading line, the warnings,
-then tables. Every text is escaped (:func:`html.escape`): trace, kernel and group names are the
-user's data. Every number cell carries the exact value in ``data-value`` (nanoseconds, ratios,
-counts as the result holds them) and shows it formatted for people, as the terminal tables do.
+Takes the results of :mod:`timeline.results` (the typed summary of ``timeline analyze`` with its
+verdict and findings, a typed diagnosis; the collectives and what-if reports as plain data) and
+gives an HTML fragment: a heading line, the warnings, then tables. Every text is escaped
+(:func:`html.escape`): trace, kernel and group names are the user's data. Every number cell
+carries the exact value in ``data-value`` (nanoseconds, ratios, counts as the result holds them) and
+shows it formatted for people, as the terminal tables do.
 
-:class:`Result` wraps a result so that a notebook displays it: the dict stays the data
-(:meth:`Result.to_dict`, ``result["worst"]``), the wrapper only adds the display.
+:class:`Result` wraps a result so that a notebook displays it: the data stays the data
+(:attr:`Result.data`, :meth:`Result.to_dict`, ``result["worst"]``), the wrapper only adds the
+display. A typed result (a msgspec Struct) is rendered by its type (its ``kind`` tag); a plain one
+by its keys (:func:`kind_of`).
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
 
 from timeline.errors import UsageError
 from timeline.units import format_ns, format_ratio
+
+if TYPE_CHECKING:
+    from timeline.results.diagnosis import DiagnosisReport, Verdict
+    from timeline.results.findings import Finding
+    from timeline.results.summary import ClockOffsetRow, Summary, UtilisationRow
 
 __all__ = [
     "ROWS_SHOWN",
@@ -88,7 +97,16 @@ def _cell(value: Any, fmt: Format) -> str:
     return f'<td data-value="{html.escape(repr(value), quote=True)}">{text}</td>'
 
 
-def _table(caption: str, columns: list[Column], rows: list[dict[str, Any]], *, name: str) -> str:
+def _field(row: Mapping[str, Any] | msgspec.Struct, key: str) -> Any:
+    """Return a row's value: a typed row's attribute, a plain row's key (None when absent)."""
+    if isinstance(row, msgspec.Struct):
+        return getattr(row, key, None)
+    return row.get(key)
+
+
+def _table(
+    caption: str, columns: list[Column], rows: Sequence[Mapping[str, Any] | msgspec.Struct], *, name: str
+) -> str:
     """Return an HTML table of the first :data:`ROWS_SHOWN` rows, saying how many were left out."""
     shown = rows[:ROWS_SHOWN]
     if len(rows) > len(shown):
@@ -98,7 +116,7 @@ def _table(caption: str, columns: list[Column], rows: list[dict[str, Any]], *, n
         for header, _, fmt in columns
     )
     body = "".join(
-        "<tr>" + "".join(_cell(row.get(key), fmt) for _, key, fmt in columns) + "</tr>" for row in shown
+        "<tr>" + "".join(_cell(_field(row, key), fmt) for _, key, fmt in columns) + "</tr>" for row in shown
     )
     return (
         f'<table data-table="{html.escape(name, quote=True)}"><caption>{html.escape(caption)}</caption>'
@@ -125,49 +143,55 @@ _OVERLAP_COLUMNS: list[Column] = [
     ("hidden/comm", "hidden_comm_ratio", "ratio"),
     ("idle/step", "idle_ratio", "ratio"),
 ]
+_SPAN_COLUMNS: list[Column] = [
+    ("mode", "mode", "text"),
+    ("span", "span_ns", "ns"),
+    *_OVERLAP_COLUMNS[2:6],
+    ("exposed/span", "exposed_comm_ratio", "ratio"),
+    ("hidden/comm", "hidden_comm_ratio", "ratio"),
+    ("idle/span", "idle_ratio", "ratio"),
+]
+"""The per-rank table's columns: a rank's whole trace is a span of iterations, not a step."""
 
 
-def render_summary_html(summary: Mapping[str, Any]) -> str:
-    """Return the analysis summary (:func:`timeline.results.summary.build_summary`) as HTML tables.
+def render_summary_html(summary: Summary) -> str:
+    """Return the analysis summary (:class:`timeline.results.summary.Summary`) as HTML tables.
 
-    Per rank (whole trace), the worst iteration, per iteration (the most exposed first), the top
-    exposed collectives; the clock offsets and the link utilisation where the summary holds them.
+    Per rank (whole trace), the worst iteration, per iteration (the most exposed first: the
+    summary's ``iterations_by_exposure``), the top exposed collectives; the clock offsets and the
+    link utilisation where the summary holds them.
     """
-    ranks = summary["ranks"]
-    modes = sorted({str(row["mode"]) for row in ranks})
+    ranks = summary.ranks
+    modes = sorted({row.mode for row in ranks})
     heading = (
-        f"timeline: {len(summary['files'])} file(s), {len(ranks)} rank(s), "
+        f"timeline: {len(summary.files)} file(s), {len(ranks)} rank(s), "
         f"measured on {', '.join(modes) or 'nothing'}"
     )
     parts = []
-    if summary.get("verdict") is not None:
-        parts.append(_findings_part(summary["verdict"], summary.get("findings") or []))
+    if summary.verdict is not None:
+        parts.append(_findings_part(summary.verdict, summary.findings or []))
     parts.append(
-        _table("Per rank (whole trace)", [("rank", "rank", "int"), *_OVERLAP_COLUMNS], ranks, name="ranks")
+        _table("Per rank (whole trace)", [("rank", "rank", "int"), *_SPAN_COLUMNS], ranks, name="ranks")
     )
-    worst = summary["worst"]
-    if worst is not None:
+    iteration_columns: list[Column] = [
+        ("rank", "rank", "int"),
+        ("iteration", "iteration", "int"),
+        *_OVERLAP_COLUMNS[1:],
+    ]
+    if summary.worst is not None:
         parts.append(
             _table(
                 "Worst iteration (most exposed communication)",
-                [("rank", "rank", "int"), ("iteration", "iteration", "int"), *_OVERLAP_COLUMNS[1:]],
-                [worst],
+                iteration_columns,
+                [summary.worst],
                 name="worst",
             )
         )
-    iterations = sorted(
-        summary["iterations"],
-        key=lambda r: (
-            r["exposed_comm_ns"] is None,
-            -(r["exposed_comm_ns"] or 0),
-            r["rank"],
-            r["iteration"] or 0,
-        ),
-    )
+    iterations = [summary.iterations[k] for k in summary.iterations_by_exposure]
     parts.append(
         _table(
             "Per iteration (most exposed communication first)",
-            [("rank", "rank", "int"), ("iteration", "iteration", "int"), *_OVERLAP_COLUMNS[1:]],
+            iteration_columns,
             iterations,
             name="iterations",
         )
@@ -185,12 +209,15 @@ def render_summary_html(summary: Mapping[str, Any]) -> str:
                 ("exposed", "exposed_ns", "ns"),
                 ("exposed/time", "exposed_ratio", "ratio"),
             ],
-            summary["top_collectives"],
+            summary.top_collectives,
             name="top_collectives",
         )
     )
-    parts += _summary_extras(summary)
-    return _page(heading, list(summary["warnings"]), parts)
+    if summary.clock_offsets is not None:
+        parts.append(_offsets_table(summary.clock_offsets))
+    if summary.utilisation is not None:
+        parts.append(_utilisation_table(summary.utilisation.iterations))
+    return _page(heading, list(summary.warnings), parts)
 
 
 _FINDING_COLUMNS: list[Column] = [
@@ -204,46 +231,46 @@ _FINDING_COLUMNS: list[Column] = [
 ]
 
 
-def _findings_part(verdict: Mapping[str, Any], findings: list[Mapping[str, Any]]) -> str:
+def _finding_row(finding: Finding) -> dict[str, Any]:
+    """Return a finding's cells: its fields, its ranks as text (``all`` for None or none)."""
+    return {
+        "cause": finding.cause,
+        "ranks_text": "all" if not finding.ranks else ", ".join(map(str, finding.ranks)),
+        "predicted_gain_ratio": finding.predicted_gain_ratio,
+        "predicted_step_ns": finding.predicted_step_ns,
+        "basis": finding.basis,
+        "summary": finding.summary,
+        "fix": finding.fix,
+    }
+
+
+def _findings_part(verdict: Verdict, findings: Sequence[Finding]) -> str:
     """Return the verdict (a paragraph), the findings table and the notes."""
-    rows = [
-        {**f, "ranks_text": "all" if not f.get("ranks") else ", ".join(map(str, f["ranks"]))}
-        for f in findings
-    ]
     from timeline.render.terminal.findings import describe_verdict_figures
 
+    rows = [_finding_row(f) for f in findings]
     figures = describe_verdict_figures(verdict)
-    notes = "".join(f"<li>note: {html.escape(n)}</li>" for n in verdict.get("notes") or [])
-    state = "communication_bound" if verdict["communication_bound"] else "not_communication_bound"
+    notes = "".join(f"<li>note: {html.escape(n)}</li>" for n in verdict.notes)
+    state = "communication_bound" if verdict.communication_bound else "not_communication_bound"
     return (
         f'<p data-verdict="{state}">'
-        f"<b>verdict</b>: {html.escape(verdict['summary'])}</p>"
+        f"<b>verdict</b>: {html.escape(verdict.summary)}</p>"
         + _table("Findings (largest predicted gain first)", _FINDING_COLUMNS, rows, name="findings")
         + (f"<p>{html.escape(figures)}</p>" if figures else "")
         + (f"<ul>{notes}</ul>" if notes else "")
     )
 
 
-def render_diagnosis_html(diagnosis: Mapping[str, Any]) -> str:
-    """Return a diagnosis (:func:`timeline.results.diagnosis.build_diagnosis`) as HTML: verdict, findings."""
-    verdict = diagnosis["verdict"]
+def render_diagnosis_html(diagnosis: DiagnosisReport) -> str:
+    """Return a diagnosis (:class:`timeline.results.diagnosis.DiagnosisReport`) as HTML: verdict, findings."""
+    verdict = diagnosis.verdict
     heading = "timeline diagnosis: " + (
-        "communication-bound" if verdict["communication_bound"] else "not communication-bound"
+        "communication-bound" if verdict.communication_bound else "not communication-bound"
     )
-    return _page(heading, [], [_findings_part(verdict, list(diagnosis["findings"]))])
+    return _page(heading, [], [_findings_part(verdict, diagnosis.findings)])
 
 
-def _summary_extras(summary: Mapping[str, Any]) -> list[str]:
-    """Return the clock offsets (``--align``) and the link utilisation (``--link-gbps``) tables."""
-    parts = []
-    if summary.get("clock_offsets") is not None:
-        parts.append(_offsets_table(summary["clock_offsets"]))
-    if summary.get("utilisation") is not None:
-        parts.append(_utilisation_table(summary["utilisation"]["iterations"]))
-    return parts
-
-
-def _offsets_table(rows: list[dict[str, Any]]) -> str:
+def _offsets_table(rows: Sequence[ClockOffsetRow] | list[dict[str, Any]]) -> str:
     columns: list[Column] = [
         ("rank", "rank", "int"),
         ("offset", "offset_ns", "ns"),
@@ -253,7 +280,7 @@ def _offsets_table(rows: list[dict[str, Any]]) -> str:
     return _table("Clock offsets (to rank 0's clock)", columns, rows, name="clock_offsets")
 
 
-def _utilisation_table(rows: list[dict[str, Any]]) -> str:
+def _utilisation_table(rows: Sequence[UtilisationRow] | list[dict[str, Any]]) -> str:
     columns: list[Column] = [
         ("iteration", "iteration", "int"),
         ("collectives", "collectives", "int"),
@@ -364,51 +391,74 @@ def render_whatif_html(report: Mapping[str, Any]) -> str:
     return _page(heading, list(report["warnings"]), parts)
 
 
-_RENDERERS = {
-    "summary": render_summary_html,
+_RENDERERS: dict[Kind, Any] = {
     "collectives": render_collectives_html,
     "whatif": render_whatif_html,
+}
+"""The renderers of the results still held as plain data, by the kind :func:`kind_of` reads."""
+
+_TYPED_RENDERERS: dict[str, Any] = {
+    "summary": render_summary_html,
     "diagnosis": render_diagnosis_html,
 }
+"""The renderers of typed results, by their type's ``kind`` tag."""
 
 _SIGNATURES: tuple[tuple[Kind, tuple[str, ...]], ...] = (
     ("whatif", ("self_replay", "scenarios")),
     ("collectives", ("collectives", "stragglers", "mismatches")),
-    ("summary", ("ranks", "iterations", "top_collectives")),
-    ("diagnosis", ("verdict", "findings")),
+)
+
+_NOT_A_RESULT = (
+    "not a timeline result (a summary, collectives or what-if report, a diagnosis): pass what "
+    "build_summary, build_collectives_report, build_whatif_report or build_diagnosis returns"
 )
 
 
-def kind_of(result: Mapping[str, Any]) -> Kind:
-    """Return which result this is, from the keys its layout has.
+def _tag_of(result: msgspec.Struct) -> str:
+    """Return a typed result's kind: its type's tag.
 
     Raises
     ------
     UsageError
-        A mapping that is none of the summary, the collectives report, the what-if report.
+        A Struct that is not a result this module renders.
+    """
+    tag = type(result).__struct_config__.tag
+    if not isinstance(tag, str) or tag not in _TYPED_RENDERERS:
+        raise UsageError(_NOT_A_RESULT)
+    return tag
+
+
+def kind_of(result: Mapping[str, Any]) -> Kind:
+    """Return which plain result this is (the collectives or what-if report), from the keys its layout has.
+
+    Raises
+    ------
+    UsageError
+        A mapping that is none of them.
     """
     for kind, keys in _SIGNATURES:
         if all(key in result for key in keys):
             return kind
-    msg = (
-        "not a timeline result (a summary, collectives or what-if report, a diagnosis): pass what "
-        "build_summary, build_collectives_report, build_whatif_report or build_diagnosis returns"
-    )
-    raise UsageError(msg)
+    raise UsageError(_NOT_A_RESULT)
 
 
-def render_html(result: Mapping[str, Any]) -> str:
-    """Return any result (summary, collectives, what-if) as HTML, by its layout (:func:`kind_of`)."""
-    return _RENDERERS[kind_of(result)](result)
+def render_html(result: Mapping[str, Any] | msgspec.Struct) -> str:
+    """Return any result as HTML: a typed one by its type, a plain one by its layout (:func:`kind_of`)."""
+    if isinstance(result, msgspec.Struct):
+        rendered: str = _TYPED_RENDERERS[_tag_of(result)](result)
+        return rendered
+    plain: str = _RENDERERS[kind_of(result)](result)
+    return plain
 
 
 class Result(Mapping[str, Any]):
-    """A result that a notebook shows as HTML tables; read as the dict it wraps.
+    """A result that a notebook shows as HTML tables; read as the plain data of its ``--json``.
 
     Parameters
     ----------
     data
         What :func:`~timeline.results.summary.build_summary`,
+        :func:`~timeline.results.diagnosis.build_diagnosis`,
         :func:`~timeline.results.collectives.build_collectives_report` or
         :func:`~timeline.results.whatif.build_whatif_report` returns.
 
@@ -420,12 +470,19 @@ class Result(Mapping[str, Any]):
     Examples
     --------
     >>> from timeline.render.html import Result  # doctest: +SKIP
-    >>> Result(timeline.build_summary(trace, overlap))  # doctest: +SKIP
+    >>> Result(timeline.build_summary(run))  # doctest: +SKIP
     """
 
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self._data = dict(data)
-        self.kind: Kind = kind_of(self._data)
+    def __init__(self, data: Mapping[str, Any] | msgspec.Struct) -> None:
+        self.data: Mapping[str, Any] | msgspec.Struct = data
+        """The result itself: a typed result (a msgspec Struct) or plain data."""
+        self.kind: str
+        if isinstance(data, msgspec.Struct):
+            self.kind = _tag_of(data)
+            self._data: dict[str, Any] = msgspec.to_builtins(data)
+        else:
+            self._data = dict(data)
+            self.kind = kind_of(self._data)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the result's plain data (the ``--json`` layout)."""
@@ -444,4 +501,4 @@ class Result(Mapping[str, Any]):
         return f"Result(kind={self.kind!r}, keys={list(self._data)!r})"
 
     def _repr_html_(self) -> str:
-        return render_html(self._data)
+        return render_html(self.data)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from timeline.budgets.evaluation import CheckReport
 from timeline.budgets.metrics import format_value
 from timeline.render.terminal import diff as cells
 from timeline.render.terminal.verdicts import headline, worst
+
+if TYPE_CHECKING:
+    from timeline.results.diagnosis import Verdict
+    from timeline.results.findings import Finding
 
 __all__ = ["FINDINGS_SHOWN", "render_diff_markdown", "render_findings_markdown", "render_markdown"]
 
@@ -46,7 +50,7 @@ def render_markdown(report: CheckReport) -> str:
         out += [f"- {_ICON[v.status]} **{_md(v.name)}**: {_md(v.message)}" for v in notes]
         out += ["", "</details>"]
     if report.diagnosis is not None:
-        out += ["", *render_findings_markdown(report.diagnosis["verdict"], report.diagnosis["findings"])]
+        out += ["", *render_findings_markdown(report.diagnosis.verdict, report.diagnosis.findings)]
     source = f"Budgets {_code(report.budget_file)} · run {_code(report.inputs)}"
     if report.baseline is not None:
         source += f" · baseline {_code(report.baseline)}"
@@ -58,19 +62,19 @@ FINDINGS_SHOWN = 3
 """Findings listed in the markdown summary; ``timeline analyze --json`` holds every one."""
 
 
-def render_findings_markdown(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> list[str]:
+def render_findings_markdown(verdict: Verdict, findings: Sequence[Finding]) -> list[str]:
     """Return the verdict and the top findings (:mod:`timeline.results.diagnosis`) as markdown lines."""
     from timeline.render.terminal.findings import describe_finding, describe_verdict_figures
 
-    out = [f"#### Diagnosis: {_md(verdict['summary'])}", ""]
+    out = [f"#### Diagnosis: {_md(verdict.summary)}", ""]
     if findings:
         out += ["| # | finding | predicted gain | fix |", "|--:|---|--:|---|"]
     for k, finding in enumerate(findings[:FINDINGS_SHOWN], start=1):
-        gain = finding.get("predicted_gain_ratio")
-        shown = "-" if gain is None else f"{gain:.1%} ({finding['basis']})"
+        gain = finding.predicted_gain_ratio
+        shown = "-" if gain is None else f"{gain:.1%} ({finding.basis})"
         out.append(
-            f"| {k} | **{_md(describe_finding(finding))}**: {_md(finding['summary'])} | {shown} "
-            f"| {_md(finding['fix'])} |"
+            f"| {k} | **{_md(describe_finding(finding))}**: {_md(finding.summary)} | {shown} "
+            f"| {_md(finding.fix)} |"
         )
     if len(findings) > FINDINGS_SHOWN:
         out += [
@@ -80,7 +84,7 @@ def render_findings_markdown(verdict: Mapping[str, Any], findings: Sequence[Mapp
     figures = describe_verdict_figures(verdict)
     if figures:
         out += ["", _md(figures)]
-    out += [f"> note: {_md(note)}" for note in verdict.get("notes") or []]
+    out += [f"> note: {_md(note)}" for note in verdict.notes]
     return out
 
 

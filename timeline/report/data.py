@@ -40,6 +40,7 @@ from timeline.schema import WINDOW, validate
 from timeline.units import format_ns
 
 if TYPE_CHECKING:
+    from timeline.results.diagnosis import DiagnosisReport
     from timeline.run import Run
 
 __all__ = [
@@ -191,7 +192,7 @@ class ReportData:
         ``timeline diff BASE NEW``'s result (:func:`~timeline.results.diff.build_diff`, NEW this
         trace's run) shown in the "Compare" tab (``--compare BASE``); None: no such tab.
     diagnosis
-        The diagnosis (:func:`~timeline.results.diagnosis.build_diagnosis`) the report opens with
+        The diagnosis (:class:`~timeline.results.diagnosis.DiagnosisReport`) the report opens with
         (:mod:`timeline.report.findings_view`); None: no findings panel.
     dimensions
         The communication per dimension × iteration × rank
@@ -211,7 +212,7 @@ class ReportData:
     collectives: CollectiveMatch | None = None
     whatif: WhatIfSweep | None = None
     compare: dict[str, Any] | None = None
-    diagnosis: dict[str, Any] | None = None
+    diagnosis: DiagnosisReport | None = None
     dimensions: pl.DataFrame | None = None
     bars_cache: dict[tuple[object, ...], pl.DataFrame] = field(
         default_factory=dict, repr=False, compare=False

@@ -5,8 +5,8 @@ findings (cause, ranks, what happened, the fix), the root ranks and the groups t
 :func:`render_flight_progress` prints what ``timeline collectives DUMPS…`` lists: every group
 instance's state and each member's progress. Every figure is one of the report's, never recomputed.
 The findings are drawn by the renderer of every finding
-(:func:`timeline.render.terminal.findings.render_findings`), as ``timeline analyze`` draws the
-diagnosis' findings of a profiler trace.
+(:func:`timeline.render.terminal.findings.render_observed_findings`), as ``timeline analyze`` draws
+the diagnosis' findings of a profiler trace.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from timeline.render.terminal.findings import format_ranks, render_findings
+from timeline.render.terminal.findings import format_ranks, render_observed_findings
 from timeline.render.terminal.tables import titled_table
 
 __all__ = ["render_flight_progress", "render_flight_verdict"]
@@ -59,7 +59,13 @@ def render_flight_verdict(report: dict[str, Any], console: Console) -> None:
         f"Flight Recorder dumps of {len(dumps['ranks'])} ranks ({format_ranks(dumps['ranks'])}), "
         f"version {versions}, {dumps['entries']:,} entries, timing {timing}\n"
     )
-    render_findings(report["verdict"], report["findings"], console, shown=None)
+    import msgspec
+
+    from timeline.results.findings import Finding
+
+    # the report's findings are plain data until the Flight Recorder family types its report
+    findings = msgspec.convert(report["findings"], list[Finding])
+    render_observed_findings(report["verdict"]["summary"], findings, console)
     if report["roots"]:
         table = titled_table(
             "\nRanks the others wait on",
