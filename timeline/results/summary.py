@@ -306,7 +306,7 @@ def worst_iteration(iterations: pl.DataFrame) -> IterationRow | None:
 def iterations_across_ranks(iterations: pl.DataFrame) -> list[IterationAcrossRanksRow]:
     """Return each iteration across ranks: how many, the mean and longest step, the mean and most exposure.
 
-    Means rounded to the nanosecond; the worst rank is the first rank with the most exposed
+    Means rounded to the nanosecond; the worst rank is the lowest rank with the most exposed
     communication (ranks of unknown exposure last).
     """
     frame = (
@@ -317,7 +317,9 @@ def iterations_across_ranks(iterations: pl.DataFrame) -> list[IterationAcrossRan
             step_max_ns=pl.col("step_ns").max(),
             exposed_mean_ns=pl.col("exposed_comm_ns").mean().round(0).cast(pl.Int64),
             exposed_max_ns=pl.col("exposed_comm_ns").max(),
-            worst_rank=pl.col("rank").sort_by("exposed_comm_ns", descending=True, nulls_last=True).first(),
+            worst_rank=pl.col("rank")
+            .sort_by("exposed_comm_ns", "rank", descending=[True, False], nulls_last=True)
+            .first(),
         )
         .sort("iteration", nulls_last=True)
     )
