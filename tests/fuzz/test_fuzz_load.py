@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import polars as pl
 from hypothesis import HealthCheck, Phase, example, given, seed, settings
 
@@ -116,7 +117,9 @@ def _assert_sound(analysed: timeline.Run) -> None:
 
 
 def _assert_plain_ratios(data: Any, what: str) -> None:
-    """Every ``*_ratio`` value of a result's plain data is null or in [0, 1]."""
+    """Every ``*_ratio`` value of a result's plain data (a typed result's JSON) is null or in [0, 1]."""
+    if isinstance(data, msgspec.Struct):
+        data = msgspec.to_builtins(data)
     if isinstance(data, dict):
         for key, value in data.items():
             if str(key).endswith("_ratio") and isinstance(value, (int, float)):

@@ -83,7 +83,7 @@ def render_summary(summary: Summary, console: Console) -> None:
         render_findings(summary.verdict, summary.findings or [], console)
     _render_overlap(summary, console)
     dimensions = summary.dimensions
-    if dimensions is not None and [row.dimension for row in dimensions.totals] != ["world"]:
+    if dimensions is not None and tuple(row.dimension for row in dimensions.totals) != ("world",):
         # the world alone is the per-rank table again
         _render_dimensions(dimensions, console)
     if summary.clock_offsets is not None:
