@@ -146,11 +146,15 @@ class TopCollectiveRow(Row, frozen=True, kw_only=True):
 
 
 class ClockOffsetRow(Row, frozen=True, kw_only=True):
-    """One rank's clock offset (:data:`~timeline.analysis.schemas.CLOCK_OFFSETS_SCHEMA`, ``--align``)."""
+    """One rank's clock offset (:data:`~timeline.analysis.schemas.CLOCK_OFFSETS_SCHEMA`, ``--align``).
+
+    ``offset_ns`` and ``mad_ns`` are null for a rank that shares no synchronising collective with the
+    reference rank.
+    """
 
     rank: int
     reference_rank: int
-    offset_ns: int
+    offset_ns: int | None
     collectives: int
     mad_ns: int | None
     host: str | None

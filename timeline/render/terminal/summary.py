@@ -39,6 +39,11 @@ def _table(title: str, columns: list[str]) -> Table:
     return titled_table(title, columns, numeric_first=("rank",))
 
 
+def _link_table(title: str, columns: list[str]) -> Table:
+    """A table of the clock offsets or the link utilisation, drawn as ``timeline collectives`` draws them."""
+    return titled_table(title, columns, numeric_first=("rank", "#", "iteration", "batch"), no_wrap=True)
+
+
 def _overlap_cells(row: RankRow | IterationRow, length: int) -> list[str]:
     """Return the figures of a rank's span or of one iteration's step (``length``: the span or the step)."""
     return [
@@ -246,7 +251,7 @@ def _render_dimensions(dimensions: DimensionSummary, console: Console) -> None:
 
 def _render_clock_offsets(offsets: Sequence[ClockOffsetRow], console: Console) -> None:
     """Print the estimated clock offsets (``--align``)."""
-    table = _table(
+    table = _link_table(
         f"Clock offsets (vs rank {offsets[0].reference_rank})" if offsets else "Clock offsets",
         ["rank", "offset", "collectives", "noise (MAD)"],
     )
@@ -261,7 +266,7 @@ def _render_utilisation(utilisation: LinkUtilisation, console: Console) -> None:
 
     link = utilisation.link_gbps
     if utilisation.iterations:
-        table = _table(
+        table = _link_table(
             f"Link utilisation against {link:g} Gbit/s (bus bandwidth of the matched collectives)",
             [
                 "iteration",
