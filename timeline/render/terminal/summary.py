@@ -40,7 +40,7 @@ def _table(title: str, columns: list[str]) -> Table:
 
 
 def _link_table(title: str, columns: list[str]) -> Table:
-    """A table of the clock offsets or the link utilisation, drawn as ``timeline collectives`` draws them."""
+    """Return a table of the clock offsets or the link utilisation, as ``timeline collectives`` draws them."""
     return titled_table(title, columns, numeric_first=("rank", "#", "iteration", "batch"), no_wrap=True)
 
 
