@@ -198,8 +198,10 @@ def test_result_is_the_typed_data_it_wraps(gpu_run: Path) -> None:
     assert summary["worst"] == plain["worst"]
     with pytest.raises(UsageError, match="not a timeline result"):
         Result({"version": 1})
-    with pytest.raises(UsageError, match="not a timeline result"):
-        Result(typed.ranks[0])  # a row, not a result
+    with pytest.raises(UsageError, match="no HTML for a RankRow"):
+        Result(typed.ranks[0])._repr_html_()  # a row, not a result
+    assert summary.worst == typed.worst  # the typed result's attributes, through the wrapper
+    assert Result(plain).data == typed  # its --json read back: decoded into its type
 
 
 def test_collectives_show_as_html_checked_against_the_kernels(gpu_run: Path) -> None:

@@ -16,7 +16,7 @@ by its keys (:func:`kind_of`).
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -38,6 +38,7 @@ __all__ = [
     "render_html",
     "render_summary_html",
     "render_whatif_html",
+    "typed_result",
 ]
 
 ROWS_SHOWN = 40
@@ -97,11 +98,9 @@ def _cell(value: Any, fmt: Format) -> str:
     return f'<td data-value="{html.escape(repr(value), quote=True)}">{text}</td>'
 
 
-def _field(row: Mapping[str, Any] | msgspec.Struct, key: str) -> Any:
+def _value(row: Mapping[str, Any] | msgspec.Struct, key: str) -> Any:
     """Return a row's value: a typed row's attribute, a plain row's key (None when absent)."""
-    if isinstance(row, msgspec.Struct):
-        return getattr(row, key, None)
-    return row.get(key)
+    return row.get(key) if isinstance(row, Mapping) else getattr(row, key, None)
 
 
 def _table(
@@ -116,7 +115,7 @@ def _table(
         for header, _, fmt in columns
     )
     body = "".join(
-        "<tr>" + "".join(_cell(_field(row, key), fmt) for _, key, fmt in columns) + "</tr>" for row in shown
+        "<tr>" + "".join(_cell(_value(row, key), fmt) for _, key, fmt in columns) + "</tr>" for row in shown
     )
     return (
         f'<table data-table="{html.escape(name, quote=True)}"><caption>{html.escape(caption)}</caption>'
@@ -154,6 +153,23 @@ _SPAN_COLUMNS: list[Column] = [
 """The per-rank table's columns: a rank's whole trace is a span of iterations, not a step."""
 
 
+_ITERATION_COLUMNS: list[Column] = [
+    ("rank", "rank", "int"),
+    ("iteration", "iteration", "int"),
+    *_OVERLAP_COLUMNS[1:],
+]
+_TOP_COLUMNS: list[Column] = [
+    ("collective", "collective", "text"),
+    ("group", "pg_name", "text"),
+    ("bytes", "in_bytes", "bytes"),
+    ("calls", "calls", "int"),
+    ("ranks", "ranks", "int"),
+    ("time", "dur_ns", "ns"),
+    ("exposed", "exposed_ns", "ns"),
+    ("exposed/time", "exposed_ratio", "ratio"),
+]
+
+
 def render_summary_html(summary: Summary) -> str:
     """Return the analysis summary (:class:`timeline.results.summary.Summary`) as HTML tables.
 
@@ -173,46 +189,14 @@ def render_summary_html(summary: Summary) -> str:
     parts.append(
         _table("Per rank (whole trace)", [("rank", "rank", "int"), *_SPAN_COLUMNS], ranks, name="ranks")
     )
-    iteration_columns: list[Column] = [
-        ("rank", "rank", "int"),
-        ("iteration", "iteration", "int"),
-        *_OVERLAP_COLUMNS[1:],
-    ]
     if summary.worst is not None:
-        parts.append(
-            _table(
-                "Worst iteration (most exposed communication)",
-                iteration_columns,
-                [summary.worst],
-                name="worst",
-            )
-        )
+        worst = "Worst iteration (most exposed communication)"
+        parts.append(_table(worst, _ITERATION_COLUMNS, [summary.worst], name="worst"))
     iterations = [summary.iterations[k] for k in summary.iterations_by_exposure]
-    parts.append(
-        _table(
-            "Per iteration (most exposed communication first)",
-            iteration_columns,
-            iterations,
-            name="iterations",
-        )
-    )
-    parts.append(
-        _table(
-            "Top exposed collectives (all ranks)",
-            [
-                ("collective", "collective", "text"),
-                ("group", "pg_name", "text"),
-                ("bytes", "in_bytes", "bytes"),
-                ("calls", "calls", "int"),
-                ("ranks", "ranks", "int"),
-                ("time", "dur_ns", "ns"),
-                ("exposed", "exposed_ns", "ns"),
-                ("exposed/time", "exposed_ratio", "ratio"),
-            ],
-            summary.top_collectives,
-            name="top_collectives",
-        )
-    )
+    caption = "Per iteration (most exposed communication first)"
+    parts.append(_table(caption, _ITERATION_COLUMNS, iterations, name="iterations"))
+    top = "Top exposed collectives (all ranks)"
+    parts.append(_table(top, _TOP_COLUMNS, summary.top_collectives, name="top_collectives"))
     if summary.clock_offsets is not None:
         parts.append(_offsets_table(summary.clock_offsets))
     if summary.utilisation is not None:
@@ -391,68 +375,103 @@ def render_whatif_html(report: Mapping[str, Any]) -> str:
     return _page(heading, list(report["warnings"]), parts)
 
 
-_RENDERERS: dict[Kind, Any] = {
+_RENDERERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "collectives": render_collectives_html,
     "whatif": render_whatif_html,
 }
-"""The renderers of the results still held as plain data, by the kind :func:`kind_of` reads."""
-
-_TYPED_RENDERERS: dict[str, Any] = {
-    "summary": render_summary_html,
-    "diagnosis": render_diagnosis_html,
-}
-"""The renderers of typed results, by their type's ``kind`` tag."""
+"""The renderers of the results still plain dicts, by the kind :func:`kind_of` reads from their keys."""
 
 _SIGNATURES: tuple[tuple[Kind, tuple[str, ...]], ...] = (
     ("whatif", ("self_replay", "scenarios")),
     ("collectives", ("collectives", "stragglers", "mismatches")),
 )
 
-_NOT_A_RESULT = (
-    "not a timeline result (a summary, collectives or what-if report, a diagnosis): pass what "
-    "build_summary, build_collectives_report, build_whatif_report or build_diagnosis returns"
-)
+
+def _typed_renderers() -> dict[type[msgspec.Struct], Callable[[Any], str]]:
+    """Return the renderer of each typed result, by its type."""
+    from timeline.results.diagnosis import DiagnosisReport
+    from timeline.results.summary import Summary
+
+    return {
+        DiagnosisReport: render_diagnosis_html,
+        Summary: render_summary_html,
+    }
 
 
-def _tag_of(result: msgspec.Struct) -> str:
-    """Return a typed result's kind: its type's tag.
+def typed_result(result: Mapping[str, Any] | msgspec.Struct) -> msgspec.Struct | None:
+    """Return a typed result as it is, a plain one that names a typed kind decoded into its type, else None.
+
+    A plain mapping with a ``kind`` of :data:`timeline.results.schemas.SCHEMAS` (``--json`` read
+    back) is converted into that kind's Struct.
 
     Raises
     ------
     UsageError
-        A Struct that is not a result this module renders.
+        A mapping whose ``kind`` is a typed result's but whose layout is not that result's.
     """
-    tag = type(result).__struct_config__.tag
-    if not isinstance(tag, str) or tag not in _TYPED_RENDERERS:
-        raise UsageError(_NOT_A_RESULT)
-    return tag
+    if isinstance(result, msgspec.Struct):
+        return result
+    kind = result.get("kind")
+    from timeline.results.schemas import SCHEMAS
+
+    if not isinstance(kind, str) or kind not in SCHEMAS:
+        return None
+    try:
+        return msgspec.convert(result, SCHEMAS[kind])
+    except msgspec.ValidationError as exc:
+        raise UsageError(f"not a timeline {kind} result of this version: {exc}") from exc
 
 
 def kind_of(result: Mapping[str, Any]) -> Kind:
-    """Return which plain result this is (the collectives or what-if report), from the keys its layout has.
+    """Return which plain-dict result this is, from the keys its layout has.
 
     Raises
     ------
     UsageError
-        A mapping that is none of them.
+        A mapping that is none of the collectives report, the what-if report.
     """
     for kind, keys in _SIGNATURES:
         if all(key in result for key in keys):
             return kind
-    raise UsageError(_NOT_A_RESULT)
+    msg = (
+        "not a timeline result (a summary, collectives or what-if report, a diagnosis): pass what "
+        "build_summary, build_collectives_report, build_whatif_report or build_diagnosis returns"
+    )
+    raise UsageError(msg)
 
 
 def render_html(result: Mapping[str, Any] | msgspec.Struct) -> str:
-    """Return any result as HTML: a typed one by its type, a plain one by its layout (:func:`kind_of`)."""
-    if isinstance(result, msgspec.Struct):
-        rendered: str = _TYPED_RENDERERS[_tag_of(result)](result)
-        return rendered
-    plain: str = _RENDERERS[kind_of(result)](result)
-    return plain
+    """Return any result (summary, collectives, what-if, diagnosis) as HTML.
+
+    A typed result by its type; a plain one by its layout (:func:`kind_of`).
+
+    Raises
+    ------
+    UsageError
+        Not a timeline result.
+    """
+    typed = typed_result(result)
+    if typed is None:
+        return _RENDERERS[kind_of(_plain(result))](_plain(result))
+    renderer = _typed_renderers().get(type(typed))
+    if renderer is None:
+        raise UsageError(f"no HTML for a {type(typed).__name__}: not a result a notebook shows")
+    return renderer(typed)
+
+
+def _plain(result: Mapping[str, Any] | msgspec.Struct) -> Mapping[str, Any]:
+    """Return a result that :func:`typed_result` left plain: a mapping (a Struct is always typed)."""
+    if isinstance(result, Mapping):
+        return result
+    raise UsageError(f"not a timeline result: {type(result).__name__}")  # pragma: no cover
 
 
 class Result(Mapping[str, Any]):
-    """A result that a notebook shows as HTML tables; read as the plain data of its ``--json``.
+    """A result that a notebook shows as HTML tables; read as the data it wraps.
+
+    A typed result (:class:`timeline.results.base.Result`) is :attr:`data`, whose attributes the
+    wrapper also gives (``summary.worst``); a plain one is the dict it wraps. Either reads as a
+    mapping of its ``--json`` layout (``summary["worst"]``, :meth:`to_dict`).
 
     Parameters
     ----------
@@ -474,15 +493,20 @@ class Result(Mapping[str, Any]):
     """
 
     def __init__(self, data: Mapping[str, Any] | msgspec.Struct) -> None:
-        self.data: Mapping[str, Any] | msgspec.Struct = data
-        """The result itself: a typed result (a msgspec Struct) or plain data."""
-        self.kind: str
-        if isinstance(data, msgspec.Struct):
-            self.kind = _tag_of(data)
-            self._data: dict[str, Any] = msgspec.to_builtins(data)
+        typed = typed_result(data)
+        self.data: msgspec.Struct | None = typed
+        if typed is None:
+            self._data: dict[str, Any] = dict(_plain(data))
+            self.kind: str = kind_of(self._data)
         else:
-            self._data = dict(data)
-            self.kind = kind_of(self._data)
+            self._data = msgspec.to_builtins(typed)
+            self.kind = str(type(typed).__struct_config__.tag)
+
+    def __getattr__(self, name: str) -> Any:
+        data = self.__dict__.get("data")
+        if data is None or name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(data, name)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the result's plain data (the ``--json`` layout)."""
@@ -501,4 +525,4 @@ class Result(Mapping[str, Any]):
         return f"Result(kind={self.kind!r}, keys={list(self._data)!r})"
 
     def _repr_html_(self) -> str:
-        return render_html(self.data)
+        return render_html(self.data if self.data is not None else self._data)

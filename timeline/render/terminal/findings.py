@@ -11,7 +11,7 @@ of Flight Recorder dumps (what was observed: no prediction, no figures).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,10 +20,10 @@ from timeline.units import format_ns
 
 if TYPE_CHECKING:
     from timeline.results.diagnosis import Verdict
-    from timeline.results.findings import Finding
 
 __all__ = [
     "FINDINGS_SHOWN",
+    "FindingLike",
     "describe_finding",
     "describe_verdict_figures",
     "format_ranks",
@@ -33,6 +33,49 @@ __all__ = [
 
 FINDINGS_SHOWN = 3
 """Findings drawn before the tables; ``--json`` holds every one."""
+
+
+class FindingLike(Protocol):
+    """What this module draws of a finding.
+
+    A :class:`~timeline.results.findings.Finding`, or a result's typed row of one (the Flight
+    Recorder report's).
+    """
+
+    @property
+    def cause(self) -> str:
+        """The cause."""
+        ...
+
+    @property
+    def summary(self) -> str:
+        """One sentence with the numbers."""
+        ...
+
+    @property
+    def fix(self) -> str:
+        """What to change."""
+        ...
+
+    @property
+    def ranks(self) -> Sequence[int] | None:
+        """The ranks concerned (None: all)."""
+        ...
+
+    @property
+    def predicted_step_ns(self) -> int | None:
+        """The step after the fix."""
+        ...
+
+    @property
+    def predicted_gain_ratio(self) -> float | None:
+        """The share of the step the fix saves."""
+        ...
+
+    @property
+    def basis(self) -> str:
+        """How the prediction was made."""
+        ...
 
 
 def format_ranks(ranks: Sequence[int] | None) -> str:
@@ -62,7 +105,7 @@ def format_ranks(ranks: Sequence[int] | None) -> str:
     return ", ".join(runs)
 
 
-def describe_finding(finding: Finding) -> str:
+def describe_finding(finding: FindingLike) -> str:
     """Return a finding's headline: cause, ranks, predicted gain and step, and how it was predicted."""
     ranks = finding.ranks
     where = "" if not ranks else f" (rank{'s' if len(ranks) > 1 else ''} {format_ranks(ranks)})"
@@ -92,7 +135,7 @@ def describe_verdict_figures(verdict: Verdict) -> str:
 
 def render_findings(
     verdict: Verdict,
-    findings: Sequence[Finding],
+    findings: Sequence[FindingLike],
     console: Console,
     *,
     shown: int | None = FINDINGS_SHOWN,
@@ -119,7 +162,7 @@ def render_findings(
         console.print(f"note: {escape(note)}")
 
 
-def render_observed_findings(summary: str, findings: Sequence[Finding], console: Console) -> None:
+def render_observed_findings(summary: str, findings: Sequence[FindingLike], console: Console) -> None:
     """Print a verdict sentence and every finding: what Flight Recorder dumps show (no prediction)."""
     console.print(f"[bold]verdict[/bold]: {escape(summary)}")
     if findings:
@@ -127,7 +170,7 @@ def render_observed_findings(summary: str, findings: Sequence[Finding], console:
     _list_findings(findings, console, shown=None)
 
 
-def _list_findings(findings: Sequence[Finding], console: Console, *, shown: int | None) -> None:
+def _list_findings(findings: Sequence[FindingLike], console: Console, *, shown: int | None) -> None:
     """Print the first ``shown`` findings (None: all): headline, sentence, fix; then how many more."""
     limit = len(findings) if shown is None else shown
     for k, finding in enumerate(findings[:limit], start=1):
