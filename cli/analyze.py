@@ -104,9 +104,9 @@ def analyze_command(
             from timeline.results.flight_recorder import profiler_matches
 
             flight.matches = profiler_matches(loaded, run.trace.events)
-            summary["flight_recorder"] = flight
+            summary.flight_recorder = flight
     # the load warnings and the run's were printed while loading; the analysis' own follow
-    echo_warnings(summary["warnings"][len(run.warnings) :])
+    echo_warnings(summary.warnings[len(run.warnings) :])
     if json_output:
         from timeline.render.json import render_json
 

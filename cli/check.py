@@ -8,9 +8,8 @@ Starter budgets are ``timeline init``'s (``cli/init.py``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -30,6 +29,7 @@ from cli.options import (
 from timeline.errors import UsageError, shown
 
 if TYPE_CHECKING:
+    from timeline.results.diagnosis import DiagnosisReport
     from timeline.results.verdicts import CheckReport
 
 __all__ = ["check_command"]
@@ -130,7 +130,7 @@ def check_command(
 
 
 def _write_files(
-    report: CheckReport, junit: Path | None, markdown: str | None, diagnosis: Mapping[str, Any] | None
+    report: CheckReport, junit: Path | None, markdown: str | None, diagnosis: DiagnosisReport | None
 ) -> None:
     """Write the JUnit XML report and the markdown summary files asked for."""
     if junit is not None:
@@ -149,7 +149,7 @@ def _print(
     json_output: bool,
     markdown: bool,
     github: bool,
-    diagnosis: Mapping[str, Any] | None,
+    diagnosis: DiagnosisReport | None,
 ) -> None:
     """Print the verdicts on stdout: JSON, markdown or the table; then the GitHub annotations."""
     if json_output:

@@ -32,6 +32,7 @@ from timeline.schema import EVENTS_SCHEMA, validate
 
 if TYPE_CHECKING:
     from timeline.budgets.frames import MetricFrames
+    from timeline.results.summary import Summary
     from timeline.run import Run
     from timeline.trace import Trace
 
@@ -192,6 +193,33 @@ def frames_of(
 
     run = run_of(source, files=files, **options)
     return frames_of_run(run, label=label, matched=matched, dimensions=dimensions, diagnosed=diagnosed)
+
+
+def older_summary(summary: Summary, *, version: int) -> dict[str, Any]:
+    """Return the plain JSON a timeline before #36 wrote for this summary: layout ``version`` (1 to 3).
+
+    Layout 3: ``version`` first (no ``kind``, ``timeline``), the per-rank rows' span named
+    ``step_ns``, ``clock_offsets``, ``utilisation`` and ``flight_recorder`` only when set, none of
+    the figures layout 4 added; 2: no ``dimensions`` either; 1: no ``verdict`` and ``findings``.
+    """
+    import msgspec
+
+    added = ("kind", "timeline", "iterations_across_ranks", "iterations_by_exposure")
+    plain: dict[str, Any] = {k: v for k, v in msgspec.to_builtins(summary).items() if k not in added}
+    for key in ("clock_offsets", "utilisation", "flight_recorder"):
+        if plain[key] is None:
+            del plain[key]
+    plain["ranks"] = [
+        {("step_ns" if k == "span_ns" else k): v for k, v in row.items()} for row in plain["ranks"]
+    ]
+    if plain["dimensions"] is not None:
+        plain["dimensions"] = {k: v for k, v in plain["dimensions"].items() if k != "across_ranks"}
+    plain["version"] = version
+    if version < 3:
+        del plain["dimensions"]
+    if version < 2:
+        del plain["verdict"], plain["findings"]
+    return plain
 
 
 # --- the console script -------------------------------------------------------------------------------

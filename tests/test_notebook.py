@@ -162,12 +162,12 @@ def test_analysis_shows_an_html_table_of_its_iterations_checked_against_the_kern
     exposed = [int(row["exposed"][1] or -1) for row in tables["iterations"]]
     assert exposed == sorted(exposed, reverse=True)
 
-    # per rank (whole trace: from its first kernel's start to its last kernel's end): the sums over
-    # its iterations, as the analysis frame says
+    # per rank (whole trace: from its first kernel's start to its last kernel's end, a span of
+    # iterations): the sums over its iterations, as the analysis frame says
     for row in tables["ranks"]:
         rank = int(row["rank"][1] or -1)
         last_us = max([2 * STEP_US + 650.0] + [s * STEP_US + at + dur for s, at, dur in EXTRA[rank]])
-        assert int(row["step"][1] or -1) == int((last_us - 100.0) * 1000)
+        assert int(row["span"][1] or -1) == int((last_us - 100.0) * 1000)
         for header, column in list(COLUMNS.items())[1:]:
             total = sum(f[column] for (r, _), f in expected.items() if r == rank)
             assert int(row[header][1] or -1) == total, (rank, header)
@@ -187,16 +187,22 @@ def test_analysis_shows_an_html_table_of_its_iterations_checked_against_the_kern
     assert int(top["exposed"][1] or -1) == sum(f["exposed_comm_ns"] for f in expected.values())
 
 
-def test_result_is_the_plain_data_it_wraps(gpu_run: Path) -> None:
+def test_result_is_the_typed_data_it_wraps(gpu_run: Path) -> None:
     analysed = timeline.analyze(gpu_run)
     summary = analysed.summary()
     assert summary.kind == "summary"
-    plain = timeline.build_summary(analysed)
+    typed = timeline.build_summary(analysed)
+    assert summary.data == typed
+    plain = msgspec.to_builtins(typed)
     assert summary.to_dict() == plain
     assert dict(summary) == plain
     assert summary["worst"] == plain["worst"]
     with pytest.raises(UsageError, match="not a timeline result"):
         Result({"version": 1})
+    with pytest.raises(UsageError, match="no HTML for a RankRow"):
+        Result(typed.ranks[0])._repr_html_()  # a row, not a result
+    assert summary.worst == typed.worst  # the typed result's attributes, through the wrapper
+    assert Result(plain).data == typed  # its --json read back: decoded into its type
 
 
 def test_collectives_show_as_html_checked_against_the_kernels(gpu_run: Path) -> None:
@@ -219,11 +225,12 @@ def test_collectives_show_as_html_checked_against_the_kernels(gpu_run: Path) -> 
 
 
 def test_every_text_is_escaped(gpu_run: Path) -> None:
-    summary = timeline.analyze(gpu_run).summary().to_dict()
+    summary = timeline.analyze(gpu_run).summary_data()
     hostile = '<script>alert("x")</script>&'
-    summary["warnings"] = [f"{hostile}.json: repaired 1 malformed record"]
-    summary["top_collectives"][0]["pg_name"] = hostile
-    summary["top_collectives"][0]["collective"] = hostile
+    top = msgspec.structs.replace(summary.top_collectives[0], pg_name=hostile, collective=hostile)
+    summary = msgspec.structs.replace(
+        summary, warnings=[f"{hostile}.json: repaired 1 malformed record"], top_collectives=[top]
+    )
     shown = render_summary_html(summary)
     assert "<script>" not in shown
     assert shown.count("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;") == 3
@@ -240,9 +247,10 @@ def test_every_text_is_escaped(gpu_run: Path) -> None:
 
 
 def test_long_tables_say_how_many_rows_were_left_out(gpu_run: Path) -> None:
-    summary = timeline.analyze(gpu_run).summary().to_dict()
-    row = summary["iterations"][0]
-    summary["iterations"] = [{**row, "iteration": i} for i in range(ROWS_SHOWN + 5)]
+    summary = timeline.analyze(gpu_run).summary_data()
+    row = summary.iterations[0]
+    rows = [msgspec.structs.replace(row, iteration=i) for i in range(ROWS_SHOWN + 5)]
+    summary = msgspec.structs.replace(summary, iterations=rows, iterations_by_exposure=list(range(len(rows))))
     tables = tables_of(render_summary_html(summary))
     assert len(tables["iterations"]) == ROWS_SHOWN
     assert f"(the first {ROWS_SHOWN} of {ROWS_SHOWN + 5}; to_dict() holds every row)" in render_summary_html(

@@ -10,8 +10,8 @@ The documented surface (``docs/architecture.md``):
   rank by rank, as :mod:`timeline.policy` decides: a :class:`Run`, every fact of the run computed
   once), :class:`Inputs`, :class:`RunOptions`;
 - analyses: :func:`compute_overlap` (:class:`Overlap`), :func:`match_collectives`;
-- results, plain versioned data: :func:`build_summary`, :func:`build_collectives_report`,
-  :func:`build_whatif_report`;
+- results, versioned data: :func:`build_summary` (a typed ``Summary``: attributes, its JSON the
+  ``--json`` layout), :func:`build_collectives_report`, :func:`build_whatif_report`;
 - PyTorch Flight Recorder dumps: :func:`load_dumps` (a :class:`Dumps`), :func:`build_flight_report`
   (why the job stopped: verdict, findings, each group's progress per rank; a typed
   :class:`~timeline.results.flight_recorder.FlightReport`);

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from timeline import policy
 from timeline.errors import TimelineError, UsageError
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from timeline.executors import Executor, LocalExecutor
     from timeline.render.html import Result
     from timeline.results.collectives import CollectivesReport
+    from timeline.results.summary import Summary
     from timeline.trace import Trace
     from timeline.whatif.graph import TraceGraph
 
@@ -617,8 +618,8 @@ class Run:
 
     # ---------------------------------------------------------------- results
 
-    def summary_data(self, *, top: int = 10, findings: bool = True) -> dict[str, Any]:
-        """Return the summary ``timeline analyze --json`` prints, as plain data."""
+    def summary_data(self, *, top: int = 10, findings: bool = True) -> Summary:
+        """Return the summary of ``timeline analyze`` (:class:`~timeline.results.summary.Summary`)."""
         from timeline.results.summary import build_summary
 
         return build_summary(self, top=top, findings=findings)

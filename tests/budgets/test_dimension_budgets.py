@@ -20,6 +20,7 @@ from tests.builders import (
     interval_intersection,
     interval_length,
     interval_union,
+    older_summary,
     raw_kernels,
     run_of,
 )
@@ -163,7 +164,7 @@ def test_bad_dimension_scopes_are_refused(entry: dict[str, object], message: str
 def test_a_summary_of_layout_2_cannot_answer_a_dimension_budget() -> None:
     trace = load(REPO / "sample_traces" / "fsdp2_tp_gloo")
     summary = build_summary(run_of(trace), findings=False)
-    older = frames_from_summary({**summary, "version": 2}, label="old.json")
+    older = frames_from_summary(older_summary(summary, version=2), label="old.json")
     budgets = parse_budgets(
         {"budgets": [{"metric": "exposed_comm_ns", "max": 1, "dimension": "tp"}]}, source="t.toml"
     )
@@ -174,12 +175,13 @@ def test_a_summary_of_layout_2_cannot_answer_a_dimension_budget() -> None:
 def test_a_summary_of_layout_2_still_answers_the_budgets_without_a_dimension() -> None:
     trace = load(REPO / "sample_traces" / "fsdp2_tp_gloo")
     summary = build_summary(run_of(trace), findings=False)
-    older = {key: value for key, value in summary.items() if key != "dimensions"}
-    frames = frames_from_summary({**older, "version": 2}, label="old.json")
+    older = older_summary(summary, version=2)
+    assert "dimensions" not in older
+    frames = frames_from_summary(older, label="old.json")
     verdicts = _verdicts(
         [{"name": "all", "metric": "exposed_comm_ns", "aggregate": "max", "max": 1e12}], frames
     )
-    expected = max(row["exposed_comm_ns"] for row in summary["iterations"])
+    expected = max(row["exposed_comm_ns"] for row in older["iterations"])
     assert verdicts["all"] == ("pass", expected)
 
 
@@ -224,4 +226,4 @@ def test_check_diagnoses_with_the_exposure_its_budgets_read_computed_once(
     shared = read_run(inputs, options, match=False, findings=True, dimensions=True)
     assert shared.diagnosis == own
     assert own is not None
-    assert "exposed_dimension" in {finding["cause"] for finding in own["findings"]}
+    assert "exposed_dimension" in {finding.cause for finding in own.findings}

@@ -14,8 +14,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from tests.builders import REPO, run_timeline
+from tests.builders import REPO, older_summary, run_timeline
 from timeline.budgets.frames import findings_frame
+from timeline.results.diagnosis import Verdict
+from timeline.results.findings import Basis, Finding
+from timeline.results.summary import Summary
 
 SAMPLE = REPO / "sample_traces" / "ddp_gloo"
 CAUSES = ("straggler", "input_stall", "no_overlap", "slow_link", "compression")
@@ -74,9 +77,12 @@ def test_a_summary_without_findings_is_refused_for_gain_budgets(tmp_path: Path) 
     assert "needs the diagnosis' findings" in done.stderr
 
 
-def test_check_reads_a_summary_of_layout_version_1(tmp_path: Path) -> None:
-    _, summary = _summary(tmp_path)
-    old = {k: v for k, v in summary.items() if k not in ("verdict", "findings")} | {"version": 1}
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_check_reads_a_summary_of_an_older_layout(tmp_path: Path, version: int) -> None:
+    summary_path, _ = _summary(tmp_path)
+    typed = msgspec.json.decode(summary_path.read_bytes(), type=Summary)
+    old = older_summary(typed, version=version)
+    assert next(iter(old)) == "version"
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
     budget = tmp_path / "step.toml"
@@ -85,13 +91,32 @@ def test_check_reads_a_summary_of_layout_version_1(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def _finding(cause: str, gain: float | None, step: int | None, basis: Basis) -> Finding:
+    return Finding(
+        cause=cause, summary="-", fix="-", predicted_gain_ratio=gain, predicted_step_ns=step, basis=basis
+    )
+
+
 def test_findings_frame_keeps_the_largest_gain_of_each_examined_cause() -> None:
-    verdict = {"examined": ["straggler", "input_stall", "no_overlap"], "step_ns": 100}
-    findings: list[dict[str, Any]] = [
-        {"cause": "straggler", "predicted_gain_ratio": 0.3, "predicted_step_ns": 70, "basis": "replay"},
-        {"cause": "straggler", "predicted_gain_ratio": 0.1, "predicted_step_ns": 90, "basis": "bound"},
-        {"cause": "input_stall", "predicted_gain_ratio": 0.05, "predicted_step_ns": 95, "basis": "replay"},
-        {"cause": "hang", "predicted_gain_ratio": None, "predicted_step_ns": None, "basis": "observed"},
+    verdict = Verdict(
+        communication_bound=False,
+        summary="-",
+        at_stake_ratio=0.3,
+        step_ns=100,
+        iterations=None,
+        exposed_comm_ratio=None,
+        model_intensity_ns_per_byte=None,
+        hide_bandwidth_gbps=None,
+        link_gbps=None,
+        replay_error_ratio=None,
+        examined=["straggler", "input_stall", "no_overlap"],
+        notes=[],
+    )
+    findings = [
+        _finding("straggler", 0.3, 70, "replay"),
+        _finding("straggler", 0.1, 90, "bound"),
+        _finding("input_stall", 0.05, 95, "replay"),
+        _finding("hang", None, None, "observed"),
     ]
     rows = {r["cause"]: r for r in findings_frame(verdict, findings).to_dicts()}
     assert set(rows) == {"straggler", "input_stall", "no_overlap"}

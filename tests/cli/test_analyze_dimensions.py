@@ -10,6 +10,7 @@ import pytest
 
 from tests.builders import PARAM, REPO, SAMPLES, exposure_reference, run_timeline
 from tests.generators.nccl import device_mesh_job, write_job
+from timeline.units import format_ns
 
 FSDP2_TP = REPO / "sample_traces" / "fsdp2_tp_gloo"
 
@@ -34,7 +35,7 @@ def test_json_gives_the_exposed_and_hidden_communication_of_each_dimension_of_a_
 ) -> None:
     directory, documents = mesh
     summary = _json(directory)
-    assert summary["version"] == 3
+    assert summary["version"] == 4
     measured: dict[tuple[str, int], list[int]] = {}
     for row in summary["dimensions"]["rows"]:
         figures = measured.setdefault((row["dimension"], row["rank"]), [0, 0])
@@ -50,6 +51,53 @@ def test_json_gives_the_exposed_and_hidden_communication_of_each_dimension_of_a_
     assert sorted(totals) == ["dp", "pp", "tp"]
     for dim, row in totals.items():
         assert row["exposed_ns"] == sum(v[0] for (d, _), v in expected.items() if d == dim)
+
+
+def test_json_gives_each_dimension_and_iteration_across_ranks_as_the_table_shows_it(
+    mesh: tuple[Path, dict[int, dict[str, Any]]],
+) -> None:
+    """``dimensions.across_ranks`` (what the terminal table prints) from the rows, computed here."""
+    directory, _ = mesh
+    summary = _json(directory)
+    groups: dict[tuple[str, int | None], list[dict[str, Any]]] = {}
+    for row in summary["dimensions"]["rows"]:
+        groups.setdefault((row["dimension"], row["iteration"]), []).append(row)
+    expected = []
+    for (dim, iteration), rows in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], kv[0][1] is None, kv[0][1])
+    ):
+        most = max(r["exposed_ns"] for r in rows)
+        expected.append(
+            {
+                "dimension": dim,
+                "iteration": iteration,
+                "ranks": len(rows),
+                "hidden_mean_ns": round(sum(r["hidden_ns"] for r in rows) / len(rows)),
+                "exposed_mean_ns": round(sum(r["exposed_ns"] for r in rows) / len(rows)),
+                "exposed_max_ns": most,
+                "worst_rank": min(r["rank"] for r in rows if r["exposed_ns"] == most),
+            }
+        )
+    assert summary["dimensions"]["across_ranks"] == expected
+    text = run_timeline("analyze", "--no-findings", directory).stdout
+    table = text.split("Communication per dimension and iteration (across ranks)", 1)[1]
+    shown = [
+        [cell.strip() for cell in line.split("│")[1:-1]]
+        for line in table.splitlines()
+        if line.startswith("│")
+    ]
+    assert shown == [
+        [
+            row["dimension"],
+            "-" if row["iteration"] is None else str(row["iteration"]),
+            str(row["ranks"]),
+            format_ns(row["hidden_mean_ns"]),
+            format_ns(row["exposed_mean_ns"]),
+            format_ns(row["exposed_max_ns"]),
+            str(row["worst_rank"]),
+        ]
+        for row in expected
+    ]
 
 
 def test_the_rank_by_rank_road_prints_the_same_dimensions(
@@ -166,4 +214,4 @@ def test_the_diagnosis_reads_the_exposure_the_summary_shows_computed_once(
     monkeypatch.setattr(dimensions, "communication_labels", not_again)
     shared = build_diagnosis(run.diagnosis)
     assert shared == own
-    assert "exposed_dimension" in {finding["cause"] for finding in shared["findings"]}
+    assert "exposed_dimension" in {finding.cause for finding in shared.findings}

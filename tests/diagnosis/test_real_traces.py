@@ -22,7 +22,7 @@ from tests.builders import CASES, KINETO, SAMPLES, TRACES, intersection_ns, merg
 from timeline.analysis.dimensions import exposure_by
 from timeline.analysis.horovod_phases import compute_negotiation_wait
 from timeline.results.diagnosis import build_diagnosis
-from timeline.results.findings import CAUSES
+from timeline.results.findings import CAUSES, Finding
 from timeline.run import Inputs, Needs, Run
 
 HOROVOD = TRACES / "horovod"
@@ -86,52 +86,55 @@ def _caused(analysed: Any, iterations: list[int | None]) -> dict[int, int]:
 def test_the_diagnosis_runs_and_agrees_with_the_tables(paths: list[Path]) -> None:
     analysed = Run(Inputs(paths=[str(p) for p in paths]))
     diagnosis = build_diagnosis(analysed.diagnosis)
-    verdict, findings = diagnosis["verdict"], diagnosis["findings"]
-    assert verdict["summary"]
-    assert set(verdict["examined"]) <= set(CAUSES)
-    top = next((f for f in findings if f["predicted_gain_ratio"] is not None), None)
-    assert verdict["communication_bound"] == (
+    verdict, findings = diagnosis.verdict, diagnosis.findings
+    assert verdict.summary
+    assert set(verdict.examined) <= set(CAUSES)
+    top = next((f for f in findings if f.predicted_gain_ratio is not None), None)
+    assert verdict.communication_bound == (
         top is not None
-        and top["cause"]
+        and top.cause
         in ("no_overlap", "bucketing", "slow_link", "link_underused", "compression", "exposed_dimension")
     )
-    gains = [f["predicted_gain_ratio"] for f in findings if f["predicted_gain_ratio"] is not None]
+    gains = [f.predicted_gain_ratio for f in findings if f.predicted_gain_ratio is not None]
     assert gains == sorted(gains, reverse=True)
-    step = verdict["step_ns"]
+    step = verdict.step_ns
     known = analysed.overlap.iterations.filter(pl.col("mode") != "horovod")
-    iterations = verdict["iterations"] or [None]
+    iterations: list[int | None] = [*verdict.iterations] if verdict.iterations else [None]
     rows = known.filter(
         pl.col("iteration").is_in([i for i in iterations if i is not None])
-        if verdict["iterations"]
+        if verdict.iterations
         else pl.col("window") == "whole_trace"
     )
     if known.height and step is not None:
         per_iteration = rows.group_by("iteration").agg(pl.col("step_ns").median()).get_column("step_ns")
         assert step == round(statistics.median(per_iteration.to_list()))
     for finding in findings:
-        assert finding["cause"] in CAUSES
-        assert finding["basis"] in ("replay", "bound")
-        assert 0.0 <= finding["predicted_gain_ratio"] <= 1.0
-        assert 0 <= finding["predicted_step_ns"] <= step
-        assert finding["predicted_gain_ratio"] == pytest.approx(1 - finding["predicted_step_ns"] / step)
-        for key, value in finding["evidence"].items():
+        assert finding.cause in CAUSES
+        assert finding.basis in ("replay", "bound")
+        assert finding.predicted_gain_ratio is not None
+        assert finding.predicted_step_ns is not None
+        assert step is not None
+        assert 0.0 <= finding.predicted_gain_ratio <= 1.0
+        assert 0 <= finding.predicted_step_ns <= step
+        assert finding.predicted_gain_ratio == pytest.approx(1 - finding.predicted_step_ns / step)
+        for key, value in finding.evidence.items():
             if key.endswith("_ratio") and isinstance(value, float):
                 assert 0.0 <= value <= 1.0, key
         if known.height:
             _agrees_with_the_tables(finding, rows, analysed, iterations)
-        elif finding["cause"] == "straggler":  # a Horovod timeline alone: its negotiation ticks
+        elif finding.cause == "straggler":  # a Horovod timeline alone: its negotiation ticks
             negotiation = compute_negotiation_wait(analysed.trace.events)
-            row = negotiation.filter(pl.col("rank") == finding["evidence"]["rank"]).row(0, named=True)
-            assert finding["evidence"]["caused_wait_ns"] == row["caused_wait_ns"]
-            assert finding["evidence"]["times_last"] == row["times_last"]
+            row = negotiation.filter(pl.col("rank") == finding.evidence["rank"]).row(0, named=True)
+            assert finding.evidence["caused_wait_ns"] == row["caused_wait_ns"]
+            assert finding.evidence["times_last"] == row["times_last"]
 
 
 def _agrees_with_the_tables(
-    finding: dict[str, Any], rows: pl.DataFrame, analysed: Any, iterations: list[Any]
+    finding: Finding, rows: pl.DataFrame, analysed: Any, iterations: list[Any]
 ) -> None:
-    evidence = finding["evidence"]
+    evidence: Any = finding.evidence  # named numbers: compared and summed below
     ranks = sorted(set(rows.get_column("rank").to_list()))
-    if finding["cause"] == "straggler" and "idle_ns" in evidence and "others_idle_ns" in evidence:
+    if finding.cause == "straggler" and "idle_ns" in evidence and "others_idle_ns" in evidence:
         slow = evidence["rank"]
         others = [r for r in ranks if r != slow]
         assert evidence["idle_ns"] == _rank_mean(rows, slow, "idle_ns")
@@ -141,7 +144,7 @@ def _agrees_with_the_tables(
         caused = _caused(analysed, iterations)
         assert evidence["caused_wait_ns"] == round(caused[slow] / len(iterations))
         assert evidence["caused_wait_share_ratio"] == pytest.approx(caused[slow] / sum(caused.values()))
-    if finding["cause"] == "input_stall":
+    if finding.cause == "input_stall":
         assert evidence["idle_ns"] == _median_mean(rows, "idle_ns")
         assert evidence["common_idle_ns"] <= evidence["idle_ns"]
     if "exposed_gradient_comm_ns" in evidence:

@@ -1,7 +1,7 @@
 """The report opens with the findings: the verdict, and a table whose rows select their rank and iteration.
 
 The panel is checked on the models (what a row selects, computed here from the report's views and the
-diagnosis' plain data), then in a real headless Chromium (Debian's, driven by Playwright) on the
+diagnosis' typed data), then in a real headless Chromium (Debian's, driven by Playwright) on the
 exported HTML: selecting a finding's row sets the iteration selector and the rank filter, and the
 Gantt redraws that iteration with those ranks only.
 """
@@ -15,13 +15,14 @@ import pytest
 
 from tests.builders import REPO, run_of, run_timeline
 from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium
+from timeline.results.diagnosis import DiagnosisReport
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
 
 GLOO = REPO / "sample_traces" / "ddp_gloo_4rank"
 
 
-def _data_and_diagnosis() -> tuple[Any, dict[str, Any]]:
+def _data_and_diagnosis() -> tuple[Any, DiagnosisReport]:
     from timeline import load
     from timeline.report.data import prepare_report_data
     from timeline.results.diagnosis import build_diagnosis
@@ -37,15 +38,15 @@ def test_each_finding_selects_its_first_iteration_and_its_ranks() -> None:
     from timeline.report.findings_view import finding_targets
 
     data, diagnosis = _data_and_diagnosis()
-    findings = diagnosis["findings"]
+    findings = diagnosis.findings
     assert findings, "the 4-rank sample has findings"
-    targets = finding_targets(findings, diagnosis["verdict"], data.views)
+    targets = finding_targets(findings, diagnosis.verdict, data.views)
     # independently: the view whose iteration is the finding's first (else the first diagnosed one)
     views = {row["iteration"]: str(row["view"]) for row in data.views.to_dicts()}
     for finding, (view, ranks) in zip(findings, targets, strict=True):
-        first = (finding["iterations"] or diagnosis["verdict"]["iterations"])[0]
+        first = (finding.iterations or diagnosis.verdict.iterations or [])[0]
         assert view == views[first]
-        assert ranks == finding["ranks"]
+        assert ranks == (None if finding.ranks is None else list(finding.ranks))
     dashboard = build_dashboard(replace(data, diagnosis=diagnosis))
     doc = dashboard.document()
     from bokeh.models import ColumnDataSource
@@ -57,9 +58,9 @@ def test_each_finding_selects_its_first_iteration_and_its_ranks() -> None:
     assert isinstance(table, DataTable)
     assert isinstance(source, ColumnDataSource)
     assert isinstance(verdict, Div)
-    assert source.data["cause"] == [f["cause"] for f in findings]
+    assert source.data["cause"] == [f.cause for f in findings]
     assert source.data["view"] == [t[0] for t in targets]
-    assert diagnosis["verdict"]["summary"][:40] in verdict.text
+    assert diagnosis.verdict.summary[:40] in verdict.text
 
 
 def test_the_report_opens_with_the_findings_and_a_row_selects_rank_and_iteration(tmp_path: Path) -> None:
@@ -71,8 +72,10 @@ def test_the_report_opens_with_the_findings_and_a_row_selects_rank_and_iteration
     done = run_timeline("report", GLOO, "-o", out)
     assert done.returncode == 0, done.stderr
     _data, diagnosis = _data_and_diagnosis()
-    row = next(i for i, f in enumerate(diagnosis["findings"]) if f["ranks"] and f["iterations"])
-    finding = diagnosis["findings"][row]
+    row = next(i for i, f in enumerate(diagnosis.findings) if f.ranks and f.iterations)
+    finding = diagnosis.findings[row]
+    assert finding.ranks is not None
+    assert finding.iterations is not None
     playwright = sync_api.sync_playwright().start()
     try:
         browser = playwright.chromium.launch(executable_path=str(executable), args=LAUNCH_ARGS)
@@ -89,13 +92,13 @@ def test_the_report_opens_with_the_findings_and_a_row_selects_rank_and_iteration
         assert selector is not None
         assert verdict["y"] < selector["y"]
         page.evaluate(f"Bokeh.documents[0].get_model_by_name('findings').selected.indices = [{row}]")
-        wanted = [str(r) for r in finding["ranks"]]
+        wanted = [str(r) for r in finding.ranks]
         page.wait_for_function(
             "([w]) => JSON.stringify(Bokeh.documents[0].get_model_by_name('rank_filter').value) === w",
             arg=[str(wanted).replace("'", '"').replace(" ", "")],
             timeout=30_000,
         )
-        iteration = finding["iterations"][0]
+        iteration = finding.iterations[0]
         page.wait_for_function(
             f"() => Bokeh.documents[0].get_model_by_name('gantt').title.text.includes("
             f"'iteration {iteration}')",
@@ -103,13 +106,13 @@ def test_the_report_opens_with_the_findings_and_a_row_selects_rank_and_iteration
         )
         page.wait_for_function(
             "([n]) => new Set(Bokeh.documents[0].get_model_by_name('gantt_bars').data.rank).size === n",
-            arg=[len(finding["ranks"])],
+            arg=[len(finding.ranks)],
             timeout=30_000,
         )
         lanes = page.evaluate(
             "Array.from(new Set(Bokeh.documents[0].get_model_by_name('gantt_bars').data.rank))"
         )
-        assert sorted(lanes) == sorted(finding["ranks"])
+        assert sorted(lanes) == sorted(finding.ranks)
         page.screenshot(path=tmp_path / "findings.png", full_page=True)
         assert errors == []
         browser.close()

@@ -47,7 +47,9 @@ def _untyped(node: Any, where: str = "$") -> list[str]:
         hits.append(where)
     if node.get("type") == "array" and "items" not in node and "prefixItems" not in node:
         hits.append(where)
-    return hits + [hit for key, value in node.items() for hit in _untyped(value, f"{where}.{key}")]
+    # a "default" is a value, not a type: an empty dict or list there admits nothing
+    nested = ((key, value) for key, value in node.items() if key != "default")
+    return hits + [hit for key, value in nested for hit in _untyped(value, f"{where}.{key}")]
 
 
 def test_no_result_admits_untyped_values() -> None:

@@ -1,7 +1,8 @@
 """The frames budgets are evaluated on, from a run or from a saved summary JSON.
 
 Takes a :class:`~timeline.run.Run` (traces, a Parquet file or dataset, read) or the JSON written by
-``timeline analyze --json`` (:func:`timeline.results.summary.build_summary`), and gives
+``timeline analyze --json`` (a :class:`timeline.results.summary.Summary`: layout 4, ``kind`` first,
+decoded into the Struct; or an older layout, version first, read as plain data), and gives
 :class:`MetricFrames`: the per-iteration, per-rank and (when known) per-collective rows that metrics
 read, the run's collectives matched across ranks, its exposure per dimension and its diagnosis. A
 summary holds no per-collective rows, so collective metrics need the trace itself.
@@ -19,7 +20,17 @@ import polars as pl
 
 from timeline.analysis.schemas import DIMENSION_EXPOSURE_SCHEMA
 from timeline.errors import TraceFormatError
-from timeline.results.summary import READABLE_SUMMARY_VERSIONS, SUMMARY_VERSION
+from timeline.results.base import Row
+from timeline.results.diagnosis import DiagnosisReport, Verdict
+from timeline.results.dimensions import DimensionRow
+from timeline.results.findings import Finding
+from timeline.results.summary import (
+    READABLE_SUMMARY_VERSIONS,
+    SUMMARY_VERSION,
+    IterationRow,
+    RankRow,
+    Summary,
+)
 from timeline.schema import ITERATION_OVERLAP_SCHEMA, RANK_OVERLAP_SCHEMA
 
 if TYPE_CHECKING:
@@ -132,8 +143,8 @@ class MetricFrames:
         One row per cause the diagnosis examined (:func:`findings_frame`); ``None`` unless the
         run was diagnosed (a budget on a ``*_gain_ratio`` metric, or ``check --markdown``).
     diagnosis
-        The diagnosis as plain data (``verdict`` and ``findings``, :mod:`timeline.results.diagnosis`),
-        for the markdown summary; ``None`` unless diagnosed.
+        The diagnosis (:class:`~timeline.results.diagnosis.DiagnosisReport`: its verdict and
+        findings), for the markdown summary; ``None`` unless diagnosed.
     dimensions
         The exposure per dimension × iteration × rank (:data:`DIMENSION_ROWS_SCHEMA`: the rows of
         :func:`~timeline.analysis.dimensions.exposure_by` split by ``dimension`` and by ``pg_desc``,
@@ -152,7 +163,7 @@ class MetricFrames:
     warnings: tuple[str, ...] = ()
     job: JobFacts | None = None
     findings: pl.DataFrame | None = None
-    diagnosis: Mapping[str, Any] | None = None
+    diagnosis: DiagnosisReport | None = None
     dimensions: pl.DataFrame | None = None
 
     @property
@@ -214,11 +225,7 @@ def frames_of_run(run: Run, *, label: str, matched: bool, dimensions: bool, diag
         from timeline.results.diagnosis import build_diagnosis
 
         built = build_diagnosis(run.diagnosis)
-        frames = replace(
-            frames,
-            findings=findings_frame(built["verdict"], built["findings"]),
-            diagnosis={"verdict": built["verdict"], "findings": built["findings"]},
-        )
+        frames = replace(frames, findings=findings_frame(built.verdict, built.findings), diagnosis=built)
     return frames
 
 
@@ -252,7 +259,7 @@ def _with_dimensions(frames: MetricFrames, run: Run) -> MetricFrames:
 
 
 def _summary_dimensions(summary: Mapping[str, Any], label: str) -> pl.DataFrame | None:
-    """Return the exposure per dimension a summary holds: none before layout 3, no rows if it names none."""
+    """Return the exposure per dimension of an older summary: none before layout 3; no rows: none named."""
     if summary.get("version", 0) < 3:
         return None
     held = summary.get("dimensions")
@@ -287,36 +294,34 @@ FINDINGS_SCHEMA = pl.Schema(
 """One row per cause the diagnosis examined: the largest gain of its findings (0 without one)."""
 
 
-def findings_frame(
-    verdict: Mapping[str, Any] | None, findings: Sequence[Mapping[str, Any]] | None
-) -> pl.DataFrame:
-    """Return the rows the ``*_gain_ratio`` metrics read, from a diagnosis' plain data.
+def findings_frame(verdict: Verdict | None, findings: Sequence[Finding] | None) -> pl.DataFrame:
+    """Return the rows the ``*_gain_ratio`` metrics read, from a diagnosis' verdict and findings.
 
-    One row per cause of ``verdict["examined"]``: the largest predicted gain of its findings, and
+    One row per cause of ``verdict.examined``: the largest predicted gain of its findings, and
     the predicted step that gain comes with; ``0`` (and the measured step) for a cause examined
     without a finding (its fix would save less than :data:`~timeline.diagnosis.thresholds.MIN_GAIN`),
     ``found`` false. Findings of other causes (a hang, a desync) add rows of their own.
     """
     if verdict is None or findings is None:
         return FINDINGS_SCHEMA.to_frame()
-    best: dict[str, Mapping[str, Any]] = {}
+    best: dict[str, Finding] = {}
     for finding in findings:
-        cause = str(finding.get("cause"))
-        gain = finding.get("predicted_gain_ratio")
+        gain = finding.predicted_gain_ratio
         if gain is None:
             continue
-        if cause not in best or gain > best[cause]["predicted_gain_ratio"]:
-            best[cause] = finding
+        kept = best.get(finding.cause)
+        if kept is None or gain > (kept.predicted_gain_ratio or 0.0):
+            best[finding.cause] = finding
     rows = []
-    for cause in [*verdict.get("examined", []), *(c for c in best if c not in verdict.get("examined", []))]:
-        kept = best.get(cause)
+    for cause in [*verdict.examined, *(c for c in best if c not in verdict.examined)]:
+        found = best.get(cause)
         rows.append(
             {
                 "cause": cause,
-                "predicted_gain_ratio": 0.0 if kept is None else float(kept["predicted_gain_ratio"]),
-                "predicted_step_ns": verdict.get("step_ns") if kept is None else kept["predicted_step_ns"],
-                "basis": None if kept is None else kept["basis"],
-                "found": kept is not None,
+                "predicted_gain_ratio": 0.0 if found is None else found.predicted_gain_ratio,
+                "predicted_step_ns": verdict.step_ns if found is None else found.predicted_step_ns,
+                "basis": None if found is None else found.basis,
+                "found": found is not None,
             }
         )
     return pl.DataFrame(rows, schema=FINDINGS_SCHEMA)
@@ -346,15 +351,25 @@ def read_summary(path: str | Path) -> MetricFrames:
     return frames_from_summary(summary, label=source)
 
 
-def frames_from_summary(summary: Mapping[str, Any], *, label: str) -> MetricFrames:
-    """Return the frames held by a summary (:func:`timeline.results.summary.build_summary`).
+def frames_from_summary(summary: Mapping[str, Any] | Summary, *, label: str) -> MetricFrames:
+    """Return the frames held by a summary (:class:`timeline.results.summary.Summary`).
+
+    ``summary``: the Struct, or a summary JSON decoded as plain data: layout 4 (``kind`` first) is
+    decoded into the Struct, layouts 1 to 3 (``version`` first) are read as they are.
 
     Raises
     ------
     TraceFormatError
-        Another layout version, or rows of the wrong shape.
+        Another kind of result, another layout version, or rows of the wrong shape.
     """
-    version = summary.get("version")
+    if isinstance(summary, Summary):
+        return _frames_of_summary(summary, label=label)
+    kind, version = summary.get("kind"), summary.get("version")
+    if kind is not None and kind != "summary":
+        raise TraceFormatError(
+            f"{label}: a {kind!s:.40} result of timeline, not a summary; "
+            "write one with timeline analyze --json"
+        )
     if not isinstance(version, int) or version not in READABLE_SUMMARY_VERSIONS:
         readable = ", ".join(str(v) for v in sorted(READABLE_SUMMARY_VERSIONS))
         msg = (
@@ -363,6 +378,61 @@ def frames_from_summary(summary: Mapping[str, Any], *, label: str) -> MetricFram
             "re-run timeline analyze --json with this version"
         )
         raise TraceFormatError(msg)
+    if version == SUMMARY_VERSION:
+        try:
+            typed = msgspec.convert(summary, Summary)
+        except msgspec.ValidationError as exc:
+            raise TraceFormatError(
+                f"{label}: not a summary of layout {SUMMARY_VERSION} ({exc}); "
+                "write it with timeline analyze --json"
+            ) from None
+        return _frames_of_summary(typed, label=label)
+    return _frames_of_older_summary(summary, label=label)
+
+
+def _frames_of_summary(summary: Summary, *, label: str) -> MetricFrames:
+    """Return the frames of a typed summary (layout 4)."""
+    ranks = _rows_frame(summary.ranks, RankRow, RANK_OVERLAP_SCHEMA, rename={"span_ns": "step_ns"})
+    files = pl.DataFrame(
+        {
+            "world_size": [row.world_size for row in summary.files],
+            "backend": [row.backend for row in summary.files],
+        },
+        schema={"world_size": pl.Int64(), "backend": pl.String()},
+    )
+    diagnosis = None
+    if summary.verdict is not None and summary.findings is not None:
+        diagnosis = DiagnosisReport(
+            timeline=summary.timeline, verdict=summary.verdict, findings=summary.findings
+        )
+    dimensions = DIMENSION_ROWS_SCHEMA.to_frame()
+    if summary.dimensions is not None:
+        rows = _rows_frame(summary.dimensions.rows, DimensionRow, DIMENSION_EXPOSURE_SCHEMA)
+        dimensions = rows.with_columns(by=pl.lit("dimension")).select(DIMENSION_ROWS_SCHEMA.names())
+    return MetricFrames(
+        label=label,
+        iterations=_rows_frame(summary.iterations, IterationRow, ITERATION_OVERLAP_SCHEMA),
+        ranks=ranks,
+        collectives=None,
+        # A summary keeps the top collectives only: its collective mix is unknown.
+        job=job_facts(ranks, files=files),
+        findings=None if diagnosis is None else findings_frame(diagnosis.verdict, diagnosis.findings),
+        diagnosis=diagnosis,
+        dimensions=dimensions,
+    )
+
+
+def _rows_frame(
+    rows: Sequence[Row], row: type[Row], schema: pl.Schema, *, rename: Mapping[str, str] | None = None
+) -> pl.DataFrame:
+    """Return typed rows as a frame of ``schema``'s types, a column per field (``rename``: field → column)."""
+    names = {name: (rename or {}).get(name, name) for name in row.__struct_fields__}
+    columns = {column: [getattr(r, name) for r in rows] for name, column in names.items()}
+    return pl.DataFrame(columns, schema={column: schema[column] for column in names.values()})
+
+
+def _frames_of_older_summary(summary: Mapping[str, Any], *, label: str) -> MetricFrames:
+    """Return the frames of a summary of layout 1, 2 or 3, read as plain data."""
     iterations = _frame(summary, "iterations", ITERATION_OVERLAP_SCHEMA, label)
     ranks = _frame(summary, "ranks", RANK_OVERLAP_SCHEMA, label)
     files = summary.get("files")
@@ -376,18 +446,32 @@ def frames_from_summary(summary: Mapping[str, Any], *, label: str) -> MetricFram
         )
     # A summary keeps the top collectives only: its collective mix is unknown.
     job = job_facts(ranks, files=file_rows)
-    verdict, findings = summary.get("verdict"), summary.get("findings")
-    diagnosed = isinstance(verdict, dict) and isinstance(findings, list)
+    diagnosis = _older_diagnosis(summary.get("verdict"), summary.get("findings"), label=label)
     return MetricFrames(
         label=label,
         iterations=iterations,
         ranks=ranks,
         collectives=None,
         job=job,
-        findings=findings_frame(verdict, findings) if diagnosed else None,
-        diagnosis={"verdict": verdict, "findings": findings} if diagnosed else None,
+        findings=None if diagnosis is None else findings_frame(diagnosis.verdict, diagnosis.findings),
+        diagnosis=diagnosis,
         dimensions=_summary_dimensions(summary, label),
     )
+
+
+def _older_diagnosis(verdict: object, findings: object, *, label: str) -> DiagnosisReport | None:
+    """Return the verdict and findings of a summary of layout 2 or 3 as a diagnosis (None: not diagnosed)."""
+    if not isinstance(verdict, dict) or not isinstance(findings, list):
+        return None
+    try:
+        return DiagnosisReport(
+            verdict=msgspec.convert(verdict, Verdict), findings=msgspec.convert(findings, list[Finding])
+        )
+    except msgspec.ValidationError as exc:
+        raise TraceFormatError(
+            f"{label}: summary 'verdict' or 'findings' of an unexpected shape ({exc}); "
+            "write it with timeline analyze --json"
+        ) from None
 
 
 def _frame(summary: Mapping[str, Any], key: str, schema: pl.Schema, label: str) -> pl.DataFrame:

@@ -18,15 +18,18 @@ if TYPE_CHECKING:
 
 __all__ = ["is_summary_file", "read_run", "summary_path"]
 
-# ``timeline analyze --json`` writes "version" first; jq and json.dump(indent=...) keep key order.
-_SUMMARY_START = re.compile(rb'^\s*\{\s*"version"\s*:')
+# ``timeline analyze --json`` writes "kind" first (layout 4; every result of timeline does), "version"
+# first before; jq and json.dump(indent=...) keep key order.
+_SUMMARY_START = re.compile(rb'^\s*\{\s*"(?:kind|version)"\s*:')
 
 
 def is_summary_file(path: str | Path) -> bool:
-    """Return whether ``path`` is a summary JSON written by ``timeline analyze --json``.
+    """Return whether ``path`` is a result JSON of timeline: a summary written by ``timeline analyze --json``.
 
     Only the first bytes are read: a trace is never a summary (Kineto JSON starts with other keys,
-    Horovod with ``[``, Parquet and gzip are binary).
+    Horovod with ``[``, Parquet and gzip are binary). Another kind of result (``kind`` first, as a
+    summary of layout 4) is read as a summary and refused with what it is
+    (:func:`~timeline.budgets.frames.frames_from_summary`).
     """
     try:
         with Path(path).open("rb") as fh:

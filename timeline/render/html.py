@@ -1,14 +1,16 @@
 """The results as HTML tables: what a Jupyter notebook shows (``_repr_html_``).
 
-Takes the plain results of :mod:`timeline.results` (the summary of ``timeline analyze`` with its
-verdict and findings, the collectives report, the what-if report, a diagnosis) and the typed
-Flight Recorder report, and gives an HTML fragment: a heading line, the warnings,
-then tables. Every text is escaped (:func:`html.escape`): trace, kernel and group names are the
-user's data. Every number cell carries the exact value in ``data-value`` (nanoseconds, ratios,
-counts as the result holds them) and shows it formatted for people, as the terminal tables do.
+Takes a typed result of :mod:`timeline.results` (the summary of ``timeline analyze`` with its
+verdict and findings, a diagnosis, the collectives report, the what-if report, the Flight Recorder
+report) and gives an HTML fragment: a heading line, the warnings, then tables. Every text is escaped
+(:func:`html.escape`): trace, kernel and group names are the user's data. Every number cell
+carries the exact value in ``data-value`` (nanoseconds, ratios, counts as the result holds them) and
+shows it formatted for people, as the terminal tables do.
 
-:class:`Result` wraps a result so that a notebook displays it: the dict stays the data
-(:meth:`Result.to_dict`, ``result["worst"]``), the wrapper only adds the display.
+:class:`Result` wraps a result so that a notebook displays it: the data stays the data
+(:attr:`Result.data`, :meth:`Result.to_dict`, ``result["worst"]``), the wrapper only adds the
+display. A result is rendered by its type (its ``kind`` tag); a plain mapping is read as the kind
+its ``kind`` key names (``--json`` read back).
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from timeline.units import format_ns, format_ratio
 
 if TYPE_CHECKING:
     from timeline.results.collectives import ClockOffset, CollectivesReport, IterationUtilisation
+    from timeline.results.diagnosis import DiagnosisReport, Verdict
+    from timeline.results.findings import Finding
     from timeline.results.flight_recorder import FlightReport
+    from timeline.results.summary import Summary
 
 __all__ = [
     "ROWS_SHOWN",
     "Result",
-    "kind_of",
     "render_collectives_html",
     "render_diagnosis_html",
     "render_flight_recorder_html",
@@ -43,7 +47,6 @@ __all__ = [
 ROWS_SHOWN = 40
 """Rows shown per table (the longest first where an order matters); the result holds every row."""
 
-Kind = Literal["summary", "collectives", "whatif", "diagnosis"]
 Format = Literal["text", "int", "ns", "ratio", "gbps", "float", "bytes"]
 Column = tuple[str, str, Format]
 """A table column: header, key of the row, how the value is shown."""
@@ -141,72 +144,66 @@ _OVERLAP_COLUMNS: list[Column] = [
     ("hidden/comm", "hidden_comm_ratio", "ratio"),
     ("idle/step", "idle_ratio", "ratio"),
 ]
+_SPAN_COLUMNS: list[Column] = [
+    ("mode", "mode", "text"),
+    ("span", "span_ns", "ns"),
+    *_OVERLAP_COLUMNS[2:6],
+    ("exposed/span", "exposed_comm_ratio", "ratio"),
+    ("hidden/comm", "hidden_comm_ratio", "ratio"),
+    ("idle/span", "idle_ratio", "ratio"),
+]
+"""The per-rank table's columns: a rank's whole trace is a span of iterations, not a step."""
 
 
-def render_summary_html(summary: Mapping[str, Any]) -> str:
-    """Return the analysis summary (:func:`timeline.results.summary.build_summary`) as HTML tables.
+_ITERATION_COLUMNS: list[Column] = [
+    ("rank", "rank", "int"),
+    ("iteration", "iteration", "int"),
+    *_OVERLAP_COLUMNS[1:],
+]
+_TOP_COLUMNS: list[Column] = [
+    ("collective", "collective", "text"),
+    ("group", "pg_name", "text"),
+    ("bytes", "in_bytes", "bytes"),
+    ("calls", "calls", "int"),
+    ("ranks", "ranks", "int"),
+    ("time", "dur_ns", "ns"),
+    ("exposed", "exposed_ns", "ns"),
+    ("exposed/time", "exposed_ratio", "ratio"),
+]
 
-    Per rank (whole trace), the worst iteration, per iteration (the most exposed first), the top
-    exposed collectives; the clock offsets and the link utilisation where the summary holds them.
+
+def render_summary_html(summary: Summary) -> str:
+    """Return the analysis summary (:class:`timeline.results.summary.Summary`) as HTML tables.
+
+    Per rank (whole trace), the worst iteration, per iteration (the most exposed first: the
+    summary's ``iterations_by_exposure``), the top exposed collectives; the clock offsets and the
+    link utilisation where the summary holds them.
     """
-    ranks = summary["ranks"]
-    modes = sorted({str(row["mode"]) for row in ranks})
+    ranks = summary.ranks
+    modes = sorted({row.mode for row in ranks})
     heading = (
-        f"timeline: {len(summary['files'])} file(s), {len(ranks)} rank(s), "
+        f"timeline: {len(summary.files)} file(s), {len(ranks)} rank(s), "
         f"measured on {', '.join(modes) or 'nothing'}"
     )
     parts = []
-    if summary.get("verdict") is not None:
-        parts.append(_findings_part(summary["verdict"], summary.get("findings") or []))
+    if summary.verdict is not None:
+        parts.append(_findings_part(summary.verdict, summary.findings or []))
     parts.append(
-        _table("Per rank (whole trace)", [("rank", "rank", "int"), *_OVERLAP_COLUMNS], ranks, name="ranks")
+        _table("Per rank (whole trace)", [("rank", "rank", "int"), *_SPAN_COLUMNS], ranks, name="ranks")
     )
-    worst = summary["worst"]
-    if worst is not None:
-        parts.append(
-            _table(
-                "Worst iteration (most exposed communication)",
-                [("rank", "rank", "int"), ("iteration", "iteration", "int"), *_OVERLAP_COLUMNS[1:]],
-                [worst],
-                name="worst",
-            )
-        )
-    iterations = sorted(
-        summary["iterations"],
-        key=lambda r: (
-            r["exposed_comm_ns"] is None,
-            -(r["exposed_comm_ns"] or 0),
-            r["rank"],
-            r["iteration"] or 0,
-        ),
-    )
-    parts.append(
-        _table(
-            "Per iteration (most exposed communication first)",
-            [("rank", "rank", "int"), ("iteration", "iteration", "int"), *_OVERLAP_COLUMNS[1:]],
-            iterations,
-            name="iterations",
-        )
-    )
-    parts.append(
-        _table(
-            "Top exposed collectives (all ranks)",
-            [
-                ("collective", "collective", "text"),
-                ("group", "pg_name", "text"),
-                ("bytes", "in_bytes", "bytes"),
-                ("calls", "calls", "int"),
-                ("ranks", "ranks", "int"),
-                ("time", "dur_ns", "ns"),
-                ("exposed", "exposed_ns", "ns"),
-                ("exposed/time", "exposed_ratio", "ratio"),
-            ],
-            summary["top_collectives"],
-            name="top_collectives",
-        )
-    )
-    parts += _summary_extras(summary)
-    return _page(heading, list(summary["warnings"]), parts)
+    if summary.worst is not None:
+        worst = "Worst iteration (most exposed communication)"
+        parts.append(_table(worst, _ITERATION_COLUMNS, [summary.worst], name="worst"))
+    iterations = [summary.iterations[k] for k in summary.iterations_by_exposure]
+    caption = "Per iteration (most exposed communication first)"
+    parts.append(_table(caption, _ITERATION_COLUMNS, iterations, name="iterations"))
+    top = "Top exposed collectives (all ranks)"
+    parts.append(_table(top, _TOP_COLUMNS, summary.top_collectives, name="top_collectives"))
+    if summary.clock_offsets is not None:
+        parts.append(_offsets_table(summary.clock_offsets))
+    if summary.utilisation is not None:
+        parts.append(_utilisation_table(summary.utilisation.iterations))
+    return _page(heading, list(summary.warnings), parts)
 
 
 _FINDING_COLUMNS: list[Column] = [
@@ -220,43 +217,43 @@ _FINDING_COLUMNS: list[Column] = [
 ]
 
 
-def _findings_part(verdict: Mapping[str, Any], findings: list[Mapping[str, Any]]) -> str:
+def _finding_row(finding: Finding) -> dict[str, Any]:
+    """Return a finding's cells: its fields, its ranks as text (``all`` for None or none)."""
+    return {
+        "cause": finding.cause,
+        "ranks_text": "all" if not finding.ranks else ", ".join(map(str, finding.ranks)),
+        "predicted_gain_ratio": finding.predicted_gain_ratio,
+        "predicted_step_ns": finding.predicted_step_ns,
+        "basis": finding.basis,
+        "summary": finding.summary,
+        "fix": finding.fix,
+    }
+
+
+def _findings_part(verdict: Verdict, findings: Sequence[Finding]) -> str:
     """Return the verdict (a paragraph), the findings table and the notes."""
-    rows = [
-        {**f, "ranks_text": "all" if not f.get("ranks") else ", ".join(map(str, f["ranks"]))}
-        for f in findings
-    ]
     from timeline.render.terminal.findings import describe_verdict_figures
 
+    rows = [_finding_row(f) for f in findings]
     figures = describe_verdict_figures(verdict)
-    notes = "".join(f"<li>note: {html.escape(n)}</li>" for n in verdict.get("notes") or [])
-    state = "communication_bound" if verdict["communication_bound"] else "not_communication_bound"
+    notes = "".join(f"<li>note: {html.escape(n)}</li>" for n in verdict.notes)
+    state = "communication_bound" if verdict.communication_bound else "not_communication_bound"
     return (
         f'<p data-verdict="{state}">'
-        f"<b>verdict</b>: {html.escape(verdict['summary'])}</p>"
+        f"<b>verdict</b>: {html.escape(verdict.summary)}</p>"
         + _table("Findings (largest predicted gain first)", _FINDING_COLUMNS, rows, name="findings")
         + (f"<p>{html.escape(figures)}</p>" if figures else "")
         + (f"<ul>{notes}</ul>" if notes else "")
     )
 
 
-def render_diagnosis_html(diagnosis: Mapping[str, Any]) -> str:
-    """Return a diagnosis (:func:`timeline.results.diagnosis.build_diagnosis`) as HTML: verdict, findings."""
-    verdict = diagnosis["verdict"]
+def render_diagnosis_html(diagnosis: DiagnosisReport) -> str:
+    """Return a diagnosis (:class:`timeline.results.diagnosis.DiagnosisReport`) as HTML: verdict, findings."""
+    verdict = diagnosis.verdict
     heading = "timeline diagnosis: " + (
-        "communication-bound" if verdict["communication_bound"] else "not communication-bound"
+        "communication-bound" if verdict.communication_bound else "not communication-bound"
     )
-    return _page(heading, [], [_findings_part(verdict, list(diagnosis["findings"]))])
-
-
-def _summary_extras(summary: Mapping[str, Any]) -> list[str]:
-    """Return the clock offsets (``--align``) and the link utilisation (``--link-gbps``) tables."""
-    parts = []
-    if summary.get("clock_offsets") is not None:
-        parts.append(_offsets_table(summary["clock_offsets"]))
-    if summary.get("utilisation") is not None:
-        parts.append(_utilisation_table(summary["utilisation"].iterations))
-    return parts
+    return _page(heading, [], [_findings_part(verdict, diagnosis.findings)])
 
 
 def _offsets_table(rows: Sequence[ClockOffset]) -> str:
@@ -454,24 +451,16 @@ def render_flight_recorder_html(report: FlightReport) -> str:
     return _page(heading, list(report.warnings), parts)
 
 
-_RENDERERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
-    "summary": render_summary_html,
-    "diagnosis": render_diagnosis_html,
-}
-"""The renderers of the results still plain dicts, by the kind :func:`kind_of` reads from their keys."""
-
-_SIGNATURES: tuple[tuple[Kind, tuple[str, ...]], ...] = (
-    ("summary", ("ranks", "iterations", "top_collectives")),
-    ("diagnosis", ("verdict", "findings")),
-)
-
-
 def _typed_renderers() -> dict[type[msgspec.Struct], Callable[[Any], str]]:
     """Return the renderer of each typed result, by its type."""
     from timeline.results.collectives import CollectivesReport
+    from timeline.results.diagnosis import DiagnosisReport
     from timeline.results.flight_recorder import FlightReport
+    from timeline.results.summary import Summary
 
     return {
+        Summary: render_summary_html,
+        DiagnosisReport: render_diagnosis_html,
         CollectivesReport: render_collectives_html,
         FlightReport: render_flight_recorder_html,
         WhatIfReport: render_whatif_html,
@@ -502,64 +491,46 @@ def typed_result(result: Mapping[str, Any] | msgspec.Struct) -> msgspec.Struct |
         raise UsageError(f"not a timeline {kind} result of this version: {exc}") from exc
 
 
-def kind_of(result: Mapping[str, Any]) -> Kind:
-    """Return which plain-dict result this is, from the keys its layout has.
-
-    Raises
-    ------
-    UsageError
-        A mapping that is none of the summary, the what-if report, a diagnosis.
-    """
-    for kind, keys in _SIGNATURES:
-        if all(key in result for key in keys):
-            return kind
-    msg = (
-        "not a timeline result (a summary, collectives or what-if report, a diagnosis): pass what "
-        "build_summary, build_collectives_report, build_whatif_report or build_diagnosis returns"
-    )
-    raise UsageError(msg)
-
-
 def render_html(result: Mapping[str, Any] | msgspec.Struct) -> str:
-    """Return any result (summary, collectives, what-if, diagnosis) as HTML.
-
-    A typed result by its type; a plain one by its layout (:func:`kind_of`).
+    """Return any result (summary, diagnosis, collectives, what-if, Flight Recorder) as HTML, by its type.
 
     Raises
     ------
     UsageError
-        Not a timeline result.
+        Not a timeline result (a plain mapping without a result's ``kind``).
     """
-    typed = typed_result(result)
-    if typed is None:
-        return _RENDERERS[kind_of(_plain(result))](_plain(result))
+    typed = _typed(result)
     renderer = _typed_renderers().get(type(typed))
     if renderer is None:
         raise UsageError(f"no HTML for a {type(typed).__name__}: not a result a notebook shows")
     return renderer(typed)
 
 
-def _plain(result: Mapping[str, Any] | msgspec.Struct) -> Mapping[str, Any]:
-    """Return a result that :func:`typed_result` left plain: a mapping (a Struct is always typed)."""
-    if isinstance(result, Mapping):
-        return result
-    raise UsageError(f"not a timeline result: {type(result).__name__}")  # pragma: no cover
+def _typed(result: Mapping[str, Any] | msgspec.Struct) -> msgspec.Struct:
+    """Return the typed result :func:`typed_result` reads, or refuse what is none."""
+    typed = typed_result(result)
+    if typed is None:
+        msg = (
+            "not a timeline result: pass what build_summary, build_collectives_report, "
+            "build_whatif_report, build_diagnosis or build_flight_report returns (or its --json read back)"
+        )
+        raise UsageError(msg)
+    return typed
 
 
 class Result(Mapping[str, Any]):
     """A result that a notebook shows as HTML tables; read as the data it wraps.
 
-    A typed result (:class:`timeline.results.base.Result`) is :attr:`data`, whose attributes the
-    wrapper also gives (``report.collectives``); a plain one is the dict it wraps. Either reads as a
-    mapping of its ``--json`` layout (``report["collectives"]``, :meth:`to_dict`).
+    :attr:`data` is the typed result (:class:`timeline.results.base.Result`), whose attributes the
+    wrapper also gives (``report.collectives``); it also reads as a mapping of its ``--json`` layout
+    (``report["collectives"]``, :meth:`to_dict`).
 
     Parameters
     ----------
     data
-        What :func:`~timeline.results.summary.build_summary`,
-        :func:`~timeline.results.collectives.build_collectives_report` or
-        :func:`~timeline.results.whatif.build_whatif_report` returns. A typed result (the what-if
-        report) is read as its plain data, the ``--json`` layout.
+        A typed result (what :func:`~timeline.results.summary.build_summary`,
+        :func:`~timeline.results.collectives.build_collectives_report`,
+        :func:`~timeline.results.whatif.build_whatif_report`… return), or its ``--json`` read back.
 
     Raises
     ------
@@ -569,18 +540,14 @@ class Result(Mapping[str, Any]):
     Examples
     --------
     >>> from timeline.render.html import Result  # doctest: +SKIP
-    >>> Result(timeline.build_summary(trace, overlap))  # doctest: +SKIP
+    >>> Result(timeline.analyze("runs/exp1").summary_data())  # doctest: +SKIP
     """
 
     def __init__(self, data: Mapping[str, Any] | msgspec.Struct) -> None:
-        typed = typed_result(data)
-        self.data: msgspec.Struct | None = typed
-        if typed is None:
-            self._data: dict[str, Any] = dict(_plain(data))
-            self.kind: str = kind_of(self._data)
-        else:
-            self._data = msgspec.to_builtins(typed)
-            self.kind = str(type(typed).__struct_config__.tag)
+        typed = _typed(data)
+        self.data: msgspec.Struct = typed
+        self._data: dict[str, Any] = msgspec.to_builtins(typed)
+        self.kind: str = str(type(typed).__struct_config__.tag)
 
     def __getattr__(self, name: str) -> Any:
         data = self.__dict__.get("data")
@@ -605,4 +572,4 @@ class Result(Mapping[str, Any]):
         return f"Result(kind={self.kind!r}, keys={list(self._data)!r})"
 
     def _repr_html_(self) -> str:
-        return render_html(self.data if self.data is not None else self._data)
+        return render_html(self.data)

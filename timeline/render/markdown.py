@@ -7,14 +7,18 @@ diff`` (:class:`~timeline.results.diff.Diff`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from timeline.render.terminal import diff as cells
 from timeline.render.terminal.verdicts import headline
 from timeline.results.diff import TIME_METRICS, Diff
 from timeline.results.verdicts import CheckReport
 from timeline.units import format_value
+
+if TYPE_CHECKING:
+    from timeline.results.diagnosis import DiagnosisReport, Verdict
+    from timeline.results.findings import Finding
 
 __all__ = ["FINDINGS_SHOWN", "render_diff_markdown", "render_findings_markdown", "render_markdown"]
 
@@ -29,7 +33,7 @@ def _code(text: str) -> str:
     return "`" + text.replace("`", "'").replace("\n", " ") + "`"
 
 
-def render_markdown(report: CheckReport, *, diagnosis: Mapping[str, Any] | None = None) -> str:
+def render_markdown(report: CheckReport, *, diagnosis: DiagnosisReport | None = None) -> str:
     """Return a markdown summary for a pull-request comment or ``$GITHUB_STEP_SUMMARY``.
 
     ``diagnosis``: the run's verdict and findings (:mod:`timeline.results.diagnosis`), listed last.
@@ -55,7 +59,7 @@ def render_markdown(report: CheckReport, *, diagnosis: Mapping[str, Any] | None 
         out += [f"- {_ICON[v.status]} **{_md(v.name)}**: {_md(v.message)}" for v in notes]
         out += ["", "</details>"]
     if diagnosis is not None:
-        out += ["", *render_findings_markdown(diagnosis["verdict"], diagnosis["findings"])]
+        out += ["", *render_findings_markdown(diagnosis.verdict, diagnosis.findings)]
     source = f"Budgets {_code(report.budget_file)} · run {_code(report.inputs)}"
     if report.baseline is not None:
         source += f" · baseline {_code(report.baseline)}"
@@ -67,19 +71,19 @@ FINDINGS_SHOWN = 3
 """Findings listed in the markdown summary; ``timeline analyze --json`` holds every one."""
 
 
-def render_findings_markdown(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> list[str]:
+def render_findings_markdown(verdict: Verdict, findings: Sequence[Finding]) -> list[str]:
     """Return the verdict and the top findings (:mod:`timeline.results.diagnosis`) as markdown lines."""
     from timeline.render.terminal.findings import describe_finding, describe_verdict_figures
 
-    out = [f"#### Diagnosis: {_md(verdict['summary'])}", ""]
+    out = [f"#### Diagnosis: {_md(verdict.summary)}", ""]
     if findings:
         out += ["| # | finding | predicted gain | fix |", "|--:|---|--:|---|"]
     for k, finding in enumerate(findings[:FINDINGS_SHOWN], start=1):
-        gain = finding.get("predicted_gain_ratio")
-        shown = "-" if gain is None else f"{gain:.1%} ({finding['basis']})"
+        gain = finding.predicted_gain_ratio
+        shown = "-" if gain is None else f"{gain:.1%} ({finding.basis})"
         out.append(
-            f"| {k} | **{_md(describe_finding(finding))}**: {_md(finding['summary'])} | {shown} "
-            f"| {_md(finding['fix'])} |"
+            f"| {k} | **{_md(describe_finding(finding))}**: {_md(finding.summary)} | {shown} "
+            f"| {_md(finding.fix)} |"
         )
     if len(findings) > FINDINGS_SHOWN:
         out += [
@@ -89,7 +93,7 @@ def render_findings_markdown(verdict: Mapping[str, Any], findings: Sequence[Mapp
     figures = describe_verdict_figures(verdict)
     if figures:
         out += ["", _md(figures)]
-    out += [f"> note: {_md(note)}" for note in verdict.get("notes") or []]
+    out += [f"> note: {_md(note)}" for note in verdict.notes]
     return out
 
 

@@ -188,14 +188,14 @@ def _header(data: ReportData, files: int | None) -> str:
             f"<b>timeline report</b>: {files} file(s), {ranks} rank(s), measured on {', '.join(modes) or '-'}"
         )
     worst = worst_iteration(data.overlap.iterations)
-    if worst is not None and worst["exposed_comm_ns"]:
-        where = f"rank {worst['rank']}" + (
-            f", iteration {worst['iteration']}" if worst["iteration"] is not None else " (whole trace)"
+    if worst is not None and worst.exposed_comm_ns:
+        where = f"rank {worst.rank}" + (
+            f", iteration {worst.iteration}" if worst.iteration is not None else " (whole trace)"
         )
-        share = "" if worst["exposed_comm_ratio"] is None else f", {100 * worst['exposed_comm_ratio']:.1f}%"
+        share = "" if worst.exposed_comm_ratio is None else f", {100 * worst.exposed_comm_ratio:.1f}%"
         parts.append(
-            f"worst: {where}: {format_ns(worst['exposed_comm_ns'])} of exposed communication"
-            f"{share} of its {format_ns(worst['step_ns'])} step"
+            f"worst: {where}: {format_ns(worst.exposed_comm_ns)} of exposed communication"
+            f"{share} of its {format_ns(worst.step_ns)} step"
         )
     if "horovod" in modes:
         parts.append(

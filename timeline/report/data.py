@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -41,6 +41,7 @@ from timeline.units import format_ns
 
 if TYPE_CHECKING:
     from timeline.results.collectives import CollectivesReport
+    from timeline.results.diagnosis import DiagnosisReport
     from timeline.results.diff import Diff
     from timeline.run import Run
 
@@ -198,7 +199,7 @@ class ReportData:
         ``timeline diff BASE NEW``'s result (:class:`~timeline.results.diff.Diff`, NEW this
         trace's run) shown in the "Compare" tab (``--compare BASE``); None: no such tab.
     diagnosis
-        The diagnosis (:func:`~timeline.results.diagnosis.build_diagnosis`) the report opens with
+        The diagnosis (:class:`~timeline.results.diagnosis.DiagnosisReport`) the report opens with
         (:mod:`timeline.report.findings_view`); None: no findings panel.
     dimensions
         The communication per dimension × iteration × rank
@@ -219,7 +220,7 @@ class ReportData:
     collectives_report: CollectivesReport | None = None
     whatif: WhatIfSweep | None = None
     compare: Diff | None = None
-    diagnosis: dict[str, Any] | None = None
+    diagnosis: DiagnosisReport | None = None
     dimensions: pl.DataFrame | None = None
     bars_cache: dict[tuple[object, ...], pl.DataFrame] = field(
         default_factory=dict, repr=False, compare=False

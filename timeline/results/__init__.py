@@ -5,7 +5,11 @@ Each result is a msgspec Struct deriving from :class:`~timeline.results.base.Res
 (:mod:`timeline.render`) draws it and computes nothing; ``--json`` prints it as it is; its JSON
 Schema is in ``docs/schemas/`` (:mod:`timeline.results.schemas`):
 
-- :func:`~timeline.results.summary.build_summary`: the analysis summary (``timeline analyze``);
+- :func:`~timeline.results.summary.build_summary`: the analysis summary (``timeline analyze``), a
+  typed :class:`~timeline.results.summary.Summary` (:mod:`timeline.results.base`: a msgspec Struct
+  tagged with its kind, its JSON the ``--json`` layout; its schema in ``docs/schemas/``);
+- :func:`~timeline.results.diagnosis.build_diagnosis`: the verdict and the findings, a typed
+  :class:`~timeline.results.diagnosis.DiagnosisReport`;
 - :func:`~timeline.results.collectives.build_collectives_report`: collectives across ranks;
 - :func:`~timeline.results.whatif.build_whatif_report`: the what-if predictions (a
   :class:`~timeline.results.whatif.WhatIfReport`); :func:`~timeline.results.whatif.build_seed_report`:

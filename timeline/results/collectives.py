@@ -92,7 +92,7 @@ class FileRow(Row, frozen=True):
     backend: str | None
     host: str | None
     clock: str | None
-    events: int
+    events: int | None  # a Parquet file written before the count was kept
 
 
 class ClockOffset(Row, frozen=True):

@@ -1,68 +1,118 @@
-"""The diagnosis as plain data: the verdict and the findings, what ``timeline analyze --json`` adds.
+"""The diagnosis as typed data: the verdict and the findings, what ``timeline analyze --json`` adds.
 
-Takes a :class:`~timeline.diagnosis.verdict.Diagnosis`; gives plain, versioned data
-(:func:`build_diagnosis`): ``version``, ``verdict`` (:func:`verdict_dict`) and ``findings`` (one
-:func:`~timeline.results.findings.finding_dict` each, largest predicted gain first). The summary of
-``timeline analyze`` holds the same ``verdict`` and ``findings`` (``docs/cli.md``,
+Takes a :class:`~timeline.diagnosis.verdict.Diagnosis`; gives a :class:`DiagnosisReport` (kind
+``"diagnosis"``, :func:`build_diagnosis`): its :class:`Verdict` (:func:`verdict_of`) and its
+findings (:class:`~timeline.results.findings.Finding`, largest predicted gain first). The summary
+of ``timeline analyze`` holds the same ``verdict`` and ``findings`` (``docs/cli.md``,
 ``docs/diagnosis.md``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from timeline.results.findings import finding_dict
+import msgspec
+
+from timeline.results.base import Result
+from timeline.results.findings import Finding
 
 if TYPE_CHECKING:
     from timeline.diagnosis.verdict import Diagnosis
 
-__all__ = ["DIAGNOSIS_VERSION", "build_diagnosis", "verdict_dict"]
+__all__ = [
+    "DIAGNOSIS_VERSION",
+    "VERDICT_VERSION",
+    "DiagnosisReport",
+    "Verdict",
+    "build_diagnosis",
+    "verdict_of",
+]
 
-DIAGNOSIS_VERSION = 1
-"""The layout version of :func:`build_diagnosis` and of the verdict (its ``version`` key)."""
+DIAGNOSIS_VERSION = 2
+"""The layout version of :class:`DiagnosisReport` (2: ``kind`` and ``timeline`` added)."""
+
+VERDICT_VERSION = 1
+"""The layout version of a :class:`Verdict` (its own ``version`` key, unchanged since the diagnosis)."""
 
 
-def verdict_dict(diagnosis: Diagnosis) -> dict[str, Any]:
-    """Return the verdict of a diagnosis as plain data.
+class Verdict(msgspec.Struct, frozen=True, kw_only=True):
+    """What limits the job, in one sentence, and the figures beside it.
 
-    Keys: ``version``; ``communication_bound`` (the largest-gain finding has a communication
-    cause); ``summary`` (one sentence); ``at_stake_ratio`` (the largest predicted gain, null without
-    a finding); ``step_ns`` (the measured step the gains are shares of); ``iterations`` (the
-    diagnosed ``ProfilerStep`` numbers, null: whole traces); ``exposed_comm_ratio``;
-    ``model_intensity_ns_per_byte``; ``hide_bandwidth_gbps``; ``link_gbps``;
-    ``replay_error_ratio``; ``examined`` (the causes the diagnosis could examine: one without a
-    finding would save less than 2 % of the step); ``notes`` (what was left out, and why).
+    Attributes
+    ----------
+    version
+        :data:`VERDICT_VERSION`.
+    communication_bound
+        The largest-gain finding has a communication cause.
+    summary
+        One sentence.
+    at_stake_ratio
+        The largest predicted gain (None without a finding with a prediction).
+    step_ns
+        The measured step the gains are shares of (None without a profiler trace).
+    iterations
+        The diagnosed ``ProfilerStep`` numbers (None: whole traces).
+    exposed_comm_ratio, model_intensity_ns_per_byte, hide_bandwidth_gbps, link_gbps, replay_error_ratio
+        As :class:`~timeline.diagnosis.verdict.Diagnosis` defines them.
+    examined
+        The causes the diagnosis could examine (one without a finding would save less than 2 % of
+        the step).
+    notes
+        What was left out, and why.
     """
+
+    version: int = VERDICT_VERSION
+    communication_bound: bool
+    summary: str
+    at_stake_ratio: float | None
+    step_ns: int | None
+    iterations: list[int] | None
+    exposed_comm_ratio: float | None
+    model_intensity_ns_per_byte: float | None
+    hide_bandwidth_gbps: float | None
+    link_gbps: float | None
+    replay_error_ratio: float | None
+    examined: list[str]
+    notes: list[str]
+
+
+class DiagnosisReport(Result, tag="diagnosis", kw_only=True):
+    """A diagnosis: the verdict and the findings (largest predicted gain first).
+
+    Layout 2 adds ``kind`` and ``timeline`` before ``version``; the rest is layout 1's.
+    """
+
+    version: int = DIAGNOSIS_VERSION
+    verdict: Verdict
+    findings: list[Finding]
+
+
+def verdict_of(diagnosis: Diagnosis) -> Verdict:
+    """Return the verdict of a diagnosis."""
     top = next((f for f in diagnosis.findings if f.predicted_gain_ratio is not None), None)
-    return {
-        "version": DIAGNOSIS_VERSION,
-        "communication_bound": diagnosis.communication_bound,
-        "summary": diagnosis.summary,
-        "at_stake_ratio": None if top is None else top.predicted_gain_ratio,
-        "step_ns": diagnosis.step_ns,
-        "iterations": None if diagnosis.iterations is None else list(diagnosis.iterations),
-        "exposed_comm_ratio": diagnosis.exposed_comm_ratio,
-        "model_intensity_ns_per_byte": diagnosis.model_intensity_ns_per_byte,
-        "hide_bandwidth_gbps": diagnosis.hide_bandwidth_gbps,
-        "link_gbps": diagnosis.link_gbps,
-        "replay_error_ratio": diagnosis.replay_error_ratio,
-        "examined": list(diagnosis.examined),
-        "notes": list(diagnosis.notes),
-    }
+    return Verdict(
+        communication_bound=diagnosis.communication_bound,
+        summary=diagnosis.summary,
+        at_stake_ratio=None if top is None else top.predicted_gain_ratio,
+        step_ns=diagnosis.step_ns,
+        iterations=None if diagnosis.iterations is None else list(diagnosis.iterations),
+        exposed_comm_ratio=diagnosis.exposed_comm_ratio,
+        model_intensity_ns_per_byte=diagnosis.model_intensity_ns_per_byte,
+        hide_bandwidth_gbps=diagnosis.hide_bandwidth_gbps,
+        link_gbps=diagnosis.link_gbps,
+        replay_error_ratio=diagnosis.replay_error_ratio,
+        examined=list(diagnosis.examined),
+        notes=list(diagnosis.notes),
+    )
 
 
-def build_diagnosis(diagnosis: Diagnosis) -> dict[str, Any]:
-    """Return a diagnosis as plain data: ``version``, ``verdict`` and ``findings``.
+def build_diagnosis(diagnosis: Diagnosis) -> DiagnosisReport:
+    """Return a diagnosis as typed data: its verdict and findings.
 
     Examples
     --------
     >>> import timeline  # doctest: +SKIP
-    >>> from timeline.diagnosis import diagnose  # doctest: +SKIP
-    >>> analysed = timeline.analyze("sample_traces/ddp_gloo")  # doctest: +SKIP
-    >>> build_diagnosis(diagnose(analysed.trace, analysed.overlap))["findings"][0]["cause"]  # doctest: +SKIP
+    >>> run = timeline.analyze("sample_traces/ddp_gloo")  # doctest: +SKIP
+    >>> build_diagnosis(run.diagnosis).findings[0].cause  # doctest: +SKIP
     """
-    return {
-        "version": DIAGNOSIS_VERSION,
-        "verdict": verdict_dict(diagnosis),
-        "findings": [finding_dict(f) for f in diagnosis.findings],
-    }
+    return DiagnosisReport(verdict=verdict_of(diagnosis), findings=list(diagnosis.findings))

@@ -1,16 +1,18 @@
-"""Findings: what limits a job and what would fix it, as plain data.
+"""Findings: what limits a job and what would fix it, as typed data.
 
 A :class:`Finding` is one cause with its evidence, the fix, and the step the fix is predicted to
-give. The diagnosis (``timeline.diagnosis``) and the Flight Recorder analysis build them; the
-``findings`` list of ``timeline analyze --json`` is :func:`finding_dict` of each, sorted by
-:func:`ranked` (largest predicted gain first). Every cause is defined in ``docs/diagnosis.md``.
+give: a msgspec Struct, so that the ``findings`` list of ``timeline analyze --json`` is the findings
+themselves, encoded (their keys in the order of the fields), sorted by :func:`ranked` (largest
+predicted gain first). The diagnosis (``timeline.diagnosis``) and the Flight Recorder analysis build
+them. Every cause is defined in ``docs/diagnosis.md``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
+
+import msgspec
 
 __all__ = [
     "CAUSES",
@@ -25,15 +27,16 @@ __all__ = [
 ]
 
 FINDINGS_VERSION = 1
-"""The layout version of a finding's dict (:func:`finding_dict`)."""
+"""The layout version of a finding (its keys in ``--json``: :class:`Finding`'s fields)."""
 
 Basis = Literal["replay", "bound", "observed"]
 """How ``predicted_step_ns`` was obtained: the what-if replay of the trace with the fix applied, a
 stated bound (the step minus the time the fix removes at most), or ``observed`` for findings with
 no prediction (a hang, a desync: the dumps show what happened, no replay applies)."""
 
-Evidence = Mapping[str, int | float | str | bool | list[int] | list[str] | None]
-"""Named numbers (and names) a finding rests on: waits, skews, idle, busbw, link use, sizes…"""
+Evidence = Mapping[str, int | float | str | bool | Sequence[int | str] | None]
+"""Named numbers (and names) a finding rests on: waits, skews, idle, busbw, link use, sizes…; a list
+holds ranks or names (one type of list only: msgspec types a value with at most one array type)."""
 
 CAUSES: dict[str, str] = {
     "straggler": "one or a few ranks arrive late at the collectives and the others wait for them",
@@ -72,9 +75,10 @@ def gain_ratio(measured_step_ns: float, predicted_step_ns: float | None) -> floa
     return 1.0 - predicted_step_ns / measured_step_ns
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(msgspec.Struct, frozen=True, kw_only=True):
     """One cause of lost time, its evidence and its fix.
+
+    The fields are in the order of their keys in ``--json`` (``fix`` after ``evidence``).
 
     Attributes
     ----------
@@ -82,28 +86,33 @@ class Finding:
         A key of :data:`CAUSES`.
     summary
         One sentence with the numbers.
-    fix
-        One sentence: what to change.
     ranks
         The ranks concerned, or None for all.
     iterations
         The iterations concerned, or None for all (or none known).
     evidence
         The named numbers the finding rests on.
+    fix
+        One sentence: what to change.
     predicted_step_ns
         The step after the fix (None where no prediction applies).
     predicted_gain_ratio
         ``1 − predicted_step_ns / measured step`` (:func:`gain_ratio`); None with no prediction.
     basis
         How the prediction was made (:data:`Basis`).
+
+    Raises
+    ------
+    ValueError
+        A cause that is not one of :data:`CAUSES` (``msgspec.ValidationError`` when decoded).
     """
 
     cause: str
     summary: str
-    fix: str
     ranks: tuple[int, ...] | None = None
     iterations: tuple[int, ...] | None = None
-    evidence: Evidence = field(default_factory=dict)
+    evidence: Evidence = msgspec.field(default_factory=dict)
+    fix: str
     predicted_step_ns: int | None = None
     predicted_gain_ratio: float | None = None
     basis: Basis = "observed"
@@ -114,18 +123,9 @@ class Finding:
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
-    """Return a finding as the plain dict ``--json`` prints (lists for tuples, evidence copied)."""
-    return {
-        "cause": finding.cause,
-        "summary": finding.summary,
-        "ranks": None if finding.ranks is None else list(finding.ranks),
-        "iterations": None if finding.iterations is None else list(finding.iterations),
-        "evidence": dict(finding.evidence),
-        "fix": finding.fix,
-        "predicted_step_ns": finding.predicted_step_ns,
-        "predicted_gain_ratio": finding.predicted_gain_ratio,
-        "basis": finding.basis,
-    }
+    """Return a finding as plain data (the layout of ``--json``; lists for tuples, evidence copied)."""
+    plain: dict[str, Any] = msgspec.to_builtins(finding)
+    return plain
 
 
 def ranked(findings: Iterable[Finding]) -> list[Finding]:

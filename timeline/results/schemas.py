@@ -15,8 +15,10 @@ import msgspec
 
 from timeline.results.base import Result, json_schema
 from timeline.results.collectives import CollectivesReport
+from timeline.results.diagnosis import DiagnosisReport
 from timeline.results.diff import Diff
 from timeline.results.flight_recorder import FlightReport
+from timeline.results.summary import Summary
 from timeline.results.verdicts import CheckReport
 from timeline.results.whatif import SeedReport, WhatIfReport
 
@@ -25,9 +27,11 @@ __all__ = ["SCHEMAS", "main", "schema_text", "write_schemas"]
 SCHEMAS: dict[str, type[Result]] = {
     "check": CheckReport,
     "collectives": CollectivesReport,
+    "diagnosis": DiagnosisReport,
     "diff": Diff,
     "flight_recorder": FlightReport,
     "seed": SeedReport,
+    "summary": Summary,
     "whatif": WhatIfReport,
 }
 """Every typed result, by its kind (the ``kind`` key of its JSON, the type's tag)."""

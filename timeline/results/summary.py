@@ -1,17 +1,25 @@
-"""The analysis summary: what ``timeline analyze`` prints and ``--json`` emits.
+"""The analysis summary: what ``timeline analyze`` prints and ``--json`` emits, as typed data.
 
-Takes a :class:`~timeline.run.Run` (its trace, overlap, and the facts the summary shows) and
-gives plain data (dicts of ints, floats and strings) in a stable layout, so the JSON output can be
-read back as a baseline by ``timeline check``.
+Takes a :class:`~timeline.run.Run` (its trace, overlap, and the facts the summary shows) and gives
+a :class:`Summary` (kind ``"summary"``): msgspec Structs whose JSON is the ``--json`` layout, read
+back as a baseline by ``timeline check`` and ``timeline diff``. Every figure a renderer shows is a
+field here (the per-iteration figures across ranks, the order of the most exposed iterations), so
+``--json`` holds it too.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
 import polars as pl
 
 from timeline.analysis.overlap import Overlap
+from timeline.results.base import Result, Row, rows_of
+from timeline.results.collectives import ClockOffset, FileRow, Utilisation, utilisation_summary
+from timeline.results.diagnosis import Verdict
+from timeline.results.dimensions import DimensionSummary
+from timeline.results.findings import Finding
+from timeline.results.flight_recorder import FlightReport
 from timeline.trace import Trace
 
 if TYPE_CHECKING:
@@ -20,42 +28,132 @@ if TYPE_CHECKING:
 __all__ = [
     "READABLE_SUMMARY_VERSIONS",
     "SUMMARY_VERSION",
+    "IterationAcrossRanksRow",
+    "IterationRow",
+    "RankRow",
+    "Summary",
+    "TopCollectiveRow",
     "build_summary",
     "top_collectives",
     "worst_iteration",
 ]
 
-SUMMARY_VERSION = 3
-"""The layout version of :func:`build_summary` (2: ``verdict`` and ``findings`` added; 3: ``dimensions``)."""
+SUMMARY_VERSION = 4
+"""The layout version of :class:`Summary` (2: ``verdict`` and ``findings`` added; 3: ``dimensions``;
+4: ``kind`` and ``timeline`` first, the per-rank rows' ``step_ns`` named ``span_ns``, every key
+always present, ``iterations_across_ranks``, ``iterations_by_exposure`` and the dimensions'
+``across_ranks`` added)."""
 
-READABLE_SUMMARY_VERSIONS = frozenset({1, 2, 3})
+READABLE_SUMMARY_VERSIONS = frozenset({1, 2, 3, 4})
 """Summary layouts ``timeline check`` and ``timeline diff`` read (2 and 3 only add keys; a budget scoped
-to a dimension needs 3's ``dimensions``)."""
+to a dimension needs 3's ``dimensions``; 4 is decoded into :class:`Summary`)."""
 
-_RANK_FIELDS = (
-    "rank",
-    "mode",
-    "step_ns",
-    "comm_ns",
-    "compute_ns",
-    "hidden_comm_ns",
-    "exposed_comm_ns",
-    "other_busy_ns",
-    "idle_ns",
-    "exposed_comm_ratio",
-    "hidden_comm_ratio",
-    "comm_ratio",
-    "compute_ratio",
-    "idle_ratio",
-)
-_ITERATION_FIELDS = (
-    "rank",
-    "iteration",
-    "window",
-    "start_ns",
-    "end_ns",
-    *_RANK_FIELDS[2:],
-)
+Window = Literal["profiler_step", "whole_trace"]
+"""An iteration window: a ``ProfilerStep#N``, or a rank's whole trace when it has none."""
+
+
+class RankRow(Row, frozen=True, kw_only=True):
+    """One rank over its whole trace (:data:`~timeline.schema.RANK_OVERLAP_SCHEMA`).
+
+    ``span_ns`` is the analysis' ``step_ns`` of the rank: the span from its first event to its last
+    (every iteration together), named so since layout 4. The ratios are over the span; the
+    ``*_ns`` a Horovod timeline cannot know (no compute events) are null.
+    """
+
+    rank: int
+    mode: str
+    span_ns: int
+    comm_ns: int
+    compute_ns: int | None
+    hidden_comm_ns: int | None
+    exposed_comm_ns: int | None
+    other_busy_ns: int
+    idle_ns: int | None
+    exposed_comm_ratio: float | None
+    hidden_comm_ratio: float | None
+    comm_ratio: float | None
+    compute_ratio: float | None
+    idle_ratio: float | None
+
+
+class IterationRow(Row, frozen=True, kw_only=True):
+    """One rank in one iteration (:data:`~timeline.schema.ITERATION_OVERLAP_SCHEMA`): its step and figures."""
+
+    rank: int
+    iteration: int | None
+    window: Window
+    start_ns: int
+    end_ns: int
+    step_ns: int
+    comm_ns: int
+    compute_ns: int | None
+    hidden_comm_ns: int | None
+    exposed_comm_ns: int | None
+    other_busy_ns: int
+    idle_ns: int | None
+    exposed_comm_ratio: float | None
+    hidden_comm_ratio: float | None
+    comm_ratio: float | None
+    compute_ratio: float | None
+    idle_ratio: float | None
+
+
+class IterationAcrossRanksRow(Row, frozen=True, kw_only=True):
+    """One iteration across the ranks that ran it: their mean and longest step, mean and most exposure.
+
+    The means are rounded to the nanosecond; ``exposed_*`` are null when no rank's exposure is known;
+    ``worst_rank`` is the rank with the most exposed communication.
+    """
+
+    iteration: int | None
+    ranks: int
+    step_mean_ns: int
+    step_max_ns: int
+    exposed_mean_ns: int | None
+    exposed_max_ns: int | None
+    worst_rank: int
+
+
+class TopCollectiveRow(Row, frozen=True, kw_only=True):
+    """One collective × process group × size over every rank (:func:`top_collectives`)."""
+
+    collective: str
+    pg_name: str | None
+    in_bytes: int | None
+    calls: int
+    ranks: int
+    dur_ns: int
+    exposed_ns: int | None
+    exposed_ratio: float | None
+
+
+class Summary(Result, tag="summary", kw_only=True):
+    """The summary of a run (``timeline analyze --json``), layout :data:`SUMMARY_VERSION`.
+
+    Layout 4 (from 3): ``kind`` and ``timeline`` come first; ``clock_offsets``, ``utilisation`` and
+    ``flight_recorder`` are always present (null without ``--align``, ``--link-gbps``, dumps); the
+    per-rank rows' ``step_ns`` (the span of every iteration, not a step) is ``span_ns``;
+    ``iterations_across_ranks``, ``iterations_by_exposure`` and ``dimensions.across_ranks`` are new,
+    the figures the renderers show. Every other key, value and key order is layout 3's.
+    """
+
+    version: int = SUMMARY_VERSION
+    files: list[FileRow]
+    warnings: list[str]
+    windows: dict[str, Window]
+    ranks: list[RankRow]
+    iterations: list[IterationRow]
+    worst: IterationRow | None
+    top_collectives: list[TopCollectiveRow]
+    dimensions: DimensionSummary | None
+    clock_offsets: list[ClockOffset] | None
+    utilisation: Utilisation | None
+    verdict: Verdict | None
+    findings: list[Finding] | None
+    # the Flight Recorder report, with its ``matches``, when dumps are analysed with the traces
+    flight_recorder: FlightReport | None = None
+    iterations_across_ranks: list[IterationAcrossRanksRow]
+    iterations_by_exposure: list[int]
 
 
 def top_collectives(
@@ -114,66 +212,122 @@ def top_collectives(
     return grouped.sort(order, descending=[True, True, True, False, False], nulls_last=True).head(limit)
 
 
-def worst_iteration(iterations: pl.DataFrame) -> dict[str, Any] | None:
+def worst_iteration(iterations: pl.DataFrame) -> IterationRow | None:
     """Return the rank-iteration with the most exposed communication, or None if none has any."""
     known = iterations.filter(pl.col("exposed_comm_ns").is_not_null())
     if known.height == 0:
         return None
-    row = known.sort(["exposed_comm_ns", "step_ns"], descending=True).row(0, named=True)
-    return {k: row[k] for k in _ITERATION_FIELDS}
+    return rows_of(known.sort(["exposed_comm_ns", "step_ns"], descending=True).head(1), IterationRow)[0]
 
 
-def _rows(frame: pl.DataFrame, fields: tuple[str, ...]) -> list[dict[str, Any]]:
-    return frame.select(fields).with_columns(pl.col(pl.Enum).cast(pl.String)).to_dicts()
+def iterations_across_ranks(iterations: pl.DataFrame) -> list[IterationAcrossRanksRow]:
+    """Return each iteration across ranks: how many, the mean and longest step, the mean and most exposure.
+
+    Means rounded to the nanosecond; the worst rank is the lowest rank with the most exposed
+    communication (ranks of unknown exposure last).
+    """
+    frame = (
+        iterations.group_by("iteration")
+        .agg(
+            ranks=pl.len(),
+            step_mean_ns=pl.col("step_ns").mean().round(0).cast(pl.Int64),
+            step_max_ns=pl.col("step_ns").max(),
+            exposed_mean_ns=pl.col("exposed_comm_ns").mean().round(0).cast(pl.Int64),
+            exposed_max_ns=pl.col("exposed_comm_ns").max(),
+            worst_rank=pl.col("rank")
+            .sort_by("exposed_comm_ns", "rank", descending=[True, False], nulls_last=True)
+            .first(),
+        )
+        .sort("iteration", nulls_last=True)
+    )
+    return rows_of(frame, IterationAcrossRanksRow)
 
 
-def build_summary(run: Run, *, top: int = 10, findings: bool = True) -> dict[str, Any]:
-    """Return the summary of a run as plain data (``timeline analyze --json``).
+def iterations_by_exposure(iterations: pl.DataFrame) -> list[int]:
+    """Return the positions of the iteration rows, the most exposed communication first.
 
-    Keys: ``version``, ``files`` (one entry per input file), ``warnings`` (the load warnings, one
-    line each: repairs, rows the plausibility checks left out, a rank read as 0, clocks that
-    disagree: :mod:`timeline.plausibility`; then the run's own, a partial run; then the analysis'
-    own, ``Overlap.warnings``: a Horovod timeline left out of its writer's figures), ``windows``
-    (``profiler_step`` or ``whole_trace`` per rank), ``ranks`` (whole-trace rows),
-    ``iterations`` (rank × iteration rows), ``worst`` (the rank-iteration with the most exposed
-    communication), ``top_collectives`` (the ``top`` first); with clocks aligned,
-    ``clock_offsets``; with the link's bandwidth, ``utilisation``
-    (:func:`timeline.results.collectives.utilisation_summary`); then ``verdict`` and ``findings``
-    (:mod:`timeline.results.diagnosis`) of the run's diagnosis (null with ``findings=False``);
-    ``dimensions``: the communication per dimension × iteration × rank
-    (:func:`timeline.results.dimensions.dimension_summary`), null when no communication names a
-    dimension. Every figure is one of the run's facts (:class:`timeline.run.Run`).
+    Unknown exposure last; ties by rank, then iteration.
+    """
+    order = (
+        iterations.with_row_index("position")
+        .sort(
+            [
+                pl.col("exposed_comm_ns").is_null(),
+                pl.col("exposed_comm_ns").fill_null(0),
+                "rank",
+                "iteration",
+            ],
+            descending=[False, True, False, False],
+            nulls_last=False,
+        )
+        .get_column("position")
+    )
+    return [int(p) for p in order]
+
+
+def build_summary(run: Run, *, top: int = 10, findings: bool = True) -> Summary:
+    """Return the summary of a run (``timeline analyze --json``).
+
+    Fields: ``files`` (one per input file), ``warnings`` (the load warnings, one line each:
+    repairs, rows the plausibility checks left out, a rank read as 0, clocks that disagree:
+    :mod:`timeline.plausibility`; then the run's own, a partial run; then the analysis' own,
+    ``Overlap.warnings``: a Horovod timeline left out of its writer's figures; then a link slower
+    than some transfers), ``windows`` (``profiler_step`` or ``whole_trace`` per rank), ``ranks``
+    (whole-trace rows), ``iterations`` (rank × iteration rows), ``worst`` (the rank-iteration with
+    the most exposed communication), ``top_collectives`` (the ``top`` first), ``dimensions`` (the
+    communication per dimension × iteration × rank,
+    :func:`timeline.results.dimensions.dimension_summary`, null when no communication names a
+    dimension), ``clock_offsets`` (with clocks aligned), ``utilisation`` (with the link's
+    bandwidth), ``verdict`` and ``findings`` (:mod:`timeline.results.diagnosis`, null with
+    ``findings=False``), ``flight_recorder`` (null: the command sets it), then
+    ``iterations_across_ranks`` and ``iterations_by_exposure``. Every figure is one of the run's
+    facts (:class:`timeline.run.Run`).
     """
     trace, overlap = run.trace, run.overlap
-    summary = _overlap_summary(trace, overlap, top=top)
-    summary["warnings"] = [*run.warnings, *overlap.warnings]
-    summary["dimensions"] = None
-    exposure = run.dimension_exposure
-    if exposure is not None:
+    warnings = [*run.warnings, *overlap.warnings]
+    dimensions = None
+    if run.dimension_exposure is not None:
         from timeline.results.dimensions import dimension_summary
 
-        summary["dimensions"] = dimension_summary(exposure, overlap)
-    if run.offsets is not None:
-        from timeline.results.base import rows_of
-        from timeline.results.collectives import ClockOffset
-
-        summary["clock_offsets"] = rows_of(run.offsets, ClockOffset)
-    link_gbps = run.options.link_gbps
-    if link_gbps is not None:
+        dimensions = dimension_summary(run.dimension_exposure, overlap)
+    utilisation = None
+    if run.options.link_gbps is not None:
+        utilisation = utilisation_summary(run)
         from timeline.analysis.collectives import implausible_warning
-        from timeline.results.collectives import utilisation_summary
 
-        utilisation = summary["utilisation"] = utilisation_summary(run)
-        too_fast = implausible_warning(utilisation.implausible, link_gbps)
+        too_fast = implausible_warning(utilisation.implausible, run.options.link_gbps)
         if too_fast is not None:
-            summary["warnings"].append(too_fast)
-    summary["verdict"] = summary["findings"] = None
+            warnings.append(too_fast)
+    diagnosis = None
     if findings:
         from timeline.results.diagnosis import build_diagnosis
 
-        built = build_diagnosis(run.diagnosis)
-        summary["verdict"], summary["findings"] = built["verdict"], built["findings"]
-    return summary
+        diagnosis = build_diagnosis(run.diagnosis)
+    return Summary(
+        files=rows_of(trace.files, FileRow),
+        warnings=warnings,
+        windows=_windows(overlap),
+        ranks=rows_of(overlap.ranks.rename({"step_ns": "span_ns"}), RankRow),
+        iterations=rows_of(overlap.iterations, IterationRow),
+        worst=worst_iteration(overlap.iterations),
+        top_collectives=rows_of(
+            top_collectives(overlap.collectives, limit=top, continued=_continued_phases(trace)),
+            TopCollectiveRow,
+        ),
+        dimensions=dimensions,
+        clock_offsets=None if run.offsets is None else rows_of(run.offsets, ClockOffset),
+        utilisation=utilisation,
+        verdict=None if diagnosis is None else diagnosis.verdict,
+        findings=None if diagnosis is None else diagnosis.findings,
+        iterations_across_ranks=iterations_across_ranks(overlap.iterations),
+        iterations_by_exposure=iterations_by_exposure(overlap.iterations),
+    )
+
+
+def _windows(overlap: Overlap) -> dict[str, Window]:
+    """Return each rank's window kind, keyed by the rank as a string (JSON keys are strings)."""
+    rows = overlap.windows.group_by("rank").agg(pl.col("window").first().cast(pl.String)).sort("rank")
+    return {str(rank): window for rank, window in rows.iter_rows()}
 
 
 def _continued_phases(trace: Trace) -> pl.DataFrame | None:
@@ -183,23 +337,3 @@ def _continued_phases(trace: Trace) -> pl.DataFrame | None:
     from timeline.analysis.horovod_phases import continued_wire_phases
 
     return continued_wire_phases(trace.events)
-
-
-def _overlap_summary(trace: Trace, overlap: Overlap, *, top: int) -> dict[str, Any]:
-    """Return the keys of :func:`build_summary` that every analysis has."""
-    windows = (
-        overlap.windows.group_by("rank").agg(pl.col("window").first().cast(pl.String)).sort("rank").to_dicts()
-    )
-    worst = worst_iteration(overlap.iterations)
-    return {
-        "version": SUMMARY_VERSION,
-        "files": trace.files.to_dicts(),
-        "warnings": [*trace.warnings, *overlap.warnings],
-        "windows": {str(row["rank"]): row["window"] for row in windows},
-        "ranks": _rows(overlap.ranks, _RANK_FIELDS),
-        "iterations": _rows(overlap.iterations, _ITERATION_FIELDS),
-        "worst": worst,
-        "top_collectives": top_collectives(
-            overlap.collectives, limit=top, continued=_continued_phases(trace)
-        ).to_dicts(),
-    }

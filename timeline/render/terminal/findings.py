@@ -1,31 +1,81 @@
 """The verdict and the findings (:mod:`timeline.results.diagnosis`): the first lines of ``timeline analyze``.
 
-Takes the ``verdict`` and ``findings`` of a summary (or of
-:func:`~timeline.results.diagnosis.build_diagnosis`) and draws them on a console: the verdict
+Takes a :class:`~timeline.results.diagnosis.Verdict` and its
+:class:`~timeline.results.findings.Finding` list (a summary's ``verdict`` and ``findings``, or a
+:class:`~timeline.results.diagnosis.DiagnosisReport`'s) and draws them on a console: the verdict
 sentence, the top findings with their predicted gain and fix, the model intensity and the bandwidth
-at which communication hides, then the notes.
+at which communication hides, then the notes. :func:`render_observed_findings` draws the findings
+of Flight Recorder dumps (what was observed: no prediction, no figures).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console
 from rich.markup import escape
 
 from timeline.units import format_ns
 
+if TYPE_CHECKING:
+    from timeline.results.diagnosis import Verdict
+
 __all__ = [
     "FINDINGS_SHOWN",
+    "FindingLike",
     "describe_finding",
     "describe_verdict_figures",
     "format_ranks",
     "render_findings",
+    "render_observed_findings",
 ]
 
 FINDINGS_SHOWN = 3
 """Findings drawn before the tables; ``--json`` holds every one."""
+
+
+class FindingLike(Protocol):
+    """What this module draws of a finding.
+
+    A :class:`~timeline.results.findings.Finding`, or a result's typed row of one (the Flight
+    Recorder report's).
+    """
+
+    @property
+    def cause(self) -> str:
+        """The cause."""
+        ...
+
+    @property
+    def summary(self) -> str:
+        """One sentence with the numbers."""
+        ...
+
+    @property
+    def fix(self) -> str:
+        """What to change."""
+        ...
+
+    @property
+    def ranks(self) -> Sequence[int] | None:
+        """The ranks concerned (None: all)."""
+        ...
+
+    @property
+    def predicted_step_ns(self) -> int | None:
+        """The step after the fix."""
+        ...
+
+    @property
+    def predicted_gain_ratio(self) -> float | None:
+        """The share of the step the fix saves."""
+        ...
+
+    @property
+    def basis(self) -> str:
+        """How the prediction was made."""
+        ...
 
 
 def format_ranks(ranks: Sequence[int] | None) -> str:
@@ -55,66 +105,78 @@ def format_ranks(ranks: Sequence[int] | None) -> str:
     return ", ".join(runs)
 
 
-def describe_finding(finding: Mapping[str, Any]) -> str:
+def describe_finding(finding: FindingLike) -> str:
     """Return a finding's headline: cause, ranks, predicted gain and step, and how it was predicted."""
-    ranks = finding.get("ranks")
+    ranks = finding.ranks
     where = "" if not ranks else f" (rank{'s' if len(ranks) > 1 else ''} {format_ranks(ranks)})"
-    gain = finding.get("predicted_gain_ratio")
-    if gain is None and finding.get("basis") == "observed":
-        return f"{finding['cause']}{where}"  # what happened (a Flight Recorder dump), nothing to predict
+    gain = finding.predicted_gain_ratio
+    if gain is None and finding.basis == "observed":
+        return f"{finding.cause}{where}"  # what happened (a Flight Recorder dump), nothing to predict
     if gain is None:
-        return f"{finding['cause']}{where}: no prediction ({finding['basis']})"
-    step = finding.get("predicted_step_ns")
-    basis = "replay" if finding["basis"] == "replay" else "bound: at most"
-    return f"{finding['cause']}{where}: saves {gain:.0%} of the step, to {format_ns(step)} ({basis})"
+        return f"{finding.cause}{where}: no prediction ({finding.basis})"
+    basis = "replay" if finding.basis == "replay" else "bound: at most"
+    step = format_ns(finding.predicted_step_ns)
+    return f"{finding.cause}{where}: saves {gain:.0%} of the step, to {step} ({basis})"
 
 
-def describe_verdict_figures(verdict: Mapping[str, Any]) -> str:
+def describe_verdict_figures(verdict: Verdict) -> str:
     """Return the line of the model intensity and the bandwidth at which communication hides."""
     parts = []
-    intensity = verdict.get("model_intensity_ns_per_byte")
+    intensity = verdict.model_intensity_ns_per_byte
     if intensity is not None:
         parts.append(f"model intensity {intensity:.3g} ns of compute per gradient byte")
-    hide = verdict.get("hide_bandwidth_gbps")
+    hide = verdict.hide_bandwidth_gbps
     if hide is not None:
         parts.append(f"communication would hide completely at about {hide:.3g} Gbit/s (link used in full)")
-    elif verdict.get("step_ns") is not None:
+    elif verdict.step_ns is not None:
         parts.append("no link bandwidth would hide the communication (no bytes, or no replay)")
     return "; ".join(parts)
 
 
 def render_findings(
-    verdict: Mapping[str, Any],
-    findings: Sequence[Mapping[str, Any]],
+    verdict: Verdict,
+    findings: Sequence[FindingLike],
     console: Console,
     *,
     shown: int | None = FINDINGS_SHOWN,
 ) -> None:
     """Print the verdict, the first ``shown`` findings (None: all) and the notes.
 
-    The one renderer of findings in the terminal: the diagnosis of profiler traces (ranked by
-    predicted gain) and the findings of Flight Recorder dumps (what was observed, no prediction).
+    The one renderer of the diagnosis' findings in the terminal (ranked by predicted gain).
     """
-    console.print(f"[bold]verdict[/bold]: {escape(verdict['summary'])}")
-    step = verdict.get("step_ns")
-    iterations = verdict.get("iterations")
+    console.print(f"[bold]verdict[/bold]: {escape(verdict.summary)}")
+    step = verdict.step_ns
+    iterations = verdict.iterations
     scope = "whole traces" if iterations is None else f"iteration(s) {', '.join(map(str, iterations))}"
-    if findings and any(f.get("predicted_gain_ratio") is not None for f in findings):
+    if findings and any(f.predicted_gain_ratio is not None for f in findings):
         head = f"findings, by predicted gain ({scope}"
         head += f"; measured step {format_ns(step)})" if step is not None else ")"
         console.print(head)
     elif findings:
         console.print("findings")
-    limit = len(findings) if shown is None else shown
-    for k, finding in enumerate(findings[:limit], start=1):
-        console.print(f"  {k}. [bold]{escape(describe_finding(finding))}[/bold]")
-        console.print(f"     {escape(finding['summary'])}")
-        console.print(f"     fix: {escape(finding['fix'])}")
-    if len(findings) > limit:
-        rest = ", ".join(f["cause"] for f in findings[limit:])
-        console.print(f"  … {len(findings) - limit} more ({escape(rest)}): --json lists every finding")
+    _list_findings(findings, console, shown=shown)
     figures = describe_verdict_figures(verdict)
     if figures:
         console.print(figures)
-    for note in verdict.get("notes") or []:
+    for note in verdict.notes:
         console.print(f"note: {escape(note)}")
+
+
+def render_observed_findings(summary: str, findings: Sequence[FindingLike], console: Console) -> None:
+    """Print a verdict sentence and every finding: what Flight Recorder dumps show (no prediction)."""
+    console.print(f"[bold]verdict[/bold]: {escape(summary)}")
+    if findings:
+        console.print("findings")
+    _list_findings(findings, console, shown=None)
+
+
+def _list_findings(findings: Sequence[FindingLike], console: Console, *, shown: int | None) -> None:
+    """Print the first ``shown`` findings (None: all): headline, sentence, fix; then how many more."""
+    limit = len(findings) if shown is None else shown
+    for k, finding in enumerate(findings[:limit], start=1):
+        console.print(f"  {k}. [bold]{escape(describe_finding(finding))}[/bold]")
+        console.print(f"     {escape(finding.summary)}")
+        console.print(f"     fix: {escape(finding.fix)}")
+    if len(findings) > limit:
+        rest = ", ".join(f.cause for f in findings[limit:])
+        console.print(f"  … {len(findings) - limit} more ({escape(rest)}): --json lists every finding")

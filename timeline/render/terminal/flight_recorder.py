@@ -6,8 +6,8 @@ findings (cause, ranks, what happened, the fix), the root ranks and the groups t
 instance's state and each member's progress, in the report's ``order`` (most telling first). Every
 figure is one of the report's attributes, never recomputed.
 The findings are drawn by the renderer of every finding
-(:func:`timeline.render.terminal.findings.render_findings`), as ``timeline analyze`` draws the
-diagnosis' findings of a profiler trace.
+(:func:`timeline.render.terminal.findings.render_observed_findings`), as ``timeline analyze`` draws
+the diagnosis' findings of a profiler trace.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-import msgspec
 from rich.console import Console
 from rich.markup import escape
 
-from timeline.render.terminal.findings import format_ranks, render_findings
+from timeline.render.terminal.findings import format_ranks, render_observed_findings
 from timeline.render.terminal.tables import titled_table
 
 if TYPE_CHECKING:
@@ -65,9 +64,7 @@ def render_flight_verdict(report: FlightReport, console: Console) -> None:
         f"Flight Recorder dumps of {len(dumps.ranks)} ranks ({format_ranks(dumps.ranks)}), "
         f"version {versions}, {dumps.entries:,} entries, timing {timing}\n"
     )
-    # the one renderer of findings reads plain data until it reads the typed findings
-    verdict, findings = msgspec.to_builtins(report.verdict), msgspec.to_builtins(report.findings)
-    render_findings(verdict, findings, console, shown=None)
+    render_observed_findings(report.verdict.summary, report.findings, console)
     if report.roots:
         table = titled_table(
             "\nRanks the others wait on",
