@@ -9,68 +9,89 @@ the built-in demo jobs (``--demo-job``: ``ddp``, ``fsdp2_tp``, ``pipeline``, ``e
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cli.common import fail, user_errors
 from timeline.errors import shown
 
+if TYPE_CHECKING:
+    from timeline.capture import DemoResult
+
 __all__ = ["capture_command"]
 
 _TRACE_GLOB = "rank*.pt.trace.json.gz"
 
 
+DemoOption = Annotated[
+    bool, typer.Option("--demo", help="Run a built-in demo job on CPU processes (gloo); see --demo-job.")
+]
+DemoJobOption = Annotated[
+    str,
+    typer.Option(
+        "--demo-job",
+        help="Which demo job: ddp (an MLP under DDP), fsdp2_tp (FSDP2 + tensor parallel on a "
+        "(ranks/2, 2) dp x tp mesh), pipeline (2 pipeline stages with send/recv, DDP on dp) or "
+        "expert (mixture of experts, all_to_all with uneven splits on ep).",
+    ),
+]
+OutOption = Annotated[
+    Path, typer.Option("--out", help="Run folder to write the traces and manifest.json to.")
+]
+RanksOption = Annotated[
+    int | None,
+    typer.Option(
+        "--ranks",
+        min=1,
+        max=64,
+        help="Number of processes (world size). Default: 2 for ddp, 4 for the other jobs (which need "
+        "an even number, at least 4).",
+        show_default=False,
+    ),
+]
+StepsOption = Annotated[
+    int, typer.Option("--steps", min=5, help="Training steps per rank; steps 2-4 are recorded.")
+]
+GradReadyMarkersOption = Annotated[
+    bool,
+    typer.Option(
+        "--grad-ready-markers",
+        help="Also record when each gradient is ready (timeline.grad_ready:<param>:<bytes> events).",
+    ),
+]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Replace the traces and manifest of an earlier run in --out.")
+]
+
+
 def capture_command(
-    demo: Annotated[
-        bool,
-        typer.Option("--demo", help="Run a built-in demo job on CPU processes (gloo); see --demo-job."),
-    ] = False,
-    demo_job_name: Annotated[
-        str,
-        typer.Option(
-            "--demo-job",
-            help="Which demo job: ddp (an MLP under DDP), fsdp2_tp (FSDP2 + tensor parallel on a "
-            "(ranks/2, 2) dp x tp mesh), pipeline (2 pipeline stages with send/recv, DDP on dp) or "
-            "expert (mixture of experts, all_to_all with uneven splits on ep).",
-        ),
-    ] = "ddp",
-    out: Annotated[
-        Path,
-        typer.Option("--out", help="Run folder to write the traces and manifest.json to."),
-    ] = Path("runs/demo"),
-    ranks: Annotated[
-        int | None,
-        typer.Option(
-            "--ranks",
-            min=1,
-            max=64,
-            help="Number of processes (world size). Default: 2 for ddp, 4 for the other jobs (which need "
-            "an even number, at least 4).",
-            show_default=False,
-        ),
-    ] = None,
-    steps: Annotated[
-        int,
-        typer.Option("--steps", min=5, help="Training steps per rank; steps 2-4 are recorded."),
-    ] = 8,
-    grad_ready_markers: Annotated[
-        bool,
-        typer.Option(
-            "--grad-ready-markers",
-            help="Also record when each gradient is ready (timeline.grad_ready:<param>:<bytes> events).",
-        ),
-    ] = False,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace the traces and manifest of an earlier run in --out.")
-    ] = False,
+    demo: DemoOption = False,
+    demo_job_name: DemoJobOption = "ddp",
+    out: OutOption = Path("runs/demo"),
+    ranks: RanksOption = None,
+    steps: StepsOption = 8,
+    grad_ready_markers: GradReadyMarkersOption = False,
+    force: ForceOption = False,
 ) -> None:
     """Capture PyTorch-profiler traces of a demo job on CPU processes, ready for `timeline analyze`.
 
     Exit codes: 0 traces written; 2 bad arguments, --out already holds a run, or torch missing; 3 a bug
     in timeline; 130 interrupted.
     """
-    from timeline.capture import MANIFEST_NAME, TorchMissingError, demo_job, require_torch, run_demo
+    from timeline.capture import DemoSettings, run_demo
+
+    job = _demo_job_name(demo, demo_job_name, ranks=ranks, grad_ready_markers=grad_ready_markers)
+    _clear_earlier_run(out, force=force)
+    settings = DemoSettings(job=job, ranks=ranks, steps=steps, grad_ready_markers=grad_ready_markers)
+    with user_errors():
+        result = run_demo(out, settings=settings)
+    _echo_written(result, out)
+
+
+def _demo_job_name(demo: bool, name: str, *, ranks: int | None, grad_ready_markers: bool) -> str:
+    """Return the demo job's name once the options and the installed torch can run it (else exit 2)."""
+    from timeline.capture import TorchMissingError, demo_job, require_torch
 
     if not demo:
         fail(
@@ -78,12 +99,19 @@ def capture_command(
             "training loop use timeline.capture.capture (see docs/capturing.md)"
         )
     with user_errors():
-        job = demo_job(demo_job_name)
+        job = demo_job(name)
         job.check(ranks=job.default_ranks if ranks is None else ranks, grad_ready_markers=grad_ready_markers)
     try:
         require_torch()
     except TorchMissingError as exc:
         fail(str(exc))
+    return job.name
+
+
+def _clear_earlier_run(out: Path, *, force: bool) -> None:
+    """Delete the traces and manifest of an earlier run in ``out`` when ``force`` (else exit 2)."""
+    from timeline.capture import MANIFEST_NAME
+
     if out.exists() and not out.is_dir():
         fail(f"{shown(out)}: exists and is not a directory; choose another --out")
     earlier = sorted(out.glob(_TRACE_GLOB)) + [p for p in [out / MANIFEST_NAME] if p.exists()]
@@ -94,8 +122,12 @@ def capture_command(
         )
     for path in earlier:
         path.unlink()
-    with user_errors():
-        result = run_demo(out, job=job.name, ranks=ranks, steps=steps, grad_ready_markers=grad_ready_markers)
+
+
+def _echo_written(result: DemoResult, out: Path) -> None:
+    """Print the traces written, their sizes, rank 0's median step time and what to run next."""
+    from timeline.capture import MANIFEST_NAME
+
     total = sum(p.stat().st_size for p in result.files)
     typer.echo(f"wrote {len(result.files)} traces ({total / 1e3:.0f} kB) and {MANIFEST_NAME} to {shown(out)}")
     for path in result.files:
