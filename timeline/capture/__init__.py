@@ -8,8 +8,9 @@ importing this package works without torch (install it with ``pip install 'timel
 - gradient-ready markers (``grad_ready_markers=True``): ``timeline.grad_ready:<param>:<bytes>``
   ranges, parsed by :func:`parse_grad_ready_name`;
 - :func:`horovod_timeline_env`: the Horovod timeline settings for the same run folder;
-- :func:`run_demo` (:class:`DemoSettings`): the small CPU jobs behind ``timeline capture --demo`` (:data:`DEMO_JOBS`:
-  ``ddp``, and on a device mesh ``fsdp2_tp``, ``pipeline``, ``expert``; :func:`demo_job`).
+- :func:`run_demo` (:class:`DemoSettings`): the small CPU jobs behind ``timeline capture --demo``
+  (:data:`DEMO_JOBS`: ``ddp``, and on a device mesh ``fsdp2_tp``, ``pipeline``, ``expert``;
+  :func:`demo_job`).
 
 See ``docs/capturing.md``.
 """
