@@ -732,6 +732,11 @@ def analyze_files(
     units = [replace(u, communication=communication, graph=graph) for u in local_unit(units, executor)]
     views = _OverlapViews()
     collected = run_units(units, _reduce_packed, views, executor, progress)
+    return _analysis_of(collected, views, graph=graph)
+
+
+def _analysis_of(collected: Collected, views: _OverlapViews, *, graph: bool) -> Analysis:
+    """Return the :class:`Analysis` of the units run: their views stacked, their files and warnings."""
     stacked = views.stacked()
     parts = tuple(p for p in views.parts if p is not None) if graph else None
     return Analysis(
