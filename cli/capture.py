@@ -24,55 +24,49 @@ __all__ = ["capture_command"]
 _TRACE_GLOB = "rank*.pt.trace.json.gz"
 
 
-DemoOption = Annotated[
-    bool, typer.Option("--demo", help="Run a built-in demo job on CPU processes (gloo); see --demo-job.")
-]
-DemoJobOption = Annotated[
-    str,
-    typer.Option(
-        "--demo-job",
-        help="Which demo job: ddp (an MLP under DDP), fsdp2_tp (FSDP2 + tensor parallel on a "
-        "(ranks/2, 2) dp x tp mesh), pipeline (2 pipeline stages with send/recv, DDP on dp) or "
-        "expert (mixture of experts, all_to_all with uneven splits on ep).",
-    ),
-]
-OutOption = Annotated[
-    Path, typer.Option("--out", help="Run folder to write the traces and manifest.json to.")
-]
-RanksOption = Annotated[
-    int | None,
-    typer.Option(
-        "--ranks",
-        min=1,
-        max=64,
-        help="Number of processes (world size). Default: 2 for ddp, 4 for the other jobs (which need "
-        "an even number, at least 4).",
-        show_default=False,
-    ),
-]
-StepsOption = Annotated[
-    int, typer.Option("--steps", min=5, help="Training steps per rank; steps 2-4 are recorded.")
-]
-GradReadyMarkersOption = Annotated[
-    bool,
-    typer.Option(
-        "--grad-ready-markers",
-        help="Also record when each gradient is ready (timeline.grad_ready:<param>:<bytes> events).",
-    ),
-]
-ForceOption = Annotated[
-    bool, typer.Option("--force", help="Replace the traces and manifest of an earlier run in --out.")
-]
-
-
 def capture_command(
-    demo: DemoOption = False,
-    demo_job_name: DemoJobOption = "ddp",
-    out: OutOption = Path("runs/demo"),
-    ranks: RanksOption = None,
-    steps: StepsOption = 8,
-    grad_ready_markers: GradReadyMarkersOption = False,
-    force: ForceOption = False,
+    demo: Annotated[
+        bool,
+        typer.Option("--demo", help="Run a built-in demo job on CPU processes (gloo); see --demo-job."),
+    ] = False,
+    demo_job_name: Annotated[
+        str,
+        typer.Option(
+            "--demo-job",
+            help="Which demo job: ddp (an MLP under DDP), fsdp2_tp (FSDP2 + tensor parallel on a "
+            "(ranks/2, 2) dp x tp mesh), pipeline (2 pipeline stages with send/recv, DDP on dp) or "
+            "expert (mixture of experts, all_to_all with uneven splits on ep).",
+        ),
+    ] = "ddp",
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Run folder to write the traces and manifest.json to."),
+    ] = Path("runs/demo"),
+    ranks: Annotated[
+        int | None,
+        typer.Option(
+            "--ranks",
+            min=1,
+            max=64,
+            help="Number of processes (world size). Default: 2 for ddp, 4 for the other jobs (which need "
+            "an even number, at least 4).",
+            show_default=False,
+        ),
+    ] = None,
+    steps: Annotated[
+        int,
+        typer.Option("--steps", min=5, help="Training steps per rank; steps 2-4 are recorded."),
+    ] = 8,
+    grad_ready_markers: Annotated[
+        bool,
+        typer.Option(
+            "--grad-ready-markers",
+            help="Also record when each gradient is ready (timeline.grad_ready:<param>:<bytes> events).",
+        ),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace the traces and manifest of an earlier run in --out.")
+    ] = False,
 ) -> None:
     """Capture PyTorch-profiler traces of a demo job on CPU processes, ready for `timeline analyze`.
 
@@ -81,17 +75,23 @@ def capture_command(
     """
     from timeline.capture import DemoSettings, run_demo
 
-    job = _demo_job_name(demo, demo_job_name, ranks=ranks, grad_ready_markers=grad_ready_markers)
-    _clear_earlier_run(out, force=force)
+    job = _runnable_job(
+        demo, demo_job_name, ranks=ranks, grad_ready_markers=grad_ready_markers, out=out, force=force
+    )
     settings = DemoSettings(job=job, ranks=ranks, steps=steps, grad_ready_markers=grad_ready_markers)
     with user_errors():
         result = run_demo(out, settings=settings)
     _echo_written(result, out)
 
 
-def _demo_job_name(demo: bool, name: str, *, ranks: int | None, grad_ready_markers: bool) -> str:
-    """Return the demo job's name once the options and the installed torch can run it (else exit 2)."""
-    from timeline.capture import TorchMissingError, demo_job, require_torch
+def _runnable_job(
+    demo: bool, name: str, *, ranks: int | None, grad_ready_markers: bool, out: Path, force: bool
+) -> str:
+    """Return the demo job's name once the options, torch and ``out`` allow the run (else exit 2).
+
+    An earlier run's traces and manifest in ``out`` are deleted when ``force``.
+    """
+    from timeline.capture import MANIFEST_NAME, TorchMissingError, demo_job, require_torch
 
     if not demo:
         fail(
@@ -105,13 +105,6 @@ def _demo_job_name(demo: bool, name: str, *, ranks: int | None, grad_ready_marke
         require_torch()
     except TorchMissingError as exc:
         fail(str(exc))
-    return job.name
-
-
-def _clear_earlier_run(out: Path, *, force: bool) -> None:
-    """Delete the traces and manifest of an earlier run in ``out`` when ``force`` (else exit 2)."""
-    from timeline.capture import MANIFEST_NAME
-
     if out.exists() and not out.is_dir():
         fail(f"{shown(out)}: exists and is not a directory; choose another --out")
     earlier = sorted(out.glob(_TRACE_GLOB)) + [p for p in [out / MANIFEST_NAME] if p.exists()]
@@ -122,6 +115,7 @@ def _clear_earlier_run(out: Path, *, force: bool) -> None:
         )
     for path in earlier:
         path.unlink()
+    return job.name
 
 
 def _echo_written(result: DemoResult, out: Path) -> None:

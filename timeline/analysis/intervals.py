@@ -353,27 +353,10 @@ def covered_length(
 def covered_within(
     union: pl.DataFrame, spans: pl.DataFrame, *, by: Sequence[str], key: str, out: str
 ) -> pl.DataFrame:
-    """Return, per span, the length of ``union`` inside its ``[start_ns, end_ns)``.
+    """Return columns ``key`` and ``out``: the length of ``union`` inside each span, per group.
 
-    ``F(end) - F(start)`` (:func:`covered_length`): how long the span ran under the union.
-
-    Parameters
-    ----------
-    union
-        Disjoint, sorted intervals (from :func:`union_intervals`) with columns ``by`` + start/end.
-    spans
-        Columns ``key`` (one value a span), ``by``, ``start_ns`` and ``end_ns``.
-    by
-        Group keys.
-    key
-        The column that names each span.
-    out
-        The name of the length column.
-
-    Returns
-    -------
-    pl.DataFrame
-        Columns ``key`` and ``out``.
+    ``F(end_ns) - F(start_ns)`` (:func:`covered_length`, whose ``union`` and ``by`` these are);
+    ``spans``: columns ``key`` (one value a span), ``by``, ``start_ns`` and ``end_ns``.
     """
     keys = list(by)
     at_start = covered_length(

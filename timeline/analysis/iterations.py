@@ -237,17 +237,8 @@ def assign_iterations(events: pl.DataFrame) -> pl.DataFrame:
 def with_iterations(rows: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
     """Add ``iteration``, lazily: the ``ProfilerStep`` window of its rank that holds a row's start.
 
-    Parameters
-    ----------
-    rows
-        Columns ``rank`` and ``start_ns``, and any others (kept).
-    windows
-        :func:`assign_iterations`' windows.
-
-    Returns
-    -------
-    pl.LazyFrame
-        ``rows`` sorted by ``start_ns``, with ``iteration`` (null outside every step window).
+    ``rows``: columns ``rank`` and ``start_ns`` (any others are kept), returned sorted by
+    ``start_ns``; ``windows``: :func:`assign_iterations`' windows. Null outside every step window.
     """
     steps = (
         windows.lazy()
