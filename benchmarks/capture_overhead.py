@@ -36,7 +36,7 @@ from pathlib import Path
 
 import msgspec
 
-from timeline.capture import import_torch, run_demo
+from timeline.capture import DemoSettings, import_torch, run_demo
 from timeline.capture.markers import install_grad_ready_markers
 
 WAIT, WARMUP, ACTIVE = 10, 2, 10
@@ -92,8 +92,7 @@ class Outcome:
 
 
 def run_once(config: Config, *, ranks: int, cycles: int, out: Path, outcome: Outcome) -> None:
-    result = run_demo(
-        out,
+    settings = DemoSettings(
         ranks=ranks,
         steps=CYCLE * cycles + 1,
         wait=WAIT,
@@ -105,6 +104,7 @@ def run_once(config: Config, *, ranks: int, cycles: int, out: Path, outcome: Out
         with_stack=config.with_stack,
         profile=config.profile,
     )
+    result = run_demo(out, settings=settings)
     outcome.wall.add([t * 1e3 for t in result.step_times_s], cycles)
     outcome.cpu.add([t * 1e3 for t in result.step_cpu_s], cycles)
     if result.files:

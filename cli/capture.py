@@ -9,12 +9,15 @@ the built-in demo jobs (``--demo-job``: ``ddp``, ``fsdp2_tp``, ``pipeline``, ``e
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cli.common import fail, user_errors
 from timeline.errors import shown
+
+if TYPE_CHECKING:
+    from timeline.capture import DemoResult
 
 __all__ = ["capture_command"]
 
@@ -70,7 +73,25 @@ def capture_command(
     Exit codes: 0 traces written; 2 bad arguments, --out already holds a run, or torch missing; 3 a bug
     in timeline; 130 interrupted.
     """
-    from timeline.capture import MANIFEST_NAME, TorchMissingError, demo_job, require_torch, run_demo
+    from timeline.capture import DemoSettings, run_demo
+
+    job = _runnable_job(
+        demo, demo_job_name, ranks=ranks, grad_ready_markers=grad_ready_markers, out=out, force=force
+    )
+    settings = DemoSettings(job=job, ranks=ranks, steps=steps, grad_ready_markers=grad_ready_markers)
+    with user_errors():
+        result = run_demo(out, settings=settings)
+    _echo_written(result, out)
+
+
+def _runnable_job(
+    demo: bool, name: str, *, ranks: int | None, grad_ready_markers: bool, out: Path, force: bool
+) -> str:
+    """Return the demo job's name once the options, torch and ``out`` allow the run (else exit 2).
+
+    An earlier run's traces and manifest in ``out`` are deleted when ``force``.
+    """
+    from timeline.capture import MANIFEST_NAME, TorchMissingError, demo_job, require_torch
 
     if not demo:
         fail(
@@ -78,7 +99,7 @@ def capture_command(
             "training loop use timeline.capture.capture (see docs/capturing.md)"
         )
     with user_errors():
-        job = demo_job(demo_job_name)
+        job = demo_job(name)
         job.check(ranks=job.default_ranks if ranks is None else ranks, grad_ready_markers=grad_ready_markers)
     try:
         require_torch()
@@ -94,8 +115,13 @@ def capture_command(
         )
     for path in earlier:
         path.unlink()
-    with user_errors():
-        result = run_demo(out, job=job.name, ranks=ranks, steps=steps, grad_ready_markers=grad_ready_markers)
+    return job.name
+
+
+def _echo_written(result: DemoResult, out: Path) -> None:
+    """Print the traces written, their sizes, rank 0's median step time and what to run next."""
+    from timeline.capture import MANIFEST_NAME
+
     total = sum(p.stat().st_size for p in result.files)
     typer.echo(f"wrote {len(result.files)} traces ({total / 1e3:.0f} kB) and {MANIFEST_NAME} to {shown(out)}")
     for path in result.files:

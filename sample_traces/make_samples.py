@@ -47,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 if importlib.util.find_spec("timeline") is None:  # run from a checkout without installing it
     sys.path.insert(0, str(HERE.parent))
 
-from timeline.capture import MANIFEST_NAME, run_demo  # noqa: E402
+from timeline.capture import MANIFEST_NAME, DemoSettings, run_demo  # noqa: E402
 
 BUDGET_BYTES = 2_000_000
 
@@ -78,14 +78,10 @@ def make(sample: Sample) -> list[Path]:
     out.mkdir(exist_ok=True)
     for old in [*out.glob("rank*.pt.trace.json.gz"), out / MANIFEST_NAME]:
         old.unlink(missing_ok=True)
-    result = run_demo(
-        out,
-        job=sample.job,
-        ranks=sample.ranks,
-        steps=6,
-        grad_ready_markers=sample.grad_ready_markers,
-        seed=0,
+    settings = DemoSettings(
+        job=sample.job, ranks=sample.ranks, steps=6, grad_ready_markers=sample.grad_ready_markers, seed=0
     )
+    result = run_demo(out, settings=settings)
     return [*result.files, out / MANIFEST_NAME]
 
 

@@ -584,7 +584,7 @@ def capture_job_traces(out: Path, job: str) -> dict[int, dict[str, Any]]:
     """
     import pytest
 
-    from timeline.capture import import_torch, run_demo
+    from timeline.capture import DemoSettings, import_torch, run_demo
 
     if importlib.util.find_spec("torch") is None:
         pytest.skip("needs torch")
@@ -593,7 +593,8 @@ def capture_job_traces(out: Path, job: str) -> dict[int, dict[str, Any]]:
         dist = import_torch().distributed
     if not dist.is_available() or not dist.is_gloo_available():
         pytest.skip("torch was built without gloo")
-    result = run_demo(out, job=job, ranks=4, steps=3, wait=0, warmup=1, active=2, timeout_s=240)
+    settings = DemoSettings(job=job, ranks=4, steps=3, wait=0, warmup=1, active=2, timeout_s=240)
+    result = run_demo(out, settings=settings)
     traces: dict[int, dict[str, Any]] = {}
     for path in result.files:
         with gzip.open(path, "rb") as f:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from timeline.analysis.intervals import (
     clip_to_windows,
     covered_length,
+    covered_within,
     formula_intervals,
     measure,
     union_intervals,
@@ -179,3 +180,20 @@ def test_covered_length_matches_naive(a: list[Interval], points: list[int]) -> N
     got = covered_length(union, frame, by=["g"], at="t", out="f")["f"].to_list()
     covered = naive_points(a)
     assert got == [sum(1 for x in covered if x < t) for t in points]
+
+
+@settings(max_examples=100, deadline=None)
+@given(a=interval_lists, spans=st.lists(interval, min_size=1, max_size=10))
+def test_covered_within_matches_naive(a: list[Interval], spans: list[Interval]) -> None:
+    union = union_intervals(frame_of({"a": a}), by=["g"])
+    frame = pl.DataFrame(
+        {
+            "span": range(len(spans)),
+            "g": [0] * len(spans),
+            "start_ns": [s for s, _ in spans],
+            "end_ns": [e for _, e in spans],
+        }
+    )
+    got = covered_within(union, frame, by=["g"], key="span", out="inside").sort("span")
+    covered = naive_points(a)
+    assert got["inside"].to_list() == [len(covered & set(range(s, e))) for s, e in spans]

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from timeline.capture import MANIFEST_NAME, DemoResult, read_manifest, run_demo
+from timeline.capture import MANIFEST_NAME, DemoResult, DemoSettings, read_manifest, run_demo
 
 with warnings.catch_warnings():
     # CPU wheels of torch warn at import when numpy is absent; capturing never needs numpy.
@@ -39,7 +39,8 @@ def _read(path: Path) -> dict[str, Any]:
 def demo(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[DemoResult, bool]:
     markers: bool = request.param
     out = tmp_path_factory.mktemp("run")
-    return run_demo(out, ranks=2, steps=6, grad_ready_markers=markers, timeout_s=180), markers
+    settings = DemoSettings(ranks=2, steps=6, grad_ready_markers=markers, timeout_s=180)
+    return run_demo(out, settings=settings), markers
 
 
 def test_files_are_named_by_rank_and_steps(demo: tuple[DemoResult, bool]) -> None:

@@ -42,7 +42,7 @@ from timeline.analysis.groups import (
     _instances_frame,
     _measured_attribution,
 )
-from timeline.analysis.iterations import assign_iterations, rank_modes
+from timeline.analysis.iterations import assign_iterations, rank_modes, with_iterations
 from timeline.analysis.links import bandwidth_ceiling
 from timeline.analysis.schemas import (
     AMBIGUOUS_COLLECTIVES_SCHEMA,
@@ -82,6 +82,18 @@ _NO_DATA = ("barrier", "wait")
 # Collectives whose input size may legitimately differ across ranks (uneven splits, p2p pairs).
 _UNEVEN = UNEVEN_COLLECTIVES
 
+
+_ATTRIBUTION_COLUMNS = (
+    *("rank", "kind", "source", "device", "name", "pid", "tid", "collective"),
+    *("pg_name", "pg_desc", "pg_ranks", "seq", "comms_id", "peer", "group_peer"),
+    *("start_ns", "end_ns", "in_bytes", "out_bytes", "group_size"),
+)
+"""The events' columns the attribution of communication reads (:func:`_attribution`)."""
+_INSTANCE_COLUMNS = (
+    *("group", "dimension", "index", "_key", "matched_by", "attributed_by", "rank", "collective"),
+    *("events", "start_ns", "end_ns", "dur_ns", "in_bytes", "out_bytes", "group_size"),
+)
+"""The columns of a numbered instance (:func:`_numbered`), in order."""
 
 _EMPTY: dict[int, pl.DataFrame] = {}
 
@@ -238,30 +250,8 @@ def _attribution(
     not_wait = pl.col("collective").is_null() | (pl.col("collective") != "wait")
     measured = (((mode == "gpu") & on_device) | ((mode == "cpu") & ~on_device)) & not_wait
     communication = (
-        # the columns read below, selected before the filter: the others are never copied
         events.lazy()
-        .select(
-            "rank",
-            "kind",
-            "source",
-            "device",
-            "name",
-            "pid",
-            "tid",
-            "collective",
-            "pg_name",
-            "pg_desc",
-            "pg_ranks",
-            "seq",
-            "comms_id",
-            "peer",
-            "group_peer",
-            "start_ns",
-            "end_ns",
-            "in_bytes",
-            "out_bytes",
-            "group_size",
-        )
+        .select(_ATTRIBUTION_COLUMNS)  # selected before the filter: the others are never copied
         .filter((pl.col("kind") == "communication") & (pl.col("source") == "kineto"))
         .join(modes.lazy(), on="rank", how="left", maintain_order="left")
         .with_columns(_measured=measured.fill_null(False))  # a rank without a mode: not measured
@@ -439,41 +429,9 @@ def _numbered(attributed: pl.LazyFrame) -> pl.LazyFrame:
     )
     return (
         instances.with_columns(dur_ns=pl.col("end_ns") - pl.col("start_ns"))
-        .select(
-            "group",
-            "dimension",
-            "index",
-            "_key",
-            "matched_by",
-            "attributed_by",
-            "rank",
-            "collective",
-            "events",
-            "start_ns",
-            "end_ns",
-            "dur_ns",
-            "in_bytes",
-            "out_bytes",
-            "group_size",
-        )
+        .select(_INSTANCE_COLUMNS)
         .sort("group", "index", "_key", "rank")
     )
-
-
-def _with_iterations(instances: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
-    """Add ``iteration``, lazily: the ProfilerStep window of the rank that holds the instance's start."""
-    steps = (
-        windows.lazy()
-        .filter(pl.col("window") == "profiler_step")
-        .select("rank", "iteration", _w_start="start_ns", _w_end="end_ns")
-        .sort("_w_start")
-    )
-    located = instances.sort("start_ns").join_asof(
-        steps, left_on="start_ns", right_on="_w_start", by="rank", strategy="backward", check_sortedness=False
-    )
-    return located.with_columns(
-        iteration=pl.when(pl.col("start_ns") < pl.col("_w_end")).then(pl.col("iteration"))
-    ).drop("_w_start", "_w_end")
 
 
 def bandwidth_columns(link_gbps: float | None, *, time: str = "transfer_ns") -> list[pl.Expr]:
@@ -589,7 +547,6 @@ def match_collectives(
     >>> match = match_collectives(trace.events, groups=trace.groups)  # doctest: +SKIP
     >>> match.collectives.select("group", "collective", "start_skew_ns", "last_rank")  # doctest: +SKIP
     """
-    declared = groups if groups is not None else _no_rows(PROCESS_GROUPS_SCHEMA)
     attribution_warnings: list[str] = []
     if windows is None:
         windows = assign_iterations(events)
@@ -597,7 +554,7 @@ def match_collectives(
     communication, group_list, settled = _attribution(
         events,
         modes,
-        groups=declared,
+        groups=groups,
         overrides=overrides,
         clocks=clocks,
         windows=windows,
@@ -607,7 +564,7 @@ def match_collectives(
     doubted = _with_doubt(communication.collect(engine="in-memory").lazy(), settled=settled)
     attributed = doubted.collect(engine="in-memory") if details else None  # what the details read
     numbered = _numbered(doubted if attributed is None else attributed.lazy())
-    instances = _with_iterations(numbered, windows).collect(engine="in-memory")
+    instances = with_iterations(numbered, windows).collect(engine="in-memory")
     measured_ranks = [r for r, mode in modes.select("rank", "mode").iter_rows() if mode in ("gpu", "cpu")]
     known = _instances_frame(group_list, overrides, nodes)
     expected = _expected_ranks(instances, known, len(measured_ranks), world_size)
@@ -924,31 +881,9 @@ def match_point_to_point(
     if not p2p.height:  # most jobs: no sends
         return _no_rows(POINT_TO_POINT_SCHEMA), ()
     no_peer = p2p.filter(pl.col("peer").is_null()).height
-    is_send = pl.col("collective") == "send"
-    sides = p2p.filter(pl.col("peer").is_not_null()).with_columns(
-        src=pl.when(is_send).then(pl.col("rank")).otherwise(pl.col("peer")).cast(pl.Int32),
-        dst=pl.when(is_send).then(pl.col("peer")).otherwise(pl.col("rank")).cast(pl.Int32),
-    )
-    order = pl.int_range(pl.len(), dtype=pl.Int64).over(
-        "group", "src", "dst", "collective", order_by=["start_ns", "end_ns"]
-    )
-    sides = sides.with_columns(index=order)
-
-    def side(kind: str, nbytes: pl.Expr) -> pl.DataFrame:
-        prefix = "send" if kind == "send" else "recv"
-        return sides.filter(pl.col("collective") == kind).select(
-            "group",
-            "src",
-            "dst",
-            "index",
-            pl.col("dimension").alias(f"_{prefix}_dimension"),
-            pl.col("start_ns").alias(f"{prefix}_start_ns"),
-            pl.col("end_ns").alias(f"{prefix}_end_ns"),
-            nbytes.alias(f"_{prefix}_bytes"),
-        )
-
-    pairs = side("send", pl.col("in_bytes")).join(
-        side("recv", pl.coalesce("out_bytes", "in_bytes")),
+    sides = _numbered_sides(p2p.filter(pl.col("peer").is_not_null()))
+    pairs = _side(sides, "send", pl.col("in_bytes")).join(
+        _side(sides, "recv", pl.coalesce("out_bytes", "in_bytes")),
         on=["group", "src", "dst", "index"],
         how="full",
         coalesce=True,
@@ -956,6 +891,36 @@ def match_point_to_point(
     pairs = _pair_figures(pairs, windows, nodes).with_columns(bandwidth_columns(link_gbps))
     frame = validate(pairs, POINT_TO_POINT_SCHEMA, what="point to point")
     return frame, _pair_warnings(frame, no_peer)
+
+
+def _numbered_sides(p2p: pl.DataFrame) -> pl.DataFrame:
+    """Return the sends and receives with their source, destination and index among their kind.
+
+    The k-th send from A to B, and the k-th receive on B from A, both have ``index`` k.
+    """
+    is_send = pl.col("collective") == "send"
+    sides = p2p.with_columns(
+        src=pl.when(is_send).then(pl.col("rank")).otherwise(pl.col("peer")).cast(pl.Int32),
+        dst=pl.when(is_send).then(pl.col("peer")).otherwise(pl.col("rank")).cast(pl.Int32),
+    )
+    order = pl.int_range(pl.len(), dtype=pl.Int64).over(
+        "group", "src", "dst", "collective", order_by=["start_ns", "end_ns"]
+    )
+    return sides.with_columns(index=order)
+
+
+def _side(sides: pl.DataFrame, kind: str, nbytes: pl.Expr) -> pl.DataFrame:
+    """Return one side of the pairs (``kind``: send or recv), its columns named after it."""
+    return sides.filter(pl.col("collective") == kind).select(
+        "group",
+        "src",
+        "dst",
+        "index",
+        pl.col("dimension").alias(f"_{kind}_dimension"),
+        pl.col("start_ns").alias(f"{kind}_start_ns"),
+        pl.col("end_ns").alias(f"{kind}_end_ns"),
+        nbytes.alias(f"_{kind}_bytes"),
+    )
 
 
 def _pair_figures(pairs: pl.DataFrame, windows: pl.DataFrame, nodes: pl.DataFrame | None) -> pl.DataFrame:
@@ -979,7 +944,7 @@ def _pair_figures(pairs: pl.DataFrame, windows: pl.DataFrame, nodes: pl.DataFram
         rank=pl.when(pl.col("send_start_ns").is_not_null()).then(pl.col("src")).otherwise(pl.col("dst")),
         start_ns=pl.coalesce("send_start_ns", "recv_start_ns"),
     )
-    located = _with_iterations(with_sides, windows)
+    located = with_iterations(with_sides, windows)
     if nodes is None:
         spans = pl.lit(None, dtype=pl.Boolean)
     else:
@@ -1131,37 +1096,16 @@ def compute_iteration_utilisation(
         :data:`~timeline.analysis.schemas.ITERATION_UTILISATION_SCHEMA`, sorted by iteration (the
         null iteration, collectives outside every ProfilerStep window, first).
     """
-    usable = (
-        pl.col("bytes").is_not_null()
-        & (pl.col("transfer_ns") > 0)
-        & pl.col("bus_factor").is_not_null()
-        & ~pl.col("implausible")  # faster than physics: its time or bytes are wrong
-    )
-    per_iteration = collectives.group_by("iteration").agg(
-        collectives=pl.len().cast(pl.Int64),
-        bytes=pl.col("bytes").filter(usable).sum(),
-        bus_bytes=(pl.col("bytes").cast(pl.Float64) * pl.col("bus_factor")).filter(usable).sum(),
-        transfer_ns=pl.col("transfer_ns").filter(usable).sum(),
-        total_wait_ns=pl.col("total_wait_ns").sum(),
-    )
+    steps = None
     if windows is not None and windows.height:
-        steps = (
-            windows.filter(pl.col("window") == "profiler_step")
-            .group_by("iteration")
-            .agg(step_ns=(pl.col("end_ns") - pl.col("start_ns")).median().round().cast(pl.Int64))
+        steps = windows.filter(pl.col("window") == "profiler_step").with_columns(
+            step_ns=pl.col("end_ns") - pl.col("start_ns")
         )
-        per_iteration = per_iteration.join(steps, on="iteration", how="left")
-    else:
-        per_iteration = per_iteration.with_columns(step_ns=pl.lit(None, dtype=pl.Int64))
+    exposed = None
     if iteration_overlap is not None and iteration_overlap.height:
-        exposed = (
-            iteration_overlap.filter(pl.col("iteration").is_not_null())
-            .group_by("iteration")
-            .agg(exposed_comm_ns=pl.col("exposed_comm_ns").median().round().cast(pl.Int64))
-        )
-        per_iteration = per_iteration.join(exposed, on="iteration", how="left")
-    else:
-        per_iteration = per_iteration.with_columns(exposed_comm_ns=pl.lit(None, dtype=pl.Int64))
+        exposed = iteration_overlap.filter(pl.col("iteration").is_not_null())
+    per_iteration = _with_median(_sums_per_iteration(collectives), steps, "step_ns")
+    per_iteration = _with_median(per_iteration, exposed, "exposed_comm_ns")
     link = pl.lit(link_gbps, dtype=pl.Float64)
     transfer = pl.when(pl.col("transfer_ns") > 0).then(pl.col("transfer_ns"))
     result = per_iteration.with_columns(
@@ -1178,3 +1122,32 @@ def compute_iteration_utilisation(
     return validate(
         result.sort("iteration", nulls_last=False), ITERATION_UTILISATION_SCHEMA, what="utilisation"
     )
+
+
+def _sums_per_iteration(collectives: pl.DataFrame) -> pl.DataFrame:
+    """Return the collectives, bytes, bus bytes, transfer and wait of each iteration.
+
+    Bytes, bus bytes and transfer count the collectives whose size, transfer and bus factor are
+    known and whose bandwidth is plausible; ``collectives`` and ``total_wait_ns`` count them all.
+    """
+    usable = (
+        pl.col("bytes").is_not_null()
+        & (pl.col("transfer_ns") > 0)
+        & pl.col("bus_factor").is_not_null()
+        & ~pl.col("implausible")  # faster than physics: its time or bytes are wrong
+    )
+    return collectives.group_by("iteration").agg(
+        collectives=pl.len().cast(pl.Int64),
+        bytes=pl.col("bytes").filter(usable).sum(),
+        bus_bytes=(pl.col("bytes").cast(pl.Float64) * pl.col("bus_factor")).filter(usable).sum(),
+        transfer_ns=pl.col("transfer_ns").filter(usable).sum(),
+        total_wait_ns=pl.col("total_wait_ns").sum(),
+    )
+
+
+def _with_median(per_iteration: pl.DataFrame, rows: pl.DataFrame | None, column: str) -> pl.DataFrame:
+    """Add ``column``: its median over ``rows`` of each iteration, rounded (null without ``rows``)."""
+    if rows is None:
+        return per_iteration.with_columns(pl.lit(None, dtype=pl.Int64).alias(column))
+    medians = rows.group_by("iteration").agg(pl.col(column).median().round().cast(pl.Int64))
+    return per_iteration.join(medians, on="iteration", how="left")

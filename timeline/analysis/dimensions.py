@@ -163,26 +163,7 @@ def exposure_by(overlap: Overlap, labels: pl.DataFrame, *, by: ExposureKey = "di
     if not keys:
         return DIMENSION_EXPOSURE_SCHEMA.to_frame()
     names = {key: f"k{i}" for i, key in enumerate(keys)}
-    mine = clip_to_windows(
-        pieces.with_columns(set=pl.col("_key").replace_strict(names, return_dtype=pl.String)).drop("_key"),
-        windows,
-        by=["rank"],
-    )
-    states = clip_to_windows(
-        overlap.comm.select(
-            "rank", set=pl.col("state").cast(pl.String), start_ns="start_ns", end_ns="end_ns"
-        ),
-        windows,
-        by=["rank"],
-    )
-    sets = [*names.values(), "exposed", "hidden"]
-    columns = ["rank", "window_id", "set", "start_ns", "end_ns"]
-    measured = measure(
-        pl.concat([mine.select(columns), states.select(columns)]),
-        by=["rank", "window_id"],
-        sets=sets,
-        formulas=_formulas(list(names.values())),
-    )
+    measured = _measured_keys(pieces, overlap.comm, windows=windows, names=names)
     rows = pl.concat(
         [
             measured.lazy().select(
@@ -204,6 +185,33 @@ def exposure_by(overlap: Overlap, labels: pl.DataFrame, *, by: ExposureKey = "di
         .collect(engine="in-memory")
     )
     return validate(result, DIMENSION_EXPOSURE_SCHEMA, what="exposure per dimension")
+
+
+def _measured_keys(
+    pieces: pl.DataFrame, comm: pl.DataFrame, *, windows: pl.DataFrame, names: Mapping[str, str]
+) -> pl.DataFrame:
+    """Return, per rank and window, each key's communication under the hidden and exposed states.
+
+    ``pieces``: the union of each key's communication (``_key``); ``comm``: the overlap's
+    communication intervals with their ``state``; ``names``: key → the set name it is measured as.
+    """
+    mine = clip_to_windows(
+        pieces.with_columns(set=pl.col("_key").replace_strict(names, return_dtype=pl.String)).drop("_key"),
+        windows,
+        by=["rank"],
+    )
+    states = clip_to_windows(
+        comm.select("rank", set=pl.col("state").cast(pl.String), start_ns="start_ns", end_ns="end_ns"),
+        windows,
+        by=["rank"],
+    )
+    columns = ["rank", "window_id", "set", "start_ns", "end_ns"]
+    return measure(
+        pl.concat([mine.select(columns), states.select(columns)]),
+        by=["rank", "window_id"],
+        sets=[*names.values(), "exposed", "hidden"],
+        formulas=_formulas(list(names.values())),
+    )
 
 
 def _formulas(names: list[str]) -> dict[str, Formula]:

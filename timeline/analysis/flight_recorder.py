@@ -264,20 +264,8 @@ def _members(
         "last_completed",
         pl.lit("pg_status").alias("_from"),
     ).unique(["key", "rank"], keep="first")
-    outstanding = entries.with_columns(_outstanding_entries(entries).alias("_out"))
-    from_entries = outstanding.group_by("key", "rank").agg(
-        pl.col("pg_id").first(),
-        pl.col("seq").max().alias("last_enqueued"),
-        pl.lit(None, dtype=pl.Int64).alias("last_started"),
-        pl.coalesce(pl.col("seq").filter(pl.col("_out")).min() - 1, pl.col("seq").max()).alias(
-            "last_completed"
-        ),
-        pl.lit("entries").alias("_from"),
-        pl.col("_out").sum().alias("_open"),
-        pl.col("seq").filter(~pl.col("_out")).max().alias("_done"),
-    )
     progress = members.join(from_status, on=["key", "rank"], how="left").join(
-        from_entries, on=["key", "rank"], how="left", suffix="_e"
+        _entries_progress(entries), on=["key", "rank"], how="left", suffix="_e"
     )
     use_entries = pl.col("_from").is_null() & pl.col("_from_e").is_not_null()
     return progress.select(
@@ -302,6 +290,26 @@ def _members(
         .otherwise(pl.max_horizontal("last_completed", "_done"))
         .alias("last_completed"),
         pl.col("_open").fill_null(0).alias("_open"),
+    )
+
+
+def _entries_progress(entries: pl.DataFrame) -> pl.DataFrame:
+    """Return each instance and rank's progress from its entries alone (see :func:`_members`).
+
+    The last enqueued, the one before the first not completed (``_open``: how many are not; ``_done``:
+    the last completed).
+    """
+    outstanding = entries.with_columns(_outstanding_entries(entries).alias("_out"))
+    return outstanding.group_by("key", "rank").agg(
+        pl.col("pg_id").first(),
+        pl.col("seq").max().alias("last_enqueued"),
+        pl.lit(None, dtype=pl.Int64).alias("last_started"),
+        pl.coalesce(pl.col("seq").filter(pl.col("_out")).min() - 1, pl.col("seq").max()).alias(
+            "last_completed"
+        ),
+        pl.lit("entries").alias("_from"),
+        pl.col("_out").sum().alias("_open"),
+        pl.col("seq").filter(~pl.col("_out")).max().alias("_done"),
     )
 
 

@@ -321,17 +321,9 @@ def shared_clocks(
         return validate(shared.sort("rank"), SHARED_CLOCKS_SCHEMA, what="shared clocks")
     if not comparable:
         return pl.DataFrame(schema=SHARED_CLOCKS_SCHEMA)
-    counting = (
-        files.lazy()
-        .filter(pl.col("rank").is_not_null() & (pl.col("format") != "horovod"))
-        .group_by(pl.col("rank").cast(pl.Int32))
-        .agg(pl.col("clock").unique())
-        .filter(pl.col("clock").list.len() == 1)  # a rank whose files count time two ways: none
-        .select("rank", pl.col("clock").list.first().alias("_counting"))
-    )
     clocks = (
         _nodes(files, gpus_per_node)
-        .join(counting, on="rank", how="inner")
+        .join(_counting(files), on="rank", how="inner")
         .select(
             "rank",
             clock=pl.format("{}/{}", pl.col("node"), pl.col("_counting").fill_null("?")),
@@ -341,6 +333,21 @@ def shared_clocks(
         .select([pl.col(name).cast(dtype) for name, dtype in SHARED_CLOCKS_SCHEMA.items()])
     )
     return validate(clocks.collect(engine="in-memory"), SHARED_CLOCKS_SCHEMA, what="shared clocks")
+
+
+def _counting(files: pl.DataFrame) -> pl.LazyFrame:
+    """Return how each rank's traces count time (``_counting``, the file table's ``clock``), lazily.
+
+    A rank whose files count time two ways is absent: it compares with none.
+    """
+    return (
+        files.lazy()
+        .filter(pl.col("rank").is_not_null() & (pl.col("format") != "horovod"))
+        .group_by(pl.col("rank").cast(pl.Int32))
+        .agg(pl.col("clock").unique())
+        .filter(pl.col("clock").list.len() == 1)
+        .select("rank", pl.col("clock").list.first().alias("_counting"))
+    )
 
 
 def _span(
@@ -609,12 +616,11 @@ def attribute_groups(
         global rank where the group makes it certain (a gloo send's ``group_peer`` through the
         group's ranks).
     """
-    comm = _communication(events.lazy()).collect(engine="in-memory")
-    registry, own = _registry(_named_events(comm.lazy()).iter_rows(named=True), declared)
-    attributed, _ = _attributed(
-        comm.lazy(), registry, own, overrides=overrides, clocks=clocks, windows=windows, warnings=warnings
-    )
-    return attributed.collect(engine="in-memory")
+    comm = _communication(events.lazy()).collect(engine="in-memory").lazy()  # read twice: computed once
+    registry, own = _registry(_named_events(comm).iter_rows(named=True), declared)
+    return _attributed(  # [0]: the events (whether their groups are settled is not asked)
+        comm, registry, own, overrides=overrides, clocks=clocks, windows=windows, warnings=warnings
+    )[0].collect(engine="in-memory")
 
 
 def _measured_attribution(

@@ -36,12 +36,12 @@ from timeline.analysis.collectives import bandwidth_columns, bus_factor_expr
 from timeline.analysis.intervals import (
     Formula,
     clip_to_windows,
-    covered_length,
+    covered_within,
     formula_intervals,
     measure,
     union_intervals,
 )
-from timeline.analysis.iterations import activity_sets, assign_iterations, rank_modes
+from timeline.analysis.iterations import activity_sets, assign_iterations, rank_modes, with_iterations
 from timeline.analysis.schemas import (
     HOROVOD_BATCHES_SCHEMA,
     HOROVOD_ITERATIONS_SCHEMA,
@@ -237,16 +237,40 @@ def compute_tensor_phases(events: pl.DataFrame) -> pl.DataFrame:
         If the events hold no Horovod timeline.
     """
     spans = _require_horovod(events).filter((pl.col("kind") != "instant") & pl.col("pid").is_not_null())
+    is_op = pl.col("kind") == "annotation"
+    per_tensor = (
+        spans.with_columns(_phase=_phase_column())
+        .group_by("pid")
+        .agg(
+            pl.col("tensor").cast(pl.String).drop_nulls().first(),
+            pl.col("collective").cast(pl.String).drop_nulls().first(),
+            is_op.sum().cast(pl.Int64).alias("operations"),
+            pl.col("in_bytes").filter(is_op).max().alias("bytes"),
+            *[pl.col("dur_ns").filter(pl.col("_phase") == p).sum().alias(p) for p in _PHASE_COLUMNS],
+        )
+        .sort("pid")
+    )
+    return validate(per_tensor, HOROVOD_TENSORS_SCHEMA, what="horovod tensors")
+
+
+_PHASE_COLUMNS = (
+    *("negotiation_ns", "wait_ns", "queue_ns", "memcpy_in_ns", "memcpy_out_ns"),
+    *("wire_ns", "other_ns", "operation_ns"),
+)
+"""The phases of :func:`compute_tensor_phases`, in the order of its columns."""
+
+
+def _phase_column() -> pl.Expr:
+    """Return the phase column a Horovod span's duration is summed into (:data:`_PHASE_COLUMNS`)."""
     kind = pl.col("kind")
-    name = pl.col("name").cast(pl.String)
-    phase = (
+    return (
         pl.when(kind == "negotiation")
         .then(pl.lit("negotiation_ns"))
         .when(kind == "wait")
         .then(pl.lit("wait_ns"))
         .when(kind == "queue")
         .then(pl.lit("queue_ns"))
-        .when((kind == "memcpy") & name.str.contains("_IN_"))
+        .when((kind == "memcpy") & pl.col("name").cast(pl.String).str.contains("_IN_"))
         .then(pl.lit("memcpy_in_ns"))
         .when(kind == "memcpy")
         .then(pl.lit("memcpy_out_ns"))
@@ -256,30 +280,6 @@ def compute_tensor_phases(events: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("operation_ns"))
         .otherwise(pl.lit("other_ns"))
     )
-    phases = (
-        "negotiation_ns",
-        "wait_ns",
-        "queue_ns",
-        "memcpy_in_ns",
-        "memcpy_out_ns",
-        "wire_ns",
-        "other_ns",
-        "operation_ns",
-    )
-    is_op = kind == "annotation"
-    per_tensor = (
-        spans.with_columns(_phase=phase)
-        .group_by("pid")
-        .agg(
-            pl.col("tensor").cast(pl.String).drop_nulls().first(),
-            pl.col("collective").cast(pl.String).drop_nulls().first(),
-            is_op.sum().cast(pl.Int64).alias("operations"),
-            pl.col("in_bytes").filter(is_op).max().alias("bytes"),
-            *[pl.col("dur_ns").filter(pl.col("_phase") == p).sum().alias(p) for p in phases],
-        )
-        .sort("pid")
-    )
-    return validate(per_tensor, HOROVOD_TENSORS_SCHEMA, what="horovod tensors")
 
 
 def _wire_operations(horovod: pl.DataFrame) -> pl.DataFrame:
@@ -471,34 +471,18 @@ def compute_negotiation_wait(events: pl.DataFrame) -> pl.DataFrame:
     TraceContentError
         If the events hold no Horovod timeline.
     """
-    horovod = _require_horovod(events)
-    negotiations = (
-        horovod.filter((pl.col("kind") == "negotiation") & pl.col("pid").is_not_null())
-        .select("pid", _n_start="start_ns", _n_end="end_ns")
-        .sort("_n_start")
-    )
-    ticks = (
-        _ticks(horovod)
-        .select("pid", "rank", "start_ns")
-        .sort("start_ns")
-        .join_asof(
-            negotiations,
-            left_on="start_ns",
-            right_on="_n_start",
-            by="pid",
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .filter(pl.col("_n_start").is_not_null() & (pl.col("start_ns") <= pl.col("_n_end")))
-    )
     per_negotiation = ["pid", "_n_start"]
-    ticks = ticks.with_columns(
-        _last=pl.col("start_ns").max().over(per_negotiation),
-        _last_rank=pl.col("rank")
-        .sort_by(["start_ns", "rank"], descending=[True, False])
-        .first()
-        .over(per_negotiation),
-    ).with_columns(_waited=pl.col("_last") - pl.col("start_ns"))
+    ticks = (
+        _negotiation_ticks(_require_horovod(events))
+        .with_columns(
+            _last=pl.col("start_ns").max().over(per_negotiation),
+            _last_rank=pl.col("rank")
+            .sort_by(["start_ns", "rank"], descending=[True, False])
+            .first()
+            .over(per_negotiation),
+        )
+        .with_columns(_waited=pl.col("_last") - pl.col("start_ns"))
+    )
     caused = (
         ticks.group_by(per_negotiation)
         .agg(rank=pl.col("_last_rank").first(), _caused=pl.col("_waited").sum())
@@ -517,6 +501,29 @@ def compute_negotiation_wait(events: pl.DataFrame) -> pl.DataFrame:
         .sort("rank")
     )
     return validate(per_rank, HOROVOD_NEGOTIATION_SCHEMA, what="horovod negotiation")
+
+
+def _negotiation_ticks(horovod: pl.DataFrame) -> pl.DataFrame:
+    """Return the readiness ticks inside a negotiation, each with its negotiation's start and end."""
+    negotiations = (
+        horovod.filter((pl.col("kind") == "negotiation") & pl.col("pid").is_not_null())
+        .select("pid", _n_start="start_ns", _n_end="end_ns")
+        .sort("_n_start")
+    )
+    return (
+        _ticks(horovod)
+        .select("pid", "rank", "start_ns")
+        .sort("start_ns")
+        .join_asof(
+            negotiations,
+            left_on="start_ns",
+            right_on="_n_start",
+            by="pid",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("_n_start").is_not_null() & (pl.col("start_ns") <= pl.col("_n_end")))
+    )
 
 
 def horovod_limitations(*, clock: str | None = None, with_framework_trace: bool = False) -> tuple[str, ...]:
@@ -582,7 +589,28 @@ def analyze_horovod(
         start_tolerance_ns=FUSION_START_TOLERANCE_NS,
         end_tolerance_ns=FUSION_END_TOLERANCE_NS,
     )
-    negotiation = compute_negotiation_wait(horovod)
+    totals = _totals(horovod, tensors=tensors, batches=batches, batch_spans=batch_spans, world_size=n)
+    return HorovodAnalysis(
+        tensors=tensors,
+        batches=batches,
+        negotiation=compute_negotiation_wait(horovod),
+        totals=validate(_with_total_rates(totals, link_gbps), HOROVOD_TOTALS_SCHEMA, what="horovod totals"),
+        limitations=horovod_limitations(clock=clock),
+    )
+
+
+def _totals(
+    horovod: pl.DataFrame,
+    *,
+    tensors: pl.DataFrame,
+    batches: pl.DataFrame,
+    batch_spans: pl.DataFrame,
+    world_size: int | None,
+) -> pl.DataFrame:
+    """Return the timeline's one row of counts, span, wire union, negotiation union and known bytes.
+
+    ``_bus_bytes`` and ``_known_wire_ns``: what :func:`_with_total_rates` divides.
+    """
     spans = horovod.filter(pl.col("kind") != "instant")
     wire = spans.filter(pl.col("kind") == "communication")
     first, last = spans.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
@@ -591,12 +619,12 @@ def analyze_horovod(
     known = batches.filter(pl.col("bytes").is_not_null() & (pl.col("wire_ns") > 0) & ~pl.col("implausible"))
     known_spans = batch_spans.join(known.select("batch"), on="batch")
     bus_known = known.height > 0 and known.get_column("bus_factor").null_count() == 0
-    totals = pl.DataFrame(
+    return pl.DataFrame(
         {
             "tensors": [tensors.height],
             "operations": [int(tensors.get_column("operations").sum())],
             "batches": [batches.height],
-            "world_size": [n],
+            "world_size": [world_size],
             "span_ns": [None if first is None else last - first],
             "wire_sum_ns": [int(wire.get_column("dur_ns").sum())],
             "wire_ns": [_union_length(wire)],
@@ -616,11 +644,15 @@ def analyze_horovod(
             "_bus_bytes": pl.Float64,
         },
     )
+
+
+def _with_total_rates(totals: pl.DataFrame, link_gbps: float | None) -> pl.DataFrame:
+    """Add the wire ratio, and the bandwidths and link utilisation over the known batches."""
     usable = pl.col("bytes").is_not_null() & (pl.col("_known_wire_ns") > 0)
     algbw = pl.when(usable).then(pl.col("bytes") * 1e9 / pl.col("_known_wire_ns"))
     busbw = pl.when(usable).then(pl.col("_bus_bytes") * 1e9 / pl.col("_known_wire_ns"))
     link = pl.lit(link_gbps, dtype=pl.Float64)
-    totals = totals.with_columns(
+    return totals.with_columns(
         wire_ratio=pl.when(pl.col("span_ns") > 0).then(pl.col("wire_ns") / pl.col("span_ns")),
         algbw_bytes_per_s=algbw,
         busbw_bytes_per_s=busbw,
@@ -628,13 +660,6 @@ def analyze_horovod(
         busbw_gbps=busbw * 8 / 1e9,
         link_gbps=link,
         link_utilisation_ratio=busbw * 8 / 1e9 / link,
-    )
-    return HorovodAnalysis(
-        tensors=tensors,
-        batches=batches,
-        negotiation=negotiation,
-        totals=validate(totals, HOROVOD_TOTALS_SCHEMA, what="horovod totals"),
-        limitations=horovod_limitations(clock=clock),
     )
 
 
@@ -763,31 +788,19 @@ def _span_phases(
 
     spans = horovod.with_row_index("_span").with_columns(rank=pl.lit(writer_rank, dtype=pl.Int32))
     points = spans.select("_span", "rank", "start_ns", "end_ns")
-    covered = _covered(working, points, "hidden_ns").join(
-        _covered(kernel_comm, points, "kernel_ns"), on="_span"
-    )
-
-    steps = windows.filter(pl.col("window") == "profiler_step").select(
-        "iteration", _w_start="start_ns", _w_end="end_ns"
+    covered = covered_within(working, points, by=["rank"], key="_span", out="hidden_ns").join(
+        covered_within(kernel_comm, points, by=["rank"], key="_span", out="kernel_ns"), on="_span"
     )
     return (
-        spans.join(covered, on="_span")
-        .sort("start_ns")
-        .join_asof(
-            steps.sort("_w_start"),
-            left_on="start_ns",
-            right_on="_w_start",
-            strategy="backward",
-            check_sortedness=False,
-        )
+        with_iterations(spans.join(covered, on="_span").lazy(), windows)  # the writer's windows only
         .with_columns(
-            iteration=pl.when(pl.col("start_ns") < pl.col("_w_end")).then(pl.col("iteration")),
             exposed_ns=pl.col("dur_ns") - pl.col("hidden_ns"),
             tensor=pl.col("tensor").cast(pl.String),
             kind=pl.col("kind").cast(pl.String),
             name=pl.col("name").cast(pl.String),
         )
         .sort("start_ns", "pid")
+        .collect(engine="in-memory")
     )
 
 
@@ -805,19 +818,6 @@ def _overlap_warnings(horovod: pl.DataFrame, kineto: pl.DataFrame, writer_rank: 
             "time: are they from the same run?"
         )
     return tuple(warnings)
-
-
-def _covered(union: pl.DataFrame, points: pl.DataFrame, out: str) -> pl.DataFrame:
-    """``out`` = the length of ``union`` inside each ``[start_ns, end_ns)`` of ``points``."""
-    at_start = covered_length(
-        union, points.select("_span", "rank", "start_ns"), by=["rank"], at="start_ns", out="_a"
-    )
-    at_end = covered_length(
-        union, points.select("_span", "rank", "end_ns"), by=["rank"], at="end_ns", out="_b"
-    )
-    return at_start.join(at_end.select("_span", "_b"), on="_span").select(
-        "_span", (pl.col("_b") - pl.col("_a")).alias(out)
-    )
 
 
 def _attribution_iterations(

@@ -22,6 +22,7 @@ __all__ = [
     "Formula",
     "clip_to_windows",
     "covered_length",
+    "covered_within",
     "formula_intervals",
     "measure",
     "measure_sweep",
@@ -349,6 +350,26 @@ def covered_length(
     )
 
 
+def covered_within(
+    union: pl.DataFrame, spans: pl.DataFrame, *, by: Sequence[str], key: str, out: str
+) -> pl.DataFrame:
+    """Return columns ``key`` and ``out``: the length of ``union`` inside each span, per group.
+
+    ``F(end_ns) - F(start_ns)`` (:func:`covered_length`, whose ``union`` and ``by`` these are);
+    ``spans``: columns ``key`` (one value a span), ``by``, ``start_ns`` and ``end_ns``.
+    """
+    keys = list(by)
+    at_start = covered_length(
+        union, spans.select(key, *keys, "start_ns"), by=keys, at="start_ns", out="_covered_start"
+    )
+    at_end = covered_length(
+        union, spans.select(key, *keys, "end_ns"), by=keys, at="end_ns", out="_covered_end"
+    )
+    return at_start.join(at_end.select(key, "_covered_end"), on=key).select(
+        key, (pl.col("_covered_end") - pl.col("_covered_start")).alias(out)
+    )
+
+
 def clip_to_windows(intervals: pl.DataFrame, windows: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
     """Split intervals at window boundaries and keep the parts inside windows.
 
@@ -378,30 +399,12 @@ def clip_to_windows(intervals: pl.DataFrame, windows: pl.DataFrame, *, by: Seque
         .with_columns(_widx=pl.int_range(pl.len()).over(keys) if keys else pl.int_range(pl.len()))
     )
     starts = ordered_windows.select(*keys, "_widx", _ws=pl.col("w_start"))
+    # the first window an interval may reach: the last that starts at or before its start; the last
+    # window: the last that starts before its end (none: the interval ends before every window)
+    first = _window_index(intervals.lazy().with_row_index("_iid"), starts, at="start_ns", keys=keys)
     located = (
-        intervals.lazy()
-        .with_row_index("_iid")
-        .sort("start_ns")
-        .join_asof(
-            starts.rename({"_widx": "_first"}),
-            left_on="start_ns",
-            right_on="_ws",
-            by=keys or None,
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .drop("_ws")
-        .sort("end_ns")
-        .join_asof(
-            starts.rename({"_widx": "_last"}),
-            left_on="end_ns",
-            right_on="_ws",
-            by=keys or None,
-            strategy="backward",
-            check_sortedness=False,
-            allow_exact_matches=False,
-        )
-        .drop("_ws")
+        _window_index(first.rename({"_widx": "_first"}), starts, at="end_ns", keys=keys, exact=False)
+        .rename({"_widx": "_last"})
         .filter(pl.col("_last").is_not_null())
         .with_columns(pl.col("_first").fill_null(0))
     )
@@ -414,6 +417,25 @@ def clip_to_windows(intervals: pl.DataFrame, windows: pl.DataFrame, *, by: Seque
         .sort("_iid", "start_ns")
         .drop("_iid", "_first", "_last", "_widx", "w_start", "w_end")
         .collect(engine="in-memory")
+    )
+
+
+def _window_index(
+    intervals: pl.LazyFrame, starts: pl.LazyFrame, *, at: str, keys: list[str], exact: bool = True
+) -> pl.LazyFrame:
+    """Add ``_widx``: the last of ``starts`` at or before ``at`` (before it, unless ``exact``)."""
+    return (
+        intervals.sort(at)
+        .join_asof(
+            starts,
+            left_on=at,
+            right_on="_ws",
+            by=keys or None,
+            strategy="backward",
+            check_sortedness=False,
+            allow_exact_matches=exact,
+        )
+        .drop("_ws")
     )
 
 

@@ -27,7 +27,7 @@ import polars as pl
 from timeline.importers.rules import CPU_COMMUNICATION_CALLS
 from timeline.schema import ITERATIONS_SCHEMA
 
-__all__ = ["assign_iterations", "rank_modes", "redundant_steps"]
+__all__ = ["assign_iterations", "rank_modes", "redundant_steps", "with_iterations"]
 
 _STEP_PATTERN = r"^ProfilerStep#(\d+)$"
 _COMMUNICATION_CALLS = "|".join(f"(?:{p})" for p in CPU_COMMUNICATION_CALLS)
@@ -234,6 +234,26 @@ def assign_iterations(events: pl.DataFrame) -> pl.DataFrame:
     return _assign_iterations(events, modes, activity_sets(events, modes))
 
 
+def with_iterations(rows: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
+    """Add ``iteration``, lazily: the ``ProfilerStep`` window of its rank that holds a row's start.
+
+    ``rows``: columns ``rank`` and ``start_ns`` (any others are kept), returned sorted by
+    ``start_ns``; ``windows``: :func:`assign_iterations`' windows. Null outside every step window.
+    """
+    steps = (
+        windows.lazy()
+        .filter(pl.col("window") == "profiler_step")
+        .select("rank", "iteration", _w_start="start_ns", _w_end="end_ns")
+        .sort("_w_start")
+    )
+    located = rows.sort("start_ns").join_asof(
+        steps, left_on="start_ns", right_on="_w_start", by="rank", strategy="backward", check_sortedness=False
+    )
+    return located.with_columns(
+        iteration=pl.when(pl.col("start_ns") < pl.col("_w_end")).then(pl.col("iteration"))
+    ).drop("_w_start", "_w_end")
+
+
 def _assign_iterations(
     events: pl.DataFrame, modes: pl.DataFrame, sets: pl.DataFrame, *, steps: pl.DataFrame | None = None
 ) -> pl.DataFrame:
@@ -246,27 +266,9 @@ def _assign_iterations(
         .select("rank", "iteration", "cpu_start", "cpu_end")
         .sort("rank", "cpu_start", maintain_order=True)
     )
-    activities = (
-        sets.lazy()
-        .filter(pl.col("set") != "wait")
-        .join(
-            events.lazy().with_row_index("event").select("event", "correlation", "device"),
-            on="event",
-            how="left",
-        )
-    )
-    launches = (
-        events.lazy()
-        .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
-        .select("rank", "correlation", launch_ns="start_ns")
-        .unique(["rank", "correlation"], keep="first")
-    )
-    # When each activity was issued: its runtime launch on the CPU, else its own start.
-    issued = activities.join(launches, on=["rank", "correlation"], how="left").with_columns(
-        issued_ns=pl.coalesce("launch_ns", "start_ns")
-    )
     owned = (
-        issued.sort("issued_ns")
+        _issued_activities(events, sets)
+        .sort("issued_ns")
         .join_asof(
             step_starts.sort("cpu_start"),
             left_on="issued_ns",
@@ -300,3 +302,28 @@ def _assign_iterations(
     typed = [pl.col(name).cast(dtype) for name, dtype in ITERATIONS_SCHEMA.items()]
     windows = pl.concat([projected.select(typed), whole.select(typed)])
     return windows.sort("rank", "start_ns").collect(engine="in-memory")
+
+
+def _issued_activities(events: pl.DataFrame, sets: pl.DataFrame) -> pl.LazyFrame:
+    """Return the activities that are not waits, lazily, with ``issued_ns``: when each was issued.
+
+    Its runtime launch on the CPU (the first runtime event of its correlation), else its own start.
+    """
+    activities = (
+        sets.lazy()
+        .filter(pl.col("set") != "wait")
+        .join(
+            events.lazy().with_row_index("event").select("event", "correlation", "device"),
+            on="event",
+            how="left",
+        )
+    )
+    launches = (
+        events.lazy()
+        .filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
+        .select("rank", "correlation", launch_ns="start_ns")
+        .unique(["rank", "correlation"], keep="first")
+    )
+    return activities.join(launches, on=["rank", "correlation"], how="left").with_columns(
+        issued_ns=pl.coalesce("launch_ns", "start_ns")
+    )

@@ -28,13 +28,19 @@ import polars as pl
 from timeline.analysis.intervals import (
     Formula,
     _union_lazy,
-    covered_length,
+    covered_within,
     measure_sweep,
     measure_windows,
     sweep,
     sweep_intervals,
 )
-from timeline.analysis.iterations import _assign_iterations, _step_spans, activity_sets, rank_modes
+from timeline.analysis.iterations import (
+    _assign_iterations,
+    _step_spans,
+    activity_sets,
+    rank_modes,
+    with_iterations,
+)
 from timeline.analysis.schemas import COMM_INTERVALS_SCHEMA, COMM_STATE
 from timeline.schema import (
     COLLECTIVE_EXPOSURE_SCHEMA,
@@ -261,17 +267,7 @@ def _collective_exposure(
 ) -> pl.DataFrame:
     comm = sets.filter(pl.col("set") == "comm")
     working = sweep_intervals(bounds, by=["rank"], sets=_SETS, formula=_working)
-    with_start = covered_length(
-        working, comm.select("event", "rank", "start_ns"), by=["rank"], at="start_ns", out="_f0"
-    )
-    with_end = covered_length(
-        working, comm.select("event", "rank", "end_ns"), by=["rank"], at="end_ns", out="_f1"
-    )
-    hidden = (
-        with_start.lazy()
-        .join(with_end.lazy().select("event", "_f1"), on="event")
-        .select("event", hidden_ns=pl.col("_f1") - pl.col("_f0"))
-    )
+    hidden = covered_within(working, comm, by=["rank"], key="event", out="hidden_ns").lazy()
     details = (
         events.lazy()
         .with_row_index("event")
@@ -289,25 +285,13 @@ def _collective_exposure(
             pg_name=pl.col("pg_name").cast(pl.String),
         )
     )
-    located = (
+    located = with_iterations(
         comm.lazy()
         .select("event")
         .join(details, on="event")
         .join(hidden, on="event", how="left")
-        .join(modes.lazy(), on="rank", how="left")
-        .sort("start_ns")
-        .join_asof(
-            windows.lazy()
-            .filter(pl.col("window") == "profiler_step")
-            .select("rank", "iteration", w_start="start_ns", w_end="end_ns")
-            .sort("w_start"),
-            left_on="start_ns",
-            right_on="w_start",
-            by="rank",
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .with_columns(iteration=pl.when(pl.col("start_ns") < pl.col("w_end")).then(pl.col("iteration")))
+        .join(modes.lazy(), on="rank", how="left"),
+        windows,
     )
     horovod = pl.col("mode") == "horovod"
     result = located.with_columns(

@@ -8,8 +8,9 @@ importing this package works without torch (install it with ``pip install 'timel
 - gradient-ready markers (``grad_ready_markers=True``): ``timeline.grad_ready:<param>:<bytes>``
   ranges, parsed by :func:`parse_grad_ready_name`;
 - :func:`horovod_timeline_env`: the Horovod timeline settings for the same run folder;
-- :func:`run_demo`: the small CPU jobs behind ``timeline capture --demo`` (:data:`DEMO_JOBS`:
-  ``ddp``, and on a device mesh ``fsdp2_tp``, ``pipeline``, ``expert``; :func:`demo_job`).
+- :func:`run_demo` (:class:`DemoSettings`): the small CPU jobs behind ``timeline capture --demo``
+  (:data:`DEMO_JOBS`: ``ddp``, and on a device mesh ``fsdp2_tp``, ``pipeline``, ``expert``;
+  :func:`demo_job`).
 
 See ``docs/capturing.md``.
 """
@@ -17,7 +18,7 @@ See ``docs/capturing.md``.
 from __future__ import annotations
 
 from timeline.capture._torch import TORCH_MISSING_MESSAGE, TorchMissingError, import_torch, require_torch
-from timeline.capture.demo import DemoResult, run_demo
+from timeline.capture.demo import DemoResult, DemoSettings, run_demo
 from timeline.capture.horovod import HOROVOD_TIMELINE_NAME, horovod_timeline_env
 from timeline.capture.jobs import DEMO_JOBS, DemoJob, demo_job
 from timeline.capture.manifest import MANIFEST_NAME, Manifest, RankEntry, read_manifest, trace_file_name
@@ -33,6 +34,7 @@ __all__ = [
     "Capture",
     "DemoJob",
     "DemoResult",
+    "DemoSettings",
     "Manifest",
     "RankEntry",
     "TorchMissingError",

@@ -31,7 +31,7 @@ from timeline.capture.manifest import MANIFEST_NAME, read_manifest
 from timeline.capture.session import capture
 from timeline.errors import UsageError
 
-__all__ = ["DEMO_BUCKET_CAP_MB", "DemoResult", "run_demo"]
+__all__ = ["DEMO_BUCKET_CAP_MB", "DemoResult", "DemoSettings", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -49,70 +49,59 @@ class DemoResult:
     by other programs competing for the cores (the gloo threads are not counted)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class DemoSettings:
+    """What a demo run does: the job, its size, the profiler's schedule and options (:func:`run_demo`)."""
+
+    job: str = "ddp"
+    """The job's name, a key of :data:`timeline.capture.jobs.DEMO_JOBS`: ``ddp`` (the default),
+    ``fsdp2_tp``, ``pipeline`` or ``expert``."""
+    ranks: int | None = None
+    """Number of processes (world size); None gives the job's default (2 for ``ddp``, 4 for the
+    others, which need an even number, at least 4)."""
+    steps: int = 8
+    """Training steps per rank; at least ``wait + warmup + active`` when profiling."""
+    wait: int = 1
+    """The profiler schedule (with ``warmup``, ``active`` and ``repeat``)."""
+    warmup: int = 1
+    active: int = 3
+    repeat: int = 1
+    grad_ready_markers: bool = False
+    """Passed to :func:`~timeline.capture.capture`, as ``record_shapes`` and ``with_stack``
+    (grad-ready markers: ``ddp`` only)."""
+    record_shapes: bool = True
+    with_stack: bool = False
+    profile: bool = True
+    """Capture traces; False runs the same job without the profiler (to measure its overhead)."""
+    seed: int = 0
+    """Seed of the model weights and the batches."""
+    threads: int = 1
+    """Intra-op threads per rank."""
+    timeout_s: float = 300.0
+    """Give up (and stop the ranks) after this many seconds."""
+
+
 @dataclass(frozen=True)
 class _Spec:
+    """What every rank's process is given: the settings, and the job, run folder, size and port."""
+
+    settings: DemoSettings
     job: str
     out: str
     ranks: int
-    steps: int
     port: int
-    wait: int
-    warmup: int
-    active: int
-    repeat: int
-    grad_ready_markers: bool
-    record_shapes: bool
-    with_stack: bool
-    profile: bool
-    seed: int
-    threads: int
-    timeout_s: float
 
 
-def run_demo(
-    out: str | os.PathLike[str],
-    *,
-    job: str = "ddp",
-    ranks: int | None = None,
-    steps: int = 8,
-    wait: int = 1,
-    warmup: int = 1,
-    active: int = 3,
-    repeat: int = 1,
-    grad_ready_markers: bool = False,
-    record_shapes: bool = True,
-    with_stack: bool = False,
-    profile: bool = True,
-    seed: int = 0,
-    threads: int = 1,
-    timeout_s: float = 300.0,
-) -> DemoResult:
-    """Run a demo job on ``ranks`` local CPU processes and capture it into ``out``.
+def run_demo(out: str | os.PathLike[str], *, settings: DemoSettings = DemoSettings()) -> DemoResult:
+    """Run a demo job on local CPU processes and capture it into ``out``.
 
     Parameters
     ----------
     out
         The run folder; created if missing. Existing files of the same names are replaced.
-    job
-        The job's name, a key of :data:`timeline.capture.jobs.DEMO_JOBS`: ``ddp`` (the default),
-        ``fsdp2_tp``, ``pipeline`` or ``expert``.
-    ranks
-        Number of processes (world size); None gives the job's default (2 for ``ddp``, 4 for the
-        others, which need an even number, at least 4).
-    steps
-        Training steps per rank; at least ``wait + warmup + active`` when profiling.
-    wait, warmup, active, repeat
-        The profiler schedule.
-    grad_ready_markers, record_shapes, with_stack
-        Passed to :func:`~timeline.capture.capture` (grad-ready markers: ``ddp`` only).
-    profile
-        Capture traces; False runs the same job without the profiler (to measure its overhead).
-    seed
-        Seed of the model weights and the batches.
-    threads
-        Intra-op threads per rank.
-    timeout_s
-        Give up (and stop the ranks) after this many seconds.
+    settings
+        The job, its number of ranks and steps, the profiler's schedule and options, the seed,
+        threads and time-out (:class:`DemoSettings`; by default the ``ddp`` job on 2 ranks).
 
     Returns
     -------
@@ -128,56 +117,40 @@ def run_demo(
     RuntimeError
         A rank failed (its traceback is on stderr) or the job timed out.
     """
-    demo = demo_job(job)
-    world_size = demo.default_ranks if ranks is None else ranks
-    demo.check(ranks=world_size, grad_ready_markers=grad_ready_markers)
-    _check_counts(threads=threads, steps=steps, wait=wait, warmup=warmup, active=active, profile=profile)
+    demo = demo_job(settings.job)
+    world_size = demo.default_ranks if settings.ranks is None else settings.ranks
+    demo.check(ranks=world_size, grad_ready_markers=settings.grad_ready_markers)
+    _check_counts(settings)
     require_torch()
     run_dir = Path(out)
     run_dir.mkdir(parents=True, exist_ok=True)
-    spec = _Spec(
-        job=demo.name,
-        out=str(run_dir),
-        ranks=world_size,
-        steps=steps,
-        port=_free_port(),
-        wait=wait,
-        warmup=warmup,
-        active=active,
-        repeat=repeat,
-        grad_ready_markers=grad_ready_markers,
-        record_shapes=record_shapes,
-        with_stack=with_stack,
-        profile=profile,
-        seed=seed,
-        threads=threads,
-        timeout_s=timeout_s,
-    )
+    spec = _Spec(settings=settings, job=demo.name, out=str(run_dir), ranks=world_size, port=_free_port())
     times, cpu_times = _run_ranks(spec)
     files: tuple[Path, ...] = ()
-    if profile:
+    if settings.profile:
         manifest = read_manifest(run_dir / MANIFEST_NAME)
         if manifest is not None:
             files = tuple(run_dir / name for name in manifest.files)
     return DemoResult(run_dir=run_dir, files=files, step_times_s=tuple(times), step_cpu_s=tuple(cpu_times))
 
 
-def _check_counts(*, threads: int, steps: int, wait: int, warmup: int, active: int, profile: bool) -> None:
-    """Refuse counts no demo job can run with (see :func:`run_demo`).
+def _check_counts(settings: DemoSettings) -> None:
+    """Refuse counts no demo job can run with (see :class:`DemoSettings`).
 
     Raises
     ------
     UsageError
         Fewer than one thread, or too few steps to record one profiler window.
     """
-    if threads < 1:
-        raise UsageError(f"threads={threads}: need at least 1 thread per rank")
-    window = wait + warmup + active
-    if steps < 1 or (profile and steps < window):
-        need = window if profile else 1
+    s = settings
+    if s.threads < 1:
+        raise UsageError(f"threads={s.threads}: need at least 1 thread per rank")
+    window = s.wait + s.warmup + s.active
+    if s.steps < 1 or (s.profile and s.steps < window):
+        need = window if s.profile else 1
         raise UsageError(
-            f"steps={steps}: need at least {need} steps to record one window "
-            f"(wait {wait} + warmup {warmup} + active {active})"
+            f"steps={s.steps}: need at least {need} steps to record one window "
+            f"(wait {s.wait} + warmup {s.warmup} + active {s.active})"
         )
 
 
@@ -196,7 +169,7 @@ def _run_ranks(spec: _Spec) -> tuple[list[float], list[float]]:
     for process in processes:
         process.start()
     try:
-        _wait_for(processes, spec.timeout_s)
+        _wait_for(processes, spec.settings.timeout_s)
     finally:
         for process in processes:
             if process.is_alive():
@@ -246,14 +219,14 @@ def _worker(rank: int, spec: _Spec, results: SimpleQueue[tuple[list[float], list
     if sys.platform == "linux":
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the demo never leaves this host
     torch = import_torch()
-    torch.set_num_threads(spec.threads)
+    torch.set_num_threads(spec.settings.threads)
     dist = torch.distributed
     dist.init_process_group(
-        "gloo", rank=rank, world_size=spec.ranks, timeout=timedelta(seconds=spec.timeout_s)
+        "gloo", rank=rank, world_size=spec.ranks, timeout=timedelta(seconds=spec.settings.timeout_s)
     )
     try:
         job: DemoJob = demo_job(spec.job)
-        training = job.setup(torch, rank=rank, world_size=spec.ranks, seed=spec.seed)
+        training = job.setup(torch, rank=rank, world_size=spec.ranks, seed=spec.settings.seed)
         dist.barrier()
         times, cpu_times = _train(spec, training)
         dist.barrier()
@@ -264,34 +237,35 @@ def _worker(rank: int, spec: _Spec, results: SimpleQueue[tuple[list[float], list
 
 
 def _train(spec: _Spec, training: Training) -> tuple[list[float], list[float]]:
-    """Run ``spec.steps`` training steps, under the profiler when ``spec.profile``; return step times.
+    """Run the settings' training steps, under the profiler when they profile; return step times.
 
     Wall and main-thread CPU time of every step, in seconds (``cap.step()`` included).
     """
     times: list[float] = []
     cpu_times: list[float] = []
+    s = spec.settings
 
     def run(after_step: Callable[[], None]) -> None:
-        for i in range(spec.steps):
+        for i in range(s.steps):
             start, start_cpu = time.perf_counter(), time.thread_time()
             training.step(i)
             after_step()
             times.append(time.perf_counter() - start)
             cpu_times.append(time.thread_time() - start_cpu)
 
-    if not spec.profile:
+    if not s.profile:
         run(lambda: None)
         return times, cpu_times
     with capture(
         spec.out,
-        wait=spec.wait,
-        warmup=spec.warmup,
-        active=spec.active,
-        repeat=spec.repeat,
-        grad_ready_markers=spec.grad_ready_markers,
+        wait=s.wait,
+        warmup=s.warmup,
+        active=s.active,
+        repeat=s.repeat,
+        grad_ready_markers=s.grad_ready_markers,
         model=training.model,
-        record_shapes=spec.record_shapes,
-        with_stack=spec.with_stack,
+        record_shapes=s.record_shapes,
+        with_stack=s.with_stack,
     ) as cap:
         run(cap.step)
     return times, cpu_times

@@ -1,4 +1,4 @@
-"""A profiling session for a training loop: :func:`capture` and the :class:`Capture` it returns.
+"""A profiling session for a training loop: :class:`Capture`, also called :func:`capture`.
 
 Takes a run folder and a profiler schedule; gives, per rank and per recorded window, a gzipped
 Kineto trace ``rank<N>.<first>-<last>.pt.trace.json.gz`` (``ProfilerStep#`` numbers of the
@@ -61,15 +61,55 @@ class _Profiler(Protocol):
 
 
 class Capture:
-    """A running capture; use :func:`capture` to make one.
+    """Profile a training loop into ``run_dir`` in the layout ``timeline analyze`` reads.
 
-    Call :meth:`step` once at the end of every training step. Use it as a context manager, or
-    call :meth:`start` and :meth:`stop` yourself (for framework callbacks).
+    Wraps ``torch.profiler.profile`` with a ``schedule``: CPU activities, plus CUDA when a GPU is
+    visible, ``record_shapes=True``. Each recorded window of each rank becomes
+    ``run_dir/rank<N>.<first>-<last>.pt.trace.json.gz`` and is listed in ``run_dir/manifest.json``.
+    Use the same ``run_dir`` on every rank and a fresh one per run.
+
+    A new capture is not yet started: enter it (``with``), or call :meth:`start` and :meth:`stop`
+    yourself (for framework callbacks). Call :meth:`step` once at the end of every training step.
+    :func:`capture` is this class, under the name the docs and examples use.
+
+    Parameters
+    ----------
+    run_dir
+        The run folder; created if missing.
+    wait, warmup, active, repeat, skip_first
+        The profiler schedule: skip ``skip_first`` steps, then ``repeat`` cycles (0 = until
+        stopped) of ``wait`` idle, ``warmup`` warming and ``active`` recorded steps.
+    link_gbps
+        The network bandwidth per rank in Gbit/s if you know it; stored in the manifest for the
+        what-if engine. None means unknown.
+    grad_ready_markers
+        Record a ``timeline.grad_ready:<param name>:<bytes>`` range when each gradient is ready
+        (see :mod:`timeline.capture.markers`); needs ``model``.
+    model
+        The model being trained (the DDP/FSDP wrapper or the plain module); only used for the
+        grad-ready markers.
+    record_shapes
+        Record input shapes: gives message sizes for collectives on torch < 2.4.
+    with_stack
+        Record Python stacks. Makes traces many times larger and slows the job; rarely useful here.
 
     Attributes
     ----------
     run_dir
         The folder the traces and the manifest go to.
+
+    Raises
+    ------
+    UsageError
+        A negative schedule count, ``active < 1``, ``grad_ready_markers`` without ``model``, a
+        non-positive ``link_gbps``, or ``run_dir`` is a file.
+
+    Examples
+    --------
+    >>> with capture("runs/exp1", model=ddp_model) as cap:  # doctest: +SKIP
+    ...     for batch in loader:
+    ...         train_step(batch)
+    ...         cap.step()
     """
 
     def __init__(
@@ -309,79 +349,8 @@ class Capture:
         write_rank_entry(self.run_dir, run, entry)
 
 
-def capture(
-    run_dir: str | os.PathLike[str],
-    *,
-    wait: int = 1,
-    warmup: int = 1,
-    active: int = 3,
-    repeat: int = 1,
-    skip_first: int = 0,
-    link_gbps: float | None = None,
-    grad_ready_markers: bool = False,
-    model: object | None = None,
-    record_shapes: bool = True,
-    with_stack: bool = False,
-) -> Capture:
-    """Profile a training loop into ``run_dir`` in the layout ``timeline analyze`` reads.
-
-    Wraps ``torch.profiler.profile`` with a ``schedule``: CPU activities, plus CUDA when a GPU is
-    visible, ``record_shapes=True``. Each recorded window of each rank becomes
-    ``run_dir/rank<N>.<first>-<last>.pt.trace.json.gz`` and is listed in ``run_dir/manifest.json``.
-    Use the same ``run_dir`` on every rank and a fresh one per run.
-
-    Parameters
-    ----------
-    run_dir
-        The run folder; created if missing.
-    wait, warmup, active, repeat, skip_first
-        The profiler schedule: skip ``skip_first`` steps, then ``repeat`` cycles (0 = until
-        stopped) of ``wait`` idle, ``warmup`` warming and ``active`` recorded steps.
-    link_gbps
-        The network bandwidth per rank in Gbit/s if you know it; stored in the manifest for the
-        what-if engine. None means unknown.
-    grad_ready_markers
-        Record a ``timeline.grad_ready:<param name>:<bytes>`` range when each gradient is ready
-        (see :mod:`timeline.capture.markers`); needs ``model``.
-    model
-        The model being trained (the DDP/FSDP wrapper or the plain module); only used for the
-        grad-ready markers.
-    record_shapes
-        Record input shapes: gives message sizes for collectives on torch < 2.4.
-    with_stack
-        Record Python stacks. Makes traces many times larger and slows the job; rarely useful here.
-
-    Returns
-    -------
-    Capture
-        Not yet started: enter it (``with``) or call :meth:`Capture.start`.
-
-    Raises
-    ------
-    UsageError
-        A negative schedule count, ``active < 1``, ``grad_ready_markers`` without ``model``, a
-        non-positive ``link_gbps``, or ``run_dir`` is a file.
-
-    Examples
-    --------
-    >>> with capture("runs/exp1", model=ddp_model) as cap:  # doctest: +SKIP
-    ...     for batch in loader:
-    ...         train_step(batch)
-    ...         cap.step()
-    """
-    return Capture(
-        run_dir,
-        wait=wait,
-        warmup=warmup,
-        active=active,
-        repeat=repeat,
-        skip_first=skip_first,
-        link_gbps=link_gbps,
-        grad_ready_markers=grad_ready_markers,
-        model=model,
-        record_shapes=record_shapes,
-        with_stack=with_stack,
-    )
+capture = Capture
+"""Profile a training loop into ``run_dir``: a :class:`Capture`, not yet started (the name the docs use)."""
 
 
 def _dist_initialized(torch: ModuleType) -> bool:

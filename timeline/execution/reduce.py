@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -583,18 +583,8 @@ class _PackedReduction(UnitReduction):
 def _reduce_packed(unit: Unit) -> _PackedReduction:
     """:func:`reduce_unit`, its frames packed in the task (a tenth of the bytes to send, in parallel)."""
     reduction = reduce_unit(unit)
-    return _PackedReduction(
-        paths=reduction.paths,
-        files=reduction.files,
-        warnings=reduction.warnings,
-        claims=reduction.claims,
-        horovod=reduction.horovod,
-        event_ranks=reduction.event_ranks,
-        clocks=reduction.clocks,
-        groups=reduction.groups,
-        packed=_pack(reduction),
-        overlap_warnings=reduction.overlap.warnings,
-    )
+    shared = {f.name: getattr(reduction, f.name) for f in fields(UnitReduction)}  # what every task returns
+    return _PackedReduction(**shared, packed=_pack(reduction), overlap_warnings=reduction.overlap.warnings)
 
 
 class _OverlapViews:
@@ -732,6 +722,11 @@ def analyze_files(
     units = [replace(u, communication=communication, graph=graph) for u in local_unit(units, executor)]
     views = _OverlapViews()
     collected = run_units(units, _reduce_packed, views, executor, progress)
+    return _analysis_of(collected, views, graph=graph)
+
+
+def _analysis_of(collected: Collected, views: _OverlapViews, *, graph: bool) -> Analysis:
+    """Return the :class:`Analysis` of the units run: their views stacked, their files and warnings."""
     stacked = views.stacked()
     parts = tuple(p for p in views.parts if p is not None) if graph else None
     return Analysis(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from timeline.capture import DEMO_JOBS, demo_job, run_demo
+from timeline.capture import DEMO_JOBS, DemoSettings, demo_job, run_demo
 from timeline.errors import UsageError
 
 
@@ -37,7 +37,7 @@ def test_mesh_jobs_need_an_even_number_of_ranks_from_4(job: str, ranks: int, tmp
         demo_job(job).check(ranks=ranks, grad_ready_markers=False)
     assert str(info.value) == message
     with pytest.raises(UsageError):  # run_demo refuses before it starts a process or makes the folder
-        run_demo(tmp_path / "run", job=job, ranks=ranks)
+        run_demo(tmp_path / "run", settings=DemoSettings(job=job, ranks=ranks))
     assert not (tmp_path / "run").exists()
 
 
