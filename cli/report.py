@@ -165,7 +165,9 @@ def serve_command(
             diff = _compare(compare, inputs)
             trace = load(inputs)
         data: ReportData | dict[str, Any] = _prepare(trace, diff) if flight is None else flight
-        files = len(flight["dumps"]["ranks"]) if flight is not None else trace.files.height
+        files = (
+            len(flight["dumps"]["ranks"]) if flight is not None else trace.files.get_column("path").n_unique()
+        )
 
         def ready(listening: Listening) -> None:
             _announce(listening, host=host, origins=host != _DEFAULT_HOST or bool(origins))
@@ -214,7 +216,7 @@ def report_command(
             data = _prepare(trace, diff)
             from timeline.report.export import write_report
 
-            written = write_report(data, output, files=trace.files.height)
+            written = write_report(data, output, files=trace.files.get_column("path").n_unique())
     typer.echo(f"wrote {shown(written)}")
 
 

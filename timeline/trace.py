@@ -31,6 +31,7 @@ from timeline.inputs import (
     check_world,
     claim_rank,
     expand_inputs,
+    resolve_held_ranks,
     resolve_rank,
     several_timelines_error,
 )
@@ -276,6 +277,19 @@ def _combine(
             if result.groups is not None:
                 groups.append(result.groups)
             continue
+        if result.held_ranks is not None:
+            held_events, rows, held_groups = _held_file(
+                result, path, rank=rank, rank_regex=rank_regex, warnings=warnings, only_file=only_file
+            )
+            for row in rows:
+                claim_rank(owner, int(str(row["rank"])), path, windows)
+            held_events, found = check_events(held_events, source=str(path))
+            warnings.extend(found)
+            clocks.append(clock_rows(held_events, path=str(path), clock=result.clock))
+            frames.append(held_events)
+            file_rows.extend(rows)
+            groups.append(held_groups)
+            continue
         file_rank, events, row = _rank_file(
             result, path, rank=rank, rank_regex=rank_regex, warnings=warnings, only_file=only_file
         )
@@ -345,3 +359,44 @@ def _rank_file(
         "events": events.height + result.skipped,
     }
     return file_rank, events, row
+
+
+def _held_file(
+    result: FileResult,
+    path: Path,
+    *,
+    rank: int | None,
+    rank_regex: str | None,
+    warnings: list[str],
+    only_file: bool,
+) -> tuple[pl.DataFrame, list[dict[str, object]], pl.DataFrame]:
+    """Return the events, file-table rows and process groups of a file holding several ranks, ranks resolved.
+
+    An Nsight Systems export: its events' ``rank`` column holds each rank's key until
+    :func:`timeline.inputs.resolve_held_ranks` names the ranks; one file-table row per rank.
+    """
+    resolved = resolve_held_ranks(
+        result, path, rank=rank, rank_regex=rank_regex, warnings=warnings, only_file=only_file
+    )
+    ranks = {key: r for key, (r, _) in resolved.items()}
+    events = result.events.with_columns(pl.col("rank").replace_strict(ranks, return_dtype=pl.Int32))
+    rows: list[dict[str, object]] = [
+        {
+            "rank": ranks[h.key],
+            "path": str(path),
+            "format": result.format,
+            "rank_from": resolved[h.key][1],
+            "world_size": h.world_size if h.world_size is not None else result.world_size,
+            "backend": result.backend,
+            "host": h.host,
+            "clock": result.clock,
+            "events": h.events,
+        }
+        for h in sorted(result.held_ranks or [], key=lambda h: ranks[h.key])
+    ]
+    groups = result.groups if result.groups is not None else pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA)
+    groups = groups.with_columns(
+        pl.col("rank").replace_strict(ranks, return_dtype=pl.Int32),
+        pl.col("ranks").list.eval(pl.element().replace_strict(ranks, return_dtype=pl.Int32)),
+    ).sort("rank", maintain_order=True)
+    return events, rows, groups

@@ -48,6 +48,10 @@ def parse_file(
         from timeline.importers.parquet import read_parquet
 
         return read_parquet(path)
+    if fmt == "nsys":
+        from timeline.importers.nsys import parse_nsys
+
+        return parse_nsys(path, source=source, options=options)
     if fmt == "kineto":
         return _parse_kineto_file(path, source, options, workers, helper)
     from timeline.importers.horovod import parse_horovod

@@ -136,7 +136,7 @@ def render_summary_html(summary: Mapping[str, Any]) -> str:
     ranks = summary["ranks"]
     modes = sorted({str(row["mode"]) for row in ranks})
     heading = (
-        f"timeline: {len(summary['files'])} file(s), {len(ranks)} rank(s), "
+        f"timeline: {len({f['path'] for f in summary['files']})} file(s), {len(ranks)} rank(s), "
         f"measured on {', '.join(modes) or 'nothing'}"
     )
     parts = []

@@ -80,7 +80,7 @@ def _render_overlap(summary: dict[str, Any], console: Console) -> None:
     files = summary["files"]
     modes = sorted({r["mode"] for r in summary["ranks"]})
     console.print(
-        f"[bold]timeline[/bold]: {len(files)} file(s), {len(summary['ranks'])} rank(s), "
+        f"[bold]timeline[/bold]: {len({f['path'] for f in files})} file(s), {len(summary['ranks'])} rank(s), "
         f"measured on {', '.join(modes) or 'nothing'}"
     )
     whole = [rank for rank, window in summary["windows"].items() if window == "whole_trace"]
