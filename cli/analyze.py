@@ -15,6 +15,7 @@ from cli.options import (
     ExecutorOption,
     GpusPerNodeOption,
     IncludePythonOption,
+    IterationRangeOption,
     JsonOption,
     LinkOption,
     PathsArgument,
@@ -36,6 +37,7 @@ def analyze_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
     link_gbps: LinkOption = None,
     align: AlignOption = False,
     executor: ExecutorOption = None,
@@ -77,7 +79,16 @@ def analyze_command(
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         overrides = parse_dimension_overrides(dimension or [])
         given = [str(p) for p in traces] if flight is not None else paths
-        inputs = inputs_of(given, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+        inputs = inputs_of(
+            given,
+            rank,
+            rank_regex,
+            comm_kernel,
+            include_python,
+            executor,
+            ray_address,
+            iteration_range=iteration_range,
+        )
         # rank by rank, the communication events are kept (a few thousand rows per rank) for the
         # communication per dimension, the utilisation, --align, dumps and the findings, whose tasks
         # also return the what-if graph's parts

@@ -20,6 +20,7 @@ from cli.options import (
     ExecutorOption,
     GpusPerNodeOption,
     IncludePythonOption,
+    IterationRangeOption,
     LinkOption,
     PathsArgument,
     RankOption,
@@ -93,6 +94,7 @@ def check_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
     dimension: DimensionOption = None,
@@ -126,7 +128,16 @@ def check_command(
                 "timeline check without --init to check a run"
             )
         with user_errors():
-            inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+            inputs = inputs_of(
+                paths,
+                rank,
+                rank_regex,
+                comm_kernel,
+                include_python,
+                executor,
+                ray_address,
+                iteration_range=iteration_range,
+            )
         _init(budget, force, inputs)
     with user_errors():
         from timeline.analysis.dimension_labels import parse_dimension_overrides
@@ -143,7 +154,16 @@ def check_command(
                 f"warning: {shown(budgets.path)} has no link utilisation budget; --link-gbps is not used",
                 err=True,
             )
-        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+        inputs = inputs_of(
+            paths,
+            rank,
+            rank_regex,
+            comm_kernel,
+            include_python,
+            executor,
+            ray_address,
+            iteration_range=iteration_range,
+        )
         # diagnosed when a budget reads a finding, or for the markdown summary's top findings
         diagnose = budgets.needs_findings() or markdown is not None
         with loading() as (progress, warn):

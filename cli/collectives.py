@@ -15,6 +15,7 @@ from cli.options import (
     ExecutorOption,
     GpusPerNodeOption,
     IncludePythonOption,
+    IterationRangeOption,
     JsonOption,
     LinkOption,
     PathsArgument,
@@ -46,6 +47,7 @@ def collectives_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
@@ -81,7 +83,16 @@ def collectives_command(
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         overrides = parse_dimension_overrides(dimension or [])
-        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+        inputs = inputs_of(
+            paths,
+            rank,
+            rank_regex,
+            comm_kernel,
+            include_python,
+            executor,
+            ray_address,
+            iteration_range=iteration_range,
+        )
         analysed = analyze(inputs, align=align)
         from timeline.results.collectives import build_collectives_report
 

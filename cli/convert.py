@@ -12,7 +12,14 @@ from typing import Annotated, Literal
 import typer
 
 from cli.common import fail, inputs_of, load, loading, user_errors
-from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
+from cli.options import (
+    CommKernelOption,
+    IncludePythonOption,
+    IterationRangeOption,
+    PathsArgument,
+    RankOption,
+    RankRegexOption,
+)
 
 __all__ = ["convert_command"]
 
@@ -56,6 +63,7 @@ def convert_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
 ) -> None:
     """Write the canonical events frame of traces as Parquet; every command reads it back.
 
@@ -76,7 +84,9 @@ def convert_command(
                 fail(f"--partition-by-rank: writes Parquet only, not --to {to}; drop one of the two options")
             if not output.parent.exists():
                 fail(f"{output.parent}: no such directory")
-            _write_perfetto(paths, output, force, rank, rank_regex, comm_kernel, include_python)
+            _write_perfetto(
+                paths, output, force, rank, rank_regex, comm_kernel, include_python, iteration_range
+            )
             return
         dataset = partition_by_rank or output.suffix == "" or output.is_dir()
         # before loading: an output that cannot be written fails at once
@@ -84,9 +94,13 @@ def convert_command(
         if not output.parent.exists():
             fail(f"{output.parent}: no such directory")
         if dataset:
-            _write_dataset(paths, output, force, rank, rank_regex, comm_kernel, include_python)
+            _write_dataset(
+                paths, output, force, rank, rank_regex, comm_kernel, include_python, iteration_range
+            )
             return
-        trace = load(inputs_of(paths, rank, rank_regex, comm_kernel, include_python))
+        trace = load(
+            inputs_of(paths, rank, rank_regex, comm_kernel, include_python, iteration_range=iteration_range)
+        )
         write_parquet_file(trace, output, force=force)
     typer.echo(f"wrote {trace.events.height:,} events of {len(trace.ranks)} rank(s) to {output}", err=True)
 
@@ -99,12 +113,13 @@ def _write_dataset(
     rank_regex: str | None,
     comm_kernel: list[str] | None,
     include_python: bool,
+    iteration_range: str | None = None,
 ) -> None:
     """Write a Parquet dataset partitioned by rank (``--partition-by-rank``)."""
     from timeline.execution.dataset import write_dataset
     from timeline.inputs import input_paths
 
-    inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
+    inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, iteration_range=iteration_range)
     with loading() as (progress, warn):
         written = write_dataset(
             input_paths(paths),
@@ -131,6 +146,7 @@ def _write_perfetto(
     rank_regex: str | None,
     comm_kernel: list[str] | None,
     include_python: bool,
+    iteration_range: str | None = None,
 ) -> None:
     """Write the events, iterations and exposed and hidden communication as Trace Event Format JSON."""
     from timeline.analysis.iterations import assign_iterations
@@ -140,7 +156,9 @@ def _write_perfetto(
 
     kind = "a trace written by timeline convert --to perfetto"
     check_file_output(output, force=force, recognise=is_perfetto_export, kind=kind)
-    trace = load(inputs_of(paths, rank, rank_regex, comm_kernel, include_python))
+    trace = load(
+        inputs_of(paths, rank, rank_regex, comm_kernel, include_python, iteration_range=iteration_range)
+    )
     events = trace.events
     document = render_perfetto(events, windows=assign_iterations(events), comm=comm_intervals(events))
     write_file(document, output, force=force, recognise=is_perfetto_export, kind=kind)

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli.common import echo_warnings, fail, flight_dumps, flight_inputs, inputs_of, load, loading, user_errors
-from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
+from cli.options import (
+    CommKernelOption,
+    IncludePythonOption,
+    IterationRangeOption,
+    PathsArgument,
+    RankOption,
+    RankRegexOption,
+)
 from timeline.errors import shown
 
 if TYPE_CHECKING:
@@ -145,6 +152,7 @@ def serve_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
     compare: CompareOption = None,
 ) -> None:
     """Serve the interactive report (per-iteration Gantt of exposed communication) on localhost.
@@ -161,7 +169,9 @@ def serve_command(
         parse_origins(origins)  # a bad one stops before the traces are read
         flight, paths = _flight(paths, rank, rank_regex, compare)
         if flight is None:
-            inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
+            inputs = inputs_of(
+                paths, rank, rank_regex, comm_kernel, include_python, iteration_range=iteration_range
+            )
             diff = _compare(compare, inputs)
             trace = load(inputs)
         data: ReportData | dict[str, Any] = _prepare(trace, diff) if flight is None else flight
@@ -188,6 +198,7 @@ def report_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
     compare: CompareOption = None,
 ) -> None:
     """Write the interactive report as one standalone HTML file, for a CI run or an issue.
@@ -210,7 +221,9 @@ def report_command(
 
             written = write_flight_report(flight, output)
         else:
-            inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
+            inputs = inputs_of(
+                paths, rank, rank_regex, comm_kernel, include_python, iteration_range=iteration_range
+            )
             diff = _compare(compare, inputs)
             trace = load(inputs)
             data = _prepare(trace, diff)

@@ -18,6 +18,7 @@ from cli.options import (
     DimensionOption,
     ExecutorOption,
     IncludePythonOption,
+    IterationRangeOption,
     JsonOption,
     PathsArgument,
     RankOption,
@@ -159,6 +160,7 @@ def whatif_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
@@ -232,7 +234,16 @@ def whatif_command(
             target_sf=target_sf,
         )
         measured_link, measured_by_dimension = parse_measured_links(link_gbps)
-        inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
+        inputs = inputs_of(
+            paths,
+            rank,
+            rank_regex,
+            comm_kernel,
+            include_python,
+            executor,
+            ray_address,
+            iteration_range=iteration_range,
+        )
         built = graph(inputs, link_gbps=measured_link, overrides=parse_dimension_overrides(dimension or []))
         check_named([("--link-gbps", d) for d, _ in measured_by_dimension], built.dimensions)
         built = replace(built, dimension_links=measured_by_dimension)

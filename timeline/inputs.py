@@ -406,7 +406,9 @@ def resolve_held_ranks(
     return {k: (int(r), f) for k, (r, f) in resolved.items()}
 
 
-def _held_order_note(path: Path, missing: Sequence[HeldRank], resolved: dict[int, tuple[int | None, str]]) -> str:
+def _held_order_note(
+    path: Path, missing: Sequence[HeldRank], resolved: dict[int, tuple[int | None, str]]
+) -> str:
     """Return the warning for ranks numbered in (host, device) order: which process became which rank."""
     shown = ", ".join(
         f"pid {h.pid} device {h.device}{f' on {h.host}' if h.host else ''} → rank {resolved[h.key][0]}"

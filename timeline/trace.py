@@ -136,6 +136,7 @@ def load(
     progress: Progress | None = None,
     overlap_only: bool = False,
     helper: LocalExecutor | None = None,
+    iteration_range: str | None = None,
 ) -> Trace:
     """Load traces of one run into a :class:`Trace`, every event in memory.
 
@@ -169,6 +170,9 @@ def load(
         <timeline.executors.LocalExecutor.start>`, preloading ``timeline.importers.stream``): a single
         trace read in chunks is then decoded in two halves, the first by the helper
         (:func:`timeline.policy.reads_in_halves` says when that pays). The same result either way.
+    iteration_range
+        A regex searched in the names of Nsight Systems exports' NVTX ranges: the ranges it matches
+        are the iterations (``--iteration-range``; :mod:`timeline.importers.nsys_ranges`).
 
     Returns
     -------
@@ -183,7 +187,10 @@ def load(
     """
     path_list = expand_inputs(paths, rank=rank)
     options = ImportOptions(
-        rules=rules or ClassificationRules(), include_python=include_python, overlap_only=overlap_only
+        rules=rules or ClassificationRules(),
+        include_python=include_python,
+        overlap_only=overlap_only,
+        iteration_range=iteration_range,
     )
     parsed = _parse_all(path_list, options, workers or os.cpu_count() or 1, progress, helper)
     return _combine(parsed, path_list, rank=rank, rank_regex=rank_regex, only_file=len(path_list) == 1)

@@ -71,6 +71,8 @@ class Inputs:
         ``local`` or ``ray``: read rank by rank on it (default: as :mod:`timeline.policy` decides).
     ray_address
         The Ray cluster to run on (implies ``executor="ray"``).
+    iteration_range
+        ``--iteration-range``: the regex whose NVTX ranges are an Nsight Systems export's iterations.
     """
 
     paths: Sequence[str]
@@ -80,6 +82,7 @@ class Inputs:
     include_python: bool = False
     executor: str | None = None
     ray_address: str | None = None
+    iteration_range: str | None = None
 
     @property
     def rank_by_rank(self) -> bool:
@@ -92,7 +95,9 @@ class Inputs:
     def options(self) -> ImportOptions:
         """The importers' options."""
         rules = ClassificationRules(extra_comm_kernels=tuple(self.comm_kernels))
-        return ImportOptions(rules=rules, include_python=self.include_python)
+        return ImportOptions(
+            rules=rules, include_python=self.include_python, iteration_range=self.iteration_range
+        )
 
     def load(self, *, progress: Progress | None = None, overlap_only: bool = False) -> Trace:
         """Load every event, in memory (:func:`timeline.load`).
@@ -116,6 +121,7 @@ class Inputs:
                 progress=progress,
                 overlap_only=overlap_only,
                 helper=helper,
+                iteration_range=options.iteration_range,
             )
         finally:
             if helper is not None:
@@ -400,6 +406,7 @@ def analyze(
     ray_address: str | None = None,
     align: bool = False,
     progress: Progress | None = None,
+    iteration_range: str | None = None,
 ) -> Analysed:
     """Load and analyse traces: in memory, or rank by rank when that pays (:mod:`timeline.policy`).
 
@@ -418,6 +425,8 @@ def analyze(
         Put every rank's events on rank 0's clock first (ranks on different hosts).
     progress
         Called as ``progress(label, done, total)`` after each file or rank.
+    iteration_range
+        A regex whose NVTX ranges are the iterations of Nsight Systems exports (``--iteration-range``).
 
     Returns
     -------
@@ -443,6 +452,7 @@ def analyze(
         include_python=include_python,
         executor=executor,
         ray_address=ray_address,
+        iteration_range=iteration_range,
     )
     return analyze_inputs(inputs, align=align, progress=progress)
 

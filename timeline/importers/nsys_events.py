@@ -227,14 +227,12 @@ def _note_iterations(stepped: pl.DataFrame, origin: str, source: str, warnings: 
             "train_step, no --iteration-range): each rank's whole capture is one iteration"
         )
     elif origin != "ProfilerStep#N":
-        count = stepped.filter(pl.col("step").is_not_null()).height
-        how = (
-            "--iteration-range"
-            if origin == "--iteration-range"
-            else "the default pattern (step, iteration, …)"
-        )
+        steps = stepped.filter(pl.col("step").is_not_null())
+        ranks = steps.get_column("key").n_unique()
+        how = "--iteration-range" if origin == "--iteration-range" else "the default pattern (step, iteration…)"
         warnings.append(
-            f"{source}: {count} iterations from the NVTX ranges matching {how}, named ProfilerStep#N"
+            f"{source}: {steps.height} iterations on {ranks} rank(s) from the NVTX ranges matching {how}, "
+            "named ProfilerStep#N"
         )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from timeline.errors import UsageError
+from timeline.importers.rules import check_pattern
 
 __all__ = [
     "DEFAULT_ITERATION_PATTERN",
@@ -39,23 +39,14 @@ _OP = r"^(.+?), (?:seq = \d+, )?op_id = (\d+)"
 
 
 def check_iteration_range(pattern: str) -> None:
-    """Check an ``--iteration-range`` regex as polars will run it.
+    """Check an ``--iteration-range`` regex as polars will run it (:func:`~timeline.importers.rules.check_pattern`).
 
     Raises
     ------
     UsageError
-        A pattern polars' regex engine (Rust ``regex``) cannot compile, or one with a capturing group
-        that is not the step number's first.
+        A pattern polars' regex engine (Rust ``regex``) cannot run.
     """
-    try:
-        pl.Series("name", [""], dtype=pl.String).str.contains(pattern)
-    except pl.exceptions.PolarsError as exc:
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else "invalid"
-        msg = (
-            f"--iteration-range {pattern!r}: not a regex timeline can match with ({reason}); write it in "
-            "the syntax of Rust's regex crate, which polars uses: no look-around, no backreferences"
-        )
-        raise UsageError(msg) from exc
+    check_pattern(pattern, label="--iteration-range")
 
 
 def operator_names(ranges: pl.LazyFrame) -> pl.LazyFrame:
