@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from benchmarks.generate_nsys import COMM_ID, Layout, write_export
-from tests.builders import TRACES
+from tests.builders import TRACES, nsys_kernel_exposure
 from timeline.analysis.collectives import match_collectives
 from timeline.analysis.overlap import compute_overlap
 from timeline.errors import RankError, TraceContentError, TraceFormatError, UsageError
@@ -28,51 +28,6 @@ from timeline.trace import load
 NSYS = TRACES / "nsys"
 TWO_RANKS = NSYS / "nsysai_2xh100_nccl_before.sqlite"
 OLD = NSYS / "nvfuser_h100_nsys2024_6.sqlite"
-
-
-# --- an independent reading ----------------------------------------------------------------------
-
-
-def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _length(intervals: list[tuple[int, int]]) -> int:
-    return sum(end - start for start, end in intervals)
-
-
-def _intersection(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
-    total = 0
-    for s1, e1 in a:
-        for s2, e2 in b:
-            total += max(0, min(e1, e2) - max(s1, s2))
-    return total
-
-
-def _expected_exposure(path: Path) -> dict[tuple[int, int], tuple[int, int, int]]:
-    """Per (OS pid, device): (communication, hidden, exposed) ns, from the kernel table alone."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    rows = conn.execute(
-        "SELECT k.globalPid, k.deviceId, k.start, k.end, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-        "JOIN StringIds s ON s.id = k.demangledName"
-    ).fetchall()
-    conn.close()
-    kernels: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {}
-    for gpid, device, start, end, name in rows:
-        kind = "comm" if name.startswith("nccl") else "compute"
-        kernels.setdefault(((gpid >> 24) & 0xFFFFFF, device), {"comm": [], "compute": []})[kind].append((start, end))
-    out = {}
-    for key, sets in kernels.items():
-        comm, compute = _union(sets["comm"]), _union(sets["compute"])
-        hidden = _intersection(comm, compute)
-        out[key] = (_length(comm), hidden, _length(comm) - hidden)
-    return out
 
 
 def _listing(folder: Path) -> dict[str, tuple[int, str]]:
@@ -108,7 +63,7 @@ def test_two_ranks_one_per_process_and_device(two_ranks: object) -> None:
 
 
 def test_communication_hidden_and_exposed_match_the_kernel_table(two_ranks: object) -> None:
-    expected = _expected_exposure(TWO_RANKS)
+    expected = nsys_kernel_exposure(TWO_RANKS)
     overlap = compute_overlap(two_ranks.events)  # type: ignore[attr-defined]
     got = {
         row["rank"]: (row["comm_ns"], row["hidden_comm_ns"], row["exposed_comm_ns"])
