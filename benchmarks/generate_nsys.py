@@ -54,11 +54,8 @@ _KERNEL_COLUMNS = (
     "blockY, blockZ, staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, "
     "gridId, sharedMemoryExecuted, graphNodeId, sharedMemoryLimitConfig, qmdBulkReleaseDone, "
     "qmdPreexitDone, qmdLastCtaDone, graphId, clusterX, clusterY, clusterZ, clusterSchedulingPolicy, "
-    "maxPotentialClusterSize, maxActiveClusters, sharedMemoryRequestedPercentage, tensorSizeMinusOneElements"
-)
-_NVTX_COLUMNS = (
-    "start, end, eventType, rangeId, category, color, text, globalTid, endGlobalTid, textId, domainId, "
-    "uint64Value, int64Value, doubleValue, uint32Value, int32Value, floatValue, jsonTextId, jsonText, binaryData"
+    "maxPotentialClusterSize, maxActiveClusters, sharedMemoryRequestedPercentage, "
+    "tensorSizeMinusOneElements"
 )
 _SCHEMA = [
     "CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL)",
@@ -66,22 +63,25 @@ _SCHEMA = [
     "CREATE TABLE META_DATA_CAPTURE (name TEXT, value TEXT)",
     "CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT, "
     "systemClockNs INTEGER)",
-    "CREATE TABLE ANALYSIS_DETAILS (globalVid INTEGER, duration INTEGER, startTime INTEGER, stopTime INTEGER)",
-    "CREATE TABLE TARGET_INFO_SYSTEM_ENV (globalVid INTEGER, devStateName TEXT, name TEXT, nameEnum INTEGER, "
-    "value TEXT)",
+    "CREATE TABLE ANALYSIS_DETAILS (globalVid INTEGER, duration INTEGER, startTime INTEGER, "
+    "stopTime INTEGER)",
+    "CREATE TABLE TARGET_INFO_SYSTEM_ENV (globalVid INTEGER, devStateName TEXT, name TEXT, "
+    "nameEnum INTEGER, value TEXT)",
     "CREATE TABLE PROCESSES (globalPid INTEGER, pid INTEGER, name TEXT)",
     "CREATE TABLE ENUM_NSYS_EVENT_TYPE (id INTEGER PRIMARY KEY, name TEXT, label TEXT)",
     f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL ({_KERNEL_COLUMNS.replace(', ', ' INTEGER, ')} INTEGER)",
-    "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER, "
-    "globalTid INTEGER, correlationId INTEGER, nameId INTEGER, returnValue INTEGER, callchainId INTEGER)",
-    "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, "
-    "category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, "
-    "domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, uint32Value INTEGER, "
-    "int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText TEXT, binaryData BLOB)",
+    "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+    "eventClass INTEGER, globalTid INTEGER, correlationId INTEGER, nameId INTEGER, returnValue INTEGER, "
+    "callchainId INTEGER)",
+    "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, "
+    "rangeId INTEGER, category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, "
+    "textId INTEGER, domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, "
+    "uint32Value INTEGER, int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText TEXT, "
+    "binaryData TEXT)",  # TEXT as nsys declares it; a blob inserted keeps its bytes
     "CREATE TABLE NVTX_PAYLOAD_SCHEMAS (domainId INTEGER, schemaId INTEGER, name TEXT, type INTEGER, "
     "flags INTEGER, numEntries INTEGER, payloadSize INTEGER, alignTo INTEGER)",
-    "CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES (domainId INTEGER, schemaId INTEGER, idx INTEGER, flags INTEGER, "
-    "type INTEGER, name TEXT, description TEXT, arrayOrUnionDetail INTEGER, offset INTEGER)",
+    "CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES (domainId INTEGER, schemaId INTEGER, idx INTEGER, "
+    "flags INTEGER, type INTEGER, name TEXT, description TEXT, arrayOrUnionDetail INTEGER, offset INTEGER)",
 ]
 _COMPUTE = ("ampere_sgemm_128x64_tn", "vectorized_elementwise_kernel", "reduce_kernel", "layer_norm_kernel")
 _STRINGS = {
@@ -167,7 +167,7 @@ def _write_metadata(
     version: str,
     environment: dict[str, str],
 ) -> None:
-    major, minor, micro = (version.split(".") + ["0", "0"])[:3]
+    major, minor, micro = [*version.split("."), "0", "0"][:3]
     conn.executemany("INSERT INTO StringIds VALUES (?, ?)", sorted(_STRINGS.items()))
     export = {
         "EXPORT_PRODUCT_NAME": "NVIDIA Nsight Systems",
@@ -185,17 +185,24 @@ def _write_metadata(
     )
     duration = SYSTEM_NS + (n_steps + 2) * layout.step_ns + processes * layout.skew_ns
     conn.execute(
-        "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '2026-05-26T07:58:50', '2026-05-26T07:58:50', ?)",
+        "INSERT INTO TARGET_INFO_SESSION_START_TIME "
+        "VALUES (?, '2026-05-26T07:58:50', '2026-05-26T07:58:50', ?)",
         (EPOCH_NS, SYSTEM_NS),
     )
-    conn.execute("INSERT INTO ANALYSIS_DETAILS VALUES (?, ?, ?, ?)", (1 << 48, duration - SYSTEM_NS, SYSTEM_NS, duration))
-    conn.execute("INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (?, 'Local (CLI)', 'Hostname', 619, 'node0')", (1 << 48,))
+    conn.execute(
+        "INSERT INTO ANALYSIS_DETAILS VALUES (?, ?, ?, ?)",
+        (1 << 48, duration - SYSTEM_NS, SYSTEM_NS, duration),
+    )
+    conn.execute(
+        "INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (?, 'Local (CLI)', 'Hostname', 619, 'node0')", (1 << 48,)
+    )
     conn.executemany(
         "INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (?, ?, ?)",
         [(59, "NvtxPushPopRange", "NVTX push-pop range"), (75, "NvtxDomainCreate", "NVTX domain create")],
     )
     conn.executemany(
-        "INSERT INTO PROCESSES VALUES (?, ?, 'python3')", [(_global_pid(p), 1000 + p) for p in range(processes)]
+        "INSERT INTO PROCESSES VALUES (?, ?, 'python3')",
+        [(_global_pid(p), 1000 + p) for p in range(processes)],
     )
     # NCCL's schemas, as NCCL 2.25 registers them (ids differ between versions: read by name)
     conn.executemany(
@@ -252,7 +259,9 @@ def _write_process(
     )
 
 
-def _kernel_rows(p: int, gpid: int, n_steps: int, layout: Layout, origin: int) -> Iterator[tuple[object, ...]]:
+def _kernel_rows(
+    p: int, gpid: int, n_steps: int, layout: Layout, origin: int
+) -> Iterator[tuple[object, ...]]:
     correlation = 0
     for k in range(n_steps):
         start = origin + k * layout.step_ns + layout.launch_ns
@@ -266,11 +275,12 @@ def _kernel_rows(p: int, gpid: int, n_steps: int, layout: Layout, origin: int) -
         correlation += 1
         s = start + layout.compute * layout.kernel_ns - layout.overlap_ns
         yield (s, s + layout.comm_ns, p, 1, 0, 15, correlation, gpid, 2, 2, 2, 1, 0, 96, 2, 1, 1, 640, 1,
-               1, 0, 4096, 0, 0, correlation, 0, None, 1, None, None, None, None, 0, 0, 0, 0, 0, 0, 100, 0)  # fmt: skip
+               1, 0, 4096, 0, 0, correlation, 0, None, 1, None, None, None, None, 0, 0, 0, 0, 0, 0, 100,
+               0)  # fmt: skip
 
 
 def _launch_ns(k: int, i: int, layout: Layout, origin: int) -> int:
-    """The launch of kernel ``i`` of step ``k`` (``i == compute``: the all-reduce), before the kernel starts."""
+    """The launch of kernel ``i`` of step ``k`` (``i == compute``: the all-reduce), before it starts."""
     return origin + k * layout.step_ns + i * (layout.launch_ns // (layout.compute + 2))
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import glob
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -407,7 +407,7 @@ def resolve_held_ranks(
 
 
 def _held_order_note(
-    path: Path, missing: Sequence[HeldRank], resolved: dict[int, tuple[int | None, str]]
+    path: Path, missing: Sequence[HeldRank], resolved: Mapping[int, tuple[int, str]]
 ) -> str:
     """Return the warning for ranks numbered in (host, device) order: which process became which rank."""
     shown = ", ".join(
@@ -416,8 +416,8 @@ def _held_order_note(
     )
     more = f" (and {len(missing) - 8} more)" if len(missing) > 8 else ""
     return (
-        f"{path}: no rank stated for its processes (no NCCL communicator creation in its NVTX ranges, no RANK "
-        f"in the captured environment); numbered in (host, device) order: {shown}{more}"
+        f"{path}: no rank stated for its processes (no NCCL communicator creation in its NVTX ranges, "
+        f"no RANK in the captured environment); numbered in (host, device) order: {shown}{more}"
     )
 
 

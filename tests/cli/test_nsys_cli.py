@@ -73,7 +73,8 @@ def test_check_measures_what_analyze_measures(tmp_path: Path, analyzed: dict[str
     for limit, code in ((worst + 1, 0), (worst - 1, 1)):
         budget = tmp_path / f"b{code}.toml"
         budget.write_text(
-            f'[[budgets]]\nname = "exposed"\nmetric = "exposed_comm_ns"\naggregate = "max"\nover = "rank"\nmax = {limit}\n'
+            '[[budgets]]\nname = "exposed"\nmetric = "exposed_comm_ns"\naggregate = "max"\nover = "rank"\n'
+            f"max = {limit}\n"
         )
         result = run_timeline("check", EXPORT, "--budget", budget, "--json")
         assert result.returncode == code, result.stderr
@@ -130,7 +131,12 @@ def test_bad_export_is_one_error_line_and_nothing_is_written(tmp_path: Path) -> 
 def _run(args: list[str | Path], path: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PATH": path}
     return subprocess.run(
-        [*timeline_command(), *map(str, args)], capture_output=True, text=True, check=False, env=env, timeout=300
+        [*timeline_command(), *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=300,
     )
 
 
@@ -143,8 +149,8 @@ def test_report_without_nsys_gives_the_command(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         f"error: {report}: an Nsight Systems report, which only Nsight Systems reads, and nsys is not on the "
-        f"PATH; export it with `nsys export --type sqlite --output {tmp_path / 'run.sqlite'} {report}` and pass "
-        f"{tmp_path / 'run.sqlite'}"
+        f"PATH; export it with `nsys export --type sqlite --output {tmp_path / 'run.sqlite'} {report}` "
+        f"and pass {tmp_path / 'run.sqlite'}"
     ]
 
 

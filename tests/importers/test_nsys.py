@@ -21,8 +21,8 @@ from timeline.analysis.collectives import match_collectives
 from timeline.analysis.overlap import compute_overlap
 from timeline.errors import RankError, TraceContentError, TraceFormatError, UsageError
 from timeline.importers.files import sniff_path
-from timeline.importers.nsys_nccl import decode_payload, payload_schemas
 from timeline.importers.nsys_db import open_nsys
+from timeline.importers.nsys_nccl import decode_payload, payload_schemas
 from timeline.trace import load
 
 NSYS = TRACES / "nsys"
@@ -55,7 +55,9 @@ def test_two_ranks_one_per_process_and_device(two_ranks: object) -> None:
     assert "pid 144 device 0 on modal → rank 0, pid 145 device 1 on modal → rank 1" in notes[0]
     # every kernel of each process is in its rank (the plain count of the kernel table)
     conn = sqlite3.connect(f"file:{TWO_RANKS}?mode=ro&immutable=1", uri=True)
-    counts = dict(conn.execute("SELECT deviceId, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1").fetchall())
+    counts = dict(
+        conn.execute("SELECT deviceId, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1").fetchall()
+    )
     conn.close()
     events = trace.events  # type: ignore[attr-defined]
     kernels = events.filter(pl.col("cat") == "kernel").group_by("rank").len().sort("rank")
@@ -165,11 +167,17 @@ def test_payload_blobs_decode_by_entry_names(tmp_path: Path) -> None:
     [
         ("profiler", None, None),
         ("train_step", None, "10 iterations on 2 rank(s) from the NVTX ranges matching the default pattern"),
-        ("none", r"^nccl:all_reduce", "10 iterations on 2 rank(s) from the NVTX ranges matching --iteration-range"),
+        (
+            "none",
+            r"^nccl:all_reduce",
+            "10 iterations on 2 rank(s) from the NVTX ranges matching --iteration-range",
+        ),
         ("none", None, "no iteration ranges"),
     ],
 )
-def test_iterations_from_nvtx_ranges(tmp_path: Path, steps: str, pattern: str | None, note: str | None) -> None:
+def test_iterations_from_nvtx_ranges(
+    tmp_path: Path, steps: str, pattern: str | None, note: str | None
+) -> None:
     path = write_export(tmp_path / "g.sqlite", processes=2, kernels=9 * 5, steps=steps)
     trace = load(path, iteration_range=pattern)
     windows = compute_overlap(trace.events).iterations
@@ -206,7 +214,10 @@ def test_exports_with_ranks_merge(tmp_path: Path) -> None:
         )  # fmt: skip
     trace = load(tmp_path)
     assert trace.ranks == [0, 1]
-    assert trace.files.get_column("path").to_list() == [str(tmp_path / "node0.sqlite"), str(tmp_path / "node1.sqlite")]
+    assert trace.files.get_column("path").to_list() == [
+        str(tmp_path / "node0.sqlite"),
+        str(tmp_path / "node1.sqlite"),
+    ]
 
 
 # --- bad input ------------------------------------------------------------------------------------

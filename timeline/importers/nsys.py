@@ -235,7 +235,7 @@ def _hosts(db: NsysDatabase) -> dict[int, str]:
 
 
 def _rank_table(device: pl.DataFrame, hosts: dict[int, str], db: NsysDatabase) -> pl.DataFrame:
-    """Return one row per process and device that ran kernels: ``process``, ``device``, ``host``, ``pid``, ``key``.
+    """Return one row per process and device that ran kernels (``process``, ``device``, ``host``, ``key``…).
 
     ``key`` numbers them 0, 1, … in (host, device, process) order.
     """
@@ -345,7 +345,8 @@ def _domain_names(db: NsysDatabase) -> dict[int, str]:
         return {}
     ids = _event_type_ids(db, (str(_DOMAIN_CREATE[0]),), (int(_DOMAIN_CREATE[1]),))
     rows = db.scalar_rows(
-        f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType IN ({','.join(map(str, ids))}) AND text IS NOT NULL"
+        f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType IN ({','.join(map(str, ids))}) "
+        "AND text IS NOT NULL"
     )
     return {d: t for d, t in rows if isinstance(d, int) and isinstance(t, str)}
 
@@ -466,7 +467,7 @@ def _world(held: list[HeldRank]) -> int | None:
 
 
 def _groups(export: NsysExport) -> pl.DataFrame:
-    """Return the process groups (NCCL communicators) of each rank: ``rank`` the key, ``ranks`` member keys."""
+    """Return each rank's process groups (NCCL communicators): ``rank`` its key, ``ranks`` the members'."""
     members = export.ranks.select("process", cuda_device="device", key=pl.col("key").cast(pl.Int64))
     rows = communicator_groups(export.calls, members)
     if rows.height == 0:

@@ -55,7 +55,7 @@ _DAMAGED = (sqlite3.DatabaseError,)
 
 
 def _uri(path: Path) -> str:
-    """Return the read-only, immutable URI of ``path`` (``immutable``: no lock, no journal read or written)."""
+    """Return the read-only, immutable URI of ``path`` (``immutable``: no lock, no journal read or made)."""
     return f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
 
 
@@ -87,7 +87,8 @@ def open_nsys(path: Path, *, source: str | None = None) -> Iterator[NsysDatabase
         database = NsysDatabase.of(conn, name)
         if not database.is_export():
             msg = (
-                f"{name}: a SQLite database, not an Nsight Systems export (no StringIds, CUPTI_ACTIVITY_KIND_* "
+                f"{name}: a SQLite database, not an Nsight Systems export (no StringIds, "
+                "CUPTI_ACTIVITY_KIND_* "
                 "or NVTX_EVENTS tables); export the report with nsys export --type sqlite"
             )
             raise TraceFormatError(msg)
@@ -169,7 +170,7 @@ class NsysDatabase:
         except _DAMAGED as exc:
             raise TraceFormatError(damaged_message(self.source, exc)) from exc
         except OverflowError as exc:  # an integer beyond 64 bits in a column read as Int64
-            msg = f"{self.source}: a value out of the 64-bit range in a time or id column; export the report again"
+            msg = f"{self.source}: a value beyond 64 bits in a time or id column; export the report again"
             raise TraceFormatError(msg) from exc
         if not frames:
             return pl.DataFrame(schema=dict(schema))

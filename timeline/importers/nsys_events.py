@@ -1,4 +1,4 @@
-"""The canonical events of an Nsight Systems export, from its tables as :mod:`timeline.importers.nsys` reads them.
+"""The canonical events of an Nsight Systems export, from the tables :mod:`timeline.importers.nsys` reads.
 
 Takes an :class:`NsysExport` (device activities, runtime calls, NVTX ranges, NCCL calls, the ranks'
 table, the clock and the capture window) and gives the events frame
@@ -229,7 +229,9 @@ def _note_iterations(stepped: pl.DataFrame, origin: str, source: str, warnings: 
     elif origin != "ProfilerStep#N":
         steps = stepped.filter(pl.col("step").is_not_null())
         ranks = steps.get_column("key").n_unique()
-        how = "--iteration-range" if origin == "--iteration-range" else "the default pattern (step, iteration…)"
+        how = (
+            "--iteration-range" if origin == "--iteration-range" else "the default pattern (step, iteration…)"
+        )
         warnings.append(
             f"{source}: {steps.height} iterations on {ranks} rank(s) from the NVTX ranges matching {how}, "
             "named ProfilerStep#N"
@@ -250,7 +252,7 @@ def _linked_device(
     calls: pl.DataFrame,
     options: ImportOptions,
 ) -> pl.DataFrame:
-    """Add the kind, the launching operator (``external_id``) and the collective values to device activities."""
+    """Add the kind, the launching operator (``external_id``) and the collective values to the activities."""
     comm_regex = options.rules.comm_kernel_regex()
     device = device.with_columns(
         _kind=pl.when(pl.col("cat") == "kernel")

@@ -71,7 +71,9 @@ def exported(report: Path, *, source: str) -> Iterator[Path]:
         output = Path(folder) / "export.sqlite"
         command = export_command(report, output, nsys=nsys, blobs=_offers_blobs(nsys))
         try:
-            done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=_EXPORT_TIMEOUT_S)
+            done = subprocess.run(
+                command, capture_output=True, text=True, check=False, timeout=_EXPORT_TIMEOUT_S
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise TraceFormatError(f"{source}: nsys export did not run ({exc})") from exc
         if done.returncode != 0 or not output.is_file():

@@ -241,15 +241,17 @@ def launch_values(calls: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
     what it reads: its size), ``api_peer`` (when one) and ``api_root``.
     """
     data = calls.filter(pl.col("api").is_in(list(API_COLLECTIVES)) & pl.col("bytes").is_not_null())
-    schema = {"_p": launches.schema["_p"], "api_collective": pl.String, "comm": pl.UInt64}
     if data.height == 0 or launches.height == 0:
-        extra = {
-            "api_in_bytes": pl.Int64,
-            "api_out_bytes": pl.Int64,
-            "api_peer": pl.Int32,
-            "api_root": pl.Int32,
+        schema: dict[str, pl.DataType] = {
+            "_p": launches.schema["_p"],
+            "api_collective": pl.String(),
+            "comm": pl.UInt64(),
+            "api_in_bytes": pl.Int64(),
+            "api_out_bytes": pl.Int64(),
+            "api_peer": pl.Int32(),
+            "api_root": pl.Int32(),
         }
-        return pl.DataFrame(schema={**schema, **extra})
+        return pl.DataFrame(schema=schema)
     kind = pl.col("api").replace_strict(API_COLLECTIVES, return_dtype=pl.String)
     owned = (
         data.with_columns(kind=kind)

@@ -39,7 +39,7 @@ _OP = r"^(.+?), (?:seq = \d+, )?op_id = (\d+)"
 
 
 def check_iteration_range(pattern: str) -> None:
-    """Check an ``--iteration-range`` regex as polars will run it (:func:`~timeline.importers.rules.check_pattern`).
+    """Check an ``--iteration-range`` regex as polars runs it (``rules.check_pattern``).
 
     Raises
     ------

@@ -35,7 +35,9 @@ def _report_data(run: Analysed | Trace) -> tuple[ReportData, int]:
     clocks = shared_clocks(trace.files, comparable=trace.clock_note is None)
     if isinstance(run, Trace):
         overlap = compute_overlap(run.events)
-        return prepare_report_data(run.events, overlap, groups=run.groups, clocks=clocks), run.files.get_column("path").n_unique()
+        return prepare_report_data(
+            run.events, overlap, groups=run.groups, clocks=clocks
+        ), run.files.get_column("path").n_unique()
     ranks = run.overlap.ranks.get_column("rank").to_list()
     # rank by rank, the analysis holds the communication events only: every event is read again
     events = run.full_ranks(ranks).events if run.rank_by_rank else run.trace.events
