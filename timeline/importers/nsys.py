@@ -35,7 +35,13 @@ from pathlib import Path
 import polars as pl
 
 from timeline.errors import TraceContentError
-from timeline.importers.nsys_db import NEWEST_TESTED_SCHEMA, OLDEST_TESTED_SCHEMA, NsysDatabase, open_nsys
+from timeline.importers.nsys_db import (
+    NEWEST_TESTED_SCHEMA,
+    OLDEST_TESTED_SCHEMA,
+    NsysDatabase,
+    int_column,
+    open_nsys,
+)
 from timeline.importers.nsys_events import NsysExport, build_events, os_pid
 from timeline.importers.nsys_nccl import communicator_groups, nccl_calls, stated_ranks
 from timeline.importers.result import Clock, FileResult, HeldRank, ImportOptions
@@ -167,7 +173,9 @@ def _check_version(db: NsysDatabase, warnings: list[str]) -> str | None:
 
 def _string_table(db: NsysDatabase) -> pl.DataFrame:
     """Return ``StringIds`` as ``id``, ``value``."""
-    return db.rows("SELECT id, value FROM StringIds", {"id": pl.Int64(), "value": pl.String()})
+    return db.rows(
+        f"SELECT {int_column('id')}, value FROM StringIds", {"id": pl.Int64(), "value": pl.String()}
+    )
 
 
 def _named(frame: pl.DataFrame, names: pl.DataFrame, column: str, alias: str) -> pl.DataFrame:
@@ -190,12 +198,14 @@ _DEVICE_SCHEMA = {
 def _device_activities(db: NsysDatabase, names: pl.DataFrame) -> pl.DataFrame:
     """Return kernels, copies, sets and synchronisations: the device columns, ``name`` and ``cat``."""
     frames = []
-    base = "start, end, deviceId, streamId, correlationId, globalPid"
+    base = _ints("start", "end", "deviceId", "streamId", "correlationId", "globalPid")
     kernel = "CUPTI_ACTIVITY_KIND_KERNEL"
     if db.has(kernel, "start", "end", "deviceId", "streamId", "correlationId", "globalPid"):
         name_id = next((c for c in ("demangledName", "shortName", "mangledName") if db.has(kernel, c)), None)
         if name_id is not None:
-            rows = db.rows(f"SELECT {base}, {name_id} FROM {kernel}", {**_DEVICE_SCHEMA, "_name": pl.Int64()})
+            rows = db.rows(
+                f"SELECT {base}, {int_column(name_id)} FROM {kernel}", {**_DEVICE_SCHEMA, "_name": pl.Int64()}
+            )
             frames.append(_named(rows, names, "_name", "name").with_columns(cat=pl.lit("kernel")))
     for table, cat, kind_column, kinds, prefix in (
         ("CUPTI_ACTIVITY_KIND_MEMCPY", "gpu_memcpy", "copyKind", _MEMCPY_KINDS, "Memcpy "),
@@ -205,7 +215,9 @@ def _device_activities(db: NsysDatabase, names: pl.DataFrame) -> pl.DataFrame:
         if not db.has(table, "start", "end", "deviceId", "streamId", "correlationId", "globalPid"):
             continue
         if kind_column is not None and kinds is not None and db.has(table, kind_column):
-            rows = db.rows(f"SELECT {base}, {kind_column} FROM {table}", {**_DEVICE_SCHEMA, "_k": pl.Int64()})
+            rows = db.rows(
+                f"SELECT {base}, {int_column(kind_column)} FROM {table}", {**_DEVICE_SCHEMA, "_k": pl.Int64()}
+            )
             label = pl.col("_k").replace_strict(kinds, default="Unknown", return_dtype=pl.String)
             rows = rows.with_columns(name=pl.lit(prefix) + label).drop("_k")
         else:
@@ -264,7 +276,13 @@ def _process_names(db: NsysDatabase) -> pl.DataFrame:
     schema = {"process": pl.Int64(), "process_name": pl.String()}
     if not db.has("PROCESSES", "globalPid", "name"):
         return pl.DataFrame(schema=schema)
-    return db.rows("SELECT globalPid, name FROM PROCESSES", schema).unique("process", keep="first")
+    sql = f"SELECT {int_column('globalPid')}, name FROM PROCESSES"
+    return db.rows(sql, schema).unique("process", keep="first")
+
+
+def _ints(*columns: str) -> str:
+    """Return the SQL selecting ``columns`` as integers (:func:`~timeline.importers.nsys_db.int_column`)."""
+    return ", ".join(map(int_column, columns))
 
 
 def _in_processes(processes: list[int]) -> str:
@@ -285,11 +303,14 @@ def _runtime(db: NsysDatabase, names: pl.DataFrame, processes: list[int]) -> pl.
     if not db.has(table, "start", "end", "globalTid", "correlationId", "nameId"):
         return pl.DataFrame(schema={**schema, "name": pl.String()}).drop("_name")
     rows = db.rows(
-        f"SELECT start, end, globalTid, correlationId, nameId FROM {table} WHERE {_in_processes(processes)}",
+        f"SELECT {_ints('start', 'end', 'globalTid', 'correlationId', 'nameId')} FROM {table} "
+        f"WHERE {_in_processes(processes)}",
         schema,
     )
-    named = _named(rows, names, "_name", "name")
-    return named.with_columns(pl.col("name").str.replace(_RUNTIME_VERSION, ""))
+    # the API version suffix dropped from the few distinct names, not from every row
+    return _named(
+        rows, names.with_columns(pl.col("value").str.replace(_RUNTIME_VERSION, "")), "_name", "name"
+    )
 
 
 def _event_type_ids(db: NsysDatabase, wanted: tuple[str, ...], fallback: tuple[int, ...]) -> tuple[int, ...]:
@@ -316,11 +337,11 @@ def _nvtx_ranges(db: NsysDatabase, names: pl.DataFrame, processes: list[int]) ->
         return pl.DataFrame(schema={"start_ns": pl.Int64(), "end_ns": pl.Int64(), "thread": pl.Int64(),
                                     "name": pl.String(), "cat": pl.String()})  # fmt: skip
     text = "text" if db.has(table, "text") else "NULL"
-    text_id = "textId" if db.has(table, "textId") else "NULL"
-    domain = "domainId" if db.has(table, "domainId") else "NULL"
+    text_id = int_column("textId") if db.has(table, "textId") else "NULL"
+    domain = int_column("domainId") if db.has(table, "domainId") else "NULL"
     kinds = ",".join(map(str, _event_type_ids(db, _RANGE_TYPES, _RANGE_IDS)))
     rows = db.rows(
-        f"SELECT start, end, globalTid, {text}, {text_id}, {domain} FROM {table} "
+        f"SELECT {_ints('start', 'end', 'globalTid')}, {text}, {text_id}, {domain} FROM {table} "
         f"WHERE eventType IN ({kinds}) AND {_in_processes(processes)}",
         schema,
     )

@@ -118,7 +118,7 @@ def build_events(
     events = pl.concat(parts, how="vertical").with_columns(
         pl.col("start_ns") + export.shift, pl.col("end_ns") + export.shift
     )
-    return events.sort("rank", "start_ns", maintain_order=True), skipped
+    return events, skipped  # the loader sorts every file's events by rank and start
 
 
 def _keyed_device(export: NsysExport, first_key: pl.DataFrame) -> pl.DataFrame:
@@ -136,10 +136,16 @@ def _keyed_device(export: NsysExport, first_key: pl.DataFrame) -> pl.DataFrame:
 
 def _keyed_runtime(export: NsysExport, device: pl.DataFrame, first_key: pl.DataFrame) -> pl.DataFrame:
     """Give each runtime call its rank's key: that of the activity it launched, else its process's first."""
+    runtime = export.runtime.with_columns(process=process_of(pl.col("thread")))
+    if export.ranks.get_column("process").is_unique().all():  # one device per process: its key
+        return (
+            runtime.join(first_key, on="process", how="left", maintain_order="left")
+            .rename({"_first": "key"})
+            .filter(pl.col("key").is_not_null())
+        )
     launched = device.select("process", "correlation", _launched="key").unique(["process", "correlation"])
     return (
-        export.runtime.with_columns(process=process_of(pl.col("thread")))
-        .join(launched, on=["process", "correlation"], how="left", maintain_order="left")
+        runtime.join(launched, on=["process", "correlation"], how="left", maintain_order="left")
         .join(first_key, on="process", how="left", maintain_order="left")
         .with_columns(key=pl.coalesce("_launched", "_first"))
         .drop("_launched", "_first")
@@ -253,22 +259,23 @@ def _linked_device(
     options: ImportOptions,
 ) -> pl.DataFrame:
     """Add the kind, the launching operator (``external_id``) and the collective values to the activities."""
-    comm_regex = options.rules.comm_kernel_regex()
+    # the rules matched on the few distinct kernel names, not on every kernel
+    kernel_names = device.filter(pl.col("cat") == "kernel").get_column("name").unique()
+    comm_names = kernel_names.filter(kernel_names.str.contains(options.rules.comm_kernel_regex()))
+    is_comm = pl.col("name").is_in(comm_names.implode())
     device = device.with_columns(
         _kind=pl.when(pl.col("cat") == "kernel")
-        .then(
-            pl.when(pl.col("name").str.contains(comm_regex))
-            .then(pl.lit("communication"))
-            .otherwise(pl.lit("compute"))
-        )
+        .then(pl.when(is_comm).then(pl.lit("communication")).otherwise(pl.lit("compute")))
         .when(pl.col("cat") == "gpu_memcpy")
         .then(pl.lit("memcpy"))
         .when(pl.col("cat") == "gpu_memset")
         .then(pl.lit("memset"))
         .otherwise(pl.lit("sync"))
     )
+    # the launches read: every activity's (its operator), or only the communication kernels'
+    launching = device if not options.overlap_only else device.filter(pl.col("_kind") == "communication")
     launches = (
-        device.select("_p", "process", "correlation")
+        launching.select("_p", "process", "correlation")
         .join(
             runtime.select("process", "correlation", "thread", at_ns="start_ns").unique(
                 ["process", "correlation"]
@@ -278,7 +285,9 @@ def _linked_device(
         )
         .select("_p", "thread", "at_ns")
     )
-    ops = ranges.filter(pl.col("op_id").is_not_null()).select("thread", "start_ns", "end_ns", "op_id")
+    # the operator that launched each activity; no overlap figure reads it (overlap_only: not linked)
+    ops = ranges.filter(pl.col("op_id").is_not_null() & (not options.overlap_only))
+    ops = ops.select("thread", "start_ns", "end_ns", "op_id")
     external = innermost_enclosing(ops, launches, value="op_id").rename({"op_id": "external_id"})
     comm_launches = launches.join(device.filter(pl.col("_kind") == "communication").select("_p"), on="_p")
     collective_ops = ranges.filter(pl.col("_collective_op").is_not_null()).select(

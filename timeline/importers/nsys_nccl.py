@@ -13,7 +13,7 @@ The export keeps a range's payload in ``NVTX_EVENTS.binaryData`` when exported w
 id, schema id, payload size, offset of the payload in the blob), then the payload. This layout is
 the one GindaChen/nsys-ai reads (``nccl_communicator.py``); the NVTX payload entry types and their
 sizes are those of NVTX's ``nvToolsExtPayload.h``. A blob that does not fit it is counted and left
-out, never guessed.
+out, never guessed. The blobs are decoded in polars, one pass per schema (:func:`decode_payloads`).
 
 Gives :func:`nccl_calls` (the calls and their decoded values), :func:`stated_ranks` (rank and world
 size per process and device, from communicator creation), :func:`launch_values` (the collective
@@ -27,13 +27,14 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from timeline.importers.nsys_db import NsysDatabase
+from timeline.importers.nsys_db import NsysDatabase, int_column
 
 __all__ = [
     "API_COLLECTIVES",
     "PayloadEntry",
     "communicator_groups",
     "decode_payload",
+    "decode_payloads",
     "launch_values",
     "nccl_calls",
     "payload_schemas",
@@ -134,33 +135,61 @@ def payload_schemas(db: NsysDatabase) -> dict[tuple[int, int], list[PayloadEntry
     return schemas
 
 
-def decode_payload(blob: object, schemas: dict[tuple[int, int], list[PayloadEntry]]) -> dict[str, int] | None:
-    """Return the fields of one ``binaryData`` blob, or None when it does not fit its header or schema.
+_DTYPES: dict[str, pl.DataType] = {
+    "b": pl.Int8(), "B": pl.UInt8(), "h": pl.Int16(), "H": pl.UInt16(), "i": pl.Int32(), "I": pl.UInt32(),
+    "q": pl.Int64(), "Q": pl.UInt64(), "f": pl.Float32(), "d": pl.Float64(),
+}  # fmt: skip
 
-    The blob is bytes, or its hexadecimal text.
+
+def _word(blob: pl.Expr, at: int | pl.Expr, fmt: str) -> pl.Expr:
+    """Return the little-endian value of struct format ``fmt`` at byte ``at`` of each blob."""
+    return blob.bin.slice(at, struct.calcsize(fmt)).bin.reinterpret(dtype=_DTYPES[fmt], endianness="little")
+
+
+def decode_payloads(
+    blobs: pl.DataFrame, schemas: dict[tuple[int, int], list[PayloadEntry]]
+) -> tuple[pl.DataFrame, int]:
+    """Decode the ``blob`` column (Binary) of ``blobs``: add the fields of :data:`_FIELDS`; count the misfits.
+
+    A blob fits when it holds its 32-byte header, its schema is known, and the payload and every
+    entry read lie inside it; the others are left out and counted. Vectorised: one pass per schema.
     """
-    if isinstance(blob, str):
-        try:
-            blob = bytes.fromhex(blob)
-        except ValueError:
-            return None
-    if not isinstance(blob, (bytes, bytearray, memoryview)) or len(blob) < _HEADER.size:
+    blob = pl.col("blob")
+    framed = blobs.with_columns(
+        _domain=_word(blob, 0, "Q"), _schema=_word(blob, 8, "Q"), _size=_word(blob, 16, "Q"),
+        _offset=_word(blob, 24, "Q"), _length=blob.bin.size(),
+    ).filter(pl.col("_length") >= _HEADER.size)  # fmt: skip
+    out: list[pl.DataFrame] = []
+    for (domain, schema), entries in schemas.items():
+        mine = framed.filter(
+            (pl.col("_domain") == domain)
+            & (pl.col("_schema") == schema)
+            & (pl.col("_offset") >= _HEADER.size)
+            & (pl.col("_offset") + pl.col("_size") <= pl.col("_length"))
+            & (pl.col("_size") >= max((e.offset + struct.calcsize(e.fmt) for e in entries), default=0))
+        )
+        at = pl.col("_offset").cast(pl.Int64)
+        out.append(
+            mine.select(
+                pl.exclude("blob", "_domain", "_schema", "_size", "_offset", "_length"),
+                *(
+                    _word(blob, at + e.offset, e.fmt).cast(CALLS_SCHEMA[e.field]).alias(e.field)
+                    for e in entries
+                    if e.field in CALLS_SCHEMA
+                ),
+            )
+        )
+    decoded = pl.concat(out, how="diagonal_relaxed") if out else blobs.clear().drop("blob")
+    return decoded, blobs.height - decoded.height
+
+
+def decode_payload(blob: bytes, schemas: dict[tuple[int, int], list[PayloadEntry]]) -> dict[str, int] | None:
+    """Return the fields of one ``binaryData`` blob, or None when it does not fit (:func:`decode_payloads`)."""
+    decoded, misfits = decode_payloads(pl.DataFrame({"blob": [blob]}, schema={"blob": pl.Binary()}), schemas)
+    if misfits:
         return None
-    raw = bytes(blob)
-    domain, schema, size, offset = _HEADER.unpack_from(raw)
-    entries = schemas.get((domain, schema))
-    if entries is None or offset < _HEADER.size or offset + size > len(raw):
-        return None
-    payload = raw[offset : offset + size]
-    values: dict[str, int] = {}
-    for entry in entries:
-        end = entry.offset + struct.calcsize(entry.fmt)
-        if end > len(payload):
-            return None
-        value = struct.unpack_from("<" + entry.fmt, payload, entry.offset)[0]
-        if isinstance(value, int):
-            values[entry.field] = value
-    return values
+    row = decoded.row(0, named=True)
+    return {k: int(v) for k, v in row.items() if v is not None}
 
 
 def nccl_calls(db: NsysDatabase, processes: list[int], *, warnings: list[str]) -> pl.DataFrame:
@@ -173,36 +202,24 @@ def nccl_calls(db: NsysDatabase, processes: list[int], *, warnings: list[str]) -
         return empty
     schemas = payload_schemas(db)
     listed = ",".join(str(p >> 24) for p in processes)
-    rows = db.scalar_rows(
-        "SELECT n.globalTid, n.start, COALESCE(n.text, s.value), n.binaryData FROM NVTX_EVENTS n "
-        "LEFT JOIN StringIds s ON s.id = n.textId "
-        f"WHERE n.binaryData IS NOT NULL AND (n.globalTid >> 24) IN ({listed})"
+    blobs = db.rows(
+        f"SELECT {int_column('n.globalTid')}, {int_column('n.start')}, COALESCE(n.text, s.value), "
+        "CAST(n.binaryData AS BLOB) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        f"WHERE n.binaryData IS NOT NULL AND (n.globalTid >> 24) IN ({listed})",
+        {"thread": pl.Int64(), "start_ns": pl.Int64(), "api": pl.String(), "blob": pl.Binary()},
     )
-    out: list[tuple[object, ...]] = []
-    bad = 0
-    for tid, start, name, blob in rows:
-        values = decode_payload(blob, schemas) if schemas else None
-        if values is None:
-            bad += 1
-            continue
-        if not (isinstance(tid, int) and isinstance(start, int)):
-            continue
-        process = (tid >> 24) << 24
-        comm = values.get("comm")
-        out.append(
-            (process, tid, start, name, comm if comm is None or comm >= 0 else None,
-             values.get("bytes"), values.get("peer"), values.get("root"), values.get("nranks"),
-             values.get("comm_rank"), values.get("cuda_device"))
-        )  # fmt: skip
+    decoded, bad = decode_payloads(blobs, schemas)
     if bad:
         warnings.append(
             f"{db.source}: ignored the payloads of {bad} NVTX ranges that do not fit their schema "
             "(NCCL's communicator, sizes and peers are not read from them)"
         )
-    if not out:
+    if decoded.height == 0:
         return empty
-    return pl.DataFrame(out, schema=CALLS_SCHEMA, orient="row").with_columns(
-        pl.col(c).clip(-(2**31), 2**31 - 1) for c in ("peer", "root", "nranks", "comm_rank", "cuda_device")
+    decoded = decoded.with_columns(process=(pl.col("thread") // 2**24) * 2**24)
+    return decoded.select(
+        (pl.col(name) if name in decoded.columns else pl.lit(None)).cast(dtype).alias(name)
+        for name, dtype in CALLS_SCHEMA.items()
     )
 
 
