@@ -23,8 +23,8 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import polars as pl
@@ -33,10 +33,10 @@ from timeline.errors import TraceFormatError
 
 __all__ = [
     "BATCH_ROWS",
-    "int_column",
     "NEWEST_TESTED_SCHEMA",
     "OLDEST_TESTED_SCHEMA",
     "NsysDatabase",
+    "int_column",
     "is_nsys_database",
     "open_nsys",
 ]
@@ -103,7 +103,8 @@ def open_nsys(path: Path, *, source: str | None = None) -> Iterator[NsysDatabase
         if not database.is_export():
             msg = (
                 f"{name}: a SQLite database, not an Nsight Systems export (no StringIds, "
-                "CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS tables); export the report with nsys export --type sqlite"
+                "CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS tables); export the report with "
+                "nsys export --type sqlite"
             )
             raise TraceFormatError(msg)
         yield database
@@ -202,7 +203,7 @@ class NsysDatabase:
         except (adbc_driver_manager.Error, pl.exceptions.ComputeError) as exc:
             raise TraceFormatError(damaged_message(self.source, exc)) from exc
         frame.columns = list(schema)
-        return frame.cast(dict(schema))
+        return frame.cast(pl.Schema(schema))
 
     def _adbc_connection(self) -> Any:
         """Return ADBC's connection to the database, opened read-only and immutable the first time."""

@@ -184,7 +184,7 @@ def decode_payloads(
 
 
 def decode_payload(blob: bytes, schemas: dict[tuple[int, int], list[PayloadEntry]]) -> dict[str, int] | None:
-    """Return the fields of one ``binaryData`` blob, or None when it does not fit (:func:`decode_payloads`)."""
+    """Return the fields of one ``binaryData`` blob, or None when it does not fit it (``decode_payloads``)."""
     decoded, misfits = decode_payloads(pl.DataFrame({"blob": [blob]}, schema={"blob": pl.Binary()}), schemas)
     if misfits:
         return None
