@@ -182,3 +182,12 @@ def test_report_is_exported_into_timelines_own_folder(tmp_path: Path, analyzed: 
     assert export_call[:4] == ["export", "--type", "sqlite", "--include-blobs=true"]
     assert export_call[-1] == str(report)
     assert not Path(export_call[-2]).exists()  # the temporary export was removed
+
+
+def test_rank_by_rank_gives_the_same_answers(analyzed: dict[str, Any]) -> None:
+    by_rank = _json("analyze", EXPORT, "--executor", "local")
+    for key in ("ranks", "iterations", "top_collectives", "windows", "files", "warnings"):
+        assert by_rank[key] == analyzed[key], key
+    in_memory = _json("collectives", EXPORT)
+    split = _json("collectives", EXPORT, "--executor", "local")
+    assert split["collectives"] == in_memory["collectives"]
