@@ -14,8 +14,8 @@ cache. Cases:
 - ``load``: ``timeline.trace.load(path)``, every event in memory;
 - ``load overlap_only``: the same keeping only what the overlap reads (what a rank-by-rank task
   loads: ``timeline analyze`` goes rank by rank from 128 MiB);
-- ``timeline analyze``: the whole command, start-up and diagnosis included (its worker processes'
-  peak counted too: ``RUSAGE_CHILDREN``).
+- ``timeline analyze``: the whole command, start-up and diagnosis included, under ``/usr/bin/time
+  -v`` (wall time; the peak RSS of its largest process).
 
 Prints the median and the minimum of each (the machine is shared: compare medians).
 """
@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,20 +85,26 @@ def _child(case: str, path: Path) -> dict[str, float]:
     return out
 
 
+def _timeline() -> list[str]:
+    """The console script beside this interpreter, else the entry point through ``-c``."""
+    script = Path(sys.executable).with_name("timeline")
+    return [str(script)] if script.is_file() else [sys.executable, "-c", "from cli.main import main; main()"]
+
+
 def _analyze(path: Path) -> dict[str, float]:
-    """Run ``timeline analyze PATH`` (to /dev/null); return its wall seconds and its processes' peak RSS."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "cli.main", "analyze", str(path)],
+    """Run ``timeline analyze PATH`` under ``/usr/bin/time -v``: wall seconds, peak RSS (largest process)."""
+    done = subprocess.run(
+        ["/usr/bin/time", "-v", *_timeline(), "analyze", str(path)],
         check=True,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
         cwd=ROOT,
     )
-    seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"s": seconds, "rss_mb": max(peak, before) / 1024, "rows": 0}
+    fields = dict(line.strip().rsplit(": ", 1) for line in done.stderr.splitlines() if ": " in line)
+    wall = fields["Elapsed (wall clock) time (h:mm:ss or m:ss)"].split(":")
+    seconds = sum(float(part) * 60**i for i, part in enumerate(reversed(wall)))
+    return {"s": seconds, "rss_mb": int(fields["Maximum resident set size (kbytes)"]) / 1024, "rows": 0}
 
 
 def _kernels(path: Path) -> int:

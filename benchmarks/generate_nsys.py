@@ -204,7 +204,11 @@ def _write_metadata(
         "INSERT INTO PROCESSES VALUES (?, ?, 'python3')",
         [(_global_pid(p), 1000 + p) for p in range(processes)],
     )
-    # NCCL's schemas, as NCCL 2.25 registers them (ids differ between versions: read by name)
+    _write_payload_schemas(conn)
+
+
+def _write_payload_schemas(conn: sqlite3.Connection) -> None:
+    """NCCL's payload schemas, as NCCL 2.25 registers them (ids differ between versions: read by name)."""
     conn.executemany(
         "INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (?, ?, NULL, 1, NULL, ?, ?, NULL)",
         [(NCCL_DOMAIN, INIT_SCHEMA, 4, 24), (NCCL_DOMAIN, ALLREDUCE_SCHEMA, 3, 24)],

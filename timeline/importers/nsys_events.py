@@ -105,6 +105,12 @@ def build_events(
     device = _keyed_device(export, first_key)
     runtime = _keyed_runtime(export, device, first_key)
     ranges = _keyed_ranges(export, first_key)
+    # the tables as read are not needed again: their memory goes now, not when the export does
+    export.device, export.runtime, export.ranges = (
+        export.device.clear(),
+        export.runtime.clear(),
+        export.ranges.clear(),
+    )
     device, runtime, ranges = _valid(device, runtime, ranges, export.window, source, warnings)
     ranges = _classified_ranges(ranges, options, source, warnings)
     device = _linked_device(device, runtime, ranges, export.calls, options)
@@ -114,11 +120,11 @@ def build_events(
         counts = ranges.filter(~keep).group_by("key").len()
         skipped = {int(k): int(n) for k, n in counts.iter_rows()}
         ranges = ranges.filter(keep)
-    parts = [_device_events(device, export), _runtime_events(runtime), _range_events(ranges)]
-    events = pl.concat(parts, how="vertical").with_columns(
-        pl.col("start_ns") + export.shift, pl.col("end_ns") + export.shift
-    )
-    return events, skipped  # the loader sorts every file's events by rank and start
+    parts = [_device_events(device, export.shift), _runtime_events(runtime, export.shift)]
+    del device, runtime
+    parts.append(_range_events(ranges, export.shift))
+    del ranges
+    return pl.concat(parts, how="vertical"), skipped  # the loader sorts them by rank and start
 
 
 def _keyed_device(export: NsysExport, first_key: pl.DataFrame) -> pl.DataFrame:
@@ -312,7 +318,7 @@ def _group_sizes(calls: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _device_events(device: pl.DataFrame, export: NsysExport) -> pl.DataFrame:
+def _device_events(device: pl.DataFrame, shift: int) -> pl.DataFrame:
     """Return the device activities as canonical events (``pid`` the device, ``tid`` the stream)."""
     is_comm = pl.col("_kind") == "communication"
     kernel_collective = _mapped(device.filter(is_comm), "name", collective_from_kernel)
@@ -321,6 +327,7 @@ def _device_events(device: pl.DataFrame, export: NsysExport) -> pl.DataFrame:
     names = comm_names(device.get_column("comm"))
     return _canonical(
         device,
+        shift,
         kind="_kind",
         pid=pl.col("device").cast(pl.Int64),
         tid=pl.col("stream"),
@@ -339,10 +346,11 @@ def _device_events(device: pl.DataFrame, export: NsysExport) -> pl.DataFrame:
     )
 
 
-def _runtime_events(runtime: pl.DataFrame) -> pl.DataFrame:
+def _runtime_events(runtime: pl.DataFrame, shift: int) -> pl.DataFrame:
     """Return the runtime calls as canonical events (``pid``/``tid`` the OS process and thread)."""
     return _canonical(
         runtime.with_columns(cat=pl.lit("cuda_runtime")),
+        shift,
         kind=pl.lit("runtime"),
         pid=os_pid(pl.col("thread")),
         tid=os_tid(pl.col("thread")),
@@ -350,10 +358,11 @@ def _runtime_events(runtime: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _range_events(ranges: pl.DataFrame) -> pl.DataFrame:
+def _range_events(ranges: pl.DataFrame, shift: int) -> pl.DataFrame:
     """Return the NVTX ranges as canonical events (``external_id`` the operator's ``op_id``)."""
     return _canonical(
         ranges,
+        shift,
         kind="_kind",
         pid=os_pid(pl.col("thread")),
         tid=os_tid(pl.col("thread")),
@@ -361,16 +370,16 @@ def _range_events(ranges: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _canonical(frame: pl.DataFrame, *, kind: str | pl.Expr, **columns: pl.Expr) -> pl.DataFrame:
-    """Return ``frame`` as the events schema: ``key`` as the rank, the given columns, null elsewhere."""
+def _canonical(frame: pl.DataFrame, shift: int, *, kind: str | pl.Expr, **columns: pl.Expr) -> pl.DataFrame:
+    """Return ``frame`` as the events schema: ``key`` as the rank, times + ``shift``, the given columns."""
     given = {
         "rank": pl.col("key"),
         "source": pl.lit(_SOURCE),
         "kind": pl.col(kind) if isinstance(kind, str) else kind,
         "name": pl.col("name"),
         "cat": pl.col("cat"),
-        "start_ns": pl.col("start_ns"),
-        "end_ns": pl.col("end_ns"),
+        "start_ns": pl.col("start_ns") + shift,
+        "end_ns": pl.col("end_ns") + shift,
         "dur_ns": pl.col("end_ns") - pl.col("start_ns"),
         **columns,
     }
