@@ -17,7 +17,8 @@ cache. Cases:
 - ``timeline analyze``: the whole command, start-up and diagnosis included, under ``/usr/bin/time
   -v`` (wall time; the peak RSS of its largest process).
 
-Prints the median and the minimum of each (the machine is shared: compare medians).
+Prints the median and the minimum of each, and the median CPU time (user + system: what the machine's
+other work inflates least; the machine is shared: compare medians).
 """
 
 from __future__ import annotations
@@ -75,10 +76,9 @@ def _child(case: str, path: Path) -> dict[str, float]:
         "import resource, sys, time, json\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
         f"path = {str(path.resolve())!r}\n"
-        "t = time.perf_counter()\n"
-        + _CHILD[case]
-        + "\nprint(json.dumps({'s': time.perf_counter() - t, 'rss_mb': "
-        "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 'rows': rows}))\n"
+        "t = time.perf_counter()\n" + _CHILD[case] + "\nu = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "print(json.dumps({'s': time.perf_counter() - t, 'cpu_s': u.ru_utime + u.ru_stime, "
+        "'rss_mb': u.ru_maxrss / 1024, 'rows': rows}))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     out: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -104,7 +104,9 @@ def _analyze(path: Path) -> dict[str, float]:
     fields = dict(line.strip().rsplit(": ", 1) for line in done.stderr.splitlines() if ": " in line)
     wall = fields["Elapsed (wall clock) time (h:mm:ss or m:ss)"].split(":")
     seconds = sum(float(part) * 60**i for i, part in enumerate(reversed(wall)))
-    return {"s": seconds, "rss_mb": int(fields["Maximum resident set size (kbytes)"]) / 1024, "rows": 0}
+    cpu = float(fields["User time (seconds)"]) + float(fields["System time (seconds)"])
+    rss = int(fields["Maximum resident set size (kbytes)"]) / 1024
+    return {"s": seconds, "cpu_s": cpu, "rss_mb": rss, "rows": 0}
 
 
 def _kernels(path: Path) -> int:
@@ -141,16 +143,18 @@ def main(argv: list[str] | None = None) -> int:
         "timeline analyze",
     ]
     print(f"{path}: {path.stat().st_size / 1e6:,.0f} MB, {kernels:,} kernels")
-    print("| case | median s | min s | kernels/s (median) | peak RSS MB (median) |")
-    print("|---|---|---|---|---|")
+    print("| case | median s | min s | CPU s (median) | kernels/s (median) | peak RSS MB (median) |")
+    print("|---|---|---|---|---|---|")
     for case in cases:
         runs = [
             _analyze(path) if case == "timeline analyze" else _child(case, path) for _ in range(args.runs)
         ]
         seconds = [r["s"] for r in runs]
         rss = statistics.median(r["rss_mb"] for r in runs)
+        cpu = statistics.median(r["cpu_s"] for r in runs)
         median = statistics.median(seconds)
-        print(f"| {case} | {median:.2f} | {min(seconds):.2f} | {kernels / median:,.0f} | {rss:,.0f} |")
+        rate = kernels / median
+        print(f"| {case} | {median:.2f} | {min(seconds):.2f} | {cpu:.2f} | {rate:,.0f} | {rss:,.0f} |")
     return 0
 
 
