@@ -293,3 +293,13 @@ def test_iteration_range_must_be_a_regex_polars_runs() -> None:
 
     with pytest.raises(UsageError, match="--iteration-range"):
         check_iteration_range("(?<=step)")
+
+
+def test_overlap_only_keeps_the_same_figures_counts_and_warnings(two_ranks: object) -> None:
+    lean = load(TWO_RANKS, overlap_only=True)
+    full = two_ranks
+    assert lean.files.equals(full.files)  # type: ignore[attr-defined]  # every event counted
+    assert lean.warnings == full.warnings  # type: ignore[attr-defined]
+    assert compute_overlap(lean.events).ranks.equals(compute_overlap(full.events).ranks)  # type: ignore[attr-defined]
+    kept = set(lean.events.filter(pl.col("kind") == "cpu_op").get_column("name").cast(pl.String))
+    assert kept == {"nccl:all_to_all", "record_param_comms", "c10d::alltoall_base_"}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from timeline.importers.collectives import collective_from_kernel, normalise_collective
+from timeline.importers.kineto import _GRADIENT_SIGNAL_REGEX  # one definition of the signals
 from timeline.importers.nsys_nccl import launch_values
 from timeline.importers.nsys_ranges import innermost_enclosing, iteration_names, operator_names
 from timeline.importers.result import Clock, ImportOptions
@@ -116,7 +117,14 @@ def build_events(
     device = _linked_device(device, runtime, ranges, export.calls, options)
     skipped: dict[int, int] = {}
     if options.overlap_only:
-        keep = pl.col("_step").is_not_null() | pl.col("_collective_op").is_not_null()
+        # what a profiler trace keeps (kineto._measured): steps, collective ops, CPU-side collectives,
+        # the gradient-ready signals the diagnosis' what-if graph reads
+        wanted = f"^record_param_comms$|{options.rules.cpu_comm_regex()}|{_GRADIENT_SIGNAL_REGEX}"
+        keep = (
+            pl.col("_step").is_not_null()
+            | pl.col("_collective_op").is_not_null()
+            | pl.col("name").str.contains(wanted).fill_null(False)
+        )
         counts = ranges.filter(~keep).group_by("key").len()
         skipped = {int(k): int(n) for k, n in counts.iter_rows()}
         ranges = ranges.filter(keep)
