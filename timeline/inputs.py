@@ -406,9 +406,7 @@ def resolve_held_ranks(
     return {k: (int(r), f) for k, (r, f) in resolved.items()}
 
 
-def _held_order_note(
-    path: Path, missing: Sequence[HeldRank], resolved: Mapping[int, tuple[int, str]]
-) -> str:
+def _held_order_note(path: Path, missing: Sequence[HeldRank], resolved: Mapping[int, tuple[int, str]]) -> str:
     """Return the warning for ranks numbered in (host, device) order: which process became which rank."""
     shown = ", ".join(
         f"pid {h.pid} device {h.device}{f' on {h.host}' if h.host else ''} → rank {resolved[h.key][0]}"
@@ -630,10 +628,29 @@ def plan_units(
             ordered.append(groups[key])
         groups[key].append(path)
     only_file = len(paths) == 1
-    return [
-        Unit(paths=tuple(g), options=options, rank=rank, rank_regex=rank_regex, only_file=only_file)
-        for g in ordered
-    ]
+    units = []
+    for g in ordered:
+        unit = Unit(paths=tuple(g), options=options, rank=rank, rank_regex=rank_regex, only_file=only_file)
+        units.extend(_held_units(unit))
+    return units
+
+
+def _held_units(unit: Unit) -> list[Unit]:
+    """Return a unit of one Nsight Systems export split into one unit per rank it holds, else the unit.
+
+    Every part reads the whole file's tables of ranks, clock and counts, and its own rank's events
+    (:attr:`~timeline.importers.result.ImportOptions.held_keys`): no task holds every rank.
+    """
+    from dataclasses import replace
+
+    from timeline.importers.nsys_plan import nsys_rank_count
+
+    if len(unit.paths) != 1:
+        return [unit]
+    count = nsys_rank_count(unit.paths[0])
+    if count is None or count < 2:
+        return [unit]
+    return [replace(unit, options=replace(unit.options, held_keys=(key,))) for key in range(count)]
 
 
 def plan_inputs(

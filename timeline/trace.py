@@ -400,10 +400,16 @@ def _held_file(
             "events": h.events,
         }
         for h in sorted(result.held_ranks or [], key=lambda h: ranks[h.key])
+        if h.loaded  # a rank-by-rank task's part of the file: its ranks only
     ]
     groups = result.groups if result.groups is not None else pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA)
-    groups = groups.with_columns(
-        pl.col("rank").replace_strict(ranks, return_dtype=pl.Int32),
-        pl.col("ranks").list.eval(pl.element().replace_strict(ranks, return_dtype=pl.Int32)),
-    ).sort("rank", maintain_order=True)
+    loaded = [h.key for h in result.held_ranks or [] if h.loaded]
+    groups = (
+        groups.filter(pl.col("rank").is_in(loaded))
+        .with_columns(
+            pl.col("rank").replace_strict(ranks, return_dtype=pl.Int32),
+            pl.col("ranks").list.eval(pl.element().replace_strict(ranks, return_dtype=pl.Int32)),
+        )
+        .sort("rank", maintain_order=True)
+    )
     return events, rows, groups

@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from benchmarks.generate_nsys import COMM_ID, Layout, write_export
-from tests.builders import TRACES, nsys_kernel_exposure
+from tests.builders import TRACES, nsys_kernel_exposure, run_timeline
 from timeline.analysis.collectives import match_collectives
 from timeline.analysis.overlap import compute_overlap
 from timeline.errors import RankError, TraceContentError, TraceFormatError, UsageError
@@ -165,11 +165,11 @@ def test_payload_blobs_decode_by_entry_names(tmp_path: Path) -> None:
     ("steps", "pattern", "note"),
     [
         ("profiler", None, None),
-        ("train_step", None, "10 iterations on 2 rank(s) from the NVTX ranges matching the default pattern"),
+        ("train_step", None, "iterations from the NVTX ranges matching the default pattern"),
         (
             "none",
             r"^nccl:all_reduce",
-            "10 iterations on 2 rank(s) from the NVTX ranges matching --iteration-range",
+            "iterations from the NVTX ranges matching --iteration-range",
         ),
         ("none", None, "no iteration ranges"),
     ],
@@ -303,3 +303,29 @@ def test_overlap_only_keeps_the_same_figures_counts_and_warnings(two_ranks: obje
     assert compute_overlap(lean.events).ranks.equals(compute_overlap(full.events).ranks)  # type: ignore[attr-defined]
     kept = set(lean.events.filter(pl.col("kind") == "cpu_op").get_column("name").cast(pl.String))
     assert kept == {"nccl:all_to_all", "record_param_comms", "c10d::alltoall_base_"}
+
+
+def test_rank_by_rank_reads_one_rank_per_task_with_the_same_answers(tmp_path: Path) -> None:
+    from timeline.execution.session import analyze
+    from timeline.inputs import plan_inputs
+
+    path = write_export(tmp_path / "g.sqlite", processes=3, kernels=9 * 4)
+    conn = sqlite3.connect(path)  # something to drop and count, on two ranks
+    conn.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 5 WHERE correlationId = 2")
+    conn.commit()
+    conn.close()
+    units = plan_inputs([path])
+    assert [u.options.held_keys for u in units] == [(0,), (1,), (2,)]
+    memory = analyze([path])
+    by_rank = analyze([path], executor="local")
+    assert by_rank.rank_by_rank
+    assert not memory.rank_by_rank
+    assert by_rank.trace.files.equals(memory.trace.files)
+    assert by_rank.warnings == memory.warnings
+    assert f"{path}: dropped 3 events with end < start" in memory.warnings
+    assert by_rank.overlap.iterations.equals(memory.overlap.iterations)
+    assert by_rank.trace.groups.equals(memory.trace.groups)
+    for command in ("collectives", "analyze"):  # the commands' answers, each way
+        ways = [run_timeline(command, path, "--json", *extra) for extra in ((), ("--executor", "local"))]
+        assert all(w.returncode == 0 for w in ways), ways[0].stderr + ways[1].stderr
+        assert ways[0].stdout == ways[1].stdout, command

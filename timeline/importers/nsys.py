@@ -68,6 +68,7 @@ _RANGE_TYPES = ("NvtxPushPopRange", "NvtxStartEndRange", "NvtxtPushPopRange", "N
 _RANGE_IDS = (59, 60, 70, 71)
 _DOMAIN_CREATE = ("NvtxDomainCreate", 75)
 _RUNTIME_VERSION = r"_v\d+$"
+_SEC = 1_000_000_000
 ENVIRONMENT_RANKS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 """Environment variables that state a process's rank, in order (torchrun, Open MPI, PMIx, PMI, Slurm)."""
 _ENVIRONMENT_WORLDS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
@@ -101,9 +102,8 @@ def parse_nsys(path: Path, *, source: str, options: ImportOptions | None = None)
     options = options or ImportOptions()
     warnings: list[str] = []
     with open_nsys(path, source=source) as db:
-        export = _read_export(db, warnings)
+        export = _read_export(db, options, warnings)
     events, skipped = build_events(export, options, source, warnings)
-    _note_no_communication(events, source, warnings)
     held = _held_ranks(export, events, skipped)
     groups = _groups(export)
     communication = events.filter(pl.col("kind") == "communication").height > 0
@@ -124,31 +124,40 @@ def parse_nsys(path: Path, *, source: str, options: ImportOptions | None = None)
     )
 
 
-def _read_export(db: NsysDatabase, warnings: list[str]) -> NsysExport:
-    """Read what the analysis needs from the export: only the needed columns of the needed tables."""
+def _read_export(db: NsysDatabase, options: ImportOptions, warnings: list[str]) -> NsysExport:
+    """Read what the analysis needs: the needed columns of the needed tables, of the ranks to load.
+
+    The ranks' table, the clock, the capture window, NCCL's calls and the counts of what is dropped
+    are the whole file's, whichever ranks are loaded (:attr:`ImportOptions.held_keys`): every part
+    of a file read rank by rank resolves the ranks and warns alike.
+    """
     version = _check_version(db, warnings)
-    names = _string_table(db)
-    device = _device_activities(db, names)
-    if device.filter(pl.col("cat") == "kernel").height == 0:
+    ranks = _rank_table(db, _hosts(db))
+    if ranks.height == 0:
         msg = (
             f"{db.source}: an Nsight Systems export without CUDA kernels (CUPTI_ACTIVITY_KIND_KERNEL is "
             "missing or empty): nothing to analyse; profile with nsys profile --trace=cuda,nvtx"
         )
         raise TraceContentError(msg)
-    hosts = _hosts(db)
-    ranks = _rank_table(device, hosts, db)
-    processes = ranks.get_column("process").unique().sort().to_list()
+    everyone = ranks.get_column("process").unique().sort().to_list()
+    held = ranks if options.held_keys is None else ranks.filter(pl.col("key").is_in(list(options.held_keys)))
+    processes = held.get_column("process").unique().sort().to_list()
+    names = _string_table(db)
     shift, clock = _clock(db)
+    window = _analysis_window(db)
+    warnings.extend(dropped_warnings(db, everyone, window))
+    _note_no_communication(db, names, options, warnings)
     return NsysExport(
-        device=device,
+        device=_device_activities(db, names, processes),
         runtime=_runtime(db, names, processes),
         ranges=_nvtx_ranges(db, names, processes),
-        calls=nccl_calls(db, processes, warnings=warnings),
+        calls=nccl_calls(db, everyone, warnings=warnings),
         ranks=ranks,
+        held=held.get_column("key").to_list(),
         version=version,
         clock=clock,
         shift=shift,
-        window=_analysis_window(db, device),
+        window=window,
         environment=_environment(db),
     )
 
@@ -195,8 +204,8 @@ _DEVICE_SCHEMA = {
 }
 
 
-def _device_activities(db: NsysDatabase, names: pl.DataFrame) -> pl.DataFrame:
-    """Return kernels, copies, sets and synchronisations: the device columns, ``name`` and ``cat``."""
+def _device_activities(db: NsysDatabase, names: pl.DataFrame, processes: list[int]) -> pl.DataFrame:
+    """Return the kernels, copies, sets and synchronisations of ``processes`` (device columns, name, cat)."""
     frames = []
     base = _ints("start", "end", "deviceId", "streamId", "correlationId", "globalPid")
     kernel = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -204,7 +213,8 @@ def _device_activities(db: NsysDatabase, names: pl.DataFrame) -> pl.DataFrame:
         name_id = next((c for c in ("demangledName", "shortName", "mangledName") if db.has(kernel, c)), None)
         if name_id is not None:
             rows = db.rows(
-                f"SELECT {base}, {int_column(name_id)} FROM {kernel}", {**_DEVICE_SCHEMA, "_name": pl.Int64()}
+                f"SELECT {base}, {int_column(name_id)} FROM {kernel} WHERE {_of_processes(processes)}",
+                {**_DEVICE_SCHEMA, "_name": pl.Int64()},
             )
             frames.append(_named(rows, names, "_name", "name").with_columns(cat=pl.lit("kernel")))
     for table, cat, kind_column, kinds, prefix in (
@@ -216,14 +226,14 @@ def _device_activities(db: NsysDatabase, names: pl.DataFrame) -> pl.DataFrame:
             continue
         if kind_column is not None and kinds is not None and db.has(table, kind_column):
             rows = db.rows(
-                f"SELECT {base}, {int_column(kind_column)} FROM {table}", {**_DEVICE_SCHEMA, "_k": pl.Int64()}
+                f"SELECT {base}, {int_column(kind_column)} FROM {table} WHERE {_of_processes(processes)}",
+                {**_DEVICE_SCHEMA, "_k": pl.Int64()},
             )
             label = pl.col("_k").replace_strict(kinds, default="Unknown", return_dtype=pl.String)
             rows = rows.with_columns(name=pl.lit(prefix) + label).drop("_k")
         else:
-            rows = db.rows(f"SELECT {base} FROM {table}", _DEVICE_SCHEMA).with_columns(
-                name=pl.lit(prefix.strip())
-            )
+            sql = f"SELECT {base} FROM {table} WHERE {_of_processes(processes)}"
+            rows = db.rows(sql, _DEVICE_SCHEMA).with_columns(name=pl.lit(prefix.strip()))
         frames.append(rows.with_columns(cat=pl.lit(cat)))
     if not frames:
         return pl.DataFrame(schema={**_DEVICE_SCHEMA, "name": pl.String(), "cat": pl.String()})
@@ -246,18 +256,18 @@ def _hosts(db: NsysDatabase) -> dict[int, str]:
     return hosts
 
 
-def _rank_table(device: pl.DataFrame, hosts: dict[int, str], db: NsysDatabase) -> pl.DataFrame:
+def _rank_table(db: NsysDatabase, hosts: dict[int, str]) -> pl.DataFrame:
     """Return one row per process and device that ran kernels (``process``, ``device``, ``host``, ``key``…).
 
-    ``key`` numbers them 0, 1, … in (host, device, process) order.
+    ``key`` numbers them 0, 1, … in (host, device, process) order, over the whole file.
     """
-    pairs = (
-        device.filter(pl.col("cat") == "kernel")
-        .select("process", "device")
-        .unique()
-        .with_columns(pid=os_pid(pl.col("process")), vm=pl.col("process") // 2**48)
+    kernel = "CUPTI_ACTIVITY_KIND_KERNEL"
+    schema = {"process": pl.Int64(), "device": pl.Int32()}
+    if not db.has(kernel, "globalPid", "deviceId"):
+        return pl.DataFrame(schema={**schema, "pid": pl.Int64(), "host": pl.String(), "key": pl.Int32()})
+    pairs = db.rows(f"SELECT DISTINCT {_ints('globalPid', 'deviceId')} FROM {kernel}", schema).with_columns(
+        pid=os_pid(pl.col("process")), vm=pl.col("process") // 2**48
     )
-    names = _process_names(db)
     default = hosts.get(-1)
     host = pl.col("vm").replace_strict(
         {k: v for k, v in hosts.items() if k >= 0}, default=default, return_dtype=pl.String
@@ -266,7 +276,7 @@ def _rank_table(device: pl.DataFrame, hosts: dict[int, str], db: NsysDatabase) -
         pairs.with_columns(host=host)
         .sort(pl.col("host").fill_null(""), "device", "process")
         .with_columns(key=pl.int_range(pl.len(), dtype=pl.Int32))
-        .join(names, on="process", how="left", maintain_order="left")
+        .join(_process_names(db), on="process", how="left", maintain_order="left")
         .drop("vm")
     )
 
@@ -283,6 +293,11 @@ def _process_names(db: NsysDatabase) -> pl.DataFrame:
 def _ints(*columns: str) -> str:
     """Return the SQL selecting ``columns`` as integers (:func:`~timeline.importers.nsys_db.int_column`)."""
     return ", ".join(map(int_column, columns))
+
+
+def _of_processes(processes: list[int]) -> str:
+    """Return the SQL condition on ``globalPid`` that keeps the activities of ``processes``."""
+    return f"globalPid IN ({','.join(map(str, processes)) or 'NULL'})"
 
 
 def _in_processes(processes: list[int]) -> str:
@@ -387,26 +402,72 @@ def _clock(db: NsysDatabase) -> tuple[int, Clock]:
     return 0, "relative"
 
 
-def _analysis_window(db: NsysDatabase, device: pl.DataFrame) -> tuple[int, int] | None:
+def _analysis_window(db: NsysDatabase) -> tuple[int, int] | None:
     """Return the capture window on the events' clock (``ANALYSIS_DETAILS``), or None.
 
     Schema 3.2x writes its start and stop on the events' clock; 3.16 writes events from the
-    session's start, so the window is ``[0, duration]`` there: the one holding the median kernel
-    start is taken, none when neither does.
+    session's start, so the window is ``[0, duration]`` there: the one holding the median start of
+    (a thousand evenly spaced) kernels is taken, none when neither does.
     """
-    if not db.has("ANALYSIS_DETAILS", "duration", "startTime", "stopTime"):
+    kernel = "CUPTI_ACTIVITY_KIND_KERNEL"
+    if not (db.has("ANALYSIS_DETAILS", "duration", "startTime", "stopTime") and db.has(kernel, "start")):
         return None
     rows = db.scalar_rows("SELECT duration, startTime, stopTime FROM ANALYSIS_DETAILS")
     if len(rows) != 1 or not all(isinstance(v, int) for v in rows[0]):
         return None
-    duration, start, stop = (int(v) for v in rows[0])  # type: ignore[call-overload]  # ints, checked above
-    median = device.filter(pl.col("cat") == "kernel").get_column("start_ns").median()
-    if not isinstance(median, (int, float)):
+    duration, start, stop = (int(str(v)) for v in rows[0])
+    count = db.scalar_rows(f"SELECT count(*) FROM {kernel}")[0][0]
+    every = max(1, int(str(count)) // 1000)
+    starts = sorted(
+        int(v)
+        for (v,) in db.scalar_rows(f"SELECT start FROM {kernel} WHERE rowid % {every} = 0")
+        if isinstance(v, int)
+    )
+    if not starts:
         return None
+    median = starts[len(starts) // 2]
     for low, high in ((start, stop), (0, duration)):
         if low <= median <= high:
             return low, high
     return None
+
+
+def dropped_warnings(db: NsysDatabase, processes: list[int], window: tuple[int, int] | None) -> list[str]:
+    """Return the counted warnings of what the events of ``processes`` lose, counted in SQL on the whole file.
+
+    NVTX ranges never closed, events ending before they start, events far outside the capture
+    window (more than ``max(1 s, its length)``): the rows :func:`timeline.importers.nsys_events.build_events`
+    drops, counted over every rank of the file whichever ranks are loaded.
+    """
+    slack = max(_SEC, window[1] - window[0]) if window is not None else 0
+    far = f"(start < {window[0] - slack} OR end > {window[1] + slack})" if window is not None else "0"
+    tables = [
+        (t, _of_processes(processes))
+        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                  "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+        if db.has(t, "start", "end", "deviceId", "streamId", "correlationId", "globalPid")
+    ]  # fmt: skip
+    if db.has("CUPTI_ACTIVITY_KIND_RUNTIME", "start", "end", "globalTid", "correlationId", "nameId"):
+        tables.append(("CUPTI_ACTIVITY_KIND_RUNTIME", _in_processes(processes)))
+    unclosed = backwards = outside = 0
+    if db.has("NVTX_EVENTS", "start", "end", "eventType", "globalTid"):
+        kinds = ",".join(map(str, _event_type_ids(db, _RANGE_TYPES, _RANGE_IDS)))
+        tables.append(("NVTX_EVENTS", f"eventType IN ({kinds}) AND {_in_processes(processes)}"))
+    for table, where in tables:
+        sql = f"SELECT total(end IS NULL), total(end < start), total(end >= start AND {far}) FROM {table}"
+        n_open, n_back, n_far = (int(float(str(n))) for n in db.scalar_rows(f"{sql} WHERE {where}")[0])
+        unclosed, backwards, outside = unclosed + n_open, backwards + n_back, outside + n_far
+    out = []
+    if unclosed:
+        out.append(f"{db.source}: dropped {unclosed} NVTX ranges never closed (no end in the capture)")
+    if backwards:
+        out.append(f"{db.source}: dropped {backwards} events with end < start")
+    if outside:
+        out.append(
+            f"{db.source}: dropped {outside} events more than {slack / _SEC:.3g} s outside the capture "
+            "window (ANALYSIS_DETAILS; corrupt timestamps)"
+        )
+    return out
 
 
 def _environment(db: NsysDatabase) -> dict[str, str]:
@@ -422,14 +483,23 @@ def _environment(db: NsysDatabase) -> dict[str, str]:
     return environment
 
 
-def _note_no_communication(events: pl.DataFrame, source: str, warnings: list[str]) -> None:
-    """Say so when the export's kernels hold no communication (a single-GPU profile, or other kernels)."""
-    kernels = events.filter(pl.col("cat") == "kernel")
-    if kernels.height and kernels.filter(pl.col("kind") == "communication").height == 0:
-        warnings.append(
-            f"{source}: no communication: none of its {kernels.height:,} kernels is a collective "
-            "(NCCL, RCCL…; --comm-kernel adds others), so every communication figure is 0"
-        )
+def _note_no_communication(
+    db: NsysDatabase, names: pl.DataFrame, options: ImportOptions, warnings: list[str]
+) -> None:
+    """Say so when none of the file's kernels is communication (a single-GPU profile, or other kernels)."""
+    kernel = "CUPTI_ACTIVITY_KIND_KERNEL"
+    name_id = next((c for c in ("demangledName", "shortName", "mangledName") if db.has(kernel, c)), None)
+    if name_id is None:
+        return
+    ids = db.rows(f"SELECT DISTINCT {int_column(name_id)} FROM {kernel}", {"id": pl.Int64()})
+    kernel_names = ids.join(names, on="id", how="left").get_column("value").drop_nulls()
+    if kernel_names.str.contains(options.rules.comm_kernel_regex()).any():
+        return
+    count = int(str(db.scalar_rows(f"SELECT count(*) FROM {kernel}")[0][0]))
+    warnings.append(
+        f"{db.source}: no communication: none of its {count:,} kernels is a collective "
+        "(NCCL, RCCL…; --comm-kernel adds others), so every communication figure is 0"
+    )
 
 
 def _held_ranks(export: NsysExport, events: pl.DataFrame, skipped: dict[int, int]) -> list[HeldRank]:
@@ -444,6 +514,7 @@ def _held_ranks(export: NsysExport, events: pl.DataFrame, skipped: dict[int, int
     env_rank, env_world, env_name = _environment_rank(export.environment)
     alone = table.height == 1
     held = []
+    loaded = set(export.held)
     for row in table.sort("key").iter_rows(named=True):
         rank, world, origin = row["stated_rank"], row["world"], "NCCL communicator (NVTX)"
         if rank is None and alone and env_rank is not None:
@@ -459,6 +530,7 @@ def _held_ranks(export: NsysExport, events: pl.DataFrame, skipped: dict[int, int
                 pid=int(row["pid"]),
                 device=int(row["device"]),
                 events=int(counts.get(key, 0)) + skipped.get(key, 0),
+                loaded=key in loaded,
             )
         )
     return held

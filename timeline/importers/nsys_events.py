@@ -46,8 +46,10 @@ class NsysExport:
     calls
         NCCL's calls (:data:`timeline.importers.nsys_nccl.CALLS_SCHEMA`).
     ranks
-        One row per process and device that ran kernels: ``process``, ``device``, ``pid``, ``host``,
-        ``key``, ``process_name``.
+        One row per process and device of the file that ran kernels: ``process``, ``device``,
+        ``pid``, ``host``, ``key``, ``process_name``.
+    held
+        The keys of the ranks whose events were read (the others' events are not built).
     version
         The export schema version as written.
     clock, shift
@@ -63,6 +65,7 @@ class NsysExport:
     ranges: pl.DataFrame
     calls: pl.DataFrame
     ranks: pl.DataFrame
+    held: list[int]
     version: str | None
     clock: Clock
     shift: int
@@ -103,16 +106,17 @@ def build_events(
     Skipped: the valid NVTX ranges ``overlap_only`` leaves out (the file table counts them).
     """
     first_key = export.ranks.group_by("process").agg(_first=pl.col("key").min())
-    device = _keyed_device(export, first_key)
-    runtime = _keyed_runtime(export, device, first_key)
-    ranges = _keyed_ranges(export, first_key)
+    held = pl.col("key").is_in(export.held)
+    device = _keyed_device(export, first_key).filter(held)
+    runtime = _keyed_runtime(export, device, first_key).filter(held)
+    ranges = _keyed_ranges(export, first_key).filter(held)
     # the tables as read are not needed again: their memory goes now, not when the export does
     export.device, export.runtime, export.ranges = (
         export.device.clear(),
         export.runtime.clear(),
         export.ranges.clear(),
     )
-    device, runtime, ranges = _valid(device, runtime, ranges, export.window, source, warnings)
+    device, runtime, ranges = _valid(device, runtime, ranges, export.window)
     ranges = _classified_ranges(ranges, options, source, warnings)
     device = _linked_device(device, runtime, ranges, export.calls, options)
     skipped: dict[int, int] = {}
@@ -178,35 +182,19 @@ def _keyed_ranges(export: NsysExport, first_key: pl.DataFrame) -> pl.DataFrame:
 
 
 def _valid(
-    device: pl.DataFrame,
-    runtime: pl.DataFrame,
-    ranges: pl.DataFrame,
-    window: tuple[int, int] | None,
-    source: str,
-    warnings: list[str],
+    device: pl.DataFrame, runtime: pl.DataFrame, ranges: pl.DataFrame, window: tuple[int, int] | None
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Drop what cannot be used, with counted warnings: open ranges, end < start, far outside the capture."""
-    unclosed = ranges.select(pl.col("end_ns").is_null().sum()).item()
-    if unclosed:
-        warnings.append(f"{source}: dropped {unclosed} NVTX ranges never closed (no end in the capture)")
+    """Drop what cannot be used: open ranges, end < start, events far outside the capture window.
+
+    Counted over the whole file, in SQL, by :func:`timeline.importers.nsys.dropped_warnings`.
+    """
     ranges = ranges.filter(pl.col("end_ns").is_not_null())
-    backwards = pl.col("end_ns") < pl.col("start_ns")
-    counted = sum(int(f.select(backwards.sum()).item()) for f in (device, runtime, ranges))
-    if counted:
-        warnings.append(f"{source}: dropped {counted} events with end < start")
-    device, runtime, ranges = (f.filter(~backwards) for f in (device, runtime, ranges))
-    if window is None:
-        return device, runtime, ranges
-    low, high = window
-    slack = max(_SEC, high - low)
-    outside = (pl.col("start_ns") < low - slack) | (pl.col("end_ns") > high + slack)
-    far = sum(int(f.select(outside.sum()).item()) for f in (device, runtime, ranges))
-    if far:
-        warnings.append(
-            f"{source}: dropped {far} events more than {slack / _SEC:.3g} s outside the capture window "
-            "(ANALYSIS_DETAILS; corrupt timestamps)"
-        )
-    return device.filter(~outside), runtime.filter(~outside), ranges.filter(~outside)
+    valid = pl.col("end_ns") >= pl.col("start_ns")
+    if window is not None:
+        low, high = window
+        slack = max(_SEC, high - low)
+        valid = valid & (pl.col("start_ns") >= low - slack) & (pl.col("end_ns") <= high + slack)
+    return device.filter(valid), runtime.filter(valid), ranges.filter(valid)
 
 
 def _classified_ranges(
@@ -215,7 +203,7 @@ def _classified_ranges(
     """Name the iterations ``ProfilerStep#N`` and classify the ranges (``_kind``, ``_collective_op``)."""
     named = operator_names(ranges.lazy()).collect(engine="in-memory")
     stepped, origin = iteration_names(named, pattern=options.iteration_range)
-    _note_iterations(stepped, origin, source, warnings)
+    _note_iterations(origin, source, warnings)
     rules = options.rules
     base = pl.coalesce("op_name", "name")
     is_op = pl.col("op_name").is_not_null() | pl.col("name").str.contains(_NCCL_API)
@@ -239,7 +227,7 @@ def _classified_ranges(
     ).drop("step")
 
 
-def _note_iterations(stepped: pl.DataFrame, origin: str, source: str, warnings: list[str]) -> None:
+def _note_iterations(origin: str, source: str, warnings: list[str]) -> None:
     """Say where the iterations came from when it is not ``ProfilerStep#N``."""
     if origin == "none":
         warnings.append(
@@ -247,15 +235,10 @@ def _note_iterations(stepped: pl.DataFrame, origin: str, source: str, warnings: 
             "train_step, no --iteration-range): each rank's whole capture is one iteration"
         )
     elif origin != "ProfilerStep#N":
-        steps = stepped.filter(pl.col("step").is_not_null())
-        ranks = steps.get_column("key").n_unique()
         how = (
             "--iteration-range" if origin == "--iteration-range" else "the default pattern (step, iteration…)"
         )
-        warnings.append(
-            f"{source}: {steps.height} iterations on {ranks} rank(s) from the NVTX ranges matching {how}, "
-            "named ProfilerStep#N"
-        )
+        warnings.append(f"{source}: iterations from the NVTX ranges matching {how}, named ProfilerStep#N")
 
 
 def _mapped(frame: pl.DataFrame, column: str, fn: Callable[[str], str | None]) -> pl.Expr:

@@ -40,6 +40,9 @@ class ImportOptions:
     kernels, CPU operators other than collective ops and step markers (often half of the events) are
     skipped while building the frame, and counted in :attr:`FileResult.skipped`."""
     iteration_range: str | None = None
+    held_keys: tuple[int, ...] | None = None
+    """A rank-by-rank task's part of a file holding several ranks (an Nsight Systems export): the keys
+    (:attr:`HeldRank.key`) of the ranks to load; None: every rank of the file."""
     """``--iteration-range``: a regex searched in the names of an Nsight Systems export's NVTX
     ranges, whose ranges are then its iterations (:mod:`timeline.importers.nsys_ranges`); None:
     ``ProfilerStep#N`` ranges, else those matching the default pattern."""
@@ -62,6 +65,9 @@ class HeldRank:
         Where the rank ran: the host name, the OS process id, the CUDA device.
     events
         The rank's events, including those left out on purpose (:attr:`FileResult.skipped`).
+    loaded
+        Whether its events were loaded (:attr:`ImportOptions.held_keys`): the file states every rank
+        it holds, so that ranks are resolved alike whichever part of it a task loads.
     """
 
     key: int
@@ -72,6 +78,7 @@ class HeldRank:
     pid: int
     device: int
     events: int
+    loaded: bool = True
 
 
 @dataclass(kw_only=True)
