@@ -416,11 +416,13 @@ def _analysis_window(db: NsysDatabase) -> tuple[int, int] | None:
     if len(rows) != 1 or not all(isinstance(v, int) for v in rows[0]):
         return None
     duration, start, stop = (int(str(v)) for v in rows[0])
-    count = db.scalar_rows(f"SELECT count(*) FROM {kernel}")[0][0]
-    every = max(1, int(str(count)) // 1000)
+    last = db.scalar_rows(f"SELECT max(rowid) FROM {kernel}")[0][0]  # the rowid index: no scan
+    if not isinstance(last, int):
+        return None
+    picked = ",".join(map(str, range(1, last + 1, max(1, last // 1000))))
     starts = sorted(
         int(v)
-        for (v,) in db.scalar_rows(f"SELECT start FROM {kernel} WHERE rowid % {every} = 0")
+        for (v,) in db.scalar_rows(f"SELECT start FROM {kernel} WHERE rowid IN ({picked})")
         if isinstance(v, int)
     )
     if not starts:
