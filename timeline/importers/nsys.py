@@ -145,8 +145,11 @@ def _read_export(db: NsysDatabase, options: ImportOptions, warnings: list[str]) 
     names = _string_table(db)
     shift, clock = _clock(db)
     window = _analysis_window(db)
-    warnings.extend(dropped_warnings(db, everyone, window))
-    _note_no_communication(db, names, options, warnings)
+    if options.held_keys is None or 0 in options.held_keys:
+        # what the whole file drops, said by its first part only: a rank-by-rank reduction keeps a
+        # warning several parts give once, so the others need not scan every table again for it
+        warnings.extend(dropped_warnings(db, everyone, window))
+        _note_no_communication(db, names, options, warnings)
     return NsysExport(
         device=_device_activities(db, names, processes),
         runtime=_runtime(db, names, processes),
