@@ -24,6 +24,7 @@ from cli.options import (
     ExecutorOption,
     GpusPerNodeOption,
     IncludePythonOption,
+    IterationRangeOption,
     JsonOption,
     LinkOption,
     PathsArgument,
@@ -51,6 +52,7 @@ def analyze_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
     link_gbps: LinkOption = None,
     align: AlignOption = False,
     executor: ExecutorOption = None,
@@ -94,6 +96,7 @@ def analyze_command(
             include_python=include_python,
             executor=executor,
             ray_address=ray_address,
+            iteration_range=iteration_range,
         )
         # rank by rank, the communication events are kept (a few thousand rows per rank) for the
         # communication per dimension, the utilisation, --align, dumps and the findings, whose tasks

@@ -20,6 +20,7 @@ from cli.options import (
     ExecutorOption,
     GpusPerNodeOption,
     IncludePythonOption,
+    IterationRangeOption,
     LinkOption,
     PathsArgument,
     RankOption,
@@ -82,6 +83,7 @@ def check_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
     dimension: DimensionOption = None,
@@ -113,6 +115,7 @@ def check_command(
             include_python=include_python,
             executor=executor,
             ray_address=ray_address,
+            iteration_range=iteration_range,
         )
         with loading() as (progress, warn):
             run = plan.read(inputs, progress=progress, warn=warn)

@@ -24,6 +24,7 @@ from cli.options import (
     ExecutorOption,
     GpusPerNodeOption,
     IncludePythonOption,
+    IterationRangeOption,
     JsonOption,
     LinkOption,
     PathsArgument,
@@ -58,6 +59,7 @@ def collectives_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
@@ -88,6 +90,7 @@ def collectives_command(
             include_python=include_python,
             executor=executor,
             ray_address=ray_address,
+            iteration_range=iteration_range,
         )
         run = open_run(inputs, options)
         report = run.collectives_data(rank_rows=json_output)

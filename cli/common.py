@@ -144,18 +144,24 @@ def inputs_of(
     include_python: bool = False,
     executor: str | None = None,
     ray_address: str | None = None,
+    iteration_range: str | None = None,
 ) -> Inputs:
     """Return the library's :class:`Inputs` of a command's ``PATH...`` and loading options.
 
     Raises
     ------
     UsageError
-        A ``--comm-kernel`` pattern that polars' regex engine cannot match with (:func:`check_regex`).
+        A ``--comm-kernel`` or ``--iteration-range`` pattern that polars' regex engine cannot match
+        with (:func:`check_regex`).
     """
     from timeline.run import Inputs
 
     for pattern in comm_kernels or ():
         check_regex(pattern, "--comm-kernel")
+    if iteration_range is not None:
+        from timeline.importers.nsys_ranges import check_iteration_range
+
+        check_iteration_range(iteration_range)
     return Inputs(
         paths=list(paths),
         rank=rank,
@@ -164,6 +170,7 @@ def inputs_of(
         include_python=include_python,
         executor=executor,
         ray_address=ray_address,
+        iteration_range=iteration_range,
     )
 
 

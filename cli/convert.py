@@ -7,12 +7,22 @@ chrome://tracing open.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from cli.common import fail, inputs_of, load, loading, user_errors
-from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
+from cli.options import (
+    CommKernelOption,
+    IncludePythonOption,
+    IterationRangeOption,
+    PathsArgument,
+    RankOption,
+    RankRegexOption,
+)
+
+if TYPE_CHECKING:
+    from timeline.run import Inputs
 
 __all__ = ["convert_command"]
 
@@ -56,6 +66,7 @@ def convert_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
 ) -> None:
     """Write the canonical events frame of traces as Parquet; every command reads it back.
 
@@ -67,16 +78,23 @@ def convert_command(
         from timeline.execution.dataset import check_output, write_parquet_file
         from timeline.inputs import expand_datasets, expand_paths
 
-        inputs = expand_paths(expand_datasets(paths))
+        read = inputs_of(
+            paths,
+            rank=rank,
+            rank_regex=rank_regex,
+            comm_kernels=comm_kernel,
+            include_python=include_python,
+            iteration_range=iteration_range,
+        )
         target = output.resolve()
-        if target in inputs:
+        if target in expand_paths(expand_datasets(paths)):
             fail(f"{output}: is one of the inputs; choose another output file (inputs are never modified)")
         if to != "parquet":
             if partition_by_rank:
                 fail(f"--partition-by-rank: writes Parquet only, not --to {to}; drop one of the two options")
             if not output.parent.exists():
                 fail(f"{output.parent}: no such directory")
-            _write_perfetto(paths, output, force, rank, rank_regex, comm_kernel, include_python)
+            _write_perfetto(read, output, force=force)
             return
         dataset = partition_by_rank or output.suffix == "" or output.is_dir()
         # before loading: an output that cannot be written fails at once
@@ -84,44 +102,25 @@ def convert_command(
         if not output.parent.exists():
             fail(f"{output.parent}: no such directory")
         if dataset:
-            _write_dataset(paths, output, force, rank, rank_regex, comm_kernel, include_python)
+            _write_dataset(read, output, force=force)
             return
-        trace = load(
-            inputs_of(
-                paths,
-                rank=rank,
-                rank_regex=rank_regex,
-                comm_kernels=comm_kernel,
-                include_python=include_python,
-            )
-        )
+        trace = load(read)
         write_parquet_file(trace, output, force=force)
     typer.echo(f"wrote {trace.events.height:,} events of {len(trace.ranks)} rank(s) to {output}", err=True)
 
 
-def _write_dataset(
-    paths: list[str],
-    output: Path,
-    force: bool,
-    rank: int | None,
-    rank_regex: str | None,
-    comm_kernel: list[str] | None,
-    include_python: bool,
-) -> None:
+def _write_dataset(inputs: Inputs, output: Path, *, force: bool) -> None:
     """Write a Parquet dataset partitioned by rank (``--partition-by-rank``)."""
     from timeline.execution.dataset import write_dataset
     from timeline.inputs import input_paths
 
-    inputs = inputs_of(
-        paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
-    )
     with loading() as (progress, warn):
         written = write_dataset(
-            input_paths(paths),
+            input_paths(inputs.paths),
             output,
             options=inputs.options,
-            rank=rank,
-            rank_regex=rank_regex,
+            rank=inputs.rank,
+            rank_regex=inputs.rank_regex,
             force=force,
             progress=progress,
         )
@@ -133,15 +132,7 @@ def _write_dataset(
     )
 
 
-def _write_perfetto(
-    paths: list[str],
-    output: Path,
-    force: bool,
-    rank: int | None,
-    rank_regex: str | None,
-    comm_kernel: list[str] | None,
-    include_python: bool,
-) -> None:
+def _write_perfetto(inputs: Inputs, output: Path, *, force: bool) -> None:
     """Write the events, iterations and exposed and hidden communication as Trace Event Format JSON."""
     from timeline.analysis.iterations import assign_iterations
     from timeline.analysis.overlap import comm_intervals
@@ -150,11 +141,7 @@ def _write_perfetto(
 
     kind = "a trace written by timeline convert --to perfetto"
     check_file_output(output, force=force, recognise=is_perfetto_export, kind=kind)
-    trace = load(
-        inputs_of(
-            paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
-        )
-    )
+    trace = load(inputs)
     events = trace.events
     document = render_perfetto(events, windows=assign_iterations(events), comm=comm_intervals(events))
     write_file(document, output, force=force, recognise=is_perfetto_export, kind=kind)

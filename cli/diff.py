@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from cli.common import console, echo_warnings, fail, inputs_of, loading, user_errors
-from cli.options import CommKernelOption, IncludePythonOption, JsonOption
+from cli.options import CommKernelOption, IncludePythonOption, IterationRangeOption, JsonOption
 
 __all__ = ["diff_command"]
 
@@ -50,6 +50,7 @@ def diff_command(
     noise_k: NoiseKOption = 3.0,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
 ) -> None:
     """Compare two runs: step time, compute, exposed and hidden communication, busbw, and their noise.
 
@@ -68,7 +69,9 @@ def diff_command(
         from timeline.results.diff import build_diff
         from timeline.run import RunOptions
 
-        inputs = inputs_of([base], comm_kernels=comm_kernel, include_python=include_python)
+        inputs = inputs_of(
+            [base], comm_kernels=comm_kernel, include_python=include_python, iteration_range=iteration_range
+        )
         runs = []
         for path in (base, new):
             with loading() as (progress, warn):

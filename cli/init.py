@@ -16,6 +16,7 @@ from cli.options import (
     CommKernelOption,
     ExecutorOption,
     IncludePythonOption,
+    IterationRangeOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
@@ -50,6 +51,7 @@ def init_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
@@ -75,6 +77,7 @@ def init_command(
             include_python=include_python,
             executor=executor,
             ray_address=ray_address,
+            iteration_range=iteration_range,
         )
         with loading() as (progress, warn):
             run = read_run(inputs, RunOptions(), match=False, progress=progress, warn=warn)

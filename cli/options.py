@@ -18,6 +18,7 @@ __all__ = [
     "ExecutorOption",
     "GpusPerNodeOption",
     "IncludePythonOption",
+    "IterationRangeOption",
     "JsonOption",
     "LinkOption",
     "PathsArgument",
@@ -35,7 +36,7 @@ PathsArgument = Annotated[
     list[str],
     typer.Argument(
         help="Trace files, directories or glob patterns: PyTorch profiler JSON (.json/.json.gz), a Horovod "
-        "timeline, or Parquet from 'timeline convert'.",
+        "timeline, Nsight Systems exports (.sqlite, .nsys-rep), or Parquet from 'timeline convert'.",
         show_default=False,
     ),
 ]
@@ -64,6 +65,18 @@ CommKernelOption = Annotated[
         "--comm-kernel",
         help="Extra regex for communication kernels (custom all-reduce kernels); repeatable. Syntax of "
         "Rust's regex crate (polars matches with it): no look-around, no backreferences.",
+    ),
+]
+
+IterationRangeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--iteration-range",
+        metavar="REGEX",
+        help="Nsight Systems exports: the NVTX ranges whose names match this regex are the iterations "
+        "(a group of digits, if any, numbers them). Default: ProfilerStep#N ranges, else ranges named like "
+        "step, iteration or train_step; without any, the whole capture is one iteration.",
+        show_default=False,
     ),
 ]
 

@@ -22,7 +22,14 @@ from cli.common import (
     open_run,
     user_errors,
 )
-from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
+from cli.options import (
+    CommKernelOption,
+    IncludePythonOption,
+    IterationRangeOption,
+    PathsArgument,
+    RankOption,
+    RankRegexOption,
+)
 from timeline.errors import shown
 
 if TYPE_CHECKING:
@@ -117,7 +124,7 @@ def _report_data(inputs: Inputs, compare: str | None) -> tuple[ReportData, int]:
 
     diff = _compare(compare, inputs)
     run = open_run(inputs, needs=Needs(communication=True, graph=True, every_event=True))
-    return build_report_data(run, compare=diff), run.trace.files.height
+    return build_report_data(run, compare=diff), run.trace.files.get_column("path").n_unique()
 
 
 _DEFAULT_HOST = "127.0.0.1"
@@ -151,6 +158,7 @@ def serve_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
     compare: CompareOption = None,
 ) -> None:
     """Serve the interactive report (per-iteration Gantt of exposed communication) on localhost.
@@ -174,6 +182,7 @@ def serve_command(
                 rank_regex=rank_regex,
                 comm_kernels=comm_kernel,
                 include_python=include_python,
+                iteration_range=iteration_range,
             )
             data, files = _report_data(inputs, compare)
         else:
@@ -198,6 +207,7 @@ def report_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
     compare: CompareOption = None,
 ) -> None:
     """Write the interactive report as one standalone HTML file, for a CI run or an issue.
@@ -226,6 +236,7 @@ def report_command(
                 rank_regex=rank_regex,
                 comm_kernels=comm_kernel,
                 include_python=include_python,
+                iteration_range=iteration_range,
             )
             data, files = _report_data(inputs, compare)
             from timeline.report.export import write_report

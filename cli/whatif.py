@@ -19,6 +19,7 @@ from cli.options import (
     DimensionOption,
     ExecutorOption,
     IncludePythonOption,
+    IterationRangeOption,
     JsonOption,
     PathsArgument,
     RankOption,
@@ -143,6 +144,7 @@ def whatif_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    iteration_range: IterationRangeOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
@@ -180,6 +182,7 @@ def whatif_command(
             include_python=include_python,
             executor=executor,
             ray_address=ray_address,
+            iteration_range=iteration_range,
         )
         report = _whatif_report(inputs, settings, measured, efficiency=efficiency, dimension=dimension)
     _print_report(report, json_output=json_output)

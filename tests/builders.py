@@ -1154,3 +1154,45 @@ def intersection_ns(x: list[tuple[int, int]], y: list[tuple[int, int]]) -> int:
         else:
             j += 1
     return total
+
+
+# --- Nsight Systems exports, read independently ------------------------------------------------------
+
+
+def _merged(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def nsys_kernel_exposure(path: Path) -> dict[tuple[int, int], tuple[int, int, int]]:
+    """Per (OS pid, CUDA device) of an Nsight Systems export: (communication, hidden, exposed) ns.
+
+    Read with the standard library's ``sqlite3`` from the kernel table alone: a kernel whose
+    demangled name starts with ``nccl`` is communication, every other kernel compute; hidden is the
+    length of the union of communication intersected with the union of compute (plain interval
+    arithmetic, quadratic and obvious).
+    """
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    rows = conn.execute(
+        "SELECT k.globalPid, k.deviceId, k.start, k.end, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+        "JOIN StringIds s ON s.id = k.demangledName"
+    ).fetchall()
+    conn.close()
+    kernels: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {}
+    for gpid, device, start, end, name in rows:
+        sets = kernels.setdefault(((gpid >> 24) & 0xFFFFFF, device), {"comm": [], "compute": []})
+        sets["comm" if name.startswith("nccl") else "compute"].append((start, end))
+    out = {}
+    for key, sets in kernels.items():
+        comm, compute = _merged(sets["comm"]), _merged(sets["compute"])
+        hidden = sum(max(0, min(e1, e2) - max(s1, s2)) for s1, e1 in comm for s2, e2 in compute)
+        length = sum(e - s for s, e in comm)
+        out[key] = (length, hidden, length - hidden)
+    return out

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import glob
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from timeline.errors import RankError, UsageError
 from timeline.importers.manifest import MANIFEST_NAME, read_manifest
-from timeline.importers.result import FileResult, ImportOptions
+from timeline.importers.result import FileResult, HeldRank, ImportOptions
 
 if TYPE_CHECKING:
     import polars as pl
@@ -54,6 +54,7 @@ __all__ = [
     "plan_units",
     "rank_from_dump_name",
     "rank_from_name",
+    "resolve_held_ranks",
     "resolve_rank",
     "several_timelines_error",
     "split_dumps",
@@ -63,7 +64,7 @@ __all__ = [
 PathsLike = Sequence[str | Path] | str | Path
 """What the loading functions accept: one path or pattern, or several."""
 
-_TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".json.tmp")
+_TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".json.tmp", ".sqlite", ".nsys-rep", ".qdrep")
 _NOT_TRACES = (MANIFEST_NAME,)  # the run manifest written by timeline.capture
 # rank3, rank-3, rank_3, worker3, worker-3 (worker<N> is torch-tb-profiler's convention); not the
 # digits of a larger word or number.
@@ -171,7 +172,8 @@ def _directory_traces(path: Path, text: str) -> list[Path]:
             raise UsageError(msg)
     if not members:
         msg = (
-            f"{text}: directory holds no trace files (*.json, *.json.gz, *.parquet) nor Flight Recorder dumps"
+            f"{text}: directory holds no trace files (*.json, *.json.gz, *.parquet, Nsight Systems *.sqlite, "
+            "*.nsys-rep) nor Flight Recorder dumps"
         )
         raise UsageError(msg)
     return members
@@ -351,6 +353,70 @@ def resolve_rank(
         "name files rank<N>.json, pass --rank-regex, or --rank N for a single file"
     )
     raise RankError(msg)
+
+
+HELD_ORDER = "(host, device) order"
+"""``rank_from`` of the ranks of an export that states none: numbered in (host, device) order."""
+
+
+def resolve_held_ranks(
+    result: FileResult,
+    path: Path,
+    *,
+    rank: int | None,
+    rank_regex: str | None,
+    warnings: list[str],
+    only_file: bool = False,
+) -> dict[int, tuple[int, str]]:
+    """Return the rank of each rank a file holds (an Nsight Systems export), by key, and where it came from.
+
+    In order: what the file states for each (NCCL's communicators, the environment: see
+    :class:`~timeline.importers.result.HeldRank`); for a file of one rank, ``--rank``, else the file
+    name (``rank<N>``, ``rank_regex``); for the only file of the inputs, the ranks it does not state
+    are numbered in (host, device) order, with a warning, after those it states.
+
+    Raises
+    ------
+    RankError
+        Ranks the file does not state, among several input files (no silent guess across files).
+    """
+    held = result.held_ranks or []
+    resolved = {h.key: (h.rank, h.rank_from or "") for h in held if h.rank is not None}
+    missing = [h for h in held if h.rank is None]
+    if not missing:
+        return {k: (int(r), f) for k, (r, f) in resolved.items()}
+    if len(held) == 1:
+        named = rank_from_name(path, rank_regex=rank_regex)
+        if rank is not None:
+            return {held[0].key: (rank, "--rank")}
+        if named is not None:
+            return {held[0].key: (named, "--rank-regex" if rank_regex else "file name")}
+    if not only_file:
+        msg = (
+            f"{path}: no rank stated for {len(missing)} of its processes (no NCCL communicator in its NVTX "
+            "ranges, no RANK in the captured environment); name a single-process export rank<N>.sqlite, pass "
+            "--rank-regex, or analyse one export at a time"
+        )
+        raise RankError(msg)
+    taken = {r for r, _ in resolved.values()}
+    free = (n for n in range(len(held) + len(taken)) if n not in taken)
+    for h in missing:
+        resolved[h.key] = (next(free), HELD_ORDER)
+    warnings.append(_held_order_note(path, missing, resolved))
+    return {k: (int(r), f) for k, (r, f) in resolved.items()}
+
+
+def _held_order_note(path: Path, missing: Sequence[HeldRank], resolved: Mapping[int, tuple[int, str]]) -> str:
+    """Return the warning for ranks numbered in (host, device) order: which process became which rank."""
+    shown = ", ".join(
+        f"pid {h.pid} device {h.device}{f' on {h.host}' if h.host else ''} → rank {resolved[h.key][0]}"
+        for h in missing[:8]
+    )
+    more = f" (and {len(missing) - 8} more)" if len(missing) > 8 else ""
+    return (
+        f"{path}: no rank stated for its processes (no NCCL communicator creation in its NVTX ranges, "
+        f"no RANK in the captured environment); numbered in (host, device) order: {shown}{more}"
+    )
 
 
 SOLE_FILE = "only file (rank 0)"
@@ -562,10 +628,29 @@ def plan_units(
             ordered.append(groups[key])
         groups[key].append(path)
     only_file = len(paths) == 1
-    return [
-        Unit(paths=tuple(g), options=options, rank=rank, rank_regex=rank_regex, only_file=only_file)
-        for g in ordered
-    ]
+    units = []
+    for g in ordered:
+        unit = Unit(paths=tuple(g), options=options, rank=rank, rank_regex=rank_regex, only_file=only_file)
+        units.extend(_held_units(unit))
+    return units
+
+
+def _held_units(unit: Unit) -> list[Unit]:
+    """Return a unit of one Nsight Systems export split into one unit per rank it holds, else the unit.
+
+    Every part reads the whole file's tables of ranks, clock and counts, and its own rank's events
+    (:attr:`~timeline.importers.result.ImportOptions.held_keys`): no task holds every rank.
+    """
+    from dataclasses import replace
+
+    from timeline.importers.nsys_plan import nsys_rank_count
+
+    if len(unit.paths) != 1:
+        return [unit]
+    count = nsys_rank_count(unit.paths[0])
+    if count is None or count < 2:
+        return [unit]
+    return [replace(unit, options=replace(unit.options, held_keys=(key,))) for key in range(count)]
 
 
 def plan_inputs(

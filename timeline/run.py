@@ -91,6 +91,8 @@ class Inputs:
         ``local`` or ``ray``: read rank by rank on it (default: as :mod:`timeline.policy` decides).
     ray_address
         The Ray cluster to run on (implies ``executor="ray"``).
+    iteration_range
+        ``--iteration-range``: the regex whose NVTX ranges are an Nsight Systems export's iterations.
     """
 
     paths: Sequence[str]
@@ -100,6 +102,7 @@ class Inputs:
     include_python: bool = False
     executor: str | None = None
     ray_address: str | None = None
+    iteration_range: str | None = None
 
     @property
     def rank_by_rank(self) -> bool:
@@ -112,7 +115,9 @@ class Inputs:
     def options(self) -> ImportOptions:
         """The importers' options."""
         rules = ClassificationRules(extra_comm_kernels=tuple(self.comm_kernels))
-        return ImportOptions(rules=rules, include_python=self.include_python)
+        return ImportOptions(
+            rules=rules, include_python=self.include_python, iteration_range=self.iteration_range
+        )
 
     def load(self, *, progress: Progress | None = None, overlap_only: bool = False) -> Trace:
         """Load every event, in memory (:func:`timeline.load`).
@@ -136,6 +141,7 @@ class Inputs:
                 progress=progress,
                 overlap_only=overlap_only,
                 helper=helper,
+                iteration_range=options.iteration_range,
             )
         finally:
             if helper is not None:
@@ -734,6 +740,7 @@ def analyze(
     include_python: bool = False,
     executor: str | None = None,
     ray_address: str | None = None,
+    iteration_range: str | None = None,
     align: bool = False,
     link_gbps: float | None = None,
     dimensions: Mapping[str, str] | None = None,
@@ -751,8 +758,9 @@ def analyze(
     ----------
     paths
         Files, directories, glob patterns, Parquet files and datasets.
-    rank, rank_regex, comm_kernels, include_python
-        As for :func:`timeline.load` (``comm_kernels``: extra communication kernel regexes).
+    rank, rank_regex, comm_kernels, include_python, iteration_range
+        As for :func:`timeline.load` (``comm_kernels``: extra communication kernel regexes;
+        ``iteration_range``: the NVTX ranges that are an Nsight Systems export's iterations).
     executor, ray_address
         Read rank by rank on ``local`` processes or ``ray`` (a Ray address implies it).
     align, link_gbps, dimensions, gpus_per_node, codec_gbps
@@ -785,6 +793,7 @@ def analyze(
         include_python=include_python,
         executor=executor,
         ray_address=ray_address,
+        iteration_range=iteration_range,
     )
     options = RunOptions(
         align=align,

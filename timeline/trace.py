@@ -31,6 +31,7 @@ from timeline.inputs import (
     check_world,
     claim_rank,
     expand_inputs,
+    resolve_held_ranks,
     resolve_rank,
     several_timelines_error,
 )
@@ -135,6 +136,7 @@ def load(
     progress: Progress | None = None,
     overlap_only: bool = False,
     helper: LocalExecutor | None = None,
+    iteration_range: str | None = None,
 ) -> Trace:
     """Load traces of one run into a :class:`Trace`, every event in memory.
 
@@ -168,6 +170,9 @@ def load(
         <timeline.executors.LocalExecutor.start>`, preloading ``timeline.importers.stream``): a single
         trace read in chunks is then decoded in two halves, the first by the helper
         (:func:`timeline.policy.reads_in_halves` says when that pays). The same result either way.
+    iteration_range
+        A regex searched in the names of Nsight Systems exports' NVTX ranges: the ranges it matches
+        are the iterations (``--iteration-range``; :mod:`timeline.importers.nsys_ranges`).
 
     Returns
     -------
@@ -182,7 +187,10 @@ def load(
     """
     path_list = expand_inputs(paths, rank=rank)
     options = ImportOptions(
-        rules=rules or ClassificationRules(), include_python=include_python, overlap_only=overlap_only
+        rules=rules or ClassificationRules(),
+        include_python=include_python,
+        overlap_only=overlap_only,
+        iteration_range=iteration_range,
     )
     parsed = _parse_all(path_list, options, workers or os.cpu_count() or 1, progress, helper)
     return _combine(parsed, path_list, rank=rank, rank_regex=rank_regex, only_file=len(path_list) == 1)
@@ -276,6 +284,19 @@ def _combine(
             if result.groups is not None:
                 groups.append(result.groups)
             continue
+        if result.held_ranks is not None:
+            held_events, rows, held_groups = _held_file(
+                result, path, rank=rank, rank_regex=rank_regex, warnings=warnings, only_file=only_file
+            )
+            for row in rows:
+                claim_rank(owner, int(str(row["rank"])), path, windows)
+            held_events, found = check_events(held_events, source=str(path))
+            warnings.extend(found)
+            clocks.append(clock_rows(held_events, path=str(path), clock=result.clock))
+            frames.append(held_events)
+            file_rows.extend(rows)
+            groups.append(held_groups)
+            continue
         file_rank, events, row = _rank_file(
             result, path, rank=rank, rank_regex=rank_regex, warnings=warnings, only_file=only_file
         )
@@ -345,3 +366,50 @@ def _rank_file(
         "events": events.height + result.skipped,
     }
     return file_rank, events, row
+
+
+def _held_file(
+    result: FileResult,
+    path: Path,
+    *,
+    rank: int | None,
+    rank_regex: str | None,
+    warnings: list[str],
+    only_file: bool,
+) -> tuple[pl.DataFrame, list[dict[str, object]], pl.DataFrame]:
+    """Return the events, file-table rows and process groups of a file holding several ranks, ranks resolved.
+
+    An Nsight Systems export: its events' ``rank`` column holds each rank's key until
+    :func:`timeline.inputs.resolve_held_ranks` names the ranks; one file-table row per rank.
+    """
+    resolved = resolve_held_ranks(
+        result, path, rank=rank, rank_regex=rank_regex, warnings=warnings, only_file=only_file
+    )
+    ranks = {key: r for key, (r, _) in resolved.items()}
+    events = result.events.with_columns(pl.col("rank").replace_strict(ranks, return_dtype=pl.Int32))
+    rows: list[dict[str, object]] = [
+        {
+            "rank": ranks[h.key],
+            "path": str(path),
+            "format": result.format,
+            "rank_from": resolved[h.key][1],
+            "world_size": h.world_size if h.world_size is not None else result.world_size,
+            "backend": result.backend,
+            "host": h.host,
+            "clock": result.clock,
+            "events": h.events,
+        }
+        for h in sorted(result.held_ranks or [], key=lambda h: ranks[h.key])
+        if h.loaded  # a rank-by-rank task's part of the file: its ranks only
+    ]
+    groups = result.groups if result.groups is not None else pl.DataFrame(schema=PROCESS_GROUPS_SCHEMA)
+    loaded = [h.key for h in result.held_ranks or [] if h.loaded]
+    groups = (
+        groups.filter(pl.col("rank").is_in(loaded))
+        .with_columns(
+            pl.col("rank").replace_strict(ranks, return_dtype=pl.Int32),
+            pl.col("ranks").list.eval(pl.element().replace_strict(ranks, return_dtype=pl.Int32)),
+        )
+        .sort("rank", maintain_order=True)
+    )
+    return events, rows, groups

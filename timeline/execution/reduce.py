@@ -525,9 +525,13 @@ class Collected:
         return pl.DataFrame([row for unit in self.files for row in unit], schema=FILES_SCHEMA, orient="row")
 
     def all_warnings(self) -> tuple[str, ...]:
-        """Return the load warnings of every unit, in unit order, then the clock warning."""
+        """Return the load warnings of every unit, in unit order, then the clock warning.
+
+        A warning several units give (the ranks of one Nsight Systems export, read in one unit each,
+        warn about their file alike) is kept once, where it first comes.
+        """
         note = () if self.clock_note is None else (self.clock_note,)
-        return (*(w for unit in self.warnings for w in unit), *note)
+        return (*dict.fromkeys(w for unit in self.warnings for w in unit), *note)
 
     def held_units(self) -> tuple[tuple[Unit, tuple[int, ...]], ...]:
         """Return each unit with the ranks of its events (a merged unit once), for ``load_ranks``."""

@@ -62,6 +62,7 @@ whole to be repaired. Larger Kineto traces are read in chunks."""
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PARQUET_MAGIC = b"PAR1"
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first bytes of every SQLite 3 database
 _RAW_BLOCK = 256 * 1024  # compressed bytes given to the decompressor at a time
 _TEXT_BLOCK = 1024 * 1024  # text produced at a time
 _HEAD_BYTES = 65536  # what recognising the format reads
@@ -372,7 +373,29 @@ def sniff_path(path: Path, *, source: str | None = None) -> TraceFormat:
         while head and not head.lstrip(_LEADING):
             skipped = True
             head = text.read(_HEAD_BYTES)
-    return sniff_format(head.lstrip(_LEADING) if skipped else head, name)
+        gzipped = text.gzipped
+    fmt = sniff_format(head.lstrip(_LEADING) if skipped else head, name)
+    if fmt == "nsys":
+        _check_nsys(path, name, gzipped=gzipped)
+    return fmt
+
+
+def _check_nsys(path: Path, source: str, *, gzipped: bool) -> None:
+    """Check that a SQLite file is an Nsight Systems export that can be opened in place.
+
+    Raises
+    ------
+    TraceFormatError
+        A gzipped database (SQLite reads files, not streams), a damaged one, or one without the
+        tables of an export.
+    """
+    if gzipped:
+        msg = f"{source}: a gzipped SQLite database; decompress it (gunzip -k) and pass the .sqlite file"
+        raise TraceFormatError(msg)
+    from timeline.importers.nsys_db import open_nsys
+
+    with open_nsys(path, source=source):
+        pass
 
 
 def is_dump_head(head: bytes) -> bool:
@@ -388,6 +411,10 @@ def is_dump_head(head: bytes) -> bool:
 def sniff_format(data: bytes, source: str) -> TraceFormat:
     """Return the format of a file from its first bytes.
 
+    A SQLite database is taken as an Nsight Systems export (``nsys``): its tables are checked once
+    it is opened (:func:`sniff_path` does, :mod:`timeline.importers.nsys_db`), the first bytes do
+    not hold them.
+
     Raises
     ------
     TraceFormatError
@@ -395,6 +422,8 @@ def sniff_format(data: bytes, source: str) -> TraceFormat:
     """
     if data[:4] == _PARQUET_MAGIC:
         return "parquet"
+    if data[: len(SQLITE_MAGIC)] == SQLITE_MAGIC:
+        return "nsys"
     if is_dump_head(data[:65536]):
         return "flight_recorder"
     head = data[:65536].lstrip(_LEADING)

@@ -37,6 +37,10 @@ def parse_file(
         Bad input, with the file and position in the message.
     """
     source = str(path)
+    from timeline.importers.nsys_export import is_report
+
+    if is_report(path):
+        return _parse_report(path, source, options)
     fmt = sniff_path(path, source=source)
     if fmt == "flight_recorder":
         msg = (
@@ -48,6 +52,10 @@ def parse_file(
         from timeline.importers.parquet import read_parquet
 
         return read_parquet(path)
+    if fmt == "nsys":
+        from timeline.importers.nsys import parse_nsys
+
+        return parse_nsys(path, source=source, options=options)
     if fmt == "kineto":
         return _parse_kineto_file(path, source, options, workers, helper)
     from timeline.importers.horovod import parse_horovod
@@ -55,6 +63,23 @@ def parse_file(
     warnings: list[str] = []
     data = read_trace_bytes(path, warnings)
     return _warned(parse_horovod(data, source=source, options=options), warnings)
+
+
+def _parse_report(path: Path, source: str, options: ImportOptions) -> FileResult:
+    """Parse an Nsight Systems report through its SQLite export, made in a temporary folder of timeline's.
+
+    Raises
+    ------
+    TimelineError
+        No ``nsys`` to export it (the message gives the command), a failed export, a bad export.
+    """
+    from timeline.importers.files import open_file
+    from timeline.importers.nsys import parse_nsys
+    from timeline.importers.nsys_export import exported
+
+    open_file(path).close()  # a missing or unreadable report: the usual error, before looking for nsys
+    with exported(path, source=source) as database:
+        return parse_nsys(database, source=source, options=options)
 
 
 def _parse_kineto_file(

@@ -10,9 +10,9 @@ from timeline.importers.rules import ClassificationRules
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["Clock", "FileResult", "ImportOptions", "TraceFormat"]
+__all__ = ["Clock", "FileResult", "HeldRank", "ImportOptions", "TraceFormat"]
 
-TraceFormat = Literal["kineto", "horovod", "parquet", "flight_recorder"]
+TraceFormat = Literal["kineto", "horovod", "parquet", "flight_recorder", "nsys"]
 Clock = Literal["epoch", "relative", "boot"]
 """``epoch``: ns since the Unix epoch; ``relative``: ns since the start of the trace or an unknown
 origin (Horovod v0.9-v0.15); ``boot``: ns since machine boot (Horovod v0.16-v0.20 writer bug)."""
@@ -39,6 +39,46 @@ class ImportOptions:
     """Keep only what the overlap analysis and the cross-rank analyses read: on a trace with GPU
     kernels, CPU operators other than collective ops and step markers (often half of the events) are
     skipped while building the frame, and counted in :attr:`FileResult.skipped`."""
+    iteration_range: str | None = None
+    held_keys: tuple[int, ...] | None = None
+    """A rank-by-rank task's part of a file holding several ranks (an Nsight Systems export): the keys
+    (:attr:`HeldRank.key`) of the ranks to load; None: every rank of the file."""
+    """``--iteration-range``: a regex searched in the names of an Nsight Systems export's NVTX
+    ranges, whose ranges are then its iterations (:mod:`timeline.importers.nsys_ranges`); None:
+    ``ProfilerStep#N`` ranges, else those matching the default pattern."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeldRank:
+    """One rank of a file that holds several: a process and CUDA device of an Nsight Systems export.
+
+    Attributes
+    ----------
+    key
+        What the events' ``rank`` column holds for this rank until the loader resolves the ranks
+        (:func:`timeline.inputs.resolve_held_ranks`): 0, 1, … in (host, device, process) order.
+    rank, rank_from
+        The rank the file states and where (NCCL's NVTX payloads, the captured environment), or None.
+    world_size
+        The job's size the file states, or None.
+    host, pid, device
+        Where the rank ran: the host name, the OS process id, the CUDA device.
+    events
+        The rank's events, including those left out on purpose (:attr:`FileResult.skipped`).
+    loaded
+        Whether its events were loaded (:attr:`ImportOptions.held_keys`): the file states every rank
+        it holds, so that ranks are resolved alike whichever part of it a task loads.
+    """
+
+    key: int
+    rank: int | None
+    rank_from: str | None
+    world_size: int | None
+    host: str | None
+    pid: int
+    device: int
+    events: int
+    loaded: bool = True
 
 
 @dataclass(kw_only=True)
@@ -84,3 +124,7 @@ class FileResult:
     skipped: int = 0
     """Valid events left out of ``events`` on purpose (:attr:`ImportOptions.overlap_only`): the file
     table counts them, as a full load would."""
+    held_ranks: list[HeldRank] | None = None
+    """For a file holding several ranks (an Nsight Systems export: one per process and CUDA device
+    that ran kernels): one entry per rank, whose ``key`` the events' ``rank`` column holds until the
+    loader resolves the ranks; None for a file of one rank (or none: Horovod)."""

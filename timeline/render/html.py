@@ -182,7 +182,7 @@ def render_summary_html(summary: Summary) -> str:
     ranks = summary.ranks
     modes = sorted({row.mode for row in ranks})
     heading = (
-        f"timeline: {len(summary.files)} file(s), {len(ranks)} rank(s), "
+        f"timeline: {len({f.path for f in summary.files})} file(s), {len(ranks)} rank(s), "
         f"measured on {', '.join(modes) or 'nothing'}"
     )
     parts = []

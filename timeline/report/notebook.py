@@ -31,7 +31,7 @@ def _report_data(run: Run | Trace) -> tuple[ReportData, int]:
     from timeline.run import Run
 
     chosen = Run.from_trace(run) if isinstance(run, Trace) else run
-    return prepare_report_data(chosen), chosen.trace.files.height
+    return prepare_report_data(chosen), chosen.trace.files.get_column("path").n_unique()
 
 
 def notebook_dashboard(

@@ -99,8 +99,9 @@ def render_summary(summary: Summary, console: Console) -> None:
 def _render_overlap(summary: Summary, console: Console) -> None:
     """Print the overlap tables of the summary."""
     modes = sorted({r.mode for r in summary.ranks})
+    files = len({f.path for f in summary.files})  # an Nsight Systems export holds several ranks
     console.print(
-        f"[bold]timeline[/bold]: {len(summary.files)} file(s), {len(summary.ranks)} rank(s), "
+        f"[bold]timeline[/bold]: {files} file(s), {len(summary.ranks)} rank(s), "
         f"measured on {', '.join(modes) or 'nothing'}"
     )
     whole = [rank for rank, window in summary.windows.items() if window == "whole_trace"]
