@@ -56,6 +56,8 @@ def _runs() -> dict[str, list[Path]]:
             runs[f"kineto.{folder.name}"] = [folder]
     for path in sorted(HOROVOD.rglob("*.json")):
         runs[f"horovod.{path.stem}"] = [path]
+    for path in sorted((TRACES / "nsys").glob("*.sqlite")):  # Nsight Systems exports
+        runs[f"nsys.{path.stem}"] = [path]
     return runs
 
 
@@ -143,16 +145,21 @@ def test_the_text_table_shows_the_same_exposure(name: str) -> None:
 
 
 def _iteration_table(text: str) -> dict[tuple[str, str], str]:
-    """The ``Per iteration`` table of ``timeline analyze``: (rank, iteration) → its ``exposed`` cell."""
+    """The ``Per iteration`` table of ``timeline analyze``: (rank, iteration) → its ``exposed`` cell.
+
+    Ranks whose traces hold no iteration (one whole-trace window each) are shown in the ``Per rank``
+    table alone: their iteration is ``-``.
+    """
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("Per iteration"))
+    title = "Per iteration" if any(line.startswith("Per iteration") for line in lines) else "Per rank"
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
     header = [cell.strip() for cell in lines[start + 2].strip("┃").split("┃")]
     cells: dict[tuple[str, str], str] = {}
     for line in lines[start + 4 :]:
         if not line.startswith("│"):
             break
         row = dict(zip(header, (cell.strip() for cell in line.strip("│").split("│")), strict=True))
-        cells[(row["rank"], row["iteration"])] = row["exposed"]
+        cells[(row["rank"], row.get("iteration", "-"))] = row["exposed"]
     return cells
 
 
@@ -311,3 +318,4 @@ def test_every_run_is_covered() -> None:
     shared = {p.name for p in (TRACES / "kineto").iterdir()}
     assert {name.split(".")[1] for name in RUNS if name.startswith("kineto.")} == shared
     assert sum(name.startswith("horovod.") for name in RUNS) == len(list(HOROVOD.rglob("*.json")))
+    assert sum(name.startswith("nsys.") for name in RUNS) == len(list((TRACES / "nsys").glob("*.sqlite")))
