@@ -32,6 +32,10 @@ The samples of the parallel jobs (issue #20) show communication on several proce
 traces carry ``distributedInfo.pg_config``, which lists the groups each rank belongs to (see
 docs/capturing.md for what a gloo trace does and does not say about groups).
 
+``ddp_nccl_1rank/`` is made by ``sample_traces/make_nccl_sample.py`` on a CUDA GPU (one rank of DDP
+on NCCL, torch 2.11 on an H200): a real GPU trace of a current profiler; NCCL launches no kernel for
+a collective of one rank, so it shows DDP's annotations without communication on the device.
+
 The script refuses to leave more than 2 MB of samples in total (the six folders take about
 1.1 MB: 30-75 kB per rank and trace; the budget was not raised for the parallel samples).
 """
