@@ -13,9 +13,12 @@ and gives, in two layers:
   - :func:`wait_heatmap`: the sum of ``wait_ns`` per rank × iteration, every cell present (0 where
     a rank waited for nothing); a collective instance's iteration is the iteration window of the
     overlap analysis holding its start on that rank;
+  - :func:`cost_table`: per collective kind and process group, the fixed cost per call and the
+    time per byte fitted from the transfers (:mod:`timeline.analysis.collective_costs`);
 
 - bokeh builders (bokeh imported inside the functions, so importing this module costs nothing):
-  :func:`build_collective_table`, :func:`build_wait_transfer`, :func:`build_wait_heatmap`, and
+  :func:`build_collective_table`, :func:`build_wait_transfer`, :func:`build_wait_heatmap`,
+  :func:`build_cost_table`, and
   :func:`build_collectives_section`, the section the dashboard appends below its views (None when
   there is nothing to show: fewer than two ranks or no matched collective).
 """
@@ -28,6 +31,7 @@ from typing import Any, cast
 
 import polars as pl
 
+from timeline.analysis.collective_costs import fit_collective_costs, transfer_points
 from timeline.analysis.collectives import CollectiveMatch
 
 __all__ = [
@@ -38,9 +42,11 @@ __all__ = [
     "CollectivesSection",
     "build_collective_table",
     "build_collectives_section",
+    "build_cost_table",
     "build_wait_heatmap",
     "build_wait_transfer",
     "collective_table",
+    "cost_table",
     "has_collectives",
     "iteration_label",
     "wait_heatmap",
@@ -383,6 +389,57 @@ class CollectivesSection:
     wait_transfer: Any
     heatmap: Any
     scope: Any
+    costs: Any = None
+    """The fixed cost and time per byte per collective kind and group (:func:`build_cost_table`)."""
+
+
+def cost_table(match: CollectiveMatch) -> pl.DataFrame:
+    """Return the α-β fit of the matched collectives (``COLLECTIVE_COSTS_SCHEMA``; docs/collectives.md)."""
+    return fit_collective_costs(transfer_points(match))
+
+
+def build_cost_table(match: CollectiveMatch, *, width: int = 1100) -> Any:
+    """Return the fixed cost per call and the time per byte of each collective kind per group (a ``Div``)."""
+    from bokeh.models.widgets import Div
+
+    from timeline.report.breakdown import _html_table
+
+    headers = [
+        "collective",
+        "group",
+        "dimension",
+        "ranks",
+        "calls",
+        "sizes",
+        "α per call",
+        "β (ns/byte)",
+        "basis",
+    ]
+    rows = []
+    for row in cost_table(match).iter_rows(named=True):
+        alpha, beta = row["alpha_ns"], row["beta_ns_per_byte"]
+        alpha_text = (
+            "-" if alpha is None else f"{_fmt_ns(round(alpha))} ± {_fmt_ns(round(row['alpha_se_ns'] or 0))}"
+        )
+        beta_text = "-" if beta is None else f"{beta:.3g} ± {row['beta_se_ns_per_byte'] or 0:.2g}"
+        rows.append(
+            [
+                row["collective"],
+                row["group"] or "-",
+                row["dimension"] or "-",
+                str(row["group_size"]),
+                str(row["calls"]),
+                str(row["sizes"]),
+                alpha_text,
+                beta_text,
+                row["basis"].replace("_", " "),
+            ]
+        )
+    title = (
+        "<b>What a call costs</b>: time = α + β × bytes × bus factor, fitted from the transfers "
+        "(docs/collectives.md)"
+    )
+    return Div(text=title + _html_table(headers, rows), width=width, name="collective_cost_table")
 
 
 def build_collectives_section(
@@ -442,6 +499,7 @@ def build_collectives_section(
         select.js_on_change("value", CustomJS(args={"scope": scope, "select": select}, code=_FOLLOW_JS))
     heatmap = build_wait_heatmap(match, windows=windows, width=half)
     table = build_collective_table(match, width=width)
+    costs = build_cost_table(match, width=width)
     counts = (
         f"{match.collectives.height} logical collectives on {match.ranks.get_column('rank').n_unique()} ranks"
     )
@@ -451,5 +509,7 @@ def build_collectives_section(
         width=width,
         name="collectives_header",
     )
-    layout = column(header, scope, row(bars, heatmap), table, name="collectives_section")
-    return CollectivesSection(layout=layout, table=table, wait_transfer=bars, heatmap=heatmap, scope=scope)
+    layout = column(header, scope, row(bars, heatmap), table, costs, name="collectives_section")
+    return CollectivesSection(
+        layout=layout, table=table, wait_transfer=bars, heatmap=heatmap, scope=scope, costs=costs
+    )

@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from timeline.analysis.collective_costs import fit_collective_costs, transfer_points
 from timeline.analysis.collectives import (
     CollectiveMatch,
     compute_iteration_utilisation,
@@ -35,8 +36,11 @@ __all__ = [
     "world_size_of_files",
 ]
 
-REPORT_VERSION = 2
+REPORT_VERSION = 3
 """The layout version of :func:`build_collectives_report` (``timeline collectives --json``).
+
+3 (#37): ``costs``, the fixed cost per call and the time per byte of each collective kind per
+process group (:func:`~timeline.analysis.collective_costs.fit_collective_costs`).
 
 2 (#20): ``groups``, ``point_to_point``, ``ambiguity``, ``ambiguous`` and ``gpus_per_node`` keys;
 ``collectives`` rows gain ``dimension``, ``attributed_by`` and ``spans_nodes``; ``matched_by`` may
@@ -255,6 +259,7 @@ def build_collectives_report(
         "ambiguous": [],
         "utilisation": [],
         "stragglers": {"iterations": [], "ranks": []},
+        "costs": [],
         "horovod": None,
     }
     if kineto_comm:
@@ -270,6 +275,7 @@ def build_collectives_report(
             gpus_per_node=gpus_per_node,
         )
         stragglers = find_stragglers(match, iteration_overlap=overlap.iterations)
+        costs = fit_collective_costs(transfer_points(match), link_gbps=link_gbps)
         if trace.clock_note is not None:  # the ranks' clocks disagree (a load warning): no time compares
             match, stragglers = without_cross_rank_times(match), without_stragglers(stragglers)
         utilisation = compute_iteration_utilisation(
@@ -290,6 +296,7 @@ def build_collectives_report(
             ambiguous=_rows(match.ambiguous) if rank_rows else [],
             utilisation=_rows(utilisation),
             stragglers={"iterations": _rows(stragglers.iterations), "ranks": _rows(stragglers.ranks)},
+            costs=_rows(costs),
         )
     if has_horovod:
         report["horovod"] = _horovod_section(trace, report["warnings"], link_gbps, writer_trace)

@@ -51,7 +51,6 @@ equals :func:`build_graph` (:func:`trace_graph`) of all the events, which is jus
 from __future__ import annotations
 
 import bisect
-import itertools
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +60,7 @@ from typing import Any, Literal
 import msgspec
 import polars as pl
 
+from timeline.analysis.collective_costs import exclusive_work
 from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP, SYNCHRONISING_COLLECTIVES
 from timeline.analysis.group_inference import UNEVEN_COLLECTIVES
 from timeline.analysis.groups import attribute_groups, group_instances, shared_clocks
@@ -1440,81 +1440,6 @@ def _pool_delays(
                 busy.remove(min(busy))
             busy.append(ends[i])
     return delays
-
-
-def exclusive_work(transfers: list[tuple[int, int, int, list[int]]]) -> dict[int, float]:
-    """Return each transfer's link time had it been alone: ``∫ min over its ranks of 1/n_rank(t) dt``.
-
-    Parameters
-    ----------
-    transfers
-        ``(id, begin_ns, end_ns, ranks)``: a transfer in progress on every rank of ``ranks`` over
-        ``[begin, end)``; ``n_rank(t)`` counts the transfers of the rank in progress at ``t``.
-
-    Returns
-    -------
-    dict[int, float]
-        Nanoseconds per id; equal to ``end − begin`` for a transfer that never shared a link.
-
-    Examples
-    --------
-    >>> exclusive_work([(0, 0, 10, [0]), (1, 5, 10, [0])])  # two halves of [5, 10) each
-    {0: 7.5, 1: 2.5}
-    """
-    steps = _transfer_counts(transfers)
-    out: dict[int, float] = {}
-    for transfer_id, begin, end, ranks in transfers:
-        if end <= begin:
-            out[transfer_id] = 0.0
-            continue
-        # each rank's count at the start, then its changes inside the transfer, by time
-        levels: list[int] = []
-        changes: list[tuple[int, int, int]] = []
-        for slot, (times, counts) in enumerate({id(steps[r]): steps[r] for r in ranks}.values()):
-            lo = bisect.bisect_right(times, begin)
-            hi = bisect.bisect_left(times, end)
-            levels.append(counts[lo - 1])
-            changes += zip(times[lo:hi], itertools.repeat(slot), counts[lo:hi])
-        changes.sort()
-        # min over ranks of 1 / max(1, n) is 1 / max(1, the largest n), float for float
-        total = 0.0
-        at = begin
-        for t, slot, level in changes:
-            if t != at:
-                total += (t - at) * (1.0 / max(1, max(levels)))
-                at = t
-            levels[slot] = level
-        out[transfer_id] = total + (end - at) * (1.0 / max(1, max(levels, default=1)))
-    return out
-
-
-def _transfer_counts(
-    transfers: list[tuple[int, int, int, list[int]]],
-) -> dict[int, tuple[list[int], list[int]]]:
-    """Per rank, the number of transfers in progress: piecewise constant, ``(times, counts)``.
-
-    Ranks in the same transfers share one pair (every rank of a data-parallel job, often),
-    computed once: the transfers on them look at it once.
-    """
-    members: dict[int, list[int]] = defaultdict(list)  # per rank, its transfers (by index)
-    for k, (_id, begin, end, ranks) in enumerate(transfers):
-        if end > begin:
-            for r in ranks:
-                members[r].append(k)
-    shared: dict[tuple[int, ...], tuple[list[int], list[int]]] = {}
-    steps: dict[int, tuple[list[int], list[int]]] = {}
-    for r, indexes in members.items():
-        key = tuple(indexes)
-        if key not in shared:
-            changes: dict[int, int] = {}
-            for k in indexes:
-                begin, end = transfers[k][1], transfers[k][2]
-                changes[begin] = changes.get(begin, 0) + 1
-                changes[end] = changes.get(end, 0) - 1
-            times = sorted(changes)
-            shared[key] = (times, list(itertools.accumulate(changes[t] for t in times)))
-        steps[r] = shared[key]
-    return steps
 
 
 def _gradients(
