@@ -86,20 +86,26 @@ def test_one_size_takes_beta_from_a_second_group_on_the_same_link(tmp_path: Path
         assert row["beta_ns_per_byte"] == pytest.approx(beta, rel=1e-12)
 
 
-def test_one_size_alone_cannot_be_separated_unless_the_link_is_given(tmp_path: Path) -> None:
+def test_one_size_alone_cannot_be_separated_even_with_the_link(tmp_path: Path) -> None:
     alpha, beta = 15_000, 0.04
     schedule = [Collective("dp", "all_reduce", 500_000)] * 3
     job = device_mesh_job([("dp", 2)], steps=2, schedule=schedule, costs={"dp": (alpha, beta)})
     write_job(job, tmp_path)
-    row = _row(_costs(tmp_path), "all_reduce", "1")
-    assert row["basis"] == "cannot_separate"
-    assert (row["alpha_ns"], row["beta_ns_per_byte"], row["busbw_gbps"]) == (None, None, None)
-    assert row["median_ns"] == alpha + beta * 500_000 * BF16
-    # a 200 Gbit/s link is 0.04 ns per byte: the link gives beta, the time gives alpha
-    row = _row(_costs(tmp_path, "--link-gbps", "200"), "all_reduce", "1")
-    assert row["basis"] == "link"
-    assert row["beta_ns_per_byte"] == pytest.approx(8 / 200)
-    assert row["alpha_ns"] == pytest.approx(alpha, abs=1e-6)
+    for extra in ((), ("--link-gbps", "200")):  # the link bounds β from below; it does not give it
+        row = _row(_costs(tmp_path, *extra), "all_reduce", "1")
+        assert row["basis"] == "cannot_separate"
+        assert (row["alpha_ns"], row["beta_ns_per_byte"], row["busbw_gbps"]) == (None, None, None)
+        assert row["median_ns"] == alpha + beta * 500_000 * BF16
+
+
+def test_the_link_is_a_floor_of_the_slope() -> None:
+    # sizes whose times do not grow: a fixed cost; with a 1 Gbit/s link, 8 ns per byte at least
+    rows = [("all_reduce", "0", 2, s, 100_000.0) for s in (1000, 2000, 4000)]
+    free = fit_collective_costs(_points(rows)).row(0, named=True)
+    assert (free["alpha_ns"], free["beta_ns_per_byte"]) == (100_000.0, 0.0)
+    floored = fit_collective_costs(_points(rows), link_gbps=1.0).row(0, named=True)
+    assert floored["beta_ns_per_byte"] == 8.0
+    assert floored["alpha_ns"] == 100_000.0 - 8.0 * 2000  # the median intercept
 
 
 def _points(rows: list[tuple[str, str, int, int, float]]) -> pl.DataFrame:

@@ -49,7 +49,7 @@ def test_a_bare_bandwidth_keeps_today_s_settings() -> None:
 
 def test_latency_per_dimension() -> None:
     assert parse_latencies("5us") == (5e-6, ())
-    assert parse_latencies("tp=1us,dp=0.02ms") == (0.0, (("tp", 1e-6), ("dp", 2e-5)))
+    assert parse_latencies("tp=1us,dp=0.02ms") == (None, (("tp", 1e-6), ("dp", 2e-5)))  # others measured
     settings = _settings(None, latency="2us,dp=20us")
     assert (settings.latency_s, settings.dimension_latencies) == (2e-6, (("dp", 2e-5),))
     assert settings.dimensions == [("--latency", "dp")]

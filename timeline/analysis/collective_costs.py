@@ -12,9 +12,10 @@ protocol's round trips, the library's own work); ``β`` (``beta_ns_per_byte``) t
 of the slopes between the sizes, then the median intercept), so that a transfer slowed by something
 else does not move it, and gives its uncertainty. Where one process group sends one size only, the
 time cannot be split between ``α`` and ``β`` on its own: ``β`` then comes from the other collectives
-on the same link (the same dimension, or the job's one link), else from the link's bandwidth when
-given (``--link-gbps``), else ``α`` from a given per-step latency; and where none of these exist
-the fit says it cannot separate them (``basis`` ``cannot_separate``) rather than guess.
+on the same link (the same dimension, or the job's one link), else ``α`` from a given per-step
+latency; and where neither exists the fit says it cannot separate them (``basis``
+``cannot_separate``) rather than guess. The link's bandwidth, when given (``--link-gbps``), is a
+floor of ``β``: no transfer is faster.
 
 - :func:`transfer_points`: the points of a collective match (``timeline collectives``);
 - :func:`fit_collective_costs`: the fit (:data:`COLLECTIVE_COSTS_SCHEMA`);
@@ -59,10 +60,10 @@ __all__ = [
     "transfer_points",
 ]
 
-CostBasis = Literal["fit", "pooled", "link", "latency", "cannot_separate"]
+CostBasis = Literal["fit", "pooled", "latency", "cannot_separate"]
 """Where a group's ``α`` and ``β`` come from: its own sizes (``fit``); ``β`` from the other collectives
-on its link (``pooled``), from the link's bandwidth (``link``); ``α`` from a given latency
-(``latency``); or nowhere (``cannot_separate``: one size, nothing else to tell them apart)."""
+on its link (``pooled``); ``α`` from a given latency (``latency``); or nowhere (``cannot_separate``:
+one size, nothing else to tell them apart)."""
 
 FIT_SIZE_SPREAD = 2.0
 """A group's own sizes separate ``α`` from ``β`` when the largest sends at least this many times the
@@ -375,8 +376,10 @@ def _fit_cell(
     """Return ``(α, β, se(α), se(β), basis)`` of one cell, in the order :data:`CostBasis` lists.
 
     Its own sizes, when they spread and determine the slope (:func:`_determined`); else the slope
-    of its link's other cells, when it determines it for this cell's sizes; else the link's
-    bandwidth; else a given latency; else it cannot separate them.
+    of its link's other cells, when it determines it for this cell's sizes; else a given latency;
+    else it cannot separate them. The link, when known, is a floor of the slope (no transfer is
+    faster), never its value: taking it would call every transfer slower than the link a fixed
+    cost per call, which bucketing would then remove, where the link may be what is underused.
     """
     floor = 8.0 / link_gbps if link_gbps else 0.0  # ns per byte of the link: no transfer is faster
     if cell.separable:
@@ -386,8 +389,6 @@ def _fit_cell(
             return (*own, "fit")
     if pooled is not None and _determined(cell, pooled[1]):
         return (*_with_slope(cell, max(pooled[0], floor), pooled[1]), "pooled")
-    if link_gbps:
-        return (*_with_slope(cell, floor, 0.0), "link")
     if latency_s is not None:
         alpha = latency_s * 1e9 * _ring_steps(cell.collective, cell.group_size)
         betas = [max(0.0, y - alpha) / x for x, y in zip(cell.xs, cell.ys, strict=True)]
@@ -448,8 +449,7 @@ def fit_collective_costs(
     points
         :data:`COST_POINTS_SCHEMA` (:func:`transfer_points`, or the what-if graph's collectives).
     link_gbps
-        The link's one-direction bandwidth, when known: no transfer is faster (``β ≥ 8 / link``), and
-        where the sizes cannot separate ``α`` and ``β``, ``β`` is the link's.
+        The link's one-direction bandwidth, when known: no transfer is faster (``β ≥ 8 / link``).
     dimension_links
         The link of a dimension's groups, in place of ``link_gbps``.
     latency_s

@@ -167,18 +167,20 @@ def parse_measured_links(text: str | None) -> tuple[float | None, DimensionValue
     return parse_dimension_bandwidth(text, option="--link-gbps")
 
 
-def parse_latencies(text: str) -> tuple[float, DimensionValues]:
+def parse_latencies(text: str | None) -> tuple[float | None, DimensionValues]:
     """Read ``--latency``: ``5us`` (every collective), or per dimension ``tp=1us,dp=20us``.
 
-    ``5us,tp=1us``: tp at 1 µs, every other dimension at 5 µs (none given: 0).
+    ``5us,tp=1us``: tp at 1 µs, every other dimension at 5 µs. Not given (None), or no bare duration:
+    the other collectives keep the fixed cost fitted from the trace (None).
 
     Examples
     --------
-    >>> parse_latencies("5us"), parse_latencies("2us,dp=20us")
-    ((5e-06, ()), (2e-06, (('dp', 2e-05),)))
+    >>> parse_latencies("5us"), parse_latencies("2us,dp=20us"), parse_latencies(None)
+    ((5e-06, ()), (2e-06, (('dp', 2e-05),)), (None, ()))
     """
-    every, named = _by_dimension(text, "--latency", _latency_s)
-    return (every if every is not None else 0.0), named
+    if text is None:
+        return None, ()
+    return _by_dimension(text, "--latency", _latency_s)
 
 
 def _parse_list(text: str, option: str, kind: type[int] | type[float]) -> list[Any]:
@@ -225,13 +227,15 @@ class Settings:
     compressions: list[float]
     buckets: list[BucketPolicy]
     algorithm: Algorithm
-    latency_s: float
+    latency_s: float | None
+    """The latency of one step of every collective (of those of the dimensions not named); None: as
+    measured (each keeps its fitted fixed cost)."""
     codec_gbps: float | None = None
     target_sf: float | None = None
     dimension_bandwidths: list[DimensionValues] | None = None
     """Per link setting (same length as ``bandwidths``): the links of named dimensions; None: none."""
     dimension_latencies: DimensionValues = ()
-    """``α`` of the collectives of named dimensions (``latency_s`` for the others)."""
+    """The latency of one step of the collectives of named dimensions (``latency_s`` for the others)."""
 
     @property
     def links(self) -> list[tuple[float | None, DimensionValues]]:
@@ -299,7 +303,7 @@ def parse_settings(
     compression: str,
     buckets: str,
     algorithm: str,
-    latency: str,
+    latency: str | None,
     codec_gbps: float | None = None,
     target_sf: float | None = None,
 ) -> Settings:

@@ -25,7 +25,7 @@ from timeline.whatif.costs import Algorithm
 from timeline.whatif.graph import TraceGraph
 from timeline.whatif.replay import Efficiency, Prediction, Scenario, replay, single_replay
 
-__all__ = ["SWEEP_SCHEMA", "scenario_row", "solve_bandwidth", "solve_compression", "sweep"]
+__all__ = ["SWEEP_SCHEMA", "predict_buckets", "scenario_row", "solve_bandwidth", "solve_compression", "sweep"]
 
 SWEEP_SCHEMA = pl.Schema(
     {
@@ -93,6 +93,43 @@ def scenario_row(
     }
 
 
+def predict_buckets(
+    graph: TraceGraph,
+    policies: Sequence[BucketPolicy],
+    *,
+    scenario: Scenario | None = None,
+    single: pl.DataFrame | None = None,
+    iterations: Sequence[int] | None = None,
+) -> list[Prediction]:
+    """Replay the graph with each bucketing policy: one :class:`Prediction` per policy, in order.
+
+    The one computation behind ``timeline whatif --buckets`` (:func:`sweep`) and the diagnosis'
+    ``bucketing`` and ``no_overlap`` findings: the gradients regrouped by the policy in the order they
+    became ready, each bucket launched when its last gradient is ready, and costing its kind's
+    fixed cost per call and time per byte fitted from the trace
+    (:func:`~timeline.whatif.replay.cost_fit`).
+
+    Parameters
+    ----------
+    graph
+        The run's graph.
+    policies
+        The bucketing policies (:data:`~timeline.whatif.bucketing.MEASURED`, DDP caps, fusion).
+    scenario
+        The other settings (default: as measured); its ``buckets`` is replaced by each policy.
+    single
+        ``T_single`` per window from an earlier call, to save its replay.
+    iterations
+        Keep only these iterations in the summaries.
+    """
+    base = scenario or Scenario()
+    single = single if single is not None else single_replay(graph)
+    return [
+        replay(graph, scenario=replace(base, buckets=policy), single=single, iterations=iterations)
+        for policy in policies
+    ]
+
+
 def sweep(
     graph: TraceGraph,
     *,
@@ -101,7 +138,7 @@ def sweep(
     compressions: Sequence[float] = (1.0,),
     buckets: Sequence[BucketPolicy] = (MEASURED,),
     efficiency: Efficiency = "observed",
-    latency_s: float = 0.0,
+    latency_s: float | None = None,
     algorithm: Algorithm = "ring",
     codec_gbps: float | None = None,
     iterations: Sequence[int] | None = None,
@@ -118,7 +155,8 @@ def sweep(
     bandwidths_gbps, world_sizes, compressions, buckets
         The settings to combine (None: as measured).
     efficiency, latency_s, algorithm
-        As in :class:`~timeline.whatif.replay.Scenario`, for every row.
+        As in :class:`~timeline.whatif.replay.Scenario`, for every row (``latency_s`` None: each
+        collective keeps its fitted fixed cost).
     codec_gbps
         Encode and decode throughput of the compression codec, Gbit/s of gradient each; None: free.
     iterations
@@ -130,7 +168,8 @@ def sweep(
         (:attr:`~timeline.whatif.replay.Scenario.dimension_bandwidths`); the bandwidth is then that of
         the other collectives. None: no dimension named.
     dimension_latencies
-        ``α`` of named dimensions (:attr:`~timeline.whatif.replay.Scenario.dimension_latencies`).
+        The latency of one step of named dimensions
+        (:attr:`~timeline.whatif.replay.Scenario.dimension_latencies`).
 
     Returns
     -------
@@ -144,9 +183,7 @@ def sweep(
     if len(named) != len(bandwidths_gbps):
         raise UsageError("dimension_bandwidths: give one entry per bandwidth (bandwidths_gbps)")
     links = list(zip(bandwidths_gbps, named, strict=True))
-    for (bandwidth, per_dimension), world, ratio, policy in itertools.product(
-        links, world_sizes, compressions, buckets
-    ):
+    for (bandwidth, per_dimension), world, ratio in itertools.product(links, world_sizes, compressions):
         scenario = Scenario(
             dimension_bandwidths=per_dimension,
             dimension_latencies=dimension_latencies,
@@ -155,16 +192,21 @@ def sweep(
             efficiency=efficiency,
             latency_s=latency_s,
             algorithm=algorithm,
-            buckets=policy,
             compression=Compression(ratio=ratio, codec_bytes_per_s=codec),
         )
-        prediction = replay(graph, scenario=scenario, single=single, iterations=iterations)
-        no_overlap = (
-            replay(graph, scenario=replace(scenario, overlap="none"), single=single, iterations=iterations)
-            if bounds
-            else None
-        )
-        rows.append(scenario_row(graph, prediction, no_overlap))
+        predictions = predict_buckets(graph, buckets, scenario=scenario, single=single, iterations=iterations)
+        for policy, prediction in zip(buckets, predictions, strict=True):
+            no_overlap = (
+                replay(
+                    graph,
+                    scenario=replace(scenario, buckets=policy, overlap="none"),
+                    single=single,
+                    iterations=iterations,
+                )
+                if bounds
+                else None
+            )
+            rows.append(scenario_row(graph, prediction, no_overlap))
     return pl.DataFrame(rows, schema=SWEEP_SCHEMA)
 
 

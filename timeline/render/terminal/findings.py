@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from timeline.results.findings import hide_text
 from timeline.units import format_ns
 
 __all__ = [
@@ -65,7 +66,9 @@ def describe_finding(finding: Mapping[str, Any]) -> str:
     if gain is None:
         return f"{finding['cause']}{where}: no prediction ({finding['basis']})"
     step = finding.get("predicted_step_ns")
-    basis = "replay" if finding["basis"] == "replay" else "bound: at most"
+    basis = {"replay": "replay", "assumption": "replay of an assumption"}.get(
+        finding["basis"], "bound: at most"
+    )
     return f"{finding['cause']}{where}: saves {gain:.0%} of the step, to {format_ns(step)} ({basis})"
 
 
@@ -77,7 +80,7 @@ def describe_verdict_figures(verdict: Mapping[str, Any]) -> str:
         parts.append(f"model intensity {intensity:.3g} ns of compute per gradient byte")
     hide = verdict.get("hide_bandwidth_gbps")
     if hide is not None:
-        parts.append(f"communication would hide completely at about {hide:.3g} Gbit/s (link used in full)")
+        parts.append(f"{hide_text(hide)} (link used in full)")
     elif verdict.get("step_ns") is not None:
         parts.append("no link bandwidth would hide the communication (no bytes, or no replay)")
     return "; ".join(parts)

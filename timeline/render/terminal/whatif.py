@@ -27,7 +27,8 @@ def _link(row: dict[str, Any]) -> str:
 
 
 def _latency(report: dict[str, Any]) -> str:
-    text = f"latency {report['latency_s'] * 1e6:g} µs/step"
+    every = report["latency_s"]
+    text = "latency as measured" if every is None else f"latency {every * 1e6:g} µs/step"
     named = report.get("dimension_latencies") or []
     if named:
         text += "".join(f"; {d['dimension']} {d['latency_s'] * 1e6:g} µs/step" for d in named)
