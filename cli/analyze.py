@@ -10,6 +10,7 @@ from cli.common import analyze, console, echo_warnings, flight_dumps, flight_inp
 from cli.options import (
     ROWS_MAX,
     AlignOption,
+    CodecOption,
     CommKernelOption,
     DimensionOption,
     ExecutorOption,
@@ -42,6 +43,7 @@ def analyze_command(
     ray_address: RayAddressOption = None,
     dimension: DimensionOption = None,
     gpus_per_node: GpusPerNodeOption = None,
+    codec_gbps: CodecOption = None,
     no_findings: Annotated[
         bool,
         typer.Option(
@@ -73,8 +75,10 @@ def analyze_command(
     with user_errors():
         from timeline.analysis.dimension_labels import parse_dimension_overrides
         from timeline.analysis.links import parse_link_gbps
+        from timeline.whatif.settings import check_codec_gbps
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
+        codec = check_codec_gbps(codec_gbps)
         overrides = parse_dimension_overrides(dimension or [])
         given = [str(p) for p in traces] if flight is not None else paths
         inputs = inputs_of(given, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
@@ -88,6 +92,7 @@ def analyze_command(
             findings=not no_findings,
             dimensions=overrides,
             gpus_per_node=gpus_per_node,
+            codec_gbps=codec,
         )
         if flight is not None and loaded is not None:
             from timeline.results.flight_recorder import profiler_matches

@@ -15,6 +15,7 @@ import typer
 
 from cli.common import fail, inputs_of, loading, user_errors
 from cli.options import (
+    CodecOption,
     CommKernelOption,
     DimensionOption,
     ExecutorOption,
@@ -97,6 +98,7 @@ def check_command(
     ray_address: RayAddressOption = None,
     dimension: DimensionOption = None,
     gpus_per_node: GpusPerNodeOption = None,
+    codec_gbps: CodecOption = None,
 ) -> None:
     """Check a run against communication budgets (and a baseline run); fail the build when one is exceeded.
 
@@ -118,6 +120,7 @@ def check_command(
             "--link-gbps": link_gbps is not None,
             "--dimension": bool(dimension),
             "--gpus-per-node": gpus_per_node is not None,
+            "--codec-gbps": codec_gbps is not None,
         }
         extra = [name for name, given in used.items() if given]
         if extra:
@@ -133,8 +136,10 @@ def check_command(
         from timeline.analysis.links import parse_link_gbps
         from timeline.budgets.budget_file import check_links, find_budget_file, read_budget_file
         from timeline.budgets.runs import read_run
+        from timeline.whatif.settings import check_codec_gbps
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
+        codec = check_codec_gbps(codec_gbps)
         overrides = parse_dimension_overrides(dimension or [])
         budgets = read_budget_file(budget if budget is not None else find_budget_file())
         check_links(budgets, link_gbps=link)  # a missing link stops before the traces are read
@@ -152,6 +157,7 @@ def check_command(
                 match=budgets.needs_matching(),
                 findings=diagnose,
                 link_gbps=link,
+                codec_gbps=codec,
                 dimensions=budgets.needs_dimensions(),
                 overrides=overrides,
                 gpus_per_node=gpus_per_node,
@@ -171,6 +177,7 @@ def check_command(
                     match=budgets.needs_matching(regressions_only=True),
                     findings=budgets.needs_findings(regressions_only=True),
                     link_gbps=link,
+                    codec_gbps=codec,
                     dimensions=budgets.needs_dimensions(regressions_only=True),
                     overrides=overrides,
                     gpus_per_node=gpus_per_node,

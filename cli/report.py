@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli.common import echo_warnings, fail, flight_dumps, flight_inputs, inputs_of, load, loading, user_errors
-from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
+from cli.options import (
+    CodecOption,
+    CommKernelOption,
+    IncludePythonOption,
+    PathsArgument,
+    RankOption,
+    RankRegexOption,
+)
 from timeline.errors import shown
 
 if TYPE_CHECKING:
@@ -63,8 +70,13 @@ def _announce(listening: Listening, *, host: str, origins: bool) -> None:
         )
 
 
-def _prepare(trace: Trace, compare: dict[str, Any] | None = None) -> ReportData:
-    """Return the report's data: the Gantt's, its findings, its "What-if" tab's sweep, the comparison."""
+def _prepare(
+    trace: Trace, compare: dict[str, Any] | None = None, *, codec_gbps: float | None = None
+) -> ReportData:
+    """Return the report's data: the Gantt's, its findings, its "What-if" tab's sweep, the comparison.
+
+    ``codec_gbps``: the gradient codec's throughput for the compression finding (``--codec-gbps``).
+    """
     from dataclasses import replace
 
     from timeline.analysis.groups import shared_clocks
@@ -77,7 +89,7 @@ def _prepare(trace: Trace, compare: dict[str, Any] | None = None) -> ReportData:
     overlap = compute_overlap(trace.events)
     clocks = shared_clocks(trace.files, comparable=trace.clock_note is None)
     data = prepare_report_data(trace.events, overlap, groups=trace.groups, clocks=clocks)
-    diagnosis = build_diagnosis(diagnose(trace, overlap))
+    diagnosis = build_diagnosis(diagnose(trace, overlap, codec_gbps=codec_gbps))
     return replace(data, whatif=whatif_sweep(trace), compare=compare, diagnosis=diagnosis)
 
 
@@ -146,6 +158,7 @@ def serve_command(
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
     compare: CompareOption = None,
+    codec_gbps: CodecOption = None,
 ) -> None:
     """Serve the interactive report (per-iteration Gantt of exposed communication) on localhost.
 
@@ -156,15 +169,19 @@ def serve_command(
     _require_report_extra("serve")
     with user_errors():
         from timeline.report.server import parse_origins, serve_report
+        from timeline.whatif.settings import check_codec_gbps
 
         origins = list(allow_origin or ())
         parse_origins(origins)  # a bad one stops before the traces are read
+        codec = check_codec_gbps(codec_gbps)
         flight, paths = _flight(paths, rank, rank_regex, compare)
         if flight is None:
             inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
             diff = _compare(compare, inputs)
             trace = load(inputs)
-        data: ReportData | dict[str, Any] = _prepare(trace, diff) if flight is None else flight
+        data: ReportData | dict[str, Any] = (
+            _prepare(trace, diff, codec_gbps=codec) if flight is None else flight
+        )
         files = len(flight["dumps"]["ranks"]) if flight is not None else trace.files.height
 
         def ready(listening: Listening) -> None:
@@ -187,6 +204,7 @@ def report_command(
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
     compare: CompareOption = None,
+    codec_gbps: CodecOption = None,
 ) -> None:
     """Write the interactive report as one standalone HTML file, for a CI run or an issue.
 
@@ -196,7 +214,9 @@ def report_command(
     _require_report_extra("report")
     with user_errors():
         from timeline.inputs import expand_paths
+        from timeline.whatif.settings import check_codec_gbps
 
+        codec = check_codec_gbps(codec_gbps)
         if output.resolve() in {p.resolve() for p in expand_paths([*paths, *([compare] if compare else [])])}:
             fail(
                 f"{shown(output)}: is one of the inputs; choose another output file (inputs are never "
@@ -211,7 +231,7 @@ def report_command(
             inputs = inputs_of(paths, rank, rank_regex, comm_kernel, include_python)
             diff = _compare(compare, inputs)
             trace = load(inputs)
-            data = _prepare(trace, diff)
+            data = _prepare(trace, diff, codec_gbps=codec)
             from timeline.report.export import write_report
 
             written = write_report(data, output, files=trace.files.height)

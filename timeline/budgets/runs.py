@@ -51,6 +51,7 @@ def read_run(
     match: bool,
     findings: bool = False,
     link_gbps: float | None = None,
+    codec_gbps: float | None = None,
     dimensions: bool = False,
     overrides: Mapping[str, str] | None = None,
     gpus_per_node: int | None = None,
@@ -61,7 +62,8 @@ def read_run(
 
     ``match``: also match the collectives across ranks (only when a budget reads them: it is one more
     pass over every rank's communication events, which rank by rank are then kept). ``findings``:
-    also diagnose the run (:mod:`timeline.diagnosis`, with the link ``link_gbps`` when known): the
+    also diagnose the run (:mod:`timeline.diagnosis`, with the link ``link_gbps`` when known and the
+    gradient codec's throughput ``codec_gbps`` when given): the
     ``*_gain_ratio`` metrics and the markdown summary read it. ``dimensions``: also the exposure per
     dimension (:func:`~timeline.budgets.frames.with_dimensions`, with ``overrides`` and
     ``gpus_per_node``), for budgets scoped to a dimension. ``warn``: called with the load warnings,
@@ -115,7 +117,11 @@ def read_run(
 
         built = build_diagnosis(
             analysed.diagnosis(
-                link_gbps=link_gbps, dimensions=overrides, gpus_per_node=gpus_per_node, exposure=exposure
+                link_gbps=link_gbps,
+                codec_gbps=codec_gbps,
+                dimensions=overrides,
+                gpus_per_node=gpus_per_node,
+                exposure=exposure,
             )
         )
         frames = replace(

@@ -173,11 +173,11 @@ def find_straggler(context: Context) -> Finding | None:
         for i in facts.iterations
         if i is not None and max(facts.ranks, key=lambda r: (facts.caused.get((i, r), 0), -r)) == slow
     ]
-    lateness = facts.late_behind(group)
+    lateness = _straggler_lateness(context, group)
     prediction = _late_prediction(context, sorted(group), waited, lateness, group=len(group) > 1)
     if prediction.gain_ratio < MIN_GAIN:
         return None
-    evidence = _straggler_evidence(context, slow, group, lateness)
+    evidence = _straggler_evidence(context, slow, group, facts.late_behind(group))
     evidence.update(
         caused_wait_ns=round(totals[slow] / iterations),
         caused_wait_share_ratio=share,
@@ -199,6 +199,25 @@ def find_straggler(context: Context) -> Finding | None:
         iterations=tuple(late_in) or None,
         evidence=evidence,
     )
+
+
+def _straggler_lateness(context: Context, group: set[int]) -> dict[tuple[int | None, int], int]:
+    """Return how much of each straggler's time the fix removes per iteration: its excess, or its lateness.
+
+    Its lateness behind the ranks outside its group (:meth:`~timeline.diagnosis.facts.Facts.late_behind`),
+    or, when larger, its idle and compute beyond their median (:func:`_excess`): a rank whose extra
+    work is hidden in part behind collectives in flight (DDP's buckets) arrives later than the
+    others by less than that work, which the fix (the same work as the others) removes whole.
+    """
+    facts = context.facts
+    together = group if len(group) > 1 else None
+    lateness = dict(facts.late_behind(group))
+    for rank in group:
+        for i in facts.iterations:
+            excess = _excess(context, rank, i, "idle_ns", group=together)
+            excess += _excess(context, rank, i, "compute_ns", group=together)
+            lateness[(i, rank)] = max(lateness.get((i, rank), 0), excess)
+    return lateness
 
 
 def _straggler_evidence(context: Context, slow: int, group: set[int], lateness: _Lateness) -> dict[str, Any]:

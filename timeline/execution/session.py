@@ -212,19 +212,25 @@ class Analysed:
         findings: bool = True,
         dimensions: Mapping[str, str] | None = None,
         gpus_per_node: int | None = None,
+        codec_gbps: float | None = None,
     ) -> dict[str, Any]:
         """Return the summary as plain data (``timeline analyze --json``): :meth:`summary`'s data.
 
         ``dimensions`` (``--dimension``) and ``gpus_per_node`` (``--gpus-per-node``) attribute the
         groups of the communication per dimension and of the diagnosis, computed once for both
-        (:meth:`dimension_exposure`).
+        (:meth:`dimension_exposure`). ``codec_gbps``: the gradient codec's throughput, for the
+        compression finding (``--codec-gbps``; default: an assumed one).
         """
         from timeline.results.summary import build_summary
 
         exposure = self.dimension_exposure(dimensions=dimensions, gpus_per_node=gpus_per_node)
         diagnosis = (
             self.diagnosis(
-                link_gbps=link_gbps, dimensions=dimensions, gpus_per_node=gpus_per_node, exposure=exposure
+                link_gbps=link_gbps,
+                codec_gbps=codec_gbps,
+                dimensions=dimensions,
+                gpus_per_node=gpus_per_node,
+                exposure=exposure,
             )
             if findings
             else None

@@ -34,6 +34,7 @@ from timeline.whatif.costs import (
 __all__ = [
     "DimensionValues",
     "Settings",
+    "check_codec_gbps",
     "check_dimensions",
     "check_named",
     "choose_efficiency",
@@ -362,6 +363,23 @@ def _latency_s(text: str) -> float:
         msg = f"--latency {text!r}: must be at most 1 hour ({MAX_LATENCY_S:g} s) per step; typical is 5us"
         raise UsageError(msg)
     return latency_s
+
+
+def check_codec_gbps(value: float | None) -> float | None:
+    """Return a codec's throughput (``--codec-gbps``) when it is one: finite and positive; None stays None.
+
+    Raises
+    ------
+    UsageError
+        Zero, negative, infinite or nan.
+    """
+    if value is not None and not (math.isfinite(value) and value > 0):
+        msg = (
+            f"--codec-gbps {value:g}: must be a positive number of Gbit/s, your gradient codec's throughput; "
+            "leave it out for an assumed one"
+        )
+        raise UsageError(msg)
+    return value
 
 
 def _codec_gbps(value: float | None) -> float | None:
