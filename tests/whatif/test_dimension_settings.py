@@ -111,7 +111,7 @@ def test_cli_json_says_which_dimension_changed_and_the_step_of_each() -> None:
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert report["version"] == 2
+    assert report["version"] == 3
     assert [(d["dimension"], d["group_sizes"], len(d["groups"])) for d in report["dimensions"]] == [
         ("dp", [2], 2),
         ("tp", [2], 2),

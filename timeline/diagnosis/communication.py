@@ -253,7 +253,10 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
     from timeline.whatif.bucketing import DDPBuckets
 
     caps = [int(c) for c in BUCKET_CAPS_MIB]
-    replays = replayer.predict_buckets([DDPBuckets(cap_bytes=cap * 2**20) for cap in caps])
+    # DistributedDataParallel(bucket_cap_mb=CAP) caps every bucket, the first too (torch 2.13 keeps
+    # its 1 MiB first bucket for the default cap only): whatif --buckets ddp:CAP:CAP
+    policies = [DDPBuckets(cap_bytes=c * 2**20, first_cap_bytes=c * 2**20) for c in caps]
+    replays = replayer.predict_buckets(policies)
     steps = [step for step, _ in replays]
     best = min(range(len(caps)), key=lambda k: (steps[k], k))
     cost = _gradient_cost_evidence(replayer)

@@ -12,7 +12,7 @@ from timeline.whatif.bucketing import BucketPolicy
 from timeline.whatif.compression import Compression
 from timeline.whatif.costs import Algorithm
 from timeline.whatif.graph import TraceGraph
-from timeline.whatif.replay import Efficiency, Prediction, Scenario, self_replay
+from timeline.whatif.replay import Efficiency, Prediction, Scenario, cost_fit, self_replay
 from timeline.whatif.sweep import solve_bandwidth, solve_compression, sweep
 
 if TYPE_CHECKING:
@@ -21,8 +21,13 @@ if TYPE_CHECKING:
 
 __all__ = ["REPORT_VERSION", "build_seed_report", "build_whatif_report"]
 
-REPORT_VERSION = 2
+REPORT_VERSION = 3
 """The layout version of :func:`build_whatif_report` (``timeline whatif --json``).
+
+3 (#37): ``costs``, the fixed cost per call and time per byte of each collective kind per process
+group that the replay charges merged and split collectives (:func:`~timeline.whatif.replay.cost_fit`);
+``latency_s`` (report and scenarios) is null when not given: each collective keeps its fitted fixed
+cost.
 
 2 (#20): ``dimensions`` (the collectives of each parallelism dimension) and
 ``dimension_latencies``; each scenario has ``dimension_bandwidths`` and ``dimension_latencies``
@@ -200,6 +205,7 @@ def build_whatif_report(
         "codec_gbps": codec_gbps,
         "dimensions": _dimensions(graph),
         "dimension_latencies": [{"dimension": d, "latency_s": a} for d, a in dimension_latencies],
+        "costs": cost_fit(graph).to_dicts(),
         "self_replay": _prediction_summary(check),
         "scenarios": table.to_dicts(),
         "targets": targets,

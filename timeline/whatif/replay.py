@@ -446,7 +446,8 @@ def _plan(graph: TraceGraph, scenario: Scenario) -> _Plan:
     new_of: dict[tuple[int, int | None], list[int]] = defaultdict(list)
     _rebuild(graph, scenario, shared, ops, instances, new_of, warnings)
     groups = kept.groups + [[i] for i in range(len(kept.ops), len(ops))]
-    waits = _waits(graph, kept.index_of, ops, new_of)
+    regrouped = not isinstance(scenario.buckets, MeasuredBuckets)
+    waits = _waits(graph, kept.index_of, ops, new_of, regrouped=regrouped)
     return _Plan(ops=ops, instances=instances, waits=waits, warnings=warnings, groups=groups)
 
 
@@ -508,8 +509,17 @@ def _waits(
     index_of: dict[int, int],
     ops: list[_Op],
     new_of: dict[tuple[int, int | None], list[int]],
+    *,
+    regrouped: bool = False,
 ) -> list[tuple[WaitPoint, tuple[int, ...]]]:
-    """Return each wait and the collectives it waits for (the rebuilt buckets of replaced gradient ones)."""
+    """Return each wait and the collectives it waits for (the rebuilt buckets of replaced gradient ones).
+
+    ``regrouped`` (a bucketing policy other than the measured one): a wait (not the update) for
+    replaced collectives only waits for the rebuilt buckets ready before it began, without its
+    measured resume delay: that wake-up belonged to a collective the scenario no longer has (DDP's
+    finalisation waits once per bucket; 95 waits of 1-9 ms each on a loaded machine in the
+    ``tiny_buckets`` validation job). The update keeps its own.
+    """
     waits: list[tuple[WaitPoint, tuple[int, ...]]] = []
     removed_window = {o.op_id: (o.rank, o.window_id) for o in graph.ops if o.op_id not in index_of}
     for wait in graph.waits:
@@ -520,6 +530,9 @@ def _waits(
             for n in new_of[removed_window[i]]:
                 if wait.update or ops[n].ready_ns <= wait.gap_start_ns:
                     deps.add(n)
+        replaced = bool(wait.deps) and all(i in removed_window for i in wait.deps)
+        if regrouped and replaced and not wait.update and wait.resume_delay_ns is not None:
+            wait = msgspec.structs.replace(wait, resume_delay_ns=0)
         waits.append((wait, tuple(sorted(deps))))
     return waits
 
@@ -567,23 +580,7 @@ def _rebuild(
         if not members:
             continue
         iteration = iteration_of.get(key[1]) if key[1] is not None else None
-        ready = [GradientReady(g.ready_ns, g.nbytes) for g in members]
-        buckets: list[Bucket]
-        if isinstance(policy, MeasuredBuckets):
-            by_op: dict[int, list[int]] = defaultdict(list)
-            for k, g in enumerate(members):
-                by_op[g.op_id].append(k)
-            buckets = [
-                Bucket(max(members[k].ready_ns for k in ks), sum(members[k].nbytes for k in ks), tuple(ks))
-                for _, ks in sorted(by_op.items(), key=lambda item: max(members[k].ready_ns for k in item[1]))
-            ]
-        elif iteration in shared:
-            buckets = [
-                Bucket(max(members[k].ready_ns for k in b.members), b.nbytes, b.members)
-                for b in shared[iteration]
-            ]
-        else:
-            buckets = make_buckets(policy, ready)
+        buckets, origins = _buckets_of(policy, members, shared.get(iteration))
         if scenario.overlap == "none":  # everything leaves when the backward pass has ended
             last = max([g.ready_ns for g in members] + [o.ready_ns for o in originals])
             buckets = [msgspec.structs.replace(b, ready_ns=last) for b in buckets]
@@ -595,27 +592,29 @@ def _rebuild(
         dimension = mode([o.dimension for o in originals]) if originals else None
         delay = max(0, _median_int([o.launch_delay_ns for o in originals]))
         calibration = _calibration(originals, work, scenario, common.costs(graph))
+        by_id = {o.op_id: o for o in originals}
         for k, bucket in enumerate(buckets):
             groups[(group, iteration if key[1] is not None else None, k)].append(len(ops))
             new_of[key].append(len(ops))
-            ops.append(
-                _Op(
-                    rank=key[0],
-                    window_id=key[1],
-                    channel=channel,
-                    pool=pool,
-                    collective=kind,
-                    nbytes=bucket.nbytes,
-                    group_size=group_size,
-                    ready_ns=bucket.ready_ns,
-                    order_ns=bucket.ready_ns + delay,
-                    launch_delay_ns=delay,
-                    gradient=True,
-                    calibration=calibration,
-                    dimension=dimension,
-                    group=group,
-                )
+            op = _Op(
+                rank=key[0],
+                window_id=key[1],
+                channel=channel,
+                pool=pool,
+                collective=kind,
+                nbytes=bucket.nbytes,
+                group_size=group_size,
+                ready_ns=bucket.ready_ns,
+                order_ns=bucket.ready_ns + delay,
+                launch_delay_ns=delay,
+                gradient=True,
+                calibration=calibration,
+                dimension=dimension,
+                group=group,
             )
+            if origins and origins[k] in by_id:  # the measured collective, launched later: its own time
+                op.source, op.base_ns = by_id[origins[k]], work[origins[k]]
+            ops.append(op)
     for indices in groups.values():
         for m in indices:
             ops[m].instance = len(instances)
@@ -628,6 +627,29 @@ def _measured_fixed_ns(op: CommOp | _Op, work_ns: float, costs: _Costs) -> float
     """Return a measured collective's fixed cost: its kind's fitted ``α`` on its group, at most its time."""
     cell = costs.get((op.collective or "", op.group))
     return min(cell.alpha_ns, work_ns) if cell is not None else 0.0
+
+
+def _buckets_of(
+    policy: BucketPolicy, members: Sequence[Gradient], fused: list[Bucket] | None
+) -> tuple[list[Bucket], list[int]]:
+    """Return a rank-window's rebuilt buckets, from its gradients in ready order, and the measured ones' op ids.
+
+    ``fused``: the buckets Horovod-style fusion formed on every rank's latest ready times, when it
+    did; a bucket is then ready when this rank's own gradients of it are.
+    """
+    if isinstance(policy, MeasuredBuckets):  # each rebuilt bucket is its measured collective
+        by_op: dict[int, list[int]] = defaultdict(list)
+        for k, g in enumerate(members):
+            by_op[g.op_id].append(k)
+        ordered = sorted(by_op.items(), key=lambda item: max(members[k].ready_ns for k in item[1]))
+        buckets = [
+            Bucket(max(members[k].ready_ns for k in ks), sum(members[k].nbytes for k in ks), tuple(ks))
+            for _, ks in ordered
+        ]
+        return buckets, [op_id for op_id, _ in ordered]
+    if fused is not None:
+        return [Bucket(max(members[k].ready_ns for k in b.members), b.nbytes, b.members) for b in fused], []
+    return make_buckets(policy, [GradientReady(g.ready_ns, g.nbytes) for g in members]), []
 
 
 def _calibration(
@@ -1243,13 +1265,16 @@ def _resume(gap_start: int, resume: int, binding: int | None, shift: int, latest
 
     ``gap_start``, ``resume``: the wait's measured gap; ``binding``: its resume delay when the wait
     was binding; ``shift``: the compute shift before it; ``latest``: the last replayed end it waits for.
+    A binding wait resumes its resume delay after the last end, or when compute reaches it, whichever
+    is later: the delay is the wake-up after the collective ends, which a collective already ended
+    when compute gets there does not cost (the same as measured, where it ended inside the gap).
     """
     gap = resume - gap_start
     resumed = gap_start + shift
     if latest is None:
         return resumed if binding is not None else resumed + gap
     if binding is not None:
-        return max(resumed, latest) + binding
+        return max(resumed, latest + binding)
     return max(resumed + gap, latest)
 
 
