@@ -632,7 +632,7 @@ def _measured_fixed_ns(op: CommOp | _Op, work_ns: float, costs: _Costs) -> float
 def _buckets_of(
     policy: BucketPolicy, members: Sequence[Gradient], fused: list[Bucket] | None
 ) -> tuple[list[Bucket], list[int]]:
-    """Return a rank-window's rebuilt buckets, from its gradients in ready order, and the measured ones' op ids.
+    """Return a rank-window's rebuilt buckets (its gradients in ready order) and the measured ones' ops.
 
     ``fused``: the buckets Horovod-style fusion formed on every rank's latest ready times, when it
     did; a bucket is then ready when this rank's own gradients of it are.
