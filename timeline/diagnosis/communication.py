@@ -192,17 +192,17 @@ def find_no_overlap(context: Context) -> Finding | None:
     ]
     if not moved or max(moved) < MIN_GAIN * facts.step_ns:
         return None  # every collective leaves when its gradients are ready: bucketing's question
-    step, as_run = (
-        replayer.predict(ready),
-        "the job's own buckets, each launched when its gradients are ready",
-    )
+    step = replayer.predict(ready)
+    as_run = "the job's own buckets, each launched when its gradients are ready"
+    replayed: int | None = None  # what `timeline whatif --buckets ddp:25` prints for these iterations
+    cost = _gradient_cost_evidence(replayer)
     if not _sharded(graph):
-        [(ddp, _)] = replayer.predict_buckets([DDPBuckets()])
+        [(ddp, whatif)] = replayer.predict_buckets([DDPBuckets()])
         if ddp < step:
-            step, as_run = (
-                ddp,
-                "DDP's default bucket caps, each bucket launched when its last gradient is ready",
-            )
+            step = ddp
+            as_run = "DDP's default bucket caps, each bucket launched when its last gradient is ready"
+            replayed = round(whatif.iteration_ns)
+            _note_inseparable(context, cost)
     prediction = predicted(context, step, "replay")
     if prediction.gain_ratio < MIN_GAIN:
         return None
@@ -214,7 +214,8 @@ def find_no_overlap(context: Context) -> Finding | None:
         "mean_launch_lateness_ns": mean_int(moved),
         "gradient_source": graph.gradient_source,
         "replayed_as": as_run,
-        **_gradient_cost_evidence(replayer),
+        "replayed_step_ns": replayed,
+        **cost,
         "iterations": len(facts.iterations),
     }
     return finding(
@@ -260,12 +261,7 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
     steps = [step for step, _ in replays]
     best = min(range(len(caps)), key=lambda k: (steps[k], k))
     cost = _gradient_cost_evidence(replayer)
-    if cost["cost_basis"] == "cannot_separate":
-        context.note(
-            "bucketing: the trace cannot separate the gradient collectives' fixed cost per call from their "
-            "time per byte (one size, or times the sizes do not explain): other bucket caps are replayed at "
-            "the measured time per byte, so merging buckets saves no per-call cost"
-        )
+    _note_inseparable(context, cost)
     prediction = predicted(context, steps[best], "replay")
     if prediction.gain_ratio < MIN_GAIN:
         return None
@@ -332,6 +328,16 @@ def _gradient_cost_evidence(replayer: Replayer) -> dict[str, float | str | None]
         "beta_se_ns_per_byte": row["beta_se_ns_per_byte"],
         "cost_basis": row["basis"],
     }
+
+
+def _note_inseparable(context: Context, cost: dict[str, float | str | None]) -> None:
+    """Note, once, that rebuilt buckets cost the measured time per byte (the fit cannot separate α from β)."""
+    if cost["cost_basis"] == "cannot_separate":
+        context.note(
+            "the trace cannot separate the gradient collectives' fixed cost per call from their time per "
+            "byte (one size, or times the sizes do not explain): rebuilt buckets are replayed at the "
+            "measured time per byte, so merging buckets saves no per-call cost"
+        )
 
 
 def _cost_text(cost: dict[str, float | str | None]) -> str:

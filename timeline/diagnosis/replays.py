@@ -6,7 +6,7 @@ iterations; gives, for a changed graph (:mod:`timeline.whatif.transform`) or a s
 
 ``predicted = measured step × replayed step with the fix / replayed step as measured``
 
-each replayed step being the median over the diagnosed iterations of the median over ranks of the
+each replayed step being the mean over the diagnosed iterations of the median over ranks of the
 replayed window (:func:`~timeline.whatif.replay.window_lengths`). The self-replay reproduces the
 measured step (``docs/whatif.md``), so the ratio is the replay's prediction; it also cancels what a
 graph restricted to a few iterations loses at their edges. Also: the idle intervals of a rank's
@@ -118,12 +118,17 @@ class Replayer:
         return abs(self.self_step - measured) / measured if measured > 0 else 0.0
 
     def _step(self, lengths: Mapping[int, int]) -> float:
+        """Return the mean over iterations of the median over ranks: ``timeline whatif``'s iteration time.
+
+        The replayed steps a prediction's ratio is made of are aggregated as the what-if report does,
+        so that a finding's ratio is ``timeline whatif``'s for the same fix.
+        """
         by_iteration: dict[int | None, list[int]] = defaultdict(list)
         for window_id, row in self.windows.items():
             if window_id in lengths:
                 by_iteration[row["iteration"]].append(lengths[window_id])
-        medians = [median(v) for v in by_iteration.values()]
-        return median(medians) if medians else 0.0
+        medians = [round(median(v)) for v in by_iteration.values()]
+        return sum(medians) / len(medians) if medians else 0.0
 
     def replayed_step(self, graph: TraceGraph | None = None, scenario: Scenario | None = None) -> float:
         """Return the replayed step (median over iterations of the median over ranks) of a graph.
