@@ -16,8 +16,15 @@ from typing import Any
 
 import pytest
 
-from tests.builders import PARAM, SAMPLES, TRACES, run_timeline, write_json
-from tests.whatif.test_cost_model import _chrome, _rank
+from tests.builders import (
+    PARAM,
+    SAMPLES,
+    TRACES,
+    kineto_document,
+    latency_bound_gloo_rank,
+    run_timeline,
+    write_json,
+)
 from timeline.analysis.overlap import compute_overlap
 from timeline.diagnosis.diagnosis import PARTIAL_UNEXAMINED
 from timeline.results.findings import hide_text
@@ -114,9 +121,9 @@ def test_a_link_beyond_any_that_exists_is_said_to_be_hypothetical() -> None:
 
 def test_the_bucketing_finding_replays_what_whatif_buckets_prints(tmp_path: Path) -> None:
     # four all-reduces of 1-8 kB, each 10 µs + 0.8 ns per byte (tests/whatif/test_cost_model.py)
-    rows = _rank(0) + _rank(1)
+    rows = latency_bound_gloo_rank(0) + latency_bound_gloo_rank(1)
     for rank in (0, 1):
-        write_json(tmp_path / f"rank{rank}.json", _chrome(rows, rank))
+        write_json(tmp_path / f"rank{rank}.json", kineto_document(rows, rank))
     [bucketing] = [f for f in _analysis(tmp_path)["findings"] if f["cause"] == "bucketing"]
     caps = bucketing["evidence"]["caps_mib"]
     # DistributedDataParallel(bucket_cap_mb=CAP) caps the first bucket too: ddp:CAP:CAP

@@ -41,6 +41,8 @@ VERDICT_KEYS = [
     "summary",
     "at_stake_ratio",
     "step_ns",
+    "ranks",
+    "world_size",
     "iterations",
     "exposed_comm_ratio",
     "model_intensity_ns_per_byte",
@@ -65,8 +67,10 @@ def test_the_layout_of_the_diagnosis(diagnosis: dict[str, Any]) -> None:
     for finding in diagnosis["findings"]:
         assert list(finding) == FINDING_KEYS
         assert finding["cause"] in CAUSES
-    top = diagnosis["findings"][0]
+    assert diagnosis["version"] == 2  # #37: ranks, world_size; at_stake_ratio of measured gains
+    top = next(f for f in diagnosis["findings"] if f["basis"] != "assumption")
     assert diagnosis["verdict"]["at_stake_ratio"] == top["predicted_gain_ratio"]
+    assert (diagnosis["verdict"]["ranks"], diagnosis["verdict"]["world_size"]) == ([0, 1], 2)
     json.dumps(diagnosis)  # plain data
 
 

@@ -10,43 +10,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.builders import cpu, gloo_all_reduce, make_events, run_timeline, step, write_json
-from timeline.whatif.bucketing import MEASURED, DDPBuckets
+from tests.builders import kineto_document, latency_bound_gloo_rank, make_events, run_timeline, write_json
+from timeline.whatif.bucketing import MEASURED, BucketPolicy, DDPBuckets
 from timeline.whatif.graph import TraceGraph, build_graph
 from timeline.whatif.replay import Scenario, cost_fit, replay
 from timeline.whatif.sweep import predict_buckets, sweep
 
 US = 1_000
-SIZES = (1000, 2000, 4000, 8000)
-ALPHA_NS, BETA_NS_PER_BYTE = 10 * US, 0.8  # 2 ranks: the bus factor of an all-reduce is 1
-
-
-def _rank(rank: int) -> list[dict[str, Any]]:
-    """Backward [0, 56); gradients of 1,000, 2,000, 4,000, 8,000 bytes ready at 50, 52, 54, 56, each
-    all-reduced at once, one after the other on gloo's thread: [50, 60.8), [60.8, 72.4), [72.4, 85.6),
-    [85.6, 102); the update [102, 112) waits for the last."""
-    rows = [
-        step(1, 0, 112 * US, rank=rank),
-        cpu("cpu_op", 0, 56 * US, rank=rank, name="backward"),
-        cpu("cpu_op", 102 * US, 112 * US, rank=rank, name="update"),
-    ]
-    start = 50 * US
-    for k, nbytes in enumerate(SIZES):
-        at = (50 + 2 * k) * US
-        rows.append(cpu("cpu_op", at - 10, at, rank=rank, name=f"timeline.grad_ready:p{k}:{nbytes}"))
-        rows.append(cpu("cpu_op", at, at + 10, rank=rank, name="c10d::allreduce_"))
-        end = start + ALPHA_NS + round(BETA_NS_PER_BYTE * nbytes)
-        rows.append(gloo_all_reduce(start, end, rank=rank, nbytes=nbytes))
-        start = end
-    return rows
+ALPHA_NS, BETA_NS_PER_BYTE = 10 * US, 0.8  # latency_bound_gloo_rank's (2 ranks: bus factor 1)
 
 
 def _graph(link_gbps: float | None = None) -> TraceGraph:
-    return build_graph(make_events(_rank(0) + _rank(1)), link_gbps=link_gbps)
+    return build_graph(
+        make_events(latency_bound_gloo_rank(0) + latency_bound_gloo_rank(1)), link_gbps=link_gbps
+    )
 
 
 def _step_us(graph: TraceGraph, scenario: Scenario) -> float:
@@ -95,33 +75,16 @@ def test_compression_divides_the_bytes_and_keeps_the_calls() -> None:
 
 def test_sweep_rows_are_the_bucket_predictions() -> None:
     graph = _graph()
-    policies = [MEASURED, DDPBuckets(cap_bytes=1 << 20, first_cap_bytes=1 << 20)]
+    policies: list[BucketPolicy] = [MEASURED, DDPBuckets(cap_bytes=1 << 20, first_cap_bytes=1 << 20)]
     table = sweep(graph, buckets=policies, bounds=False)
     predicted = [round(p.iteration_ns) for p in predict_buckets(graph, policies)]
     assert table.get_column("iteration_ns").to_list() == predicted == [112 * US, 87_990]
 
 
-def _chrome(rows: list[dict[str, Any]], rank: int) -> dict[str, Any]:
-    """The events of one rank as a Kineto trace (µs), for the command line."""
-    events = []
-    for row in rows:
-        if row["rank"] != rank:
-            continue
-        args: dict[str, Any] = {}
-        if row.get("collective"):
-            args = {"Collective name": "allreduce", "In msg nelems": row["in_bytes"] // 4, "dtype": "Float",
-                    "Group size": 2}  # fmt: skip
-        events.append(
-            {"ph": "X", "cat": row.get("cat", "cpu_op"), "name": row["name"], "pid": 100, "tid": row["tid"],
-             "ts": row["start_ns"] / 1000, "dur": (row["end_ns"] - row["start_ns"]) / 1000, "args": args}
-        )  # fmt: skip
-    return {"distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2}, "traceEvents": events}
-
-
 def test_whatif_json_has_the_costs_and_a_measured_latency(tmp_path: Path) -> None:
-    rows = _rank(0) + _rank(1)
+    rows = latency_bound_gloo_rank(0) + latency_bound_gloo_rank(1)
     for rank in (0, 1):
-        write_json(tmp_path / f"rank{rank}.json", _chrome(rows, rank))
+        write_json(tmp_path / f"rank{rank}.json", kineto_document(rows, rank))
     done = run_timeline("whatif", tmp_path, "--buckets", "measured,ddp:1:1", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
