@@ -75,10 +75,9 @@ def analyze_command(
     with user_errors():
         from timeline.analysis.dimension_labels import parse_dimension_overrides
         from timeline.analysis.links import parse_link_gbps
-        from timeline.whatif.settings import check_codec_gbps
 
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
-        codec = check_codec_gbps(codec_gbps)
+        codec = _codec(codec_gbps)
         overrides = parse_dimension_overrides(dimension or [])
         given = [str(p) for p in traces] if flight is not None else paths
         inputs = inputs_of(given, rank, rank_regex, comm_kernel, include_python, executor, ray_address)
@@ -111,6 +110,15 @@ def analyze_command(
     from timeline.render.terminal.summary import render_summary
 
     render_summary(summary, console(120))
+
+
+def _codec(codec_gbps: float | None) -> float | None:
+    """Return ``--codec-gbps`` checked (the what-if settings are imported only when it is given)."""
+    if codec_gbps is None:
+        return None
+    from timeline.whatif.settings import check_codec_gbps
+
+    return check_codec_gbps(codec_gbps)
 
 
 def _print(flight: dict[str, Any], json_output: bool) -> None:

@@ -136,10 +136,8 @@ def check_command(
         from timeline.analysis.links import parse_link_gbps
         from timeline.budgets.budget_file import check_links, find_budget_file, read_budget_file
         from timeline.budgets.runs import read_run
-        from timeline.whatif.settings import check_codec_gbps
-
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
-        codec = check_codec_gbps(codec_gbps)
+        codec = _codec(codec_gbps)
         overrides = parse_dimension_overrides(dimension or [])
         budgets = read_budget_file(budget if budget is not None else find_budget_file())
         check_links(budgets, link_gbps=link)  # a missing link stops before the traces are read
@@ -247,3 +245,12 @@ def _write(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{shown(path)}: cannot write ({exc.strerror})") from None
+
+
+def _codec(codec_gbps: float | None) -> float | None:
+    """Return ``--codec-gbps`` checked (the what-if settings are imported only when it is given)."""
+    if codec_gbps is None:
+        return None
+    from timeline.whatif.settings import check_codec_gbps
+
+    return check_codec_gbps(codec_gbps)
