@@ -592,7 +592,7 @@ class _JobSpec:
     """The ranks' nice value (and their autogroup's): negative gives them a larger share of a
     shared machine (root only)."""
     truth_pairs: int = 0
-    """Pairs of unprofiled blocks (one per phase, alternating) timed after the profiled windows."""
+    """Pairs of unprofiled blocks (one per phase, alternating) timed before the profiled windows."""
     truth_steps: int = _TRUTH_STEPS
 
     @property
@@ -644,8 +644,10 @@ def _run_job(spec: _JobSpec, link: Link | None) -> None:
         processes.append(subprocess.Popen(command, env=env, cwd=_REPO, start_new_session=True))
     switches = []
     if link is not None:  # the next window's rate, at the end of each window
-        following = [spec.phases[(k + 1) % len(spec.phases)] for k in range(spec.windows - 1)]
-        following += [spec.phases[j % len(spec.phases)] for j in range(spec.truth_blocks)]  # unprofiled
+        # the unprofiled blocks first, then the profiled windows: the phase of each next one
+        following = [spec.phases[j % len(spec.phases)] for j in range(1, spec.truth_blocks)]
+        following += [spec.phases[0]] if spec.truth_blocks else []
+        following += [spec.phases[(k + 1) % len(spec.phases)] for k in range(spec.windows - 1)]
         switches = [
             functools.partial(link.shape, p.rate or _FAST_RATE, delay_ms=p.delay_ms) for p in following
         ]
@@ -816,8 +818,8 @@ def _worker(args: argparse.Namespace) -> None:
             for _ in range(_UNRECORDED_WARMUP):
                 train.step(phase)
         dist.barrier()
-        records = _recorded_windows(spec, args.rank, train, dist)
         truth = _unprofiled_blocks(spec, args.rank, train, dist)
+        records = _recorded_windows(spec, args.rank, train, dist)
         dist.barrier()
         (Path(spec.out) / f"steps.rank{args.rank}.json").write_bytes(msgspec.json.encode(records))
         (Path(spec.out) / f"truth.rank{args.rank}.json").write_bytes(msgspec.json.encode(truth))
@@ -892,20 +894,23 @@ def _recorded_windows(spec: _JobSpec, rank: int, train: _Trainer, dist: Any) -> 
                     }
                 )
             if k < spec.windows - 1:
-                _between_windows(spec, rank, k, dist)
+                _between_windows(spec, rank, spec.truth_blocks + k, dist)
     return records
 
 
 def _unprofiled_blocks(spec: _JobSpec, rank: int, train: _Trainer, dist: Any) -> list[dict[str, Any]]:
     """Time the ground truth: blocks of unprofiled steps, the phases in turn; one record per block.
 
-    Each block (after the profiled windows, the profiler off) runs :data:`_TRUTH_WARMUP` steps, meets
-    at a barrier, then times ``truth_steps`` steps one by one (wall clock of this rank).
+    Each block (before the profiled windows: no profiler has run yet) runs :data:`_TRUTH_WARMUP`
+    steps, meets at a barrier, then times ``truth_steps`` steps one by one (wall clock of this rank).
+    After the profiled windows, the ranks at times aborted in the next steps ("terminate called
+    without an active exception", both ranks, on a loaded machine), so the blocks come first.
     """
     blocks = []
     for j in range(spec.truth_blocks):
         phase = spec.phases[j % len(spec.phases)]
-        _between_windows(spec, rank, spec.windows - 1 + j, dist)
+        if j > 0:
+            _between_windows(spec, rank, j - 1, dist)
         for _ in range(_TRUTH_WARMUP):
             train.step(phase)
         dist.barrier()
@@ -915,6 +920,8 @@ def _unprofiled_blocks(spec: _JobSpec, rank: int, train: _Trainer, dist: Any) ->
             train.step(phase)
             times.append(time.perf_counter_ns() - started)
         blocks.append({"pair": j // len(spec.phases), "phase": phase.label, "step_ns": times})
+    if spec.truth_blocks:  # the first profiled window's phase
+        _between_windows(spec, rank, spec.truth_blocks - 1, dist)
     return blocks
 
 
@@ -1176,7 +1183,7 @@ def run_case(
         :func:`check_run` analyses it, on any machine with the project installed (the jobs need only
         torch and msgspec: a machine with quiet cores may lack the analysis' packages).
     truth_pairs
-        Pairs of unprofiled blocks of :data:`_TRUTH_STEPS` steps timed after the profiled windows:
+        Pairs of unprofiled blocks of :data:`_TRUTH_STEPS` steps timed before the profiled windows:
         the measured gain is the median of their gains (0: the profiled windows' gain).
 
     Raises

@@ -164,6 +164,16 @@ def _sharded(graph: TraceGraph) -> bool:
     return any(o.collective in ("all_gather", "reduce_scatter") for o in graph.ops)
 
 
+def _per_gradient(graph: TraceGraph) -> bool:
+    """Whether the job sends each gradient alone: as many gradient collectives as gradients, per rank-window.
+
+    (A job that does not bucket at all: per-parameter all-reduces.)
+    """
+    gradients = Counter((g.rank, g.window_id) for g in graph.gradients if g.signal)
+    collectives = Counter((o.rank, o.window_id) for o in graph.ops if o.gradient)
+    return bool(gradients) and all(collectives.get(key, 0) >= n for key, n in gradients.items())
+
+
 def find_no_overlap(context: Context) -> Finding | None:
     """Gradient collectives leave after the compute that could have hidden them.
 
@@ -171,10 +181,11 @@ def find_no_overlap(context: Context) -> Finding | None:
     gradients were ready (:func:`~timeline.whatif.transform.launch_when_ready` moves it that much
     earlier). The fix as the
     framework runs it: for a job that shards its parameters (FSDP), its own collectives launched
-    when their gradients are ready, as FSDP2 issues them per module; else DDP, the better of its
-    default bucket caps (each bucket launched when its last gradient is ready, with the collectives'
-    fitted fixed cost per call: :func:`timeline.whatif.sweep.predict_buckets`) and the job's own
-    buckets launched when ready.
+    when their gradients are ready, as FSDP2 issues them per module; for a job that buckets its
+    gradients itself, its own buckets launched when ready; for one that sends each gradient alone
+    (no bucketing at all), DDP, the better of its default buckets (each launched when its last
+    gradient is ready, with the collectives' fitted fixed cost per call:
+    :func:`timeline.whatif.sweep.predict_buckets`) and its own calls launched when ready.
     """
     facts = context.facts
     if (replay := _gradient_replay(context)) is None:
@@ -196,7 +207,7 @@ def find_no_overlap(context: Context) -> Finding | None:
     as_run = "the job's own buckets, each launched when its gradients are ready"
     replayed: int | None = None  # what `timeline whatif --buckets ddp:25` prints for these iterations
     cost = _gradient_cost_evidence(replayer)
-    if not _sharded(graph):
+    if not _sharded(graph) and _per_gradient(graph):
         [(ddp, whatif)] = replayer.predict_buckets([DDPBuckets()])
         if ddp < step:
             step = ddp

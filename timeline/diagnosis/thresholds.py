@@ -76,8 +76,9 @@ HIDE_TOLERANCE = 0.01
 """The hide bandwidth: the step comes within 1 % of the step with an infinitely fast link."""
 
 MAX_RANK_EVENTS = 250
-"""Above this many communication events of a rank in its iterations, only its middle iteration (by
-number) is diagnosed, so that building its graph and replaying it stay cheap
+"""Above this many communication events of a rank in its iterations, only the consecutive iterations
+around its middle one (by number) that hold about this many are diagnosed (at least the middle one),
+so that building its graph and replaying it stay cheap
 (:func:`~timeline.diagnosis.facts.replayed_iterations`)."""
 
 REPLAY_ERROR = 0.05
