@@ -192,7 +192,7 @@ def find_straggler(context: Context) -> Finding | None:
         prediction,
         summary=(
             f"rank {slow} arrives late at the collectives ({share:.0%} of the waiting){together}: each other "
-            f"rank waits {format_ns(waited)} per iteration for it; {cause}"
+            f"rank waits {format_ns(waited)} per iteration for {'them' if with_it else 'it'}; {cause}"
         ),
         fix=f"find what delays rank {slow} before its collectives ({_fix_hint(evidence)}) and remove it",
         ranks=tuple(sorted(group)),
