@@ -136,6 +136,7 @@ def check_command(
         from timeline.analysis.links import parse_link_gbps
         from timeline.budgets.budget_file import check_links, find_budget_file, read_budget_file
         from timeline.budgets.runs import read_run
+
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         codec = _codec(codec_gbps)
         overrides = parse_dimension_overrides(dimension or [])

@@ -425,7 +425,7 @@ def test_a_case_runs_both_phases_in_their_own_run_folders(tmp_path: Path) -> Non
     why = unavailable(CASES["input_stall"])
     if why is not None:
         pytest.skip(f"the validation jobs {why}")
-    run = run_case(CASES["input_stall"], tmp_path / "job", active=2, pairs=2)
+    run = run_case(CASES["input_stall"], tmp_path / "job", active=2, pairs=2, truth_pairs=2)
     for folder in (Path(run.with_dir), Path(run.removed_dir)):
         names = sorted(p.name for p in folder.glob("rank*.pt.trace.json.gz"))
         assert len(names) == 4  # 2 ranks x 2 windows
@@ -437,7 +437,12 @@ def test_a_case_runs_both_phases_in_their_own_run_folders(tmp_path: Path) -> Non
         assert measured_step_ns(folder) == iterations.get_column("step_ns").median()
     assert run.with_dir.endswith("with")
     assert run.removed_dir.endswith("removed")
-    assert run.measured_gain == measured_gain(run.with_step_ns, run.removed_step_ns)
+    # the profiled windows' gain is kept apart; the measured gain is the unprofiled pairs' median
+    assert run.profiled_gain == measured_gain(run.with_step_ns, run.removed_step_ns)
+    assert len(run.truth_with_ns) == len(run.truth_removed_ns) == 2
+    pair_gains = [1 - r / w for w, r in zip(run.truth_with_ns, run.truth_removed_ns, strict=True)]
+    assert run.truth_pair_gains == pytest.approx(pair_gains)
+    assert run.measured_gain == pytest.approx(statistics.median(pair_gains))
     assert run.analyze_command == ["timeline", "analyze", run.with_dir, "--json"]
     assert "findings" in analyze_json(Path(run.with_dir), link_gbps=None)
 
