@@ -1102,6 +1102,29 @@ def latency_bound_gloo_rank(rank: int) -> list[dict[str, Any]]:
     return rows
 
 
+def after_backward_gloo_rank(
+    rank: int, sizes: tuple[int, ...] = (1000, 2000, 4000, 8000)
+) -> list[dict[str, Any]]:
+    """One gloo rank reducing each gradient alone after backward: all-reduces of 10 µs + 0.8 ns per byte.
+
+    Backward [0, 56); gradients of 1, 2, 4 and 8 kB (``sizes``) ready at 50, 52, 54 and 56 µs
+    (markers 10 ns long, ending then); their all-reduces, one after the other from 56 µs:
+    [56, 66.8), [66.8, 78.4), [78.4, 91.6), [91.6, 108); the update (10 µs) after the last.
+    """
+    us = 1_000
+    rows = [cpu("cpu_op", 0, 56 * us, rank=rank, name="backward")]
+    start = 56 * us
+    for k, nbytes in enumerate(sizes):
+        at = (50 + 2 * k) * us
+        rows.append(cpu("cpu_op", at - 10, at, rank=rank, name=f"timeline.grad_ready:p{k}:{nbytes}"))
+        rows.append(cpu("cpu_op", start, start + 10, rank=rank, name="c10d::allreduce_"))
+        end = start + 10 * us + round(0.8 * nbytes)
+        rows.append(gloo_all_reduce(start, end, rank=rank, nbytes=nbytes))
+        start = end
+    rows.append(cpu("cpu_op", start, start + 10 * us, rank=rank, name="update"))
+    return [step(1, 0, start + 10 * us, rank=rank), *rows]
+
+
 def kineto_document(rows: list[dict[str, Any]], rank: int) -> dict[str, Any]:
     """Return one rank's event rows (as :func:`make_events` takes them) as a gloo rank's Kineto trace (µs)."""
     events = []

@@ -20,6 +20,7 @@ from tests.builders import (
     PARAM,
     SAMPLES,
     TRACES,
+    after_backward_gloo_rank,
     kineto_document,
     latency_bound_gloo_rank,
     run_timeline,
@@ -151,3 +152,20 @@ def test_on_ddp_gloo_no_cap_is_predicted_faster_and_the_notes_say_why() -> None:
     rows = json.loads(done.stdout)["scenarios"]
     assert rows[0]["buckets"] == "measured"
     assert all(row["iteration_ns"] >= rows[0]["iteration_ns"] for row in rows[1:])
+
+
+def test_no_overlap_of_a_per_gradient_job_is_whatif_buckets_ddp(tmp_path: Path) -> None:
+    rows = after_backward_gloo_rank(0) + after_backward_gloo_rank(1)
+    for rank in (0, 1):
+        write_json(tmp_path / f"rank{rank}.json", kineto_document(rows, rank))
+    [no_overlap] = [f for f in _analysis(tmp_path)["findings"] if f["cause"] == "no_overlap"]
+    assert no_overlap["evidence"]["replayed_as"].startswith("DDP's default bucket caps")
+    done = run_timeline("whatif", tmp_path, "--buckets", "ddp:25", "--json")
+    assert done.returncode == 0, done.stderr
+    [row] = json.loads(done.stdout)["scenarios"]
+    assert no_overlap["evidence"]["replayed_step_ns"] == row["iteration_ns"]
+    assert no_overlap["predicted_step_ns"] == row["iteration_ns"]
+    # by hand: DDP's first bucket (1 MiB) takes the four gradients, launched when the last is ready
+    # (its marker starts 10 ns before 56 µs), one call of 10 µs + 0.8 ns x 15,000 bytes = 22 µs,
+    # then the 10 µs update
+    assert row["iteration_ns"] == 55_990 + 10_000 + round(0.8 * 15_000) + 10_000

@@ -1445,7 +1445,13 @@ def _pool_delays(
 def _gradients(
     ops: tuple[CommOp, ...], signals: pl.DataFrame, source: GradientSource, warnings: list[str]
 ) -> tuple[Gradient, ...]:
-    """Assign each gradient signal to the first gradient collective of its rank and window ready after it."""
+    """Assign each gradient signal to a gradient collective of its rank and window ready after it.
+
+    The first one ready at or after the signal that its bytes have not filled yet
+    (:func:`_carrier_index`), else the first ready after it: a job that all-reduces each gradient
+    alone after backward (every signal before the first collective) gives each collective its own
+    gradient, not every gradient to the first and a gradient of its own bytes to each other.
+    """
     carriers: dict[tuple[int, int | None], list[CommOp]] = defaultdict(list)
     for op in ops:
         if op.gradient:
@@ -1453,6 +1459,7 @@ def _gradients(
     for group in carriers.values():
         group.sort(key=lambda o: (o.ready_ns, o.start_ns))
     readies = {key: [o.ready_ns for o in group] for key, group in carriers.items()}
+    room = _carrier_room(carriers, signals)
     assigned: dict[int, list[tuple[int, object, object]]] = defaultdict(list)
     dropped = 0
     for rank, window_id, ready, nbytes, param in zip(
@@ -1468,6 +1475,7 @@ def _gradients(
         if k == len(group):
             dropped += 1
             continue
+        k = _carrier_index(room.get((rank, window_id)), k, nbytes)
         assigned[group[k].op_id].append((ready, nbytes, param))
     if dropped and source == "markers":
         warnings.append(
@@ -1505,6 +1513,43 @@ def _gradients(
                 )
     gradients.sort(key=lambda g: (g.rank, g.ready_ns))
     return tuple(gradients)
+
+
+def _carrier_room(
+    carriers: Mapping[tuple[int, int | None], list[CommOp]], signals: pl.DataFrame
+) -> dict[tuple[int, int | None], list[float]]:
+    """Per rank and window whose signals all give their bytes: the bytes each collective can carry.
+
+    Its own bytes, scaled up where the signals' bytes exceed the collectives' (a compressing hook
+    sends fewer bytes than the gradients hold). Signals without bytes (``AccumulateGrad`` ops): none.
+    """
+    totals = (
+        signals.group_by("rank", "window_id")
+        .agg(nbytes=pl.col("nbytes").sum(), known=pl.col("nbytes").is_not_null().all())
+        .filter(pl.col("known"))
+    )
+    room: dict[tuple[int, int | None], list[float]] = {}
+    for rank, window_id, signalled in totals.select("rank", "window_id", "nbytes").iter_rows():
+        group = carriers.get((rank, window_id), [])
+        carried = sum(op.nbytes or 0 for op in group)
+        if not group or carried <= 0:
+            continue
+        scale = max(1.0, signalled / carried)
+        room[(rank, window_id)] = [(op.nbytes or 0) * scale for op in group]
+    return room
+
+
+def _carrier_index(room: list[float] | None, first: int, nbytes: object) -> int:
+    """Return the carrier of a signal whose first possible carrier is ``first``; take its bytes from it.
+
+    The first from ``first`` on with bytes left; ``first`` when every one is full, or without
+    ``room`` (signals without bytes).
+    """
+    if room is None or not isinstance(nbytes, int):
+        return first
+    k = next((j for j in range(first, len(room)) if room[j] > 0), first)
+    room[k] -= nbytes
+    return k
 
 
 def _shares(total: int, parts: int) -> list[int]:
