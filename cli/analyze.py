@@ -19,6 +19,7 @@ from cli.common import (
 from cli.options import (
     ROWS_MAX,
     AlignOption,
+    CodecOption,
     CommKernelOption,
     DimensionOption,
     ExecutorOption,
@@ -59,6 +60,7 @@ def analyze_command(
     ray_address: RayAddressOption = None,
     dimension: DimensionOption = None,
     gpus_per_node: GpusPerNodeOption = None,
+    codec_gbps: CodecOption = None,
     no_findings: Annotated[
         bool,
         typer.Option(
@@ -85,7 +87,11 @@ def analyze_command(
         from timeline.run import Needs
 
         options = run_options(
-            align=align, link_gbps=link_gbps, dimension=dimension, gpus_per_node=gpus_per_node
+            align=align,
+            link_gbps=link_gbps,
+            dimension=dimension,
+            gpus_per_node=gpus_per_node,
+            codec_gbps=codec_gbps,
         )
         given = [str(p) for p in traces] if flight is not None else paths
         inputs = inputs_of(

@@ -15,6 +15,7 @@ import typer
 
 from cli.common import echo_warnings, fail, inputs_of, loading, run_options, user_errors
 from cli.options import (
+    CodecOption,
     CommKernelOption,
     DimensionOption,
     ExecutorOption,
@@ -88,6 +89,7 @@ def check_command(
     ray_address: RayAddressOption = None,
     dimension: DimensionOption = None,
     gpus_per_node: GpusPerNodeOption = None,
+    codec_gbps: CodecOption = None,
     init: Annotated[bool, typer.Option("--init", hidden=True)] = False,
     force: Annotated[bool, typer.Option("--force", hidden=True)] = False,
 ) -> None:
@@ -104,7 +106,9 @@ def check_command(
     with user_errors():
         from timeline.budgets.checking import plan_check
 
-        options = run_options(link_gbps=link_gbps, dimension=dimension, gpus_per_node=gpus_per_node)
+        options = run_options(
+            link_gbps=link_gbps, dimension=dimension, gpus_per_node=gpus_per_node, codec_gbps=codec_gbps
+        )
         plan = plan_check(budget, options, baseline=baseline or (), markdown=markdown is not None)
         echo_warnings(plan.warnings)
         inputs = inputs_of(

@@ -193,6 +193,10 @@ def run_options(
     from timeline.analysis.links import parse_link_gbps
     from timeline.run import RunOptions
 
+    if codec_gbps is not None:
+        from timeline.whatif.settings import check_codec_gbps
+
+        codec_gbps = check_codec_gbps(codec_gbps)
     return RunOptions(
         align=align,
         link_gbps=parse_link_gbps(link_gbps) if link_gbps is not None else None,

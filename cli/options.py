@@ -13,6 +13,7 @@ __all__ = [
     "RANK_MAX",
     "ROWS_MAX",
     "AlignOption",
+    "CodecOption",
     "CommKernelOption",
     "DimensionOption",
     "ExecutorOption",
@@ -106,6 +107,16 @@ RayAddressOption = Annotated[
     ),
 ]
 
+CodecOption = Annotated[
+    float | None,
+    typer.Option(
+        "--codec-gbps",
+        help="Your gradient codec's throughput, Gbit/s of gradient encoded (and decoded) per second: the "
+        "compression finding then rests on it, and is ranked by its gain, instead of an assumed speed "
+        "ranked after the findings measured from the trace (docs/diagnosis.md).",
+        show_default=False,
+    ),
+]
 LinkOption = Annotated[
     str | None,
     typer.Option(

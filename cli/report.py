@@ -20,9 +20,11 @@ from cli.common import (
     inputs_of,
     loading,
     open_run,
+    run_options,
     user_errors,
 )
 from cli.options import (
+    CodecOption,
     CommKernelOption,
     IncludePythonOption,
     IterationRangeOption,
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from timeline.report.server import Listening
     from timeline.results.diff import Diff
     from timeline.results.flight_recorder import FlightReport
-    from timeline.run import Inputs
+    from timeline.run import Inputs, RunOptions
 
 __all__ = ["report_command", "serve_command"]
 
@@ -117,13 +119,13 @@ def _compare(base: str | None, inputs: Inputs) -> Diff | None:
     return diff
 
 
-def _report_data(inputs: Inputs, compare: str | None) -> tuple[ReportData, int]:
+def _report_data(inputs: Inputs, options: RunOptions, compare: str | None) -> tuple[ReportData, int]:
     """Return the report's data of the inputs' run (and the comparison with ``compare``), and its files."""
     from timeline.report.data import build_report_data
     from timeline.run import Needs
 
     diff = _compare(compare, inputs)
-    run = open_run(inputs, needs=Needs(communication=True, graph=True, every_event=True))
+    run = open_run(inputs, options, needs=Needs(communication=True, graph=True, every_event=True))
     return build_report_data(run, compare=diff), run.trace.files.get_column("path").n_unique()
 
 
@@ -160,6 +162,7 @@ def serve_command(
     include_python: IncludePythonOption = False,
     iteration_range: IterationRangeOption = None,
     compare: CompareOption = None,
+    codec_gbps: CodecOption = None,
 ) -> None:
     """Serve the interactive report (per-iteration Gantt of exposed communication) on localhost.
 
@@ -173,6 +176,7 @@ def serve_command(
 
         origins = list(allow_origin or ())
         parse_origins(origins)  # a bad one stops before the traces are read
+        options = run_options(codec_gbps=codec_gbps)
         flight, paths = _flight(paths, rank, rank_regex, compare)
         data: ReportData | FlightReport
         if flight is None:
@@ -184,7 +188,7 @@ def serve_command(
                 include_python=include_python,
                 iteration_range=iteration_range,
             )
-            data, files = _report_data(inputs, compare)
+            data, files = _report_data(inputs, options, compare)
         else:
             data, files = flight, len(flight.dumps.ranks)
 
@@ -209,6 +213,7 @@ def report_command(
     include_python: IncludePythonOption = False,
     iteration_range: IterationRangeOption = None,
     compare: CompareOption = None,
+    codec_gbps: CodecOption = None,
 ) -> None:
     """Write the interactive report as one standalone HTML file, for a CI run or an issue.
 
@@ -219,6 +224,7 @@ def report_command(
     with user_errors():
         from timeline.inputs import expand_paths
 
+        options = run_options(codec_gbps=codec_gbps)
         if output.resolve() in {p.resolve() for p in expand_paths([*paths, *([compare] if compare else [])])}:
             fail(
                 f"{shown(output)}: is one of the inputs; choose another output file (inputs are never "
@@ -238,7 +244,7 @@ def report_command(
                 include_python=include_python,
                 iteration_range=iteration_range,
             )
-            data, files = _report_data(inputs, compare)
+            data, files = _report_data(inputs, options, compare)
             from timeline.report.export import write_report
 
             written = write_report(data, output, files=files)

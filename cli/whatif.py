@@ -89,11 +89,12 @@ LinkGbpsOption = Annotated[
     ),
 ]
 LatencyOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--latency",
-        help="Latency of one step of a collective (α): 5us, 0.2ms; at most 1 hour. Per dimension: "
-        "tp=1us,dp=20us (a bare value: every other dimension).",
+        help="Latency of one step of a collective: 5us, 0.2ms, 0; at most 1 hour. Each collective's fixed "
+        "cost becomes its steps times it, in place of the one fitted from the trace (default: as measured). "
+        "Per dimension: tp=1us,dp=20us (a bare value: every other dimension).",
     ),
 ]
 AlgorithmOption = Annotated[
@@ -133,7 +134,7 @@ def whatif_command(
     buckets: BucketsOption = "measured",
     efficiency: EfficiencyOption = None,
     link_gbps: LinkGbpsOption = None,
-    latency: LatencyOption = "0",
+    latency: LatencyOption = None,
     algorithm: AlgorithmOption = "ring",
     codec_gbps: CodecGbpsOption = None,
     target_sf: TargetSfOption = None,

@@ -109,6 +109,9 @@ _ACTIVE, _PAIRS = 5, 8
 """Recorded steps per window, and windows per phase, by default."""
 _UNRECORDED_WARMUP = 3
 """Steps of each phase the job runs before the profiler starts."""
+_TRUTH_PAIRS, _TRUTH_STEPS, _TRUTH_WARMUP = 5, 20, 2
+"""The ground truth: pairs of unprofiled blocks (with the cause, then removed), the steps timed in
+each, and the steps run before them (the phase's wrapper warm again after the other's)."""
 _LATE_MATMUL = 512
 """Size of the square matmuls a straggler runs (one 512 × 512 @ 512 × 512 product: about 4 ms)."""
 _COMM = re.compile(r"^(?:gloo:|mpi:|ucc:)")
@@ -146,13 +149,19 @@ class Phase:
 
     label: str
     """The phase's run folder name (``with``, ``removed``, ``cap-1``)."""
-    bucket_mb: float = 1.0
-    """DDP ``bucket_cap_mb``."""
+    bucket_mb: float | None = 1.0
+    """DDP ``bucket_cap_mb``; None: DDP's defaults (a first bucket of 1 MiB, then 25 MiB)."""
     overlap: bool = True
     """False: DDP's all-reduces are off (``no_sync``); after ``loss.backward()`` returns, the
     gradients of each of DDP's buckets (the same parameters, as DDP grouped them) are flattened,
     all-reduced and copied back, one bucket after the other, synchronously: same collectives, same
     bytes, no overlap."""
+    per_parameter: bool = False
+    """With ``overlap`` False: each parameter's gradient all-reduced alone, one after the other in the
+    order backward made them (the last layer's first), instead of DDP's buckets."""
+    big_batch_rank: int | None = None
+    """The rank that trains on a larger batch (``batch_scale`` times the model's)."""
+    batch_scale: int = 1
     late_rank: int | None = None
     """The rank that does extra work before each step's forward."""
     late_matmuls: int = 0
@@ -186,6 +195,8 @@ class Case:
     injection: str
     removal: str
     model: Model = field(default_factory=Model)
+    communication_bound: bool = False
+    """What ``verdict.communication_bound`` must say of the run with the cause."""
 
     @property
     def quick(self) -> bool:
@@ -212,6 +223,10 @@ _SLOW_RATE, _FAST_RATE = "500mbit", "5gbit"
 _LINK_DELAY_MS, _DELAYED_RATE = 0.5, "1gbit"
 """``bucketing_link``: the one-way delay of its link (a round trip of 1 ms, as between racks under
 load) and its rate (one the forwarder of :class:`~experiments.netns.DelayLink` keeps up with)."""
+_DEEP = Model(inputs=128, hidden=128, layers=47)
+"""48 linear layers of 128 (0.8 M parameters, 3.2 MB of gradients): 96 parameters, so 96 all-reduces a
+step when each gradient travels alone, 65.5 KB (a weight) or 512 bytes (a bias): sizes the fixed-cost
+fit tells apart."""
 CASES: dict[str, Case] = {
     case.name: case
     for case in (
@@ -233,6 +248,15 @@ CASES: dict[str, Case] = {
             removed=Phase("removed"),
             injection="rank 1 waits 30 ms for its data (a sleep) before each step's forward",
             removal="its data is ready",
+        ),
+        Case(
+            name="large_batch",
+            cause="straggler",
+            ranks=(1,),
+            with_cause=Phase("with", big_batch_rank=1, batch_scale=4),
+            removed=Phase("removed"),
+            injection="rank 1 trains on a batch 4 times the others' (256 samples against 64)",
+            removal="equal batches (64 samples each)",
         ),
         Case(
             name="fsdp_straggler",
@@ -263,16 +287,30 @@ CASES: dict[str, Case] = {
             injection="DDP (bucket_cap_mb=1) under no_sync; after loss.backward() returns, each of "
             "DDP's buckets is flattened and all-reduced, one after the other (synchronous)",
             removal="DDP's own all-reduce of each bucket as soon as it is ready (same buckets, same bytes)",
+            communication_bound=True,
         ),
         Case(
-            name="bucketing",
+            name="per_parameter",
+            cause="no_overlap",
+            ranks=None,
+            with_cause=Phase("with", overlap=False, per_parameter=True, bucket_mb=None),
+            removed=Phase("removed", bucket_mb=None),
+            injection="after loss.backward() returns (DDP under no_sync), each of the 96 parameters' "
+            "gradients is all-reduced alone, one after the other (synchronous)",
+            removal="DDP with its default buckets (1 MiB, then 25 MiB), each all-reduced when ready",
+            model=_DEEP,
+            communication_bound=True,
+        ),
+        Case(
+            name="tiny_buckets",
             cause="bucketing",
             ranks=None,
-            with_cause=Phase("with", bucket_mb=0.01),
-            removed=Phase("removed", bucket_mb=1.0),
-            injection="DDP bucket_cap_mb=0.01: one all-reduce per layer, 24 of 66 KB a step (latency-bound)",
-            removal="bucket_cap_mb=1, the best cap of a measured sweep",
-            model=Model(inputs=128, hidden=128, layers=24),
+            with_cause=Phase("with", bucket_mb=0.0001),
+            removed=Phase("removed", bucket_mb=None),
+            injection="DDP bucket_cap_mb=0.0001: one all-reduce per parameter, 96 a step (65.5 KB or 512 B)",
+            removal="DDP's default buckets (1 MiB, then 25 MiB)",
+            model=_DEEP,
+            communication_bound=True,
         ),
         Case(
             name="bucketing_link",
@@ -285,6 +323,7 @@ CASES: dict[str, Case] = {
             "layer, 25 of 33-132 KB a step (latency-bound)",
             removal="bucket_cap_mb=25 (DDP's default) on the same link",
             model=Model(inputs=128, widths=(64, 128, 256) * 8),
+            communication_bound=True,
         ),
         Case(
             name="slow_link",
@@ -294,6 +333,7 @@ CASES: dict[str, Case] = {
             removed=Phase("removed", rate=_FAST_RATE),
             injection=f"the veth link between the two ranks' namespaces limited to {_SLOW_RATE} (tc tbf)",
             removal=f"the same link at {_FAST_RATE}",
+            communication_bound=True,
         ),
     )
 }
@@ -479,12 +519,14 @@ def check_findings(
     ranks: Sequence[int] | None,
     gain: float,
     tolerance: float = GAIN_TOLERANCE,
+    communication_bound: bool | None = None,
 ) -> Check:
     """Check ``analyze --json``'s top finding against the injected cause and the measured gain.
 
     Passes when the first finding's ``cause`` is ``cause``, its ``ranks`` are ``ranks`` (when the
-    cause is on some ranks only; not checked for a cause on every rank), and
-    ``|predicted_gain_ratio − gain| <= tolerance``.
+    cause is on some ranks only; not checked for a cause on every rank),
+    ``|predicted_gain_ratio − gain| <= tolerance``, and (when given) the verdict's
+    ``communication_bound`` is ``communication_bound``.
 
     Parameters
     ----------
@@ -498,6 +540,8 @@ def check_findings(
         The measured gain (:func:`measured_gain`).
     tolerance
         The largest gain error that passes.
+    communication_bound
+        What ``verdict.communication_bound`` must be; None: not checked.
     """
     if "findings" not in analysis:
         problem = (
@@ -524,6 +568,9 @@ def check_findings(
             f"predicted gain {predicted:.3f} is {error:.3f} from the measured {gain:.3f} "
             f"(more than {tolerance:.2f})"
         )
+    said = (analysis.get("verdict") or {}).get("communication_bound")
+    if communication_bound is not None and said != communication_bound:
+        problems.append(f"verdict.communication_bound is {said}, not {communication_bound}")
     return Check(not problems, tuple(problems), top, None if predicted is None else float(predicted), error)
 
 
@@ -544,10 +591,17 @@ class _JobSpec:
     nice: int = 0
     """The ranks' nice value (and their autogroup's): negative gives them a larger share of a
     shared machine (root only)."""
+    truth_pairs: int = 0
+    """Pairs of unprofiled blocks (one per phase, alternating) timed before the profiled windows."""
+    truth_steps: int = _TRUTH_STEPS
 
     @property
     def windows(self) -> int:
         return self.cycles * len(self.phases)
+
+    @property
+    def truth_blocks(self) -> int:
+        return self.truth_pairs * len(self.phases)
 
     @property
     def link(self) -> bool:
@@ -590,7 +644,10 @@ def _run_job(spec: _JobSpec, link: Link | None) -> None:
         processes.append(subprocess.Popen(command, env=env, cwd=_REPO, start_new_session=True))
     switches = []
     if link is not None:  # the next window's rate, at the end of each window
-        following = [spec.phases[(k + 1) % len(spec.phases)] for k in range(spec.windows - 1)]
+        # the unprofiled blocks first, then the profiled windows: the phase of each next one
+        following = [spec.phases[j % len(spec.phases)] for j in range(1, spec.truth_blocks)]
+        following += [spec.phases[0]] if spec.truth_blocks else []
+        following += [spec.phases[(k + 1) % len(spec.phases)] for k in range(spec.windows - 1)]
         switches = [
             functools.partial(link.shape, p.rate or _FAST_RATE, delay_ms=p.delay_ms) for p in following
         ]
@@ -647,6 +704,44 @@ class _JobResult:
     load_average: tuple[float, float]
     background_cpu_ratio: float
     run_queue_ratio: float
+    truth_ns: dict[str, list[float]] = field(default_factory=dict)
+    """Per phase: the step of each unprofiled block, in order (:func:`truth_steps_ns`)."""
+
+
+def truth_steps_ns(blocks_by_rank: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, list[float]]:
+    """Return, per phase, the step of each unprofiled block: the mean over ranks of each rank's median step.
+
+    ``blocks_by_rank``: each rank's block records (``pair``, ``phase``, ``step_ns``: the wall time of
+    every timed step), in the order they ran. The ranks of a job meet at every collective, so their
+    medians agree but for the noise; their mean is the block's step.
+
+    Examples
+    --------
+    >>> def blocks(w, r):
+    ...     return [{"pair": 0, "phase": "with", "step_ns": w}, {"pair": 0, "phase": "removed", "step_ns": r}]
+    >>> truth_steps_ns([blocks([10, 30, 12], [5, 6, 7]), blocks([14, 11, 16], [6, 6, 9])])
+    {'with': [13.0], 'removed': [6.0]}
+    """
+    out: dict[str, list[float]] = {}
+    for blocks in zip(*blocks_by_rank, strict=True):
+        phase = blocks[0]["phase"]
+        medians = [float(statistics.median(b["step_ns"])) for b in blocks]
+        out.setdefault(phase, []).append(sum(medians) / len(medians))
+    return out
+
+
+def truth_gain(with_ns: Sequence[float], removed_ns: Sequence[float]) -> tuple[float, list[float]]:
+    """Return the measured gain from unprofiled blocks: the median of the pairs' gains, and the gains.
+
+    Pair ``k``: :func:`measured_gain` of the ``k``-th block with the cause and the ``k``-th without.
+
+    Examples
+    --------
+    >>> truth_gain([100.0, 110.0, 90.0], [60.0, 70.0, 50.0])
+    (0.4, [0.4, 0.36363636363636365, 0.4444444444444444])
+    """
+    gains = [measured_gain(w, r) for w, r in zip(with_ns, removed_ns, strict=True)]
+    return float(statistics.median(gains)), gains
 
 
 def _busy_cpu_s() -> float:
@@ -691,7 +786,11 @@ def _job(spec: _JobSpec) -> _JobResult:
                 cpu[record["phase"]].append(record["cpu_ns"])
                 queued += record["run_queue_ns"]
                 wall += record["wall_ns"]
+    truth = [
+        msgspec.json.decode(path.read_bytes()) for path in sorted(Path(spec.out).glob("truth.rank*.json"))
+    ]
     return _JobResult(
+        truth_ns=truth_steps_ns(truth) if truth and truth[0] else {},
         folders=folders,
         cpu_step_ns={label: float(statistics.median(v)) if v else float("nan") for label, v in cpu.items()},
         wall_s=time.monotonic() - started,
@@ -719,9 +818,11 @@ def _worker(args: argparse.Namespace) -> None:
             for _ in range(_UNRECORDED_WARMUP):
                 train.step(phase)
         dist.barrier()
+        truth = _unprofiled_blocks(spec, args.rank, train, dist)
         records = _recorded_windows(spec, args.rank, train, dist)
         dist.barrier()
         (Path(spec.out) / f"steps.rank{args.rank}.json").write_bytes(msgspec.json.encode(records))
+        (Path(spec.out) / f"truth.rank{args.rank}.json").write_bytes(msgspec.json.encode(truth))
     finally:
         dist.destroy_process_group()
 
@@ -793,8 +894,35 @@ def _recorded_windows(spec: _JobSpec, rank: int, train: _Trainer, dist: Any) -> 
                     }
                 )
             if k < spec.windows - 1:
-                _between_windows(spec, rank, k, dist)
+                _between_windows(spec, rank, spec.truth_blocks + k, dist)
     return records
+
+
+def _unprofiled_blocks(spec: _JobSpec, rank: int, train: _Trainer, dist: Any) -> list[dict[str, Any]]:
+    """Time the ground truth: blocks of unprofiled steps, the phases in turn; one record per block.
+
+    Each block (before the profiled windows: no profiler has run yet) runs :data:`_TRUTH_WARMUP`
+    steps, meets at a barrier, then times ``truth_steps`` steps one by one (wall clock of this rank).
+    After the profiled windows, the ranks at times aborted in the next steps ("terminate called
+    without an active exception", both ranks, on a loaded machine), so the blocks come first.
+    """
+    blocks = []
+    for j in range(spec.truth_blocks):
+        phase = spec.phases[j % len(spec.phases)]
+        if j > 0:
+            _between_windows(spec, rank, j - 1, dist)
+        for _ in range(_TRUTH_WARMUP):
+            train.step(phase)
+        dist.barrier()
+        times = []
+        for _ in range(spec.truth_steps):
+            started = time.perf_counter_ns()
+            train.step(phase)
+            times.append(time.perf_counter_ns() - started)
+        blocks.append({"pair": j // len(spec.phases), "phase": phase.label, "step_ns": times})
+    if spec.truth_blocks:  # the first profiled window's phase
+        _between_windows(spec, rank, spec.truth_blocks - 1, dist)
+    return blocks
 
 
 def _between_windows(spec: _JobSpec, rank: int, k: int, dist: Any) -> None:
@@ -825,19 +953,28 @@ class _Trainer:
         else:
             # One wrapper per cap, all on the same module: only the one whose forward runs
             # all-reduces (a DDP reducer ignores the autograd hooks of a backward it did not prepare).
+            # No cap: DDP's defaults (torch 2.13: a first bucket of 1 MiB only then; a given cap is
+            # every bucket's, the first's too).
             self.ddp = {
-                cap: nn.parallel.DistributedDataParallel(self.net, bucket_cap_mb=cap)
-                for cap in sorted({p.bucket_mb for p in spec.phases})
+                cap: nn.parallel.DistributedDataParallel(self.net)
+                if cap is None
+                else nn.parallel.DistributedDataParallel(self.net, bucket_cap_mb=cap)
+                for cap in {p.bucket_mb for p in spec.phases}
             }
-        self.buckets: dict[float, list[list[Any]]] = {}
+        self.buckets: dict[float | None, list[list[Any]]] = {}
         self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.001)
         self.loss = nn.CrossEntropyLoss()
         generator = torch.Generator().manual_seed(1 + rank)
         self.inputs = torch.randn(m.batch, m.inputs, generator=generator)
         self.targets = torch.randint(0, 10, (m.batch,), generator=generator)
+        scale = max(p.batch_scale for p in spec.phases)
+        self.big_inputs = torch.randn(m.batch * scale, m.inputs, generator=generator)
+        self.big_targets = torch.randint(0, 10, (m.batch * scale,), generator=generator)
         self.matrix = torch.randn(_LATE_MATMUL, _LATE_MATMUL, generator=generator)
-        for cap in sorted({p.bucket_mb for p in spec.phases if not p.overlap}):
+        for cap in {p.bucket_mb for p in spec.phases if not p.overlap and not p.per_parameter}:
             self.buckets[cap] = self._ddp_buckets(cap)
+        # backward makes the last layer's gradients first: the per-parameter all-reduces follow it
+        self.parameters_ready_order = list(reversed(list(self.net.parameters())))
 
     def _fully_sharded(self, torch: Any) -> Any:
         """Shard every linear layer, then the root, with FSDP2 on a 1-D CPU mesh; return the root."""
@@ -850,7 +987,7 @@ class _Trainer:
                 fully_shard(layer, mesh=mesh)
         return fully_shard(self.net, mesh=mesh)
 
-    def _ddp_buckets(self, cap: float) -> list[list[Any]]:
+    def _ddp_buckets(self, cap: float | None) -> list[list[Any]]:
         """Return the parameters of each of DDP's buckets at ``cap``, in the order DDP reduces them.
 
         DDP rebuilds its buckets in the order gradients became ready in the first step; after a
@@ -882,12 +1019,23 @@ class _Trainer:
                 torch.mm(self.matrix, self.matrix)
         model = self.ddp[phase.bucket_mb]
         self.optimizer.zero_grad(set_to_none=True)
+        big = self.rank == phase.big_batch_rank and phase.batch_scale > 1
+        rows = phase.batch_scale * len(self.inputs) if big else len(self.inputs)
+        inputs, targets = (
+            (self.big_inputs[:rows], self.big_targets[:rows]) if big else (self.inputs, self.targets)
+        )
         if phase.overlap:
-            self.loss(model(self.inputs), self.targets).backward()
+            self.loss(model(inputs), targets).backward()
         else:
             with model.no_sync():
-                self.loss(model(self.inputs), self.targets).backward()
+                self.loss(model(inputs), targets).backward()
             world = torch.distributed.get_world_size()
+            if phase.per_parameter:
+                for p in self.parameters_ready_order:
+                    torch.distributed.all_reduce(p.grad)
+                    p.grad /= world
+                self.optimizer.step()
+                return
             for bucket in self.buckets[phase.bucket_mb]:
                 flat = torch.cat([p.grad.reshape(-1) for p in bucket])
                 torch.distributed.all_reduce(flat)
@@ -948,6 +1096,19 @@ class CaseRun:
     """``uptime``'s line when the job started."""
     nice: int
     """The ranks' nice value."""
+    truth_with_ns: list[float] = field(default_factory=list)
+    """The ground truth: the step of each unprofiled block with the cause (:func:`truth_steps_ns`)."""
+    truth_removed_ns: list[float] = field(default_factory=list)
+    truth_pair_gains: list[float] = field(default_factory=list)
+    """The gain of each pair of unprofiled blocks; ``measured_gain`` is their median."""
+    profiled_gain: float | None = None
+    """The gain of the profiled windows (``with_step_ns``, ``removed_step_ns``), beside the truth."""
+    expected_communication_bound: bool | None = None
+    """What the case expects ``verdict.communication_bound`` to be."""
+    communication_bound: bool | None = None
+    """What the diagnosis said (``analyze --json``'s ``verdict.communication_bound``)."""
+    replay_error_ratio: float | None = None
+    """The self-replay's distance from the measured step of the diagnosed iterations (the verdict's)."""
 
     @property
     def busy(self) -> bool:
@@ -997,6 +1158,7 @@ def run_case(
     nice: int | None = None,
     timeout_s: float = 300.0,
     analyze: bool = True,
+    truth_pairs: int = _TRUTH_PAIRS,
 ) -> CaseRun:
     """Run ``case`` (its job with the cause and without, alternating), measure and check it.
 
@@ -1020,6 +1182,9 @@ def run_case(
         False: run and measure the job only; the run is not checked (:data:`NOT_CHECKED`) until
         :func:`check_run` analyses it, on any machine with the project installed (the jobs need only
         torch and msgspec: a machine with quiet cores may lack the analysis' packages).
+    truth_pairs
+        Pairs of unprofiled blocks of :data:`_TRUTH_STEPS` steps timed before the profiled windows:
+        the measured gain is the median of their gains (0: the profiled windows' gain).
 
     Raises
     ------
@@ -1038,14 +1203,29 @@ def run_case(
         out=str(out),
         timeout_s=timeout_s,
         nice=default_nice() if nice is None else nice,
+        truth_pairs=truth_pairs,
     )
     job = _job(spec)
+    run = _measured_run(case, job, repetition=repetition, nice=spec.nice, uptime=uptime, started=started)
+    if not analyze:
+        return run
+    checked = check_run(run)
+    return dataclasses.replace(checked, total_s=time.monotonic() - started)
+
+
+def _measured_run(
+    case: Case, job: _JobResult, *, repetition: int, nice: int, uptime: str, started: float
+) -> CaseRun:
+    """Return a case's run as measured (not checked yet): profiled windows, and the unprofiled truth."""
     with_dir, removed_dir = job.folders[case.with_cause.label], job.folders[case.removed.label]
     (with_step, with_windows), (removed_step, removed_windows) = (
         _steps(_window_lengths(folder), folder) for folder in (with_dir, removed_dir)
     )
-    gain = measured_gain(with_step, removed_step)
-    run = CaseRun(
+    profiled = measured_gain(with_step, removed_step)
+    truth_with = job.truth_ns.get(case.with_cause.label, [])
+    truth_removed = job.truth_ns.get(case.removed.label, [])
+    gain, truth_gains = truth_gain(truth_with, truth_removed) if truth_with else (profiled, [])
+    return CaseRun(
         case=case.name,
         cause=case.cause,
         ranks=None if case.ranks is None else list(case.ranks),
@@ -1075,12 +1255,13 @@ def run_case(
         background_cpu_ratio=job.background_cpu_ratio,
         run_queue_ratio=job.run_queue_ratio,
         uptime=uptime,
-        nice=spec.nice,
+        nice=nice,
+        truth_with_ns=truth_with,
+        truth_removed_ns=truth_removed,
+        truth_pair_gains=truth_gains,
+        profiled_gain=profiled,
+        expected_communication_bound=case.communication_bound,
     )
-    if not analyze:
-        return run
-    checked = check_run(run)
-    return dataclasses.replace(checked, total_s=time.monotonic() - started)
 
 
 def check_run(run: CaseRun, *, folder: str | os.PathLike[str] | None = None) -> CaseRun:
@@ -1106,9 +1287,19 @@ def check_run(run: CaseRun, *, folder: str | os.PathLike[str] | None = None) -> 
         else (Path(folder) / case.with_cause.label, Path(folder) / case.removed.label)
     )
     analysis = analyze_json(with_dir, link_gbps=run.link_gbps)
-    check = check_findings(analysis, cause=case.cause, ranks=case.ranks, gain=run.measured_gain)
+    check = check_findings(
+        analysis,
+        cause=case.cause,
+        ranks=case.ranks,
+        gain=run.measured_gain,
+        communication_bound=case.communication_bound,
+    )
+    verdict = analysis.get("verdict") or {}
     return dataclasses.replace(
         run,
+        expected_communication_bound=case.communication_bound,
+        communication_bound=verdict.get("communication_bound"),
+        replay_error_ratio=verdict.get("replay_error_ratio"),
         passed=check.passed,
         problems=list(check.problems),
         top_finding=check.top,
@@ -1170,27 +1361,33 @@ def sweep_buckets(
 def render_table(runs: Sequence[CaseRun]) -> str:
     """Return the runs as a plain-text table, one line per run, then one line per problem.
 
-    Steps in ms (one decimal), gains and errors as ratios (three decimals), the share of the time
-    the training threads waited for a CPU in percent; a busy run (:attr:`CaseRun.busy`) is marked.
+    Steps in ms (one decimal: the median unprofiled block, else the profiled windows'), gains and
+    errors as ratios (three decimals), whether the verdict says communication-bound, the self-replay's
+    error, the share of the time the training threads waited for a CPU in percent; a busy run
+    (:attr:`CaseRun.busy`) is marked.
     """
     header = (
         "case", "rep", "step with", "step removed", "gain", "top finding", "ranks", "predicted", "error",
-        "CPU wait", "result",
+        "comm-bound", "replay error", "CPU wait", "result",
     )  # fmt: skip
     rows = [header]
     for run in runs:
         top = run.top_finding or {}
+        with_ns = statistics.median(run.truth_with_ns) if run.truth_with_ns else run.with_step_ns
+        removed_ns = statistics.median(run.truth_removed_ns) if run.truth_removed_ns else run.removed_step_ns
         rows.append(
             (
                 run.case,
                 str(run.repetition),
-                f"{run.with_step_ns / 1e6:.1f} ms",
-                f"{run.removed_step_ns / 1e6:.1f} ms",
+                f"{with_ns / 1e6:.1f} ms",
+                f"{removed_ns / 1e6:.1f} ms",
                 f"{run.measured_gain:.3f}",
                 str(top.get("cause", "-")),
                 "-" if top.get("ranks") is None else ",".join(str(r) for r in top["ranks"]),
                 "-" if run.predicted_gain is None else f"{run.predicted_gain:.3f}",
                 "-" if run.gain_error is None else f"{run.gain_error:.3f}",
+                "-" if run.communication_bound is None else str(run.communication_bound).lower(),
+                "-" if run.replay_error_ratio is None else f"{run.replay_error_ratio:.1%}",
                 f"{run.run_queue_ratio:.0%}" + (" busy" if run.busy else ""),
                 "pass" if run.passed else "FAIL",
             )
@@ -1246,6 +1443,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--active", type=int, default=_ACTIVE, help=f"recorded steps per window ({_ACTIVE})")
     parser.add_argument(
+        "--truth-pairs",
+        type=int,
+        default=_TRUTH_PAIRS,
+        help=f"pairs of unprofiled blocks of {_TRUTH_STEPS} steps, the ground truth (default {_TRUTH_PAIRS})",
+    )
+    parser.add_argument(
         "--nice", type=int, default=None, help="the ranks' nice value (default: -19 as root, else 0)"
     )
     parser.add_argument(
@@ -1280,8 +1483,8 @@ def _usage_problem(args: argparse.Namespace, names: Sequence[str]) -> str | None
     unknown = [n for n in names if n not in CASES]
     if unknown:
         return f"unknown case {', '.join(unknown)}; known: {', '.join(CASES)}"
-    if min(args.repeat, args.pairs, args.active) < 1:
-        return "--repeat, --pairs and --active must be at least 1"
+    if min(args.repeat, args.pairs, args.active) < 1 or args.truth_pairs < 0:
+        return "--repeat, --pairs and --active must be at least 1, --truth-pairs at least 0"
     if args.nice is not None and args.nice < 0 and os.geteuid() != 0:
         return f"--nice {args.nice}: a negative nice value needs root"
     for name in [] if args.bucket_sweep else names:
@@ -1316,6 +1519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     out / f"{name}.{repetition}",
                     active=args.active,
                     pairs=args.pairs,
+                    truth_pairs=args.truth_pairs,
                     repetition=repetition,
                     nice=args.nice,
                     analyze=not args.capture_only,
@@ -1381,7 +1585,7 @@ def _main_sweep(args: argparse.Namespace, out: Path) -> int:
         return 2
     uptime = _uptime()
     sweep = sweep_buckets(
-        caps, out / "bucket-sweep", model=CASES["bucketing"].model, active=args.active, cycles=args.pairs,
+        caps, out / "bucket-sweep", model=CASES["tiny_buckets"].model, active=args.active, cycles=args.pairs,
         nice=args.nice,
     )  # fmt: skip
     best = min(sweep.step_ns, key=lambda cap: sweep.step_ns[cap])

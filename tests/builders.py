@@ -1196,3 +1196,66 @@ def nsys_kernel_exposure(path: Path) -> dict[tuple[int, int], tuple[int, int, in
         length = sum(e - s for s, e in comm)
         out[key] = (length, hidden, length - hidden)
     return out
+
+
+def latency_bound_gloo_rank(rank: int) -> list[dict[str, Any]]:
+    """One CPU (gloo) rank, one 112 µs step whose all-reduces cost exactly 10 µs + 0.8 ns per byte.
+
+    Backward [0, 56); gradients of 1,000, 2,000, 4,000, 8,000 bytes ready at 50, 52, 54, 56, each
+    all-reduced at once, one after the other on gloo's thread: [50, 60.8), [60.8, 72.4), [72.4, 85.6),
+    [85.6, 102); the update [102, 112) waits for the last."""
+    us = 1_000
+    rows = [
+        step(1, 0, 112 * us, rank=rank),
+        cpu("cpu_op", 0, 56 * us, rank=rank, name="backward"),
+        cpu("cpu_op", 102 * us, 112 * us, rank=rank, name="update"),
+    ]
+    start = 50 * us
+    for k, nbytes in enumerate((1000, 2000, 4000, 8000)):
+        at = (50 + 2 * k) * us
+        rows.append(cpu("cpu_op", at - 10, at, rank=rank, name=f"timeline.grad_ready:p{k}:{nbytes}"))
+        rows.append(cpu("cpu_op", at, at + 10, rank=rank, name="c10d::allreduce_"))
+        end = start + 10 * us + round(0.8 * nbytes)
+        rows.append(gloo_all_reduce(start, end, rank=rank, nbytes=nbytes))
+        start = end
+    return rows
+
+
+def after_backward_gloo_rank(
+    rank: int, sizes: tuple[int, ...] = (1000, 2000, 4000, 8000)
+) -> list[dict[str, Any]]:
+    """One gloo rank reducing each gradient alone after backward: all-reduces of 10 µs + 0.8 ns per byte.
+
+    Backward [0, 56); gradients of 1, 2, 4 and 8 kB (``sizes``) ready at 50, 52, 54 and 56 µs
+    (markers 10 ns long, ending then); their all-reduces, one after the other from 56 µs:
+    [56, 66.8), [66.8, 78.4), [78.4, 91.6), [91.6, 108); the update (10 µs) after the last.
+    """
+    us = 1_000
+    rows = [cpu("cpu_op", 0, 56 * us, rank=rank, name="backward")]
+    start = 56 * us
+    for k, nbytes in enumerate(sizes):
+        at = (50 + 2 * k) * us
+        rows.append(cpu("cpu_op", at - 10, at, rank=rank, name=f"timeline.grad_ready:p{k}:{nbytes}"))
+        rows.append(cpu("cpu_op", start, start + 10, rank=rank, name="c10d::allreduce_"))
+        end = start + 10 * us + round(0.8 * nbytes)
+        rows.append(gloo_all_reduce(start, end, rank=rank, nbytes=nbytes))
+        start = end
+    rows.append(cpu("cpu_op", start, start + 10 * us, rank=rank, name="update"))
+    return [step(1, 0, start + 10 * us, rank=rank), *rows]
+
+
+def kineto_document(rows: list[dict[str, Any]], rank: int) -> dict[str, Any]:
+    """Return one rank's event rows (as :func:`make_events` takes them) as a gloo rank's Kineto trace (µs)."""
+    events = []
+    for row in rows:
+        if row["rank"] != rank:
+            continue
+        args: dict[str, Any] = {}
+        if row.get("collective"):
+            args = {"Collective name": "allreduce", "In msg nelems": row["in_bytes"] // 4, "dtype": "Float",
+                    "Group size": 2}  # fmt: skip
+        events.append(
+            {"ph": "X", "cat": row.get("cat", "cpu_op"), "name": row["name"], "pid": 100, "tid": row["tid"],
+             "ts": row["start_ns"] / 1000, "dur": (row["end_ns"] - row["start_ns"]) / 1000, "args": args}
+        )  # fmt: skip
+    return {"distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2}, "traceEvents": events}

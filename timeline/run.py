@@ -412,7 +412,7 @@ class Run:
     @cached_property
     def world_size(self) -> int | None:
         """The job's world size the profiler traces record (``distributedInfo``), or None."""
-        from timeline.results.collectives import world_size_of_files
+        from timeline.trace import world_size_of_files
 
         return world_size_of_files(self.files)
 
@@ -529,6 +529,17 @@ class Run:
             windows=overlap.windows,
             iteration_overlap=overlap.iterations,
         )
+
+    @cached_property
+    def collective_costs(self) -> pl.DataFrame:
+        """The α-β cost of each collective kind per process group, fitted from the matched transfers.
+
+        :func:`~timeline.analysis.collective_costs.fit_collective_costs` of the transfer part of each
+        matched collective (after its last rank arrived), with the run's link when given.
+        """
+        from timeline.analysis.collective_costs import fit_collective_costs, transfer_points
+
+        return fit_collective_costs(transfer_points(self.matched), link_gbps=self.options.link_gbps)
 
     # ---------------------------------------------------------------- dimensions
 
@@ -695,7 +706,7 @@ def partial_run_note(files: pl.DataFrame) -> str | None:
     the number of ranks the files hold; a run with a Horovod timeline never is (the timeline records
     every rank's negotiation and wire phases).
     """
-    from timeline.results.collectives import world_size_of_files
+    from timeline.trace import world_size_of_files
 
     world, ranks = world_size_of_files(files), _traced_ranks(files)
     if world is None or not ranks or len(ranks) >= world:

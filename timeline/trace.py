@@ -41,7 +41,7 @@ from timeline.schema import FILES_SCHEMA, PROCESS_GROUPS_SCHEMA
 if TYPE_CHECKING:
     from timeline.executors import LocalExecutor
 
-__all__ = ["Progress", "Trace", "check_part_files", "load", "load_part"]
+__all__ = ["Progress", "Trace", "check_part_files", "load", "load_part", "world_size_of_files"]
 
 Progress = Callable[[str, int, int], None]
 """Called as ``progress(label, done, total)`` after each file is parsed."""
@@ -95,6 +95,16 @@ class Trace:
         from timeline.importers.parquet import write_parquet
 
         write_parquet(path, events=self.events, files=self.files, warnings=self.warnings, groups=self.groups)
+
+
+def world_size_of_files(files: pl.DataFrame) -> int | None:
+    """Return the job's world size a file table (``Trace.files``) records for the profiler traces, or None.
+
+    The largest ``distributedInfo.world_size`` of the files that are not Horovod timelines (a
+    timeline's writer stands for all its ranks): the one definition every fact of a run reads.
+    """
+    sizes = files.filter(pl.col("format") != "horovod").get_column("world_size").drop_nulls()
+    return None if sizes.is_empty() else int(sizes.max())  # type: ignore[arg-type]
 
 
 def _parse_all(

@@ -103,6 +103,8 @@ def test_findings_frame_keeps_the_largest_gain_of_each_examined_cause() -> None:
         summary="-",
         at_stake_ratio=0.3,
         step_ns=100,
+        ranks=[0, 1],
+        world_size=2,
         iterations=None,
         exposed_comm_ratio=None,
         model_intensity_ns_per_byte=None,

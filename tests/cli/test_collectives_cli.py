@@ -46,6 +46,7 @@ def test_param_json_matches_every_collective() -> None:
         "ambiguous",
         "utilisation",
         "stragglers",
+        "costs",
         "horovod",
         "collective_groups",
         "complete_collectives",
@@ -57,7 +58,17 @@ def test_param_json_matches_every_collective() -> None:
         "wait_by_rank_iteration",
     } == set(data)
     assert list(data)[:4] == ["kind", "version", "timeline", "files"]
-    assert (data["kind"], data["version"]) == ("collectives", 3)
+    assert (data["kind"], data["version"]) == ("collectives", 4)
+    # #37 added costs: the fixed cost per call and time per byte of each kind (fitted on the transfers,
+    # tests/analysis/test_collective_costs.py): no transfer is modelled longer than it took
+    costs = {row["collective"]: row for row in data["costs"]}
+    assert set(costs) == {"all_reduce", "all_to_all"}
+    reduce = costs["all_reduce"]
+    assert (reduce["basis"], reduce["calls"], reduce["sizes"], reduce["bus_factor"]) == ("fit", 3, 3, 1.75)
+    for row in data["collectives"]:
+        if row["collective"] == "all_reduce":
+            modelled = reduce["alpha_ns"] + reduce["beta_ns_per_byte"] * row["bytes"] * 1.75
+            assert modelled <= row["transfer_ns"] + 1
     assert data["link_gbps"] == 2400.0
     collectives = data["collectives"]
     assert len(collectives) == 8

@@ -321,9 +321,10 @@ def _latency_bound_buckets(rank: int) -> list[dict[str, Any]]:
 def test_many_latency_bound_collectives_are_bucketing_with_the_fitted_fixed_cost() -> None:
     diagnosis = diagnosed(trace_of(_latency_bound_buckets(0) + _latency_bound_buckets(1)))
     finding = only(diagnosis, "bucketing")
-    # the least-squares line of time on bits: exactly 10 µs + 0.1 ns/bit (the points lie on it)
-    assert finding.evidence["collective_latency_ns"] == pytest.approx(10 * US)
-    assert finding.evidence["collective_ns_per_bit"] == pytest.approx(0.1)
+    # the fitted line of time on bus bytes: exactly 10 µs + 0.8 ns/byte (the points lie on it)
+    assert finding.evidence["alpha_ns"] == pytest.approx(10 * US)
+    assert finding.evidence["beta_ns_per_byte"] == pytest.approx(0.8)
+    assert finding.evidence["cost_basis"] == "fit"
     # every cap makes one bucket of 15,000 bytes, ready with its last gradient (its marker ends at
     # 55.99 µs): 10 µs + 0.1 × 120,000 bits = 22 µs, [55.99, 77.99); the update [77.99, 87.99). Without
     # the fixed cost the bucket would cost the 52 µs measured for these bits: no gain, no finding.
@@ -337,7 +338,7 @@ def test_latency_bound_collectives_below_the_link_keep_their_fixed_cost_in_link_
     # 15,000 bytes × 8 bits (2 ranks: bus factor 1) over the 52 µs the link was busy: 2.3 % of it
     underused = only(diagnosis, "link_underused")
     assert underused.evidence["link_utilisation_ratio"] == pytest.approx(15_000 * 8 / (52 * US) / 100)
-    assert underused.evidence["collective_latency_ns"] == pytest.approx(10 * US)
+    assert underused.evidence["alpha_ns"] == pytest.approx(10 * US)
     # the full link keeps the fitted 10 µs of each collective (2 latency steps of 5 µs on 2 ranks):
     # 4 × 10 µs + 120,000 bits × 0.01 ns = 41.2 µs from 50 µs, [50, 91.2); the update [91.2, 101.2).
     # Without the fixed cost it would be 1.2 µs, and link_underused (to 66.64 µs) would hide the fix
@@ -418,16 +419,60 @@ def test_without_a_link_slow_link_is_not_examined_and_the_notes_say_so() -> None
 
 def test_compression_counts_the_codec_and_states_its_break_even() -> None:
     trace = trace_of(_one_big_bucket(0) + _one_big_bucket(1))
-    diagnosis = diagnosed(trace, codec_gbps=80)
-    finding = only(diagnosis, "compression")
     # 4x: the 40 µs transfer takes 10 µs; a 10 GB/s codec encodes 8 MiB in 838.9 µs before it and
-    # decodes as long after it: compression costs more than it saves here
-    assert finding.evidence["codec_gbps"] == 80
+    # decodes as long after it: compression costs more than it saves here, and is not listed
+    slow = diagnosed(trace, codec_gbps=80)
+    assert not [f for f in slow.findings if f.cause == "compression"]
+    assert "compression" in slow.examined
+    # a 1 TB/s codec: encode 8 MiB in 8.39 µs when the bucket is ready (60), 10 µs on the link,
+    # decode 8.39 µs: the update waits until 86.78, ends 10 µs later
+    finding = only(diagnosed(trace, codec_gbps=8000), "compression")
+    assert finding.basis == "replay"  # the codec's speed was given
+    assert finding.evidence["codec_gbps"] == 8000
+    assert finding.evidence["codec_assumed"] is False
+    assert finding.predicted_step_ns == pytest.approx(80 * US + 2 * 8 * MIB / 1e12 * 1e9, abs=1)
     assert finding.evidence["free_codec_step_ns"] == 80 * US  # free codec: 30 µs saved
     # break-even: encode + decode of the gradient bytes (8 MiB) must take less than the 30 µs saved
     assert finding.evidence["break_even_codec_gbps"] == pytest.approx(2 * 8 * MIB * 8 / (30 * US))
-    assert finding.predicted_gain_ratio == 0.0
-    assert "would not help" in finding.summary
+
+
+def _stall_then_one_gradient(rank: int) -> list[dict[str, Any]]:
+    """10 µs idle, backward [10, 70), one 8 MiB gradient ready at 70 in one all-reduce [70, 110), the
+    update [110, 120): the bucket cannot start earlier (one gradient), only compression shortens it."""
+    return [
+        step(1, 0, 120 * US, rank=rank),
+        cpu("cpu_op", 10 * US, 70 * US, rank=rank, name="backward"),
+        cpu("cpu_op", 70 * US - 10, 70 * US, rank=rank, name=f"timeline.grad_ready:p0:{8 * MIB}"),
+        *cpu_all_reduce_call(70 * US, (70 * US, 110 * US), rank=rank, nbytes=8 * MIB),
+        cpu("cpu_op", 110 * US, 120 * US, rank=rank, name="update"),
+    ]
+
+
+def test_an_assumed_codec_ranks_after_measured_findings_and_never_makes_the_verdict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from timeline.diagnosis import thresholds
+
+    # an assumed codec as fast as free: 4x leaves 10 of the 40 µs transfer, 90 µs of 120 (25 %)
+    monkeypatch.setitem(thresholds.CODEC_GBPS, "cpu", 1e9)
+    trace = trace_of(_stall_then_one_gradient(0) + _stall_then_one_gradient(1))
+    assumed = diagnosed(trace)
+    causes = [f.cause for f in assumed.findings]
+    assert causes == ["input_stall", "compression"]  # 10 µs of stall (8 %) first, measured
+    compression = assumed.findings[1]
+    assert compression.basis == "assumption"
+    assert compression.predicted_step_ns == pytest.approx(90 * US, abs=2)
+    first_gain = assumed.findings[0].predicted_gain_ratio
+    assert compression.predicted_gain_ratio is not None
+    assert first_gain is not None
+    assert compression.predicted_gain_ratio > first_gain  # yet second
+    assert not assumed.communication_bound
+    assert "assumed" in assumed.summary
+    # given by the user, the codec's gain is measured like any other: compression comes first
+    given = diagnosed(trace, codec_gbps=1e9)
+    assert [f.cause for f in given.findings] == ["compression", "input_stall"]
+    assert given.findings[0].basis == "replay"
+    assert given.communication_bound
 
 
 # --- launch_bound (GPU) --------------------------------------------------------------------------------

@@ -4,9 +4,9 @@ The harness's own parts are checked against independent computations: the measur
 hand-computed trace and against ``timeline``'s own iteration windows, the gain against its formula,
 the findings check against every way a finding can miss. The acceptance test runs the quick cases
 (real 2-rank gloo jobs on 127.0.0.1) and asserts issue 21's condition on each (skipped for a run
-the machine's load made busy; ``no_overlap`` only on an idle machine, where it passes on some runs);
-``bucketing``, which the diagnosis misses (``docs/diagnosis.md``, "Validation"), is a strict
-expected failure: it fails the suite once it passes, to be recorded. The link cases (``slow_link``,
+the machine's load made busy; ``no_overlap`` only on an idle machine, where it passes on some runs),
+the verdict's ``communication_bound`` included, against the ground truth of unprofiled steps; no case
+is an expected failure (#37). The link cases (``slow_link``,
 ``bucketing_link``) need root and network namespaces: the harness runs them, not this test. Its
 ``--capture-only`` and ``--check`` modes are checked on a sample run folder moved elsewhere.
 """
@@ -38,6 +38,8 @@ from experiments.diagnosis_validation import (
     render_table,
     run_case,
     step_windows_ns,
+    truth_gain,
+    truth_steps_ns,
     unavailable,
     window_steps_ns,
 )
@@ -215,6 +217,43 @@ def test_check_fails_on_each_miss(
     assert check.problems == (problem,)
 
 
+def test_check_fails_on_a_wrong_verdict() -> None:
+    analysis = {
+        "verdict": {"communication_bound": False},
+        "findings": [_finding("bucketing", 0.5)],
+    }
+    check = check_findings(analysis, cause="bucketing", ranks=None, gain=0.5, communication_bound=True)
+    assert check.problems == ("verdict.communication_bound is False, not True",)
+    assert check_findings(analysis, cause="bucketing", ranks=None, gain=0.5).passed  # not asked
+
+
+def test_the_ground_truth_is_the_median_pair_of_unprofiled_blocks() -> None:
+    def blocks(rank: int) -> list[dict[str, Any]]:
+        out = []
+        for pair in range(3):
+            with_steps = [100 + 10 * pair + rank, 300, 90 + rank]  # one step held up: the median ignores it
+            removed = [50 + 5 * pair, 51 + 5 * pair, 400]
+            out += [
+                {"pair": pair, "phase": "with", "step_ns": with_steps},
+                {"pair": pair, "phase": "removed", "step_ns": removed},
+            ]
+        return out
+
+    steps = truth_steps_ns([blocks(0), blocks(1)])
+    # rank medians per block: with (100+10p+r), removed (51+5p); mean over ranks: with 100.5+10p
+    assert steps == {"with": [100.5, 110.5, 120.5], "removed": [51.0, 56.0, 61.0]}
+    gain, gains = truth_gain(steps["with"], steps["removed"])
+    assert gains == pytest.approx([1 - 51 / 100.5, 1 - 56 / 110.5, 1 - 61 / 120.5])
+    assert gain == statistics.median(gains)
+
+
+def test_every_case_says_what_the_verdict_must_be() -> None:
+    bound = {name for name, case in CASES.items() if case.communication_bound}
+    assert bound == {"no_overlap", "per_parameter", "tiny_buckets", "bucketing_link", "slow_link"}
+    assert {"per_parameter", "tiny_buckets", "large_batch"} <= set(QUICK)
+    assert "bucketing" not in CASES  # the one-size case of #21, replaced by tiny_buckets
+
+
 def test_check_tolerance_is_inclusive_and_ranks_of_an_every_rank_cause_are_not_checked() -> None:
     findings = {"findings": [_finding("input_stall", 0.25, [0, 1])]}
     assert check_findings(findings, cause="input_stall", ranks=None, gain=0.35).passed
@@ -256,6 +295,8 @@ def _run(
         run_queue_ratio=run_queue,
         uptime="up",
         nice=0,
+        communication_bound=False if passed else None,
+        replay_error_ratio=0.0 if passed else None,
     )
 
 
@@ -271,15 +312,16 @@ def test_report_table() -> None:
     lines = render_table(runs).splitlines()
     assert lines[0].split() == [
         "case", "rep", "step", "with", "step", "removed", "gain", "top", "finding", "ranks",
-        "predicted", "error", "CPU", "wait", "result",
+        "predicted", "error", "comm-bound", "replay", "error", "CPU", "wait", "result",
     ]  # fmt: skip
     # 1 - 20.33 / 60.18 = 0.6622; |0.7 - 0.6622| = 0.0378
     assert lines[1].split() == [
-        "straggler", "2", "60.2", "ms", "20.3", "ms", "0.662", "straggler", "1", "0.700", "0.038", "4%",
-        "pass",
+        "straggler", "2", "60.2", "ms", "20.3", "ms", "0.662", "straggler", "1", "0.700", "0.038", "false",
+        "0.0%", "4%", "pass",
     ]  # fmt: skip
     assert lines[2].split() == [
-        "input_stall", "2", "60.2", "ms", "20.3", "ms", "0.662", "-", "-", "-", "-", "50%", "busy", "FAIL",
+        "input_stall", "2", "60.2", "ms", "20.3", "ms", "0.662", "-", "-", "-", "-", "-", "-", "50%", "busy",
+        "FAIL",
     ]  # fmt: skip
     assert lines[3] == f"input_stall #2: {stall}"
     assert len(lines) == 4
@@ -293,7 +335,9 @@ def test_command_line_refuses_what_it_cannot_run_before_running_anything(
     assert validation.main(["--cases", "straggler,nope"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown case nope; known: straggler, straggler_input,")
     assert validation.main(["--cases", "straggler", "--pairs", "0"]) == 2
-    assert capsys.readouterr().err == "error: --repeat, --pairs and --active must be at least 1\n"
+    assert capsys.readouterr().err == (
+        "error: --repeat, --pairs and --active must be at least 1, --truth-pairs at least 0\n"
+    )
     monkeypatch.setattr(validation, "experiment_unavailable", lambda **_: "needs root (ip netns, tc)")
     assert validation.main(["--cases", "straggler,slow_link"]) == 2
     refused = "error: case slow_link needs root (ip netns, tc); leave it out of --cases\n"
@@ -381,7 +425,7 @@ def test_a_case_runs_both_phases_in_their_own_run_folders(tmp_path: Path) -> Non
     why = unavailable(CASES["input_stall"])
     if why is not None:
         pytest.skip(f"the validation jobs {why}")
-    run = run_case(CASES["input_stall"], tmp_path / "job", active=2, pairs=2)
+    run = run_case(CASES["input_stall"], tmp_path / "job", active=2, pairs=2, truth_pairs=2)
     for folder in (Path(run.with_dir), Path(run.removed_dir)):
         names = sorted(p.name for p in folder.glob("rank*.pt.trace.json.gz"))
         assert len(names) == 4  # 2 ranks x 2 windows
@@ -393,17 +437,15 @@ def test_a_case_runs_both_phases_in_their_own_run_folders(tmp_path: Path) -> Non
         assert measured_step_ns(folder) == iterations.get_column("step_ns").median()
     assert run.with_dir.endswith("with")
     assert run.removed_dir.endswith("removed")
-    assert run.measured_gain == measured_gain(run.with_step_ns, run.removed_step_ns)
+    # the profiled windows' gain is kept apart; the measured gain is the unprofiled pairs' median
+    assert run.profiled_gain == measured_gain(run.with_step_ns, run.removed_step_ns)
+    assert len(run.truth_with_ns) == len(run.truth_removed_ns) == 2
+    pair_gains = [1 - r / w for w, r in zip(run.truth_with_ns, run.truth_removed_ns, strict=True)]
+    assert run.truth_pair_gains == pytest.approx(pair_gains)
+    assert run.measured_gain == pytest.approx(statistics.median(pair_gains))
     assert run.analyze_command == ["timeline", "analyze", run.with_dir, "--json"]
     assert "findings" in analyze_json(Path(run.with_dir), link_gbps=None)
 
-
-_MISSED = {
-    "bucketing": "the 24 all-reduces of 66 KB are one size: the trace cannot split their time into a fixed "
-    "cost and a time per bit, so merging them is predicted to save nothing, and compression tops the "
-    "findings (docs/diagnosis.md, Validation)",
-}
-"""The quick cases the diagnosis misses, and why."""
 
 _LOAD_SENSITIVE = {
     "no_overlap": "under load the fix's measured gain grows (0.23-0.41, docs/diagnosis.md, Validation); "
@@ -420,15 +462,7 @@ IDLE_BACKGROUND = 0.10
 
 @pytest.mark.slow
 @REAL_RUNS
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=_MISSED[name]))
-        if name in _MISSED
-        else name
-        for name in QUICK
-    ],
-)
+@pytest.mark.parametrize("name", QUICK)
 def test_quick_case_top_finding_is_the_injected_cause_with_the_measured_gain(
     name: str, tmp_path: Path
 ) -> None:
@@ -454,3 +488,4 @@ def test_quick_case_top_finding_is_the_injected_cause_with_the_measured_gain(
     if case.ranks is not None:
         assert top["ranks"] == list(case.ranks)
     assert abs(top["predicted_gain_ratio"] - run.measured_gain) <= GAIN_TOLERANCE
+    assert run.communication_bound == case.communication_bound

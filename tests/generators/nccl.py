@@ -60,7 +60,7 @@ import gzip
 import hashlib
 import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,8 @@ class Collective:
     kind: str  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast
     nelems: int
     dtype: str = "BFloat16"
+    only: int | None = None
+    """Run on the dimension's ``only``-th group alone (in :func:`mesh_groups`' order); None: on every one."""
 
 
 @dataclass(frozen=True)
@@ -362,6 +364,8 @@ class _Options:
     names: bool
     sizes: bool
     seq: bool
+    costs: dict[str, tuple[int, float]] | None = None
+    """Per dimension ``(α ns, β ns per bus byte)``: a collective's transfer is ``α + β · S · bus factor``."""
 
 
 def _meta(
@@ -465,6 +469,22 @@ def _transfer_ns(nbytes: int, dim: str) -> int:
     return max(2 * _US, int(nbytes / _BANDWIDTH.get(dim, 25e9) * 1e9))
 
 
+_BUS_FACTOR: dict[str, Callable[[int], float]] = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+}
+"""nccl-tests' bus factors (the others: ``(n − 1) / n``), for the transfers of ``costs``."""
+
+
+def _costed_ns(options: _Options, kind: str, nbytes: int, n: int, dim: str) -> int:
+    """A collective's transfer: ``α + β · S · bus factor`` when the job has costs, else ``S / bandwidth``."""
+    if options.costs is None or dim not in options.costs:
+        return _transfer_ns(nbytes, dim)
+    alpha, beta = options.costs[dim]
+    factor = _BUS_FACTOR[kind](n) if kind in _BUS_FACTOR else (n - 1) / n
+    return int(alpha + round(beta * nbytes * factor))
+
+
 def _stream(group: Group) -> int:
     """One NCCL stream per process group (as ProcessGroupNCCL keeps one per device and group)."""
     return 20 + 4 * int(group.name)
@@ -507,7 +527,7 @@ def _collective(run: _Run, group: Group, op: Collective) -> None:
         for rank in group.ranks
     }
     size = DTYPE_BYTES[op.dtype]
-    end = max(starts.values()) + _transfer_ns(max(counts) * size, op.dim)
+    end = max(starts.values()) + _costed_ns(run.options, op.kind, max(counts) * size, n, op.dim)
     for rank in group.ranks:
         w = run.writers[rank]
         _, correlation, external, kernel_args = issued[rank]
@@ -608,6 +628,7 @@ def device_mesh_job(
     slow_rank: int | None = None,
     seed: int = 0,
     first_step: int = 10,
+    costs: dict[str, tuple[int, float]] | None = None,
 ) -> Job:
     """Return the traces of a DeviceMesh job: every rank, ``steps`` profiler steps of ``schedule``.
 
@@ -630,13 +651,16 @@ def device_mesh_job(
         A rank whose compute takes 1.5 times as long (the others wait for it).
     seed
         Seeds the launch jitter.
+    costs
+        Per dimension ``(α ns, β ns per bus byte)``: each collective's transfer is
+        ``α + round(β · S · bus factor)`` (``S``: nccl-tests' bytes) instead of ``S / bandwidth``.
     """
     groups = mesh_groups(dims)
     world = len(groups[0].ranks)
     job = Job(traces={}, groups=groups)
     run = _Run(
         writers=[_Writer(rank, gpus_per_node) for rank in range(world)],
-        options=_Options(names=names, sizes=sizes, seq=seq),
+        options=_Options(names=names, sizes=sizes, seq=seq, costs=costs),
         rng=random.Random(seed),
         job=job,
     )
@@ -647,12 +671,12 @@ def device_mesh_job(
         for op in plan:
             for w in run.writers:
                 w.compute((300 if w.rank == slow_rank else 200) * _US)
-            for group in groups:
-                if group.desc == f"mesh_{op.dim}":
-                    if isinstance(op, Collective):
-                        _collective(run, group, op)
-                    else:
-                        _transfer(run, group, op)
+            of_dim = [g for g in groups if g.desc == f"mesh_{op.dim}"]
+            for position, group in enumerate(of_dim):
+                if isinstance(op, Transfer):
+                    _transfer(run, group, op)
+                elif op.only is None or position == op.only:
+                    _collective(run, group, op)
         for w in run.writers:  # the optimizer step waits for the GPU (a .item())
             w.cpu_ns = max(w.cpu_ns, w.gpu_ns) + 20 * _US
             w.complete(

@@ -43,6 +43,8 @@ VERDICT_KEYS = [
     "summary",
     "at_stake_ratio",
     "step_ns",
+    "ranks",
+    "world_size",
     "iterations",
     "exposed_comm_ratio",
     "model_intensity_ns_per_byte",
@@ -62,16 +64,17 @@ def diagnosis() -> DiagnosisReport:
 def test_the_layout_of_the_diagnosis(diagnosis: DiagnosisReport) -> None:
     plain = json.loads(msgspec.json.encode(diagnosis))
     assert list(plain) == ["kind", "version", "timeline", "verdict", "findings"]
-    assert (plain["kind"], plain["version"], plain["timeline"]) == ("diagnosis", 2, TIMELINE_VERSION)
-    assert diagnosis.version == DIAGNOSIS_VERSION == 2  # 1 before kind and timeline were added
+    assert (plain["kind"], plain["version"], plain["timeline"]) == ("diagnosis", 3, TIMELINE_VERSION)
+    assert diagnosis.version == DIAGNOSIS_VERSION == 3  # 2: kind and timeline; 3: the verdict's layout 2
     assert list(plain["verdict"]) == VERDICT_KEYS
-    assert plain["verdict"]["version"] == VERDICT_VERSION == 1
+    assert plain["verdict"]["version"] == VERDICT_VERSION == 2  # #37: ranks, world_size
     assert diagnosis.findings, "the sample has findings"
     for finding, written in zip(diagnosis.findings, plain["findings"], strict=True):
         assert list(written) == FINDING_KEYS
         assert finding.cause in CAUSES
-    top = diagnosis.findings[0]
+    top = next(f for f in diagnosis.findings if f.basis != "assumption")
     assert diagnosis.verdict.at_stake_ratio == top.predicted_gain_ratio
+    assert (diagnosis.verdict.ranks, diagnosis.verdict.world_size) == ([0, 1], 2)
 
 
 def test_the_diagnosis_json_decodes_back_into_its_type(diagnosis: DiagnosisReport) -> None:

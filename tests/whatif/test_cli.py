@@ -50,6 +50,7 @@ def test_json_sweep() -> None:
         "codec_gbps",
         "dimensions",
         "dimension_latencies",
+        "costs",
         "self_replay",
         "scenarios",
         "targets",
@@ -57,7 +58,7 @@ def test_json_sweep() -> None:
         "warnings",
     ]
     report = msgspec.json.decode(result.stdout, type=WhatIfReport)
-    assert (report.version, report.timeline) == (3, __version__)
+    assert (report.version, report.timeline) == (4, __version__)
     assert report.ranks == [0, 1]
     assert report.iterations == [2, 3, 4]
     assert report.gradient_source == "markers"
@@ -81,7 +82,15 @@ def test_json_sweep() -> None:
     for s in scenarios:
         assert 0 < s.scaling_factor <= 1
         assert s.no_overlap_ns is not None
-        assert s.single_ns <= s.iteration_ns <= s.no_overlap_ns
+        assert s.single_ns <= s.iteration_ns
+        assert s.single_ns <= s.no_overlap_ns
+        if s.compression == 1.0:
+            assert s.iteration_ns <= s.no_overlap_ns
+    # with 2x compression at 25 Gbit/s the transfers are short: the no-overlap schedule (every bucket
+    # after backward) drops the waits the backward pass had on them (compute resumed within 50 µs of
+    # a gloo thread's end on 2 shared cores), and comes out 0.3 ms under the overlapped step
+    shorter = [s for s in scenarios if s.no_overlap_ns is not None and s.no_overlap_ns < s.iteration_ns]
+    assert {(s.bandwidth_gbps, s.compression) for s in shorter} <= {(25.0, 2.0)}
 
 
 def test_tables_and_targets() -> None:

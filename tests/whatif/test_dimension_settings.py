@@ -50,7 +50,7 @@ def test_a_bare_bandwidth_keeps_today_s_settings() -> None:
 
 def test_latency_per_dimension() -> None:
     assert parse_latencies("5us") == (5e-6, ())
-    assert parse_latencies("tp=1us,dp=0.02ms") == (0.0, (("tp", 1e-6), ("dp", 2e-5)))
+    assert parse_latencies("tp=1us,dp=0.02ms") == (None, (("tp", 1e-6), ("dp", 2e-5)))  # others measured
     settings = _settings(None, latency="2us,dp=20us")
     assert (settings.latency_s, settings.dimension_latencies) == (2e-6, (("dp", 2e-5),))
     assert settings.dimensions == [("--latency", "dp")]
@@ -112,7 +112,7 @@ def test_cli_json_says_which_dimension_changed_and_the_step_of_each() -> None:
     )
     assert result.returncode == 0, result.stderr
     report = msgspec.json.decode(result.stdout, type=WhatIfReport)
-    assert report.version == 3
+    assert report.version == 4
     assert [(d.dimension, d.group_sizes, len(d.groups)) for d in report.dimensions] == [
         ("dp", [2], 2),
         ("tp", [2], 2),

@@ -21,7 +21,7 @@ from tests.generators.nccl import device_mesh_job, write_job
 from timeline.execution import LocalExecutor, graph_files
 from timeline.trace import load
 from timeline.whatif.graph import TraceGraph, combine_graph_parts, graph_from_parts, graph_parts, trace_graph
-from timeline.whatif.replay import Scenario, link_times, replay, self_replay
+from timeline.whatif.replay import Scenario, cost_fit, link_times, replay, self_replay
 
 FSDP_TP = SAMPLES / "fsdp2_tp_gloo"
 SYNCHRONISING = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier"}
@@ -151,17 +151,33 @@ def test_a_tp_link_moves_only_the_tp_collectives(
     assert tp_rows > 0
 
 
+def _fixed_ns(graph: TraceGraph) -> dict[int, float]:
+    """Per collective (op id): its fixed cost per call, its kind and group's fitted ``α`` (at most its time).
+
+    The fit itself is tested on generated traces (``tests/analysis/test_collective_costs.py``); here
+    it is what a faster link does not shorten.
+    """
+    alpha = {
+        (row["collective"], row["group"]): row["alpha_ns"] or 0.0
+        for row in cost_fit(graph).iter_rows(named=True)
+    }
+    work = {op_id: inst.work_ns for inst in graph.instances for op_id in inst.ops}
+    return {o.op_id: min(alpha.get((o.collective, o.group), 0.0), work[o.op_id]) for o in graph.ops}
+
+
 def test_observed_efficiency_scales_the_tp_bandwidth_term_alone(
     case: tuple[TraceGraph, dict[int, dict[str, tuple[int, ...]]]],
 ) -> None:
     graph, _ = case
     measured = graph.link_gbps
     assert measured is not None
+    fixed = _fixed_ns(graph)
     before = link_times(graph, scenario=Scenario()).sort("op_id")
     after = link_times(graph, scenario=Scenario(dimension_bandwidths=(("tp", measured * 4),))).sort("op_id")
     for old, new in zip(before.iter_rows(named=True), after.iter_rows(named=True), strict=True):
         factor = 0.25 if new["dimension"] == "tp" else 1.0
-        assert new["link_ns"] == pytest.approx(old["link_ns"] * factor, rel=1e-9)
+        alpha = fixed[new["op_id"]]
+        assert new["link_ns"] == pytest.approx(alpha + (old["link_ns"] - alpha) * factor, rel=1e-9)
 
 
 def test_a_tp_latency_moves_only_the_tp_collectives(
@@ -172,9 +188,15 @@ def test_a_tp_latency_moves_only_the_tp_collectives(
     slow_tp = replace(base, dimension_latencies=(("tp", 1e-3),))
     before = link_times(graph, scenario=base).sort("op_id")
     after = link_times(graph, scenario=slow_tp).sort("op_id")
+    fixed = _fixed_ns(graph)
     for old, new in zip(before.iter_rows(named=True), after.iter_rows(named=True), strict=True):
         n = len(groups[new["rank"]][new["dimension"]])
-        added = _steps(new["collective"], n) * 1e-3 * 1e9 if new["dimension"] == "tp" else 0.0
+        # the tp latency replaces the fixed cost fitted from the trace by its steps of 1 ms
+        added = (
+            _steps(new["collective"], n) * 1e-3 * 1e9 - fixed[new["op_id"]]
+            if new["dimension"] == "tp"
+            else 0.0
+        )
         assert new["link_ns"] - old["link_ns"] == pytest.approx(added, abs=1e-3)
 
 
@@ -271,7 +293,9 @@ def test_a_measured_link_per_dimension_scales_that_dimension_from_its_own_link(
         halved.sort("op_id").iter_rows(named=True),
         strict=True,
     )
+    fixed = _fixed_ns(measured)  # tp's fixed costs, fitted with tp's own link
     for old, kept, new in rows:
         assert kept["link_ns"] == pytest.approx(old["link_ns"], rel=1e-9)
         factor = 0.5 if new["dimension"] == "tp" else 1.0
-        assert new["link_ns"] == pytest.approx(old["link_ns"] * factor, rel=1e-9)
+        alpha = fixed[new["op_id"]]
+        assert new["link_ns"] == pytest.approx(alpha + (old["link_ns"] - alpha) * factor, rel=1e-9)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.builders import make_events
+from tests.builders import after_backward_gloo_rank, cpu, gloo_all_reduce, make_events, step
 from tests.whatif.synthetic import US, gloo_rank, gpu_rank, gpu_run
 from timeline.errors import TraceContentError
 from timeline.whatif.graph import build_graph, exclusive_work
@@ -87,6 +87,38 @@ def test_accumulate_grad_shares_the_collectives_bytes() -> None:
     graph = build_graph(make_events(rows))
     assert graph.gradient_source == "accumulate_grad"
     assert [(g.nbytes, g.ready_ns) for g in graph.gradients] == [(2000, 45 * US), (2000, 48 * US)]
+
+
+def test_gradients_reduced_one_by_one_after_backward_each_ride_their_own_collective() -> None:
+    graph = build_graph(make_events(after_backward_gloo_rank(0) + after_backward_gloo_rank(1)))
+    for rank in (0, 1):
+        ops = sorted((o for o in graph.ops if o.rank == rank), key=lambda o: o.ready_ns)
+        gradients = [g for g in graph.gradients if g.rank == rank]
+        # every marker precedes the first all-reduce; still each carries its own gradient, no other
+        assert [(g.name, g.nbytes, g.ready_ns, g.signal) for g in gradients] == [
+            ("p0", 1000, 49_990, True),
+            ("p1", 2000, 51_990, True),
+            ("p2", 4000, 53_990, True),
+            ("p3", 8000, 55_990, True),
+        ]
+        assert [g.op_id for g in gradients] == [o.op_id for o in ops]
+        assert [o.nbytes for o in ops] == [1000, 2000, 4000, 8000]
+
+
+def test_a_collective_sending_half_its_gradients_bytes_carries_them_all() -> None:
+    # p0 and p1 (1 kB each) in one all-reduce, p2 (2 kB) in the next, each sent at half its bytes
+    rows = [step(1, 0, 100 * US), cpu("cpu_op", 0, 56 * US, name="backward")]
+    for k, (nbytes, at) in enumerate(((1000, 50), (1000, 52), (2000, 54))):
+        rows.append(cpu("cpu_op", at * US - 10, at * US, name=f"timeline.grad_ready:p{k}:{nbytes}"))
+    for start, end in ((56 * US, 66 * US), (66 * US, 76 * US)):
+        rows.append(cpu("cpu_op", start, start + 10, name="c10d::allreduce_"))
+        rows.append(gloo_all_reduce(start, end, nbytes=1000))
+    rows.append(cpu("cpu_op", 76 * US, 86 * US, name="update"))
+    graph = build_graph(make_events(rows))
+    first, second = sorted(graph.ops, key=lambda o: o.ready_ns)
+    carried = {g.name: g.op_id for g in graph.gradients}
+    assert carried == {"p0": first.op_id, "p1": first.op_id, "p2": second.op_id}
+    assert sum(g.nbytes for g in graph.gradients) == 4000  # the gradients' bytes, none made up
 
 
 def test_horovod_only_is_refused() -> None:

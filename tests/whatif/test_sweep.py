@@ -48,27 +48,33 @@ def test_sweep_rows() -> None:
     fast = table.filter(
         (table["bandwidth_gbps"] == 16.0) & (table["world_size"] == 2) & (table["compression"] == 1.0)
     )
-    assert fast.get_column("iteration_ns").to_list() == [250_000, 250_000]
+    # twice the link: the all-reduce ends at 180, before compute reaches the update at 200, which then
+    # starts at once (its 5 µs resume delay is a wake-up after an end it no longer waits for)
+    assert fast.get_column("iteration_ns").to_list() == [245_000, 245_000]
     no_bounds = sweep(graph(), Settings(), bounds=False)
     assert no_bounds.get_column("no_overlap_ns").to_list() == [None]
 
 
 def test_solve_bandwidth_and_compression() -> None:
     g = graph()
-    # SF = 245 / (max(200, 110 + 1120 / B) + 50) reaches 0.9 at B = 1120 / 112.2 ≈ 9.98 Gbit/s.
+    # SF = 245 / (max(200, 110 + 1120 / B + 5) + 45) (the update resumes 5 µs after the all-reduce ends,
+    # or when compute gets there) reaches 0.9 at B = 1120 / 112.2 ≈ 9.98 Gbit/s.
     bandwidth = solve_bandwidth(g, 0.9)
     assert bandwidth is not None
-    assert bandwidth == pytest.approx(1120 / (245 / 0.9 - 50 - 110), rel=0.01)
+    assert bandwidth == pytest.approx(1120 / (245 / 0.9 - 45 - 115), rel=0.01)
     single = single_replay(g)
     assert replay(g, scenario=Scenario(bandwidth_gbps=bandwidth), single=single).scaling_factor >= 0.9
     assert replay(g, scenario=Scenario(bandwidth_gbps=bandwidth * 0.98), single=single).scaling_factor < 0.9
-    assert solve_bandwidth(g, 0.99) is None  # 245 / 250 = 0.98 at most: the update's resume delay stays
+    # 0.99: 115 + 1120 / B ≤ 245 / 0.99 - 45 = 202.5, B ≥ 12.8 Gbit/s; 1.0 would need an infinite link
+    assert solve_bandwidth(g, 0.99) == pytest.approx(1120 / (245 / 0.99 - 45 - 115), rel=0.01)
     assert solve_bandwidth(g, 0.5) == pytest.approx(1120 / (490 - 160), rel=0.01)
     assert solve_bandwidth(g, 0.5, low_gbps=5.0) == 5.0  # already enough at the low end
     # At the measured 8 Gbit/s, a ratio of 140 / 112.2 ≈ 1.25 does it; none is needed for 0.8.
     assert solve_compression(g, 0.9) == pytest.approx(140 / 112.2, rel=0.01)
     assert solve_compression(g, 0.8) == 1.0
-    assert solve_compression(g, 0.99) is None
+    assert solve_compression(g, 0.99) == pytest.approx(140 / (245 / 0.99 - 45 - 115), rel=0.01)
+    # 1.0: the all-reduce must end 5 µs before compute reaches the update: 110 + 140 / c ≤ 195
+    assert solve_compression(g, 1.0) == pytest.approx(140 / 85, rel=0.01)
 
 
 def test_the_settings_travel_whole_into_each_scenario() -> None:

@@ -11,7 +11,7 @@ with its thresholds, in ``docs/diagnosis.md``.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ import polars as pl
 
 from timeline.analysis.dimensions import communication_labels, exposure_by, named_dimensions
 from timeline.analysis.intervals import merged, overlap_ns, union_intervals
+from timeline.analysis.links import PHYSICAL_CEILING_GBPS
 from timeline.diagnosis.context import Context, finding, predicted
 from timeline.diagnosis.facts import mean_int
 from timeline.diagnosis.thresholds import (
@@ -35,7 +36,8 @@ from timeline.units import format_ns
 
 if TYPE_CHECKING:
     from timeline.diagnosis.replays import Replayer
-    from timeline.whatif.costs import FixedCost
+    from timeline.results.findings import Basis
+    from timeline.whatif.graph import TraceGraph
 
 __all__ = [
     "GRADIENT_KINDS",
@@ -148,6 +150,8 @@ def _gradient_replay(context: Context) -> tuple[int, Replayer] | None:
     None when that communication is under :data:`MIN_SHARE` of the step, or when the replay does not
     know when the gradients were ready (:func:`_signalled` notes it).
     """
+    if context.partial:  # the collectives' times include waiting for ranks not traced
+        return None
     exposed = exposed_gradient_ns(context)
     if context.facts.share(exposed) < MIN_SHARE or not _signalled(context):
         return None
@@ -155,30 +159,74 @@ def _gradient_replay(context: Context) -> tuple[int, Replayer] | None:
     return exposed, context.replayer
 
 
+def _sharded(graph: TraceGraph) -> bool:
+    """Whether the job shards its parameters (FSDP, ZeRO): it gathers them, or reduce-scatters gradients."""
+    return any(o.collective in ("all_gather", "reduce_scatter") for o in graph.ops)
+
+
+def _per_gradient(graph: TraceGraph) -> bool:
+    """Whether the job sends each gradient alone: as many gradient collectives as gradients, per rank-window.
+
+    (A job that does not bucket at all: per-parameter all-reduces.)
+    """
+    gradients = Counter((g.rank, g.window_id) for g in graph.gradients if g.signal)
+    collectives = Counter((o.rank, o.window_id) for o in graph.ops if o.gradient)
+    return bool(gradients) and all(collectives.get(key, 0) >= n for key, n in gradients.items())
+
+
 def find_no_overlap(context: Context) -> Finding | None:
-    """Gradient collectives leave after the compute that could have hidden them."""
+    """Gradient collectives leave after the compute that could have hidden them.
+
+    Examined when some gradient collective leaves at least :data:`MIN_GAIN` of the step after its
+    gradients were ready (:func:`~timeline.whatif.transform.launch_when_ready` moves it that much
+    earlier). The fix as the
+    framework runs it: for a job that shards its parameters (FSDP), its own collectives launched
+    when their gradients are ready, as FSDP2 issues them per module; for a job that buckets its
+    gradients itself, its own buckets launched when ready; for one that sends each gradient alone
+    (no bucketing at all), DDP, the better of its default buckets (each launched when its last
+    gradient is ready, with the collectives' fitted fixed cost per call:
+    :func:`timeline.whatif.sweep.predict_buckets`) and its own calls launched when ready.
+    """
     facts = context.facts
     if (replay := _gradient_replay(context)) is None:
         return None
     exposed, replayer = replay
+    from timeline.whatif.bucketing import DDPBuckets
     from timeline.whatif.transform import launch_when_ready
 
-    ready = launch_when_ready(replayer.graph)
-    prediction = predicted(context, replayer.predict(ready), "replay")
-    if prediction.gain_ratio < MIN_GAIN:
-        return None
+    graph = replayer.graph
+    ready = launch_when_ready(graph)
     moved = [
         (old.ready_ns - new.ready_ns)
-        for old, new in zip(replayer.graph.ops, ready.ops, strict=True)
+        for old, new in zip(graph.ops, ready.ops, strict=True)
         if old.gradient and new.ready_ns < old.ready_ns
     ]
-    gradient_ops = [o for o in replayer.graph.ops if o.gradient]
+    if not moved or max(moved) < MIN_GAIN * facts.step_ns:
+        return None  # every collective leaves when its gradients are ready: bucketing's question
+    step = replayer.predict(ready)
+    as_run = "the job's own buckets, each launched when its gradients are ready"
+    replayed: int | None = None  # what `timeline whatif --buckets ddp:25` prints for these iterations
+    cost = _gradient_cost_evidence(replayer)
+    if not _sharded(graph) and _per_gradient(graph):
+        [(ddp, whatif)] = replayer.predict_buckets([DDPBuckets()])
+        if ddp < step:
+            step = ddp
+            as_run = "DDP's default bucket caps, each bucket launched when its last gradient is ready"
+            replayed = round(whatif.iteration_ns)
+            _note_inseparable(context, cost)
+    prediction = predicted(context, step, "replay")
+    if prediction.gain_ratio < MIN_GAIN:
+        return None
+    gradient_ops = [o for o in graph.ops if o.gradient]
     evidence = {
         "exposed_gradient_comm_ns": exposed,
         "gradient_collectives": len(gradient_ops),
         "launched_late": len(moved),
         "mean_launch_lateness_ns": mean_int(moved),
-        "gradient_source": replayer.graph.gradient_source,
+        "gradient_source": graph.gradient_source,
+        "replayed_as": as_run,
+        "replayed_step_ns": replayed,
+        **cost,
         "iterations": len(facts.iterations),
     }
     return finding(
@@ -187,7 +235,7 @@ def find_no_overlap(context: Context) -> Finding | None:
         summary=(
             f"{len(moved)} of {len(gradient_ops)} gradient collectives leave on average "
             f"{format_ns(mean_int(moved))} after their gradients were ready; {format_ns(exposed)} of "
-            "gradient communication per iteration is exposed"
+            f"gradient communication per iteration is exposed (replayed with {as_run})"
         ),
         fix="reduce each gradient as soon as it is ready, during the backward pass (DistributedDataParallel "
         "or FSDP instead of all-reducing after backward(); no synchronous collective in the step)",
@@ -198,21 +246,33 @@ def find_no_overlap(context: Context) -> Finding | None:
 
 
 def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding | None:
-    """Other bucket caps would start the gradient collectives earlier, or send fewer, larger ones."""
+    """Other bucket caps would start the gradient collectives earlier, or send fewer, larger ones.
+
+    The best of :data:`BUCKET_CAPS_MIB`, each replayed by :func:`timeline.whatif.sweep.predict_buckets`
+    (the computation of ``timeline whatif --buckets ddp:CAP``) with the fitted fixed cost per call.
+    Where the trace cannot separate that cost from the time per byte, a note says so.
+    """
     facts = context.facts
     if no_overlap is not None or (replay := _gradient_replay(context)) is None:
         return None
     exposed, replayer = replay
+    if _sharded(replayer.graph):
+        context.note(
+            "bucketing: the job shards its parameters (FSDP): its collectives are per module, which DDP's "
+            "bucket caps do not change; not examined"
+        )
+        return None
     from timeline.whatif.bucketing import DDPBuckets
-    from timeline.whatif.replay import Scenario
 
     caps = [int(c) for c in BUCKET_CAPS_MIB]
-    cost = _gradient_cost(context, replayer)
-    steps = [
-        replayer.predict(scenario=Scenario(buckets=DDPBuckets(cap_bytes=cap * 2**20), gradient_cost=cost))
-        for cap in caps
-    ]
+    # DistributedDataParallel(bucket_cap_mb=CAP) caps every bucket, the first too (torch 2.13 keeps
+    # its 1 MiB first bucket for the default cap only): whatif --buckets ddp:CAP:CAP
+    policies = [DDPBuckets(cap_bytes=c * 2**20, first_cap_bytes=c * 2**20) for c in caps]
+    replays = replayer.predict_buckets(policies)
+    steps = [step for step, _ in replays]
     best = min(range(len(caps)), key=lambda k: (steps[k], k))
+    cost = _gradient_cost_evidence(replayer)
+    _note_inseparable(context, cost)
     prediction = predicted(context, steps[best], "replay")
     if prediction.gain_ratio < MIN_GAIN:
         return None
@@ -224,21 +284,22 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
         "median_bucket_bytes": round(median(sizes)) if sizes else None,
         "first_bucket_delay_ns": _first_bucket_delay(context),
         "exposed_gradient_comm_ns": exposed,
-        "collective_latency_ns": None if cost is None else cost.latency_ns,
-        "collective_ns_per_bit": None if cost is None else cost.ns_per_bit,
+        **cost,
         "caps_mib": caps,
         "predicted_step_by_cap_ns": [min(s, facts.step_ns) for s in steps],
+        "replayed_step_by_cap_ns": [round(p.iteration_ns) for _, p in replays],
         "best_cap_mib": caps[best],
     }
+    cap = caps[best]
     return finding(
         "bucketing",
         prediction,
         summary=(
             f"{evidence['buckets_per_iteration']} gradient buckets per iteration (median "
-            f"{_mib(evidence['median_bucket_bytes'])}); a {caps[best]} MiB bucket cap is predicted to hide "
-            f"more of the {format_ns(exposed)} of exposed gradient communication"
+            f"{_mib(evidence['median_bucket_bytes'])}), each call costing "
+            f"{_cost_text(cost)}; a {cap} MiB bucket cap is predicted to save the most"
         ),
-        fix=f"set the bucket cap to {caps[best]} MiB (DistributedDataParallel(bucket_cap_mb={caps[best]}), "
+        fix=f"set the bucket cap to {cap} MiB (DistributedDataParallel(bucket_cap_mb={cap}), "
         "Horovod's fusion threshold)",
         ranks=None,
         iterations=None,
@@ -246,42 +307,60 @@ def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding |
     )
 
 
-def _gradient_cost(context: Context, replayer: Replayer) -> FixedCost | None:
-    """Return the fixed cost and time per bit of the gradient collectives, fitted on the trace's own.
+def _gradient_cost_evidence(replayer: Replayer) -> dict[str, float | str | None]:
+    """Return the fitted cost of the gradient collectives: ``α`` per call, ``β`` per byte, their basis.
 
-    The least-squares line (:func:`~timeline.whatif.costs.fit_fixed_cost`) of each diagnosed gradient
-    collective's link time alone on the link (its exclusive work, what the replay re-times) against
-    the bits it sends (:func:`~timeline.whatif.costs.bandwidth_bits`); with the link known, no slower
-    per bit than the link.
+    Of the collective kind and process group most gradient collectives ran on
+    (:func:`timeline.whatif.replay.cost_fit` of the diagnosed iterations' graph).
     """
-    from timeline.whatif.costs import bandwidth_bits, fit_fixed_cost
+    from timeline.whatif.replay import cost_fit
 
     graph = replayer.graph
-    work = {op_id: inst.work_ns for inst in graph.instances for op_id in inst.ops}
-    points = [
-        (bandwidth_bits(o.collective, o.nbytes, o.group_size), work[o.op_id])
-        for o in graph.ops
-        if o.gradient and o.nbytes
-    ]
-    link = context.link_gbps
-    return fit_fixed_cost(points, min_ns_per_bit=1 / link if link else 0.0)
+    cells = Counter((o.collective, o.group) for o in graph.ops if o.gradient and o.nbytes)
+    empty: dict[str, float | str | None] = {
+        "alpha_ns": None,
+        "alpha_se_ns": None,
+        "beta_ns_per_byte": None,
+        "beta_se_ns_per_byte": None,
+        "cost_basis": "cannot_separate",
+    }
+    if not cells:
+        return empty
+    (kind, group), _ = cells.most_common(1)[0]
+    fit = cost_fit(graph)
+    rows = fit.filter((pl.col("collective") == kind) & (pl.col("group").eq_missing(group))).to_dicts()
+    if not rows:
+        return empty
+    row = rows[0]
+    return {
+        "alpha_ns": row["alpha_ns"],
+        "alpha_se_ns": row["alpha_se_ns"],
+        "beta_ns_per_byte": row["beta_ns_per_byte"],
+        "beta_se_ns_per_byte": row["beta_se_ns_per_byte"],
+        "cost_basis": row["basis"],
+    }
 
 
-def _fixed_step_latency_s(context: Context, replayer: Replayer) -> tuple[float, FixedCost | None]:
-    """Return ``α`` (s per latency step) of the gradient collectives' fitted fixed cost, and the fit.
+def _note_inseparable(context: Context, cost: dict[str, float | str | None]) -> None:
+    """Note, once, that rebuilt buckets cost the measured time per byte (the fit cannot separate α from β)."""
+    if cost["cost_basis"] == "cannot_separate":
+        context.note(
+            "the trace cannot separate the gradient collectives' fixed cost per call from their time per "
+            "byte (one size, or times the sizes do not explain): rebuilt buckets are replayed at the "
+            "measured time per byte, so merging buckets saves no per-call cost"
+        )
 
-    The fixed cost of :func:`_gradient_cost` spread over the latency steps of the median gradient
-    collective (``2(n−1)`` for a ring all-reduce of ``n`` ranks): what ``link_underused``'s full link
-    keeps, since a faster use of the link does not shorten it (fewer, larger collectives do:
-    ``bucketing``). 0 without a fit.
-    """
-    from timeline.whatif.costs import latency_steps
 
-    cost = _gradient_cost(context, replayer)
-    steps = [latency_steps(o.collective, o.group_size) for o in replayer.graph.ops if o.gradient and o.nbytes]
-    if cost is None or not steps:
-        return 0.0, cost
-    return cost.latency_ns / 1e9 / max(1.0, median(steps)), cost
+def _cost_text(cost: dict[str, float | str | None]) -> str:
+    """Return the fitted cost of a call in words: ``1.2 ms ± 0.1 ms + 3.4 ns/byte``."""
+    alpha, beta = cost["alpha_ns"], cost["beta_ns_per_byte"]
+    if not isinstance(alpha, float) or not isinstance(beta, float):
+        return "a fixed cost the trace cannot separate from its time per byte"
+    spread = cost["alpha_se_ns"]
+    plus = f" ± {format_ns(round(spread))}" if isinstance(spread, float) and spread > 0 else ""
+    return (
+        f"{format_ns(round(alpha))}{plus} + {beta:.3g} ns/byte ({str(cost['cost_basis']).replace('_', ' ')})"
+    )
 
 
 def _mib(value: object) -> str:
@@ -342,6 +421,8 @@ def _utilisation(context: Context) -> tuple[float | None, int]:
 def find_link(context: Context) -> Finding | None:
     """``link_underused`` below half the link, else ``slow_link``, when the exposed transfers matter."""
     facts = context.facts
+    if context.partial:  # the collectives' times include waiting for ranks not traced
+        return None
     if context.link_gbps is None:
         context.note(
             "slow_link and link_underused need the link's bandwidth (--link-gbps): not examined",
@@ -359,7 +440,7 @@ def find_link(context: Context) -> Finding | None:
 
     replayer = context.replayer
     link = context.link_gbps
-    evidence: dict[str, float | int | None] = {
+    evidence: dict[str, float | int | str | None] = {
         "link_gbps": link,
         "busbw_gbps": utilisation * link,
         "link_utilisation_ratio": min(utilisation, 1.0),
@@ -367,10 +448,10 @@ def find_link(context: Context) -> Finding | None:
         "exposed_comm_ns": exposed,
     }
     if utilisation < LINK_UNDERUSED_RATIO:
-        alpha_s, cost = _fixed_step_latency_s(context, replayer)
-        full = Scenario(efficiency="full", latency_s=alpha_s)
-        prediction = predicted(context, replayer.predict(scenario=full), "replay")
-        evidence["collective_latency_ns"] = None if cost is None else cost.latency_ns
+        # the full link, each collective keeping its fitted fixed cost per call (fewer, larger
+        # collectives shorten that: bucketing)
+        prediction = predicted(context, replayer.predict(scenario=Scenario(efficiency="full")), "replay")
+        evidence.update(_gradient_cost_evidence(replayer))
         cause, summary = (
             "link_underused",
             f"transfers reach {utilisation:.0%} of the {link:g} Gbit/s link (bus bandwidth "
@@ -394,6 +475,12 @@ def find_link(context: Context) -> Finding | None:
             f"a faster link: from about {faster:.3g} Gbit/s (replayed) it no longer limits the step; or less "
             "data on it (compression, larger batches)"
         )
+        if faster > PHYSICAL_CEILING_GBPS:
+            fix = (
+                f"less data on the link (compression, larger batches): only a hypothetical link of about "
+                f"{faster:.3g} Gbit/s, beyond any that exists ({PHYSICAL_CEILING_GBPS:g} Gbit/s, NVLink 5), "
+                "would stop it limiting the step"
+            )
         evidence["faster_link_gbps"] = faster
     if prediction.gain_ratio < MIN_GAIN:
         return None
@@ -407,7 +494,12 @@ def find_link(context: Context) -> Finding | None:
 
 
 def find_compression(context: Context) -> Finding | None:
-    """Return what :data:`COMPRESSION_RATIO` compression of the gradients would give, codec cost included."""
+    """Return what :data:`COMPRESSION_RATIO` compression of the gradients would give, codec cost included.
+
+    Fewer bytes in as many calls: each gradient collective keeps its fitted fixed cost per call, its
+    time per byte divided by the ratio, and the codec encodes before it and decodes after. With the
+    codec's throughput assumed (none given), the finding's basis is ``assumption``.
+    """
     facts = context.facts
     if (replay := _gradient_replay(context)) is None:
         return None
@@ -421,11 +513,9 @@ def find_compression(context: Context) -> Finding | None:
     modes = set(replayer.graph.modes.values())
     codec_gbps = context.codec_gbps or CODEC_GBPS["gpu" if "gpu" in modes else "cpu"]
     codec = Compression(ratio=COMPRESSION_RATIO, codec_bytes_per_s=codec_gbps * 1e9 / 8)
-    cost = _gradient_cost(context, replayer)  # a collective's fixed cost is not compressed
-    prediction = predicted(
-        context, replayer.predict(scenario=Scenario(compression=codec, gradient_cost=cost)), "replay"
-    )
-    free_codec = Scenario(compression=Compression(ratio=COMPRESSION_RATIO), gradient_cost=cost)
+    basis: Basis = "assumption" if assumed else "replay"
+    prediction = predicted(context, replayer.predict(scenario=Scenario(compression=codec)), basis)
+    free_codec = Scenario(compression=Compression(ratio=COMPRESSION_RATIO))
     free = min(replayer.predict(scenario=free_codec), facts.step_ns)
     saved = facts.step_ns - free
     nbytes = gradient_bytes(context)
@@ -439,24 +529,20 @@ def find_compression(context: Context) -> Finding | None:
         "gradient_bytes": nbytes,
         "exposed_gradient_comm_ns": exposed,
         "break_even_codec_gbps": break_even,
-        "collective_latency_ns": None if cost is None else cost.latency_ns,
+        **_gradient_cost_evidence(replayer),
     }
     codec_text = f"with a {codec_gbps:g} Gbit/s codec" + (" (assumed)" if assumed else "")
-    if prediction.gain_ratio >= MIN_GAIN:
-        summary = (
-            f"{COMPRESSION_RATIO:g}x gradient compression would save {prediction.gain_ratio:.0%} of the step "
-            f"{codec_text}"
-        )
-        if break_even is not None:
-            summary += f"; it pays only with a codec faster than {break_even:.3g} Gbit/s (encode and decode)"
-        fix = "compress gradients (a DDP communication hook: PowerSGD, fp16/bf16) if the codec is that fast"
-    else:
-        summary = (
-            f"{COMPRESSION_RATIO:g}x gradient compression would not help ({prediction.gain_ratio:.1%} "
-            f"{codec_text}, {1 - free / facts.step_ns:.1%} with a free codec): the gradient communication "
-            "is not what delays the step"
-        )
-        fix = "do not compress gradients: fix the larger causes first"
+    if prediction.gain_ratio < MIN_GAIN:
+        return None
+    summary = (
+        f"{COMPRESSION_RATIO:g}x gradient compression would save {prediction.gain_ratio:.0%} of the step "
+        f"{codec_text}, as many calls with fewer bytes"
+    )
+    if break_even is not None:
+        summary += f"; it pays only with a codec faster than {break_even:.3g} Gbit/s (encode and decode)"
+    if assumed:
+        summary += " (an assumed codec speed: give yours with --codec-gbps)"
+    fix = "compress gradients (a DDP communication hook: PowerSGD, fp16/bf16) if the codec is that fast"
     return finding(
         "compression",
         prediction,

@@ -95,6 +95,13 @@ class Context:
     exposed_gradient_ns: int | None = None
     """The gradient collectives' exposed time, once a rule measured it
     (:func:`timeline.diagnosis.communication.exposed_gradient_ns`: three rules read it)."""
+    world_size: int | None = None
+    """The job's world size as the profiler traces record it (``distributedInfo.world_size``)."""
+
+    @property
+    def partial(self) -> bool:
+        """Whether fewer ranks were diagnosed than the job had (a partial run)."""
+        return self.world_size is not None and len(self.facts.ranks) < self.world_size
 
     @cached_property
     def replayer(self) -> Replayer | None:

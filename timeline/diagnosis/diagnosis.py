@@ -30,7 +30,8 @@ from timeline.diagnosis.ranks import find_imbalance, find_input_stall, find_laun
 from timeline.diagnosis.thresholds import MIN_GAIN, MIN_SHARE, REPLAY_ERROR
 from timeline.diagnosis.verdict import DIAGNOSED_CAUSES, NOTHING, Diagnosis, headline
 from timeline.errors import TimelineError
-from timeline.results.findings import COMMUNICATION_CAUSES, Finding, ranked
+from timeline.results.findings import COMMUNICATION_CAUSES, MEASURED_BASES, Finding, hide_text, ranked
+from timeline.trace import world_size_of_files
 from timeline.units import format_ns
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from timeline.trace import Trace
     from timeline.whatif.graph import TraceGraph
 
-__all__ = ["diagnose", "diagnosis_graph"]
+__all__ = ["PARTIAL_UNEXAMINED", "diagnose", "diagnosis_graph"]
 
 
 def diagnose(
@@ -110,10 +111,12 @@ def diagnose(
         return diagnose_horovod(trace, link_gbps=link_gbps)
     notes: list[str] = []
     chosen = choose_iterations(overlap)
+    _cut_note(overlap, notes)
     match = _match(trace, match, notes)
     facts = facts_of(overlap, match=match, chosen=chosen)
     if not facts.ranks or facts.step_ns <= 0:
         return Diagnosis(findings=(), communication_bound=False, summary=NOTHING, notes=tuple(notes))
+    world = world_size_of_files(trace.files)
     context = Context(
         facts=facts,
         overlap=overlap,
@@ -131,7 +134,15 @@ def diagnose(
         dimensions=dimensions,
         exposure=exposure,
         notes=notes,
+        world_size=world,
     )
+    if context.partial:
+        context.note(
+            f"a partial run: {len(facts.ranks)} of the job's {world} ranks traced; a collective's time on "
+            "them includes waiting for ranks not traced, so no_overlap, bucketing, compression, slow_link "
+            "and link_underused are not examined, and a late rank may be one not traced",
+            causes=PARTIAL_UNEXAMINED,
+        )
     _launch_gaps(context, trace, complete=complete, gaps=launch_gaps)
     if _CLOCKS_NOTE in notes:
         context.unexamined.update(("straggler", "imbalance"))
@@ -158,6 +169,20 @@ def _findings(context: Context) -> list[Finding]:
 
 
 _CLOCKS_NOTE = "the ranks' clocks disagree: straggler and imbalance not examined (align them: --align)"
+
+PARTIAL_UNEXAMINED = ("no_overlap", "bucketing", "compression", "slow_link", "link_underused")
+"""The causes a partial run cannot show (their collectives' times include waiting for untraced ranks)."""
+
+
+def _cut_note(overlap: Overlap, notes: list[str]) -> None:
+    """Note the iterations the profiler's window cut, which the measured step leaves out."""
+    from timeline.diagnosis.facts import cut_iterations
+
+    for iteration, (rank, step, typical) in sorted(cut_iterations(overlap).items()):
+        notes.append(
+            f"iteration {iteration} left out: the profiler's window cut it (rank {rank}: {format_ns(step)}, "
+            f"its other iterations {format_ns(typical)})"
+        )
 
 
 def _match(trace: Trace, match: CollectiveMatch | None, notes: list[str]) -> CollectiveMatch | None:
@@ -281,12 +306,25 @@ def _verdict(context: Context, findings: list[Finding]) -> Diagnosis:
     replayer = context.replayer if communicates else context.__dict__.get("replayer")
     hide = replayer.hide_bandwidth_gbps() if replayer is not None and communicates else None
     exposed = facts.share(facts.median_mean("exposed_comm_ns"))
-    top = next((f for f in findings if f.predicted_gain_ratio is not None), None)
+    # the verdict rests on what the trace measured: a gain resting on an assumption never decides it
+    top = next(
+        (f for f in findings if f.predicted_gain_ratio is not None and f.basis in MEASURED_BASES), None
+    )
     bound = top is not None and top.cause in COMMUNICATION_CAUSES
+    summary = _summary(facts, top, exposed, hide)
+    assumed = next((f for f in findings if f.basis == "assumption"), None)
+    gain = (top.predicted_gain_ratio or 0.0) if top is not None else 0.0
+    if assumed is not None and (assumed.predicted_gain_ratio or 0.0) > gain:
+        summary += (
+            f" {assumed.cause} would save {assumed.predicted_gain_ratio:.0%}, but only with an assumed "
+            "codec speed, which decides nothing here (give yours: --codec-gbps)."
+        )
+    if context.partial:
+        summary = f"{_partial(facts.ranks, context.world_size)} {summary}"
     return Diagnosis(
         findings=tuple(findings),
         communication_bound=bound,
-        summary=_summary(facts, top, exposed, hide),
+        summary=summary,
         step_ns=facts.step_ns,
         iterations=None
         if facts.iterations == (None,)
@@ -298,7 +336,25 @@ def _verdict(context: Context, findings: list[Finding]) -> Diagnosis:
         replay_error_ratio=None if replayer is None else replayer.error_ratio,
         notes=tuple(context.notes),
         examined=tuple(c for c in DIAGNOSED_CAUSES if c not in context.unexamined),
+        ranks=facts.ranks,
+        world_size=context.world_size,
     )
+
+
+def _partial(ranks: tuple[int, ...], world: int | None) -> str:
+    """Return the first words of a partial run's verdict: which ranks the diagnosis saw, of how many."""
+    return f"Partial run: rank(s) {_ranks_text(ranks)} of {world} traced; this is what they show."
+
+
+def _ranks_text(ranks: tuple[int, ...]) -> str:
+    """Return ranks as ``0-3, 8``."""
+    runs: list[list[int]] = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _summary(facts: Facts, top: Finding | None, exposed: float, hide: float | None) -> str:
@@ -315,7 +371,7 @@ def _summary(facts: Facts, top: Finding | None, exposed: float, hide: float | No
         )
         text += f" of the {step} step"
         if hide is not None:
-            text += f"; communication would hide completely at about {hide:.3g} Gbit/s"
+            text += f"; {hide_text(hide)}"
         return text + "."
     text = (
         f"Not communication-bound: {headline(top)} ({top.cause}); fixing it is predicted to save {gain:.0%}"

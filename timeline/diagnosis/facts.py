@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from timeline.diagnosis.thresholds import MAX_RANK_EVENTS
+from timeline.diagnosis.thresholds import CUT_STEP_SHARE, MAX_RANK_EVENTS
 from timeline.stats import median
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ __all__ = [
     "Facts",
     "choose_iterations",
     "chosen_by_rank",
+    "cut_iterations",
     "facts_of",
     "horovod_only",
     "mean_int",
@@ -36,17 +37,25 @@ __all__ = [
 
 
 def replayed_iterations(iterations: list[int], events: int) -> list[int]:
-    """Return the iterations a rank diagnoses: all, or the middle one when it has many events.
+    """Return the iterations a rank diagnoses: all, or the middle ones when it has many events.
+
+    With more than :data:`MAX_RANK_EVENTS` communication events, the consecutive iterations around
+    the middle one (by number) that hold about that many at the rank's mean per iteration, at least
+    the middle one: a few noisy iterations do not decide (#37), and the replay stays cheap.
 
     Examples
     --------
     >>> replayed_iterations([2, 3, 4], 24), replayed_iterations([2, 3, 4, 5, 6], 2020)
     ([2, 3, 4], [4])
+    >>> replayed_iterations(list(range(40)), 600)  # 15 a step: the 16 around the middle
+    [12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27]
     """
     ordered = sorted(iterations)
-    if len(ordered) > 1 and events > MAX_RANK_EVENTS:
-        return [ordered[len(ordered) // 2]]
-    return ordered
+    if len(ordered) <= 1 or events <= MAX_RANK_EVENTS:
+        return ordered
+    keep = max(1, MAX_RANK_EVENTS * len(ordered) // events)
+    first = max(0, len(ordered) // 2 - keep // 2)
+    return ordered[first : first + keep]
 
 
 def horovod_only(trace: Trace, overlap: Overlap) -> bool:
@@ -129,6 +138,9 @@ class Facts:
     behind
         ``(iteration, rank)`` → how far behind the median rank it arrived: over the synchronising
         collectives of the iteration, the largest gap between its start and the median start.
+    arrivals
+        Per synchronising collective of the diagnosed iterations: its iteration, its last rank and
+        each rank's start (:meth:`late_behind` reads them).
     """
 
     rows: pl.DataFrame
@@ -138,6 +150,27 @@ class Facts:
     waited: Mapping[tuple[int | None, int], int] = field(default_factory=dict)
     late: Mapping[tuple[int | None, int], int] = field(default_factory=dict)
     behind: Mapping[tuple[int | None, int], int] = field(default_factory=dict)
+    arrivals: Mapping[int, tuple[int | None, int, tuple[tuple[int, int], ...]]] = field(default_factory=dict)
+
+    def late_behind(self, group: set[int]) -> dict[tuple[int | None, int], int]:
+        """Return how late each rank of ``group`` arrived behind every rank outside it, per iteration.
+
+        ``(iteration, rank)`` → over the synchronising collectives of the iteration a rank of the
+        group started last, the largest gap between the rank's start and the latest start of the
+        ranks outside the group: what it would have to arrive earlier by for no rank outside the
+        group to wait for it. With one rank, :attr:`late`.
+        """
+        out: dict[tuple[int | None, int], int] = {}
+        for iteration, last, starts in self.arrivals.values():
+            outside = [s for r, s in starts if r not in group]
+            if last not in group or not outside:
+                continue
+            latest = max(outside)
+            for rank, start in starts:
+                if rank in group:
+                    key = (iteration, rank)
+                    out[key] = max(out.get(key, 0), max(0, start - latest))
+        return out
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -180,17 +213,54 @@ class Facts:
         return cached
 
 
+def cut_iterations(overlap: Overlap) -> dict[int, tuple[int, int, int]]:
+    """Return the iterations the profiler's window cut: per iteration, the rank, its step, its median step.
+
+    A rank's first or last ``ProfilerStep`` iteration (of two or more) is cut when its step is
+    shorter than :data:`CUT_STEP_SHARE` of the median step of the rank's other iterations, or when it
+    has no compute while they have some: the profiler started or stopped inside it (a 49 µs
+    fragment after a 9.29 ms step). ``{iteration: (rank, step_ns, median_ns)}``, the rank whose
+    fragment is shortest.
+    """
+    rows = (
+        overlap.iterations.filter((pl.col("window") == "profiler_step") & pl.col("iteration").is_not_null())
+        .filter(pl.col("mode") != "horovod")
+        .select("rank", "iteration", "step_ns", "compute_ns")
+        .sort("rank", "iteration")
+    )
+    by_rank: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    for rank, iteration, step, compute in rows.iter_rows():
+        by_rank[rank].append((iteration, int(step or 0), int(compute or 0)))
+    cut: dict[int, tuple[int, int, int]] = {}
+    for rank, its in by_rank.items():
+        if len(its) < 2:
+            continue
+        for k in {0, len(its) - 1}:
+            iteration, step, compute = its[k]
+            others = [it for j, it in enumerate(its) if j != k]
+            typical = round(median(s for _, s, _ in others))
+            no_compute = compute == 0 and median(c for _, _, c in others) > 0
+            if (step < CUT_STEP_SHARE * typical or no_compute) and (
+                iteration not in cut or step < cut[iteration][1]
+            ):
+                cut[iteration] = (rank, step, typical)
+    return cut
+
+
 def choose_iterations(overlap: Overlap) -> tuple[pl.DataFrame, tuple[int | None, ...]]:
     """Return the rows to diagnose and their iterations.
 
     The iterations every rank with known exposure (Horovod-only ranks have none) chose
-    (:func:`chosen_by_rank`). Without iterations common to every rank, each rank's whole trace is
-    one window (iteration None).
+    (:func:`chosen_by_rank`), less those the profiler's window cut (:func:`cut_iterations`).
+    Without iterations common to every rank, each rank's whole trace is one window (iteration None).
     """
     known = overlap.iterations.filter(pl.col("mode") != "horovod")
     ranks = set(known.get_column("rank").to_list())
     chosen = chosen_by_rank(overlap.windows.filter(pl.col("rank").is_in(sorted(ranks))), overlap.collectives)
     common = sorted(set.intersection(*(set(chosen.get(r, [])) for r in ranks))) if ranks else []
+    cut = cut_iterations(overlap)
+    if any(i not in cut for i in common):
+        common = [i for i in common if i not in cut]
     if not common:
         whole = known.filter(pl.col("window") == "whole_trace")
         return whole.select(_COLUMNS), (None,)
@@ -225,8 +295,9 @@ def facts_of(
     waited: dict[tuple[int | None, int], int] = defaultdict(int)
     late: dict[tuple[int | None, int], int] = defaultdict(int)
     behind: dict[tuple[int | None, int], int] = defaultdict(int)
+    arrivals: dict[int, tuple[int | None, int, tuple[tuple[int, int], ...]]] = {}
     if match is not None:
-        _waits(match, set(iterations), caused, waited, (late, behind))
+        arrivals = _waits(match, set(iterations), caused, waited, (late, behind))
     return Facts(
         rows=rows,
         iterations=iterations,
@@ -235,6 +306,7 @@ def facts_of(
         waited=dict(waited),
         late=dict(late),
         behind=dict(behind),
+        arrivals=arrivals,
     )
 
 
@@ -244,8 +316,11 @@ def _waits(
     caused: dict[tuple[int | None, int], int],
     waited: dict[tuple[int | None, int], int],
     lateness: tuple[dict[tuple[int | None, int], int], dict[tuple[int | None, int], int]],
-) -> None:
-    """Sum, per iteration and rank, the wait caused and spent at synchronising collectives; the lateness."""
+) -> dict[int, tuple[int | None, int, tuple[tuple[int, int], ...]]]:
+    """Sum, per iteration and rank, the wait caused and spent at synchronising collectives; the lateness.
+
+    Returns each collective's iteration, last rank and starts (:attr:`Facts.arrivals`).
+    """
     sync = match.collectives.filter(pl.col("synchronising") & (pl.col("ranks") > 1)).select(
         "collective_id", "last_rank"
     )
@@ -277,3 +352,4 @@ def _waits(
             if start > middle:
                 key = (key_iteration, rank)
                 behind[key] = max(behind.get(key, 0), round(start - middle))
+    return {c: (meta[c][0], meta[c][1], tuple(members)) for c, members in starts.items()}

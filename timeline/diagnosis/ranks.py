@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from typing import Any
 
 from timeline.analysis.intervals import total_ns
 from timeline.diagnosis.context import Context, Prediction, finding, predicted
@@ -18,6 +19,7 @@ from timeline.diagnosis.replays import Intervals, WindowCut
 from timeline.diagnosis.thresholds import (
     DISPATCH_GAP_MAX_NS,
     IMBALANCE_LATE_SHARE,
+    LATE_TOGETHER,
     MIN_GAIN,
     MIN_SHARE,
     SLOW_RANK_SHARE,
@@ -36,47 +38,56 @@ def _caused_by_rank(context: Context) -> dict[int, int]:
     return dict(totals)
 
 
-def _excess(context: Context, rank: int, iteration: int | None, column: str) -> int:
-    """Return a rank's figure in an iteration beyond the other ranks' median (0 when not beyond)."""
+def _excess(
+    context: Context, rank: int, iteration: int | None, column: str, *, group: set[int] | None = None
+) -> int:
+    """Return a rank's figure in an iteration beyond the median of the ranks outside ``group``."""
     facts = context.facts
-    others = [r for r in facts.ranks if r != rank]
+    others = [r for r in facts.ranks if r != rank and (group is None or r not in group)]
     if not others:
         return 0
     middle = median(facts.value(r, iteration, column) for r in others)
     return max(0, round(facts.value(rank, iteration, column) - middle))
 
 
+_Lateness = Mapping[tuple[int | None, int], int]
+"""``(iteration, rank)`` → how much earlier the rank must arrive (``Facts.late_behind``, ``Facts.behind``)."""
+
+
 def _late_cut(
-    context: Context, rank: int, iteration: int | None, *, median: bool = False
+    context: Context, rank: int, iteration: int | None, lateness: _Lateness, group: set[int] | None = None
 ) -> tuple[int, int, int]:
     """How a rank's lateness in an iteration is removed: ``(idle, compute, before the window)``.
 
-    Its lateness (behind the latest other rank, :attr:`~timeline.diagnosis.facts.Facts.late`; with
-    ``median``, behind the median rank, :attr:`~timeline.diagnosis.facts.Facts.behind`) comes out
-    of its idle beyond the other ranks' median first, then out of its compute beyond theirs, and
-    what is left out of the time before its window (it started the iteration late).
+    Its lateness (``lateness``: behind the latest rank outside its group,
+    :meth:`~timeline.diagnosis.facts.Facts.late_behind`; or behind the median rank,
+    :attr:`~timeline.diagnosis.facts.Facts.behind`) comes out of its idle beyond the median of the
+    ranks outside ``group`` (every other rank when None) first, then out of its compute beyond
+    theirs, and what is left out of the time before its window (it started the iteration late).
     """
-    late = (context.facts.behind if median else context.facts.late).get((iteration, rank), 0)
-    idle = min(late, _excess(context, rank, iteration, "idle_ns"))
-    compute = min(late - idle, _excess(context, rank, iteration, "compute_ns"))
+    late = lateness.get((iteration, rank), 0)
+    idle = min(late, _excess(context, rank, iteration, "idle_ns", group=group))
+    compute = min(late - idle, _excess(context, rank, iteration, "compute_ns", group=group))
     return idle, compute, late - idle - compute
 
 
-def _cuts(context: Context, ranks: list[int], *, median: bool = False) -> list[WindowCut]:
+def _cuts(context: Context, ranks: list[int], lateness: _Lateness, *, group: bool = False) -> list[WindowCut]:
     """Return the cuts that make each rank arrive on time at the collectives it was late for.
 
-    Per window
-    (with ``median``: no later than the median rank).
+    Per window, by ``lateness``; ``group``: the ranks are late together (their excess is over the
+    ranks outside them, their late arrivals behind those ranks' latest start).
     """
     replayer = context.replayer
     assert replayer is not None
+    together = set(ranks) if group else None
     cuts = []
     for rank in ranks:
         for iteration in context.facts.iterations:
             window = replayer.window_of(rank, iteration)
-            idle, compute, before = _late_cut(context, rank, iteration, median=median)
+            idle, compute, before = _late_cut(context, rank, iteration, lateness, together)
             if window is not None and idle + compute + before > 0:
-                until = _compute_until(replayer.late_arrivals(rank, window), compute, idle + before)
+                arrivals = replayer.late_arrivals(rank, window, group=together)
+                until = _compute_until(arrivals, compute, idle + before)
                 cuts.append(WindowCut(rank, window, idle, compute, before, compute_until=until))
     return cuts
 
@@ -106,21 +117,39 @@ def _compute_until(
 
 
 def _late_prediction(
-    context: Context, ranks: list[int], waited_ns: int, *, median: bool = False
+    context: Context, ranks: list[int], waited_ns: int, lateness: _Lateness, *, group: bool = False
 ) -> Prediction:
     """Replay with the ranks arriving on time; without a graph, the step minus the others' wait."""
     replayer = context.replayer
     if replayer is not None:
-        return predicted(
-            context, replayer.predict(replayer.contracted(_cuts(context, ranks, median=median))), "replay"
-        )
+        cuts = _cuts(context, ranks, lateness, group=group)
+        return predicted(context, replayer.predict(replayer.contracted(cuts)), "replay")
     return predicted(context, context.facts.step_ns - waited_ns, "bound")
 
 
-def find_straggler(context: Context) -> Finding | None:
-    """One rank caused at least half of the waiting at the synchronising collectives.
+def _late_together(context: Context, slow: int) -> set[int]:
+    """Return the slow rank and the ranks late with it (at least :data:`LATE_TOGETHER` as far behind).
 
-    Examined when the others' mean wait for it is at least :data:`MIN_SHARE` of the step.
+    Mean over the diagnosed iterations of each rank's lateness behind the median rank
+    (:attr:`~timeline.diagnosis.facts.Facts.behind`); at least one rank stays outside the group.
+    """
+    facts = context.facts
+    behind = {r: mean_int(facts.behind.get((i, r), 0) for i in facts.iterations) for r in facts.ranks}
+    group = {slow}
+    if behind[slow] > 0:
+        group |= {r for r in facts.ranks if behind[r] >= LATE_TOGETHER * behind[slow]}
+    if len(group) >= len(facts.ranks):
+        return {slow}
+    return group
+
+
+def find_straggler(context: Context) -> Finding | None:
+    """One rank caused at least half of the waiting at the synchronising collectives (and ranks late with it).
+
+    Examined when the others' mean wait for it is at least :data:`MIN_SHARE` of the step. The rank
+    is the one :func:`timeline.analysis.stragglers.find_stragglers` calls the slow rank; ranks that
+    arrive nearly as late (:func:`_late_together`) are named with it, and the fix replayed brings
+    them all to the latest of the other ranks.
     """
     facts = context.facts
     totals = _caused_by_rank(context)
@@ -130,13 +159,13 @@ def find_straggler(context: Context) -> Finding | None:
         return None
     slow = max(sorted(totals), key=lambda r: totals[r])
     share = totals[slow] / total
-    others = [r for r in facts.ranks if r != slow]
+    group = _late_together(context, slow)
+    others = [r for r in facts.ranks if r not in group]
     iterations = len(facts.iterations)
-    # what each other rank lost to it per iteration: the wait it caused, shared among them, at most
-    # their exposed communication (waits at collectives in flight together overlap in time)
-    waited = min(
-        round(totals[slow] / (ranks - 1) / iterations), facts.median_mean("exposed_comm_ns", ranks=others)
-    )
+    # what each other rank lost to the group per iteration: the wait it caused, shared among them, at
+    # most their exposed communication (waits at collectives in flight together overlap in time)
+    caused = sum(totals.get(r, 0) for r in group)
+    waited = min(round(caused / len(others) / iterations), facts.median_mean("exposed_comm_ns", ranks=others))
     if share < SLOW_RANK_SHARE or facts.share(waited) < MIN_SHARE:
         return None
     late_in = [
@@ -144,42 +173,76 @@ def find_straggler(context: Context) -> Finding | None:
         for i in facts.iterations
         if i is not None and max(facts.ranks, key=lambda r: (facts.caused.get((i, r), 0), -r)) == slow
     ]
-    prediction = _late_prediction(context, [slow], waited)
+    lateness = _straggler_lateness(context, group)
+    prediction = _late_prediction(context, sorted(group), waited, lateness, group=len(group) > 1)
     if prediction.gain_ratio < MIN_GAIN:
         return None
-    evidence: Evidence = {
+    evidence = _straggler_evidence(context, slow, group, facts.late_behind(group))
+    evidence.update(
+        caused_wait_ns=round(totals[slow] / iterations),
+        caused_wait_share_ratio=share,
+        others_wait_ns=waited,
+        late_iterations=len(late_in),
+    )
+    cause = _what_it_did(evidence)
+    with_it = sorted(group - {slow})
+    together = f", ranks {', '.join(map(str, with_it))} nearly as late" if with_it else ""
+    return finding(
+        "straggler",
+        prediction,
+        summary=(
+            f"rank {slow} arrives late at the collectives ({share:.0%} of the waiting){together}: each other "
+            f"rank waits {format_ns(waited)} per iteration for {'them' if with_it else 'it'}; {cause}"
+        ),
+        fix=f"find what delays rank {slow} before its collectives ({_fix_hint(evidence)}) and remove it",
+        ranks=tuple(sorted(group)),
+        iterations=tuple(late_in) or None,
+        evidence=evidence,
+    )
+
+
+def _straggler_lateness(context: Context, group: set[int]) -> dict[tuple[int | None, int], int]:
+    """Return how much of each straggler's time the fix removes per iteration: its excess, or its lateness.
+
+    Its lateness behind the ranks outside its group (:meth:`~timeline.diagnosis.facts.Facts.late_behind`),
+    or, when larger, its idle and compute beyond their median (:func:`_excess`): a rank whose extra
+    work is hidden in part behind collectives in flight (DDP's buckets) arrives later than the
+    others by less than that work, which the fix (the same work as the others) removes whole.
+    """
+    facts = context.facts
+    together = group if len(group) > 1 else None
+    lateness = dict(facts.late_behind(group))
+    for rank in group:
+        for i in facts.iterations:
+            excess = _excess(context, rank, i, "idle_ns", group=together)
+            excess += _excess(context, rank, i, "compute_ns", group=together)
+            lateness[(i, rank)] = max(lateness.get((i, rank), 0), excess)
+    return lateness
+
+
+def _straggler_evidence(context: Context, slow: int, group: set[int], lateness: _Lateness) -> dict[str, Any]:
+    """Return a straggler's evidence: its idle, compute and lateness against the ranks outside its group."""
+    facts = context.facts
+    others = [r for r in facts.ranks if r not in group]
+    its = facts.iterations
+    together = group if len(group) > 1 else None
+    return {
         "rank": slow,
-        "caused_wait_ns": round(totals[slow] / iterations),
-        "caused_wait_share_ratio": share,
-        "others_wait_ns": waited,
+        "late_together_ranks": sorted(group - {slow}),
         "others_exposed_comm_ns": facts.median_mean("exposed_comm_ns", ranks=others),
         "idle_ns": facts.rank_mean(slow, "idle_ns"),
         "others_idle_ns": facts.median_mean("idle_ns", ranks=others),
         "compute_ns": facts.rank_mean(slow, "compute_ns"),
         "others_compute_ns": facts.median_mean("compute_ns", ranks=others),
-        "late_ns": mean_int(facts.late.get((i, slow), 0) for i in facts.iterations),
-        "excess_idle_ns": mean_int(_excess(context, slow, i, "idle_ns") for i in facts.iterations),
-        "excess_compute_ns": mean_int(_excess(context, slow, i, "compute_ns") for i in facts.iterations),
-        "started_late_ns": mean_int(_late_cut(context, slow, i)[2] for i in facts.iterations),
+        "late_ns": mean_int(lateness.get((i, slow), 0) for i in its),
+        "excess_idle_ns": mean_int(_excess(context, slow, i, "idle_ns", group=together) for i in its),
+        "excess_compute_ns": mean_int(_excess(context, slow, i, "compute_ns", group=together) for i in its),
+        "started_late_ns": mean_int(_late_cut(context, slow, i, lateness, together)[2] for i in its),
         "launch_gap_ns": None
         if context.launch_gaps is None
-        else mean_int(context.launch_gap(slow, i) for i in facts.iterations),
-        "late_iterations": len(late_in),
-        "iterations": iterations,
+        else mean_int(context.launch_gap(slow, i) for i in its),
+        "iterations": len(its),
     }
-    cause = _what_it_did(evidence)
-    return finding(
-        "straggler",
-        prediction,
-        summary=(
-            f"rank {slow} arrives late at the collectives ({share:.0%} of the waiting): each other rank "
-            f"waits {format_ns(waited)} per iteration for it; {cause}"
-        ),
-        fix=f"find what delays rank {slow} before its collectives ({_fix_hint(evidence)}) and remove it",
-        ranks=(slow,),
-        iterations=tuple(late_in) or None,
-        evidence=evidence,
-    )
 
 
 def _what_it_did(evidence: Evidence) -> str:
@@ -227,7 +290,7 @@ def find_imbalance(context: Context, *, straggler: Finding | None) -> Finding | 
     behind = {r: mean_int(facts.behind.get((i, r), 0) for i in facts.iterations) for r in facts.ranks}
     all_behind = sum(behind.values())
     late = sorted(r for r, v in behind.items() if all_behind > 0 and v >= IMBALANCE_LATE_SHARE * all_behind)
-    prediction = _late_prediction(context, list(facts.ranks), waited, median=True)
+    prediction = _late_prediction(context, list(facts.ranks), waited, facts.behind)
     if prediction.gain_ratio < MIN_GAIN or not late:
         return None
     evidence: Evidence = {

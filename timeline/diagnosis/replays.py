@@ -6,7 +6,7 @@ iterations; gives, for a changed graph (:mod:`timeline.whatif.transform`) or a s
 
 ``predicted = measured step × replayed step with the fix / replayed step as measured``
 
-each replayed step being the median over the diagnosed iterations of the median over ranks of the
+each replayed step being the mean over the diagnosed iterations of the median over ranks of the
 replayed window (:func:`~timeline.whatif.replay.window_lengths`). The self-replay reproduces the
 measured step (``docs/whatif.md``), so the ratio is the replay's prediction; it also cancels what a
 graph restricted to a few iterations loses at their edges. Also: the idle intervals of a rank's
@@ -31,8 +31,9 @@ from timeline.diagnosis.thresholds import HIDE_TOLERANCE
 from timeline.stats import median
 
 if TYPE_CHECKING:
+    from timeline.whatif.bucketing import BucketPolicy
     from timeline.whatif.graph import TraceGraph
-    from timeline.whatif.replay import Efficiency, Scenario
+    from timeline.whatif.replay import Efficiency, Prediction, Scenario
 
 __all__ = ["Intervals", "Replayer", "WindowCut"]
 
@@ -117,12 +118,17 @@ class Replayer:
         return abs(self.self_step - measured) / measured if measured > 0 else 0.0
 
     def _step(self, lengths: Mapping[int, int]) -> float:
+        """Return the mean over iterations of the median over ranks: ``timeline whatif``'s iteration time.
+
+        The replayed steps a prediction's ratio is made of are aggregated as the what-if report does,
+        so that a finding's ratio is ``timeline whatif``'s for the same fix.
+        """
         by_iteration: dict[int | None, list[int]] = defaultdict(list)
         for window_id, row in self.windows.items():
             if window_id in lengths:
                 by_iteration[row["iteration"]].append(lengths[window_id])
-        medians = [median(v) for v in by_iteration.values()]
-        return median(medians) if medians else 0.0
+        medians = [round(median(v)) for v in by_iteration.values()]
+        return sum(medians) / len(medians) if medians else 0.0
 
     def replayed_step(self, graph: TraceGraph | None = None, scenario: Scenario | None = None) -> float:
         """Return the replayed step (median over iterations of the median over ranks) of a graph.
@@ -144,6 +150,31 @@ class Replayer:
         if self.self_step <= 0:
             return self.step_ns
         return round(self.step_ns * self.replayed_step(graph, scenario) / self.self_step)
+
+    def predict_buckets(
+        self, policies: Sequence[BucketPolicy], scenario: Scenario | None = None
+    ) -> list[tuple[int, Prediction]]:
+        """Return, per bucketing policy, the predicted step (scaled) and the replay it comes from.
+
+        The replays are :func:`timeline.whatif.sweep.predict_buckets`'s, what ``timeline whatif
+        --buckets`` prints: the ``Prediction``'s ``iteration_ns`` is its figure for these iterations.
+        """
+        from timeline.whatif.sweep import predict_buckets
+
+        out = []
+        for prediction in predict_buckets(self.graph, policies, scenario=scenario):
+            lengths = dict(
+                zip(
+                    prediction.windows.get_column("window_id").to_list(),
+                    prediction.windows.get_column("predicted_ns").to_list(),
+                    strict=True,
+                )
+            )
+            scaled = (
+                self.step_ns if self.self_step <= 0 else self.step_ns * self._step(lengths) / self.self_step
+            )
+            out.append((round(scaled), prediction))
+        return out
 
     def single_step(self) -> int:
         """Return ``T_single`` scaled likewise: the step without any communication."""
@@ -199,28 +230,37 @@ class Replayer:
                 removals[cut.rank].append((start - before, start))
         return contract(self.graph, dict(removals))
 
-    def late_arrivals(self, rank: int, window_id: int) -> list[tuple[int, int]]:
+    def late_arrivals(
+        self, rank: int, window_id: int, *, group: set[int] | None = None
+    ) -> list[tuple[int, int]]:
         """Return the rank's late arrivals in a window: ``(start_ns, late_ns)`` by start.
 
-        One per synchronising collective of the window the rank started after every other rank of
-        it: its start and how long after the latest other rank's start.
+        One per synchronising collective of the window the rank started after every rank outside
+        ``group`` (every other rank when None): its start and how long after the latest of them.
         """
-        arrivals: dict[tuple[int, int | None], list[tuple[int, int]]] | None = self.__dict__.get("_arrivals")
-        if arrivals is None:
-            arrivals = defaultdict(list)
+        key = None if group is None else tuple(sorted(group))
+        cache: dict[object, dict[tuple[int, int | None], list[tuple[int, int]]]] = self.__dict__.setdefault(
+            "_arrivals", {}
+        )
+        if key not in cache:
+            arrivals: dict[tuple[int, int | None], list[tuple[int, int]]] = defaultdict(list)
             ops = {o.op_id: o for o in self.graph.ops}
             for instance in self.graph.instances:
                 if not instance.synchronising:
                     continue
                 members = [ops[i] for i in instance.ops if i in ops]
                 for o in members:
-                    others = [m.start_ns for m in members if m.op_id != o.op_id]
-                    if others and o.start_ns > max(others):
-                        arrivals[(o.rank, o.window_id)].append((o.start_ns, o.start_ns - max(others)))
+                    outside = [
+                        m.start_ns
+                        for m in members
+                        if m.op_id != o.op_id and (group is None or m.rank not in group)
+                    ]
+                    if outside and o.start_ns > max(outside):
+                        arrivals[(o.rank, o.window_id)].append((o.start_ns, o.start_ns - max(outside)))
             for found in arrivals.values():
                 found.sort()
-            self.__dict__["_arrivals"] = arrivals
-        return list(arrivals.get((rank, window_id), ()))
+            cache[key] = arrivals
+        return list(cache[key].get((rank, window_id), ()))
 
     def dispatch_gaps(self, rank: int, window_id: int, max_gap_ns: int) -> tuple[tuple[int, int], ...]:
         """Return the short gaps between a rank's activities inside one of its windows, in order.

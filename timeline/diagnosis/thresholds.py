@@ -9,9 +9,11 @@ __all__ = [
     "BUCKET_CAPS_MIB",
     "CODEC_GBPS",
     "COMPRESSION_RATIO",
+    "CUT_STEP_SHARE",
     "DISPATCH_GAP_MAX_NS",
     "HIDE_TOLERANCE",
     "IMBALANCE_LATE_SHARE",
+    "LATE_TOGETHER",
     "LAUNCH_GAP_MAX_NS",
     "LINK_UNDERUSED_RATIO",
     "MAX_RANK_EVENTS",
@@ -31,6 +33,10 @@ is often a finding that it would not help, is kept whenever it was examined)."""
 SLOW_RANK_SHARE = 0.5
 """``straggler``: one rank caused at least half of the waiting at the synchronising collectives
 (the ``slow_rank`` share of :mod:`timeline.analysis.stragglers`)."""
+
+LATE_TOGETHER = 0.5
+"""``straggler``: a rank at least half as far behind the median rank as the slow one (mean over the
+diagnosed iterations) is late with it: the fix must bring both (``docs/diagnosis.md``)."""
 
 IMBALANCE_LATE_SHARE = 0.1
 """``imbalance``: the ranks named are those that caused at least 10 % of the waiting."""
@@ -62,12 +68,17 @@ the device: 20-300 µs per gap measured on a loaded 2-vCPU machine), not a stall
 step's first activity counts whatever its length, and so do longer gaps (a data loader's queue,
 a sleep, a blocking read)."""
 
+CUT_STEP_SHARE = 0.5
+"""A rank's first or last iteration shorter than half the median of its others was cut by the
+profiler's window (:func:`~timeline.diagnosis.facts.cut_iterations`): left out of the measured step."""
+
 HIDE_TOLERANCE = 0.01
 """The hide bandwidth: the step comes within 1 % of the step with an infinitely fast link."""
 
 MAX_RANK_EVENTS = 250
-"""Above this many communication events of a rank in its iterations, only its middle iteration (by
-number) is diagnosed, so that building its graph and replaying it stay cheap
+"""Above this many communication events of a rank in its iterations, only the consecutive iterations
+around its middle one (by number) that hold about this many are diagnosed (at least the middle one),
+so that building its graph and replaying it stay cheap
 (:func:`~timeline.diagnosis.facts.replayed_iterations`)."""
 
 REPLAY_ERROR = 0.05

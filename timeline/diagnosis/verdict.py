@@ -68,6 +68,11 @@ class Diagnosis:
     examined
         The causes the diagnosis could examine (:data:`DIAGNOSED_CAUSES` minus those it lacked the
         data for): a cause examined without a finding would save less than :data:`MIN_GAIN`.
+    ranks
+        The ranks the diagnosis saw (None: not known, a Horovod timeline alone).
+    world_size
+        The job's world size as the traces record it (None: not recorded); more than ``ranks``: a
+        partial run, which the summary says first.
     """
 
     findings: tuple[Finding, ...]
@@ -82,6 +87,8 @@ class Diagnosis:
     replay_error_ratio: float | None = None
     notes: tuple[str, ...] = ()
     examined: tuple[str, ...] = ()
+    ranks: tuple[int, ...] | None = None
+    world_size: int | None = None
 
 
 _HEADLINES = {

@@ -30,6 +30,7 @@ __all__ = [
     "CollectivesSection",
     "build_collective_table",
     "build_collectives_section",
+    "build_cost_table",
     "build_wait_heatmap",
     "build_wait_transfer",
     "has_collectives",
@@ -257,6 +258,46 @@ class CollectivesSection:
     wait_transfer: Any
     heatmap: Any
     scope: Any
+    costs: Any = None
+    """The fixed cost and time per byte per collective kind and group (:func:`build_cost_table`)."""
+
+
+def build_cost_table(report: CollectivesReport, *, width: int = 1100) -> Any:
+    """Return the fixed cost per call and the time per byte of each collective kind per group (a ``Div``).
+
+    The report's ``costs`` rows, as ``timeline collectives`` prints them.
+    """
+    from bokeh.models.widgets import Div
+
+    from timeline.report.breakdown import _html_table
+
+    headers = [
+        "collective",
+        "group",
+        "dimension",
+        "ranks",
+        "calls",
+        "sizes",
+        "α per call",
+        "β (ns/byte)",
+        "basis",
+    ]
+    rows = []
+    for cost in report.costs:
+        alpha, beta = cost.alpha_ns, cost.beta_ns_per_byte
+        alpha_text = (
+            "-" if alpha is None else f"{_fmt_ns(round(alpha))} ± {_fmt_ns(round(cost.alpha_se_ns or 0))}"
+        )
+        beta_text = "-" if beta is None else f"{beta:.3g} ± {cost.beta_se_ns_per_byte or 0:.2g}"
+        cells = (cost.collective, cost.group or "-", cost.dimension or "-", str(cost.group_size))
+        rows.append(
+            [*cells, str(cost.calls), str(cost.sizes), alpha_text, beta_text, cost.basis.replace("_", " ")]
+        )
+    title = (
+        "<b>What a call costs</b>: time = α + β × bytes × bus factor, fitted from the transfers "
+        "(docs/collectives.md)"
+    )
+    return Div(text=title + _html_table(headers, rows), width=width, name="collective_cost_table")
 
 
 def _scope_select(views: pl.DataFrame, view: int | None) -> tuple[Any, int | str | None]:
@@ -328,5 +369,8 @@ def build_collectives_section(
         width=width,
         name="collectives_header",
     )
-    layout = column(header, scope, row(bars, heatmap), table, name="collectives_section")
-    return CollectivesSection(layout=layout, table=table, wait_transfer=bars, heatmap=heatmap, scope=scope)
+    costs = build_cost_table(report, width=width)
+    layout = column(header, scope, row(bars, heatmap), table, costs, name="collectives_section")
+    return CollectivesSection(
+        layout=layout, table=table, wait_transfer=bars, heatmap=heatmap, scope=scope, costs=costs
+    )

@@ -33,6 +33,7 @@ __all__ = [
     "AmbiguousEvent",
     "ClockOffset",
     "Collective",
+    "CollectiveCost",
     "CollectiveRank",
     "CollectivesReport",
     "FileRow",
@@ -56,23 +57,23 @@ __all__ = [
     "Utilisation",
     "build_collectives_report",
     "utilisation_summary",
-    "world_size_of",
-    "world_size_of_files",
 ]
 
-REPORT_VERSION = 3
+REPORT_VERSION = 4
 """The layout version of :class:`CollectivesReport` (``timeline collectives --json``).
 
-3 (#36): ``kind`` (``"collectives"``) and ``timeline`` (timeline's version) come first; an unknown
-process group is null, no longer ``"*"`` (``group`` of ``collectives``, ``collective_ranks``,
-``mismatches``, ``groups`` and ``point_to_point``); the figures the tables showed without ``--json``
-holding them are keys: ``collective_groups``, ``complete_collectives``, ``incomplete``,
-``ambiguous_events``, ``collectives_by_wait``, ``pairs_by_wait``, ``wait_by_rank``,
-``wait_by_rank_iteration``, and in ``horovod`` ``implausible_batches``, ``batches_by_bytes``,
-``tensors_by_time``, ``negotiation_by_caused_wait``. 2 (#20): ``groups``, ``point_to_point``,
-``ambiguity``, ``ambiguous`` and ``gpus_per_node`` keys; ``collectives`` rows gain ``dimension``,
-``attributed_by`` and ``spans_nodes``; ``matched_by`` may be ``comms_id``; sends and receives are
-paired in ``point_to_point`` instead of matched as collectives. 1: the first layout."""
+4 (#37): ``costs``, the fixed cost per call and the time per byte of each collective kind per process
+group (:func:`~timeline.analysis.collective_costs.fit_collective_costs`). 3 (#36): ``kind``
+(``"collectives"``) and ``timeline`` (timeline's version) come first; an unknown process group is null,
+no longer ``"*"`` (``group`` of ``collectives``, ``collective_ranks``, ``mismatches``, ``groups`` and
+``point_to_point``); the figures the tables showed without ``--json`` holding them are keys:
+``collective_groups``, ``complete_collectives``, ``incomplete``, ``ambiguous_events``,
+``collectives_by_wait``, ``pairs_by_wait``, ``wait_by_rank``, ``wait_by_rank_iteration``, and in
+``horovod`` ``implausible_batches``, ``batches_by_bytes``, ``tensors_by_time``,
+``negotiation_by_caused_wait``. 2 (#20): ``groups``, ``point_to_point``, ``ambiguity``, ``ambiguous``
+and ``gpus_per_node`` keys; ``collectives`` rows gain ``dimension``, ``attributed_by`` and
+``spans_nodes``; ``matched_by`` may be ``comms_id``; sends and receives are paired in ``point_to_point``
+instead of matched as collectives. 1: the first layout."""
 
 UTILISATION_VERSION = 1
 """The layout of :class:`Utilisation` (the summary's ``utilisation``): versioned with the summary."""
@@ -520,12 +521,36 @@ class Utilisation(msgspec.Struct, kw_only=True, frozen=True):
     implausible: int
 
 
+class CollectiveCost(Row, frozen=True):
+    """One collective kind on one process group: its fixed cost per call and time per byte.
+
+    ``COLLECTIVE_COSTS_SCHEMA`` (:func:`~timeline.analysis.collective_costs.fit_collective_costs`);
+    ``basis`` says where ``alpha_ns`` and ``beta_ns_per_byte`` come from, ``cannot_separate`` where
+    the trace cannot tell them apart (``docs/collectives.md``).
+    """
+
+    collective: str
+    group: str | None
+    dimension: str | None
+    group_size: int | None
+    calls: int
+    sizes: int
+    bus_factor: float | None
+    alpha_ns: float | None
+    beta_ns_per_byte: float | None
+    busbw_gbps: float | None
+    alpha_se_ns: float | None
+    beta_se_ns_per_byte: float | None
+    median_ns: float | None
+    basis: str
+
+
 class CollectivesReport(Result, tag="collectives", kw_only=True):
     """What ``timeline collectives`` prints and ``--json`` emits (layout :data:`REPORT_VERSION`).
 
-    Layout 3 keeps every key of layout 2, in its order, after ``kind``, ``version`` and
-    ``timeline``, and adds the figures the tables show (the last keys). Changed: an unknown process
-    group is null (was ``"*"``). Every column is defined in ``docs/collectives.md``.
+    Layout 4 adds ``costs`` (the last key). Layout 3 keeps every key of layout 2, in its order,
+    after ``kind``, ``version`` and ``timeline``, and adds the figures the tables show (the last
+    keys). Changed: an unknown process group is null (was ``"*"``). Every column is defined in ``docs/collectives.md``.
 
     Attributes
     ----------
@@ -563,6 +588,9 @@ class CollectivesReport(Result, tag="collectives", kw_only=True):
         The same per rank × iteration, every cell present: the iterations of the collectives and
         every ProfilerStep window; null (outside every ProfilerStep window) where a collective or a
         rank's window is.
+    costs
+        The α-β cost model of each collective kind per process group (the run's
+        :attr:`~timeline.run.Run.collective_costs`).
     """
 
     version: int = REPORT_VERSION
@@ -590,20 +618,10 @@ class CollectivesReport(Result, tag="collectives", kw_only=True):
     pairs_by_wait: list[int]
     wait_by_rank: list[RankWait]
     wait_by_rank_iteration: list[RankIterationWait]
+    costs: list[CollectiveCost]
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def world_size_of(trace: Trace) -> int | None:
-    """Return the job's world size the profiler traces record (``distributedInfo``), or None."""
-    return world_size_of_files(trace.files)
-
-
-def world_size_of_files(files: pl.DataFrame) -> int | None:
-    """Return the world size a file table (``Trace.files``) records for the profiler traces, or None."""
-    sizes = files.filter(pl.col("format") != "horovod").get_column("world_size").drop_nulls()
-    return None if sizes.is_empty() else int(sizes.max())  # type: ignore[arg-type]
 
 
 def _implausible(frame: pl.DataFrame) -> int:
@@ -902,4 +920,5 @@ def build_collectives_report(run: Run, *, rank_rows: bool = True) -> Collectives
         pairs_by_wait=matched.pairs_by_wait,
         wait_by_rank=matched.wait_by_rank,
         wait_by_rank_iteration=matched.wait_by_rank_iteration,
+        costs=rows_of(run.collective_costs, CollectiveCost) if run.kineto_communication else [],
     )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from timeline.results.base import Result
-from timeline.results.findings import Finding
+from timeline.results.findings import MEASURED_BASES, Finding
 
 if TYPE_CHECKING:
     from timeline.diagnosis.verdict import Diagnosis
@@ -28,11 +28,14 @@ __all__ = [
     "verdict_of",
 ]
 
-DIAGNOSIS_VERSION = 2
-"""The layout version of :class:`DiagnosisReport` (2: ``kind`` and ``timeline`` added)."""
+DIAGNOSIS_VERSION = 3
+"""The layout version of :class:`DiagnosisReport` (2: ``kind`` and ``timeline`` added; 3 (#37): its
+verdict's layout 2)."""
 
-VERDICT_VERSION = 1
-"""The layout version of a :class:`Verdict` (its own ``version`` key, unchanged since the diagnosis)."""
+VERDICT_VERSION = 2
+"""The layout version of a :class:`Verdict` (its own ``version`` key). 2 (#37): ``ranks`` and
+``world_size``; ``at_stake_ratio`` is the largest gain measured from the trace (a finding with basis
+``assumption`` does not count); findings may have basis ``assumption``."""
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,9 +50,12 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     summary
         One sentence.
     at_stake_ratio
-        The largest predicted gain (None without a finding with a prediction).
+        The largest predicted gain measured from the trace (None without one: a finding whose gain
+        rests on an assumed quantity does not count).
     step_ns
         The measured step the gains are shares of (None without a profiler trace).
+    ranks, world_size
+        The ranks diagnosed, and of how many the job has (a partial run's are fewer).
     iterations
         The diagnosed ``ProfilerStep`` numbers (None: whole traces).
     exposed_comm_ratio, model_intensity_ns_per_byte, hide_bandwidth_gbps, link_gbps, replay_error_ratio
@@ -66,6 +72,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     summary: str
     at_stake_ratio: float | None
     step_ns: int | None
+    ranks: list[int] | None
+    world_size: int | None
     iterations: list[int] | None
     exposed_comm_ratio: float | None
     model_intensity_ns_per_byte: float | None
@@ -89,12 +97,17 @@ class DiagnosisReport(Result, tag="diagnosis", kw_only=True):
 
 def verdict_of(diagnosis: Diagnosis) -> Verdict:
     """Return the verdict of a diagnosis."""
-    top = next((f for f in diagnosis.findings if f.predicted_gain_ratio is not None), None)
+    top = next(
+        (f for f in diagnosis.findings if f.predicted_gain_ratio is not None and f.basis in MEASURED_BASES),
+        None,
+    )
     return Verdict(
         communication_bound=diagnosis.communication_bound,
         summary=diagnosis.summary,
         at_stake_ratio=None if top is None else top.predicted_gain_ratio,
         step_ns=diagnosis.step_ns,
+        ranks=None if diagnosis.ranks is None else list(diagnosis.ranks),
+        world_size=diagnosis.world_size,
         iterations=None if diagnosis.iterations is None else list(diagnosis.iterations),
         exposed_comm_ratio=diagnosis.exposed_comm_ratio,
         model_intensity_ns_per_byte=diagnosis.model_intensity_ns_per_byte,

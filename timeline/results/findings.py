@@ -18,21 +18,28 @@ __all__ = [
     "CAUSES",
     "COMMUNICATION_CAUSES",
     "FINDINGS_VERSION",
+    "MEASURED_BASES",
     "Basis",
     "Evidence",
     "Finding",
     "finding_dict",
     "gain_ratio",
+    "hide_text",
     "ranked",
 ]
 
 FINDINGS_VERSION = 1
 """The layout version of a finding (its keys in ``--json``: :class:`Finding`'s fields)."""
 
-Basis = Literal["replay", "bound", "observed"]
+Basis = Literal["replay", "bound", "assumption", "observed"]
 """How ``predicted_step_ns`` was obtained: the what-if replay of the trace with the fix applied, a
-stated bound (the step minus the time the fix removes at most), or ``observed`` for findings with
-no prediction (a hang, a desync: the dumps show what happened, no replay applies)."""
+stated bound (the step minus the time the fix removes at most), ``assumption`` (the replay of a fix
+whose gain rests on a quantity the trace does not measure and the user did not give: a codec's
+speed), or ``observed`` for findings with no prediction (a hang, a desync: the dumps show what
+happened, no replay applies)."""
+
+MEASURED_BASES = frozenset({"replay", "bound"})
+"""The bases of a gain measured from the trace (not resting on an assumption)."""
 
 Evidence = Mapping[str, int | float | str | bool | Sequence[int | str] | None]
 """Named numbers (and names) a finding rests on: waits, skews, idle, busbw, link use, sizes…; a list
@@ -132,12 +139,29 @@ def ranked(findings: Iterable[Finding]) -> list[Finding]:
     """Return findings by predicted gain, largest first; findings without a gain keep their order, first.
 
     A finding with no prediction (a hang, a desync) is about the job not running at all, so it
-    comes before every gain.
+    comes before every gain. A gain resting on an assumption (basis ``assumption``) comes after
+    every gain measured from the trace, whatever its size.
     """
     items = list(findings)
     unpredicted = [f for f in items if f.predicted_gain_ratio is None]
     predicted = sorted(
         (f for f in items if f.predicted_gain_ratio is not None),
-        key=lambda f: (-(f.predicted_gain_ratio or 0.0), f.cause),
+        key=lambda f: (f.basis == "assumption", -(f.predicted_gain_ratio or 0.0), f.cause),
     )
     return [*unpredicted, *predicted]
+
+
+def hide_text(gbps: float) -> str:
+    """Return where communication would hide, said as hypothetical beyond any link that exists.
+
+    Beyond :data:`~timeline.analysis.links.PHYSICAL_CEILING_GBPS` (NVLink 5, one direction) no
+    hardware reaches it: the figure is a hypothetical one, and says so.
+    """
+    from timeline.analysis.links import PHYSICAL_CEILING_GBPS
+
+    if gbps > PHYSICAL_CEILING_GBPS:
+        return (
+            f"communication would hide completely only on a hypothetical link of about {gbps:.3g} Gbit/s, "
+            f"beyond any that exists ({PHYSICAL_CEILING_GBPS:g} Gbit/s, NVLink 5)"
+        )
+    return f"communication would hide completely at about {gbps:.3g} Gbit/s"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 import msgspec
 
 from timeline.results.base import Result, Row, rows_of
+from timeline.results.collectives import CollectiveCost
 
 if TYPE_CHECKING:
     from timeline.whatif.graph import TraceGraph
@@ -42,12 +43,15 @@ __all__ = [
     "link_source_of",
 ]
 
-REPORT_VERSION = 3
+REPORT_VERSION = 4
 """The layout version of :class:`WhatIfReport` (``timeline whatif --json``).
 
 2 (#20): ``dimensions`` and ``dimension_latencies``; each scenario has ``dimension_bandwidths`` and
 ``dimension_latencies``. 3 (#36): ``kind`` and ``timeline`` first; ``self_replay`` gains
-``measured_scaling_factor``.
+``measured_scaling_factor``. 4 (#37): ``costs``, the fixed cost per call and time per byte of each
+collective kind per process group that the replay charges merged and split collectives
+(:func:`~timeline.whatif.replay.cost_fit`); ``latency_s`` (report and scenarios) is null when not
+given: each collective keeps its fitted fixed cost.
 """
 SEED_REPORT_VERSION = 3
 """The layout version of :class:`SeedReport` (``timeline seed --json``; 2 when ``timeline whatif``
@@ -138,7 +142,7 @@ class ScenarioRow(Row, frozen=True):
     buckets: str
     efficiency: str
     algorithm: str
-    latency_s: float
+    latency_s: float | None
     measured_ns: int
     iteration_ns: int
     single_ns: int
@@ -181,7 +185,8 @@ class WhatIfReport(Result, tag="whatif", kw_only=True):
 
     Layout 3 (#36) keeps layout 2's keys, values and order after ``kind``, ``version``, ``timeline``,
     and adds ``self_replay.measured_scaling_factor`` (which the report's what-if tab computed for
-    itself). Every key is always present.
+    itself); layout 4 (#37) adds ``costs`` and a null ``latency_s`` (each collective keeps its
+    fitted fixed cost). Every key is always present.
     """
 
     version: int = REPORT_VERSION
@@ -194,11 +199,12 @@ class WhatIfReport(Result, tag="whatif", kw_only=True):
     gradient_source: str
     collectives: int
     efficiency: EfficiencyValue
-    latency_s: float
+    latency_s: float | None
     algorithm: Literal["ring", "tree"]
     codec_gbps: float | None
     dimensions: list[DimensionRow]
     dimension_latencies: list[DimensionLatency]
+    costs: list[CollectiveCost]
     self_replay: SelfReplay
     scenarios: list[ScenarioRow]
     targets: list[Target]
@@ -393,7 +399,7 @@ def build_whatif_report(
     WhatIfReport
         The self-replay (under ``settings.iterations``), one scenario per combination, the targets.
     """
-    from timeline.whatif.replay import Scenario, replay, self_replay
+    from timeline.whatif.replay import Scenario, cost_fit, replay, self_replay
     from timeline.whatif.sweep import sweep
 
     if settings.iterations is None:
@@ -419,6 +425,7 @@ def build_whatif_report(
         dimension_latencies=[
             DimensionLatency(dimension=d, latency_s=a) for d, a in settings.dimension_latencies
         ],
+        costs=rows_of(cost_fit(graph), CollectiveCost),
         self_replay=_self_replay(check),
         scenarios=rows_of(table, ScenarioRow),
         targets=_targets(graph, settings),

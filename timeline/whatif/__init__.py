@@ -45,7 +45,7 @@ if TYPE_CHECKING:
         parse_duration_s,
     )
     from timeline.whatif.graph import TraceGraph, build_graph, trace_graph
-    from timeline.whatif.replay import Prediction, Scenario, link_times, replay, self_replay
+    from timeline.whatif.replay import Prediction, Scenario, cost_fit, link_times, replay, self_replay
     from timeline.whatif.sweep import (
         SWEEP_SCHEMA,
         solve_bandwidth,
@@ -69,6 +69,7 @@ __all__ = [
     "build_graph",
     "collective_time_s",
     "compression_helps",
+    "cost_fit",
     "ddp_buckets",
     "fusion_buckets",
     "latency_steps",
@@ -104,6 +105,7 @@ _LAZY = {
     "trace_graph": "timeline.whatif.graph",
     "Prediction": "timeline.whatif.replay",
     "Scenario": "timeline.whatif.replay",
+    "cost_fit": "timeline.whatif.replay",
     "link_times": "timeline.whatif.replay",
     "replay": "timeline.whatif.replay",
     "self_replay": "timeline.whatif.replay",

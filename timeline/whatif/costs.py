@@ -17,25 +17,19 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
 from typing import Literal
-
-import msgspec
 
 from timeline.errors import UsageError
 
 __all__ = [
     "ALGORITHMS",
-    "FIT_SIZE_SPREAD",
     "MAX_LATENCY_S",
     "MAX_TIME_NS",
     "MAX_WORLD_SIZE",
     "Algorithm",
     "Efficiency",
-    "FixedCost",
     "bandwidth_bits",
     "collective_time_s",
-    "fit_fixed_cost",
     "latency_steps",
     "parse_duration_s",
 ]
@@ -185,70 +179,6 @@ def collective_time_s(
     bits = bandwidth_bits(collective, nbytes, world_size, algorithm=algorithm) / compression
     steps = latency_steps(collective, world_size, algorithm=algorithm)
     return steps * latency_s + bits / (link_bps * efficiency)
-
-
-class FixedCost(msgspec.Struct, frozen=True):
-    """The time of one collective alone on its link: ``latency_ns + ns_per_bit · bits``.
-
-    ``bits``: :func:`bandwidth_bits`, what each rank sends. Fitted from a trace's own collectives by
-    :func:`fit_fixed_cost`; a rebuilt gradient bucket costs it (``Scenario(gradient_cost=...)``):
-    merging ``k`` collectives into one saves ``k − 1`` latencies.
-    """
-
-    latency_ns: float
-    ns_per_bit: float
-    collectives: int
-    """How many collectives it was fitted on."""
-
-
-FIT_SIZE_SPREAD = 2.0
-"""The largest collective must send at least this many times the bits of the smallest for a line to
-tell a fixed cost from a time per bit (:func:`fit_fixed_cost`)."""
-
-
-def fit_fixed_cost(points: Iterable[tuple[float, float]], *, min_ns_per_bit: float = 0.0) -> FixedCost | None:
-    """Return the least-squares line ``time = latency + slope · bits`` of (bits, time ns) points.
-
-    None without a point with bits, or when the sizes do not spread by :data:`FIT_SIZE_SPREAD` (the
-    same size, or nearly: the time cannot be split between a fixed cost and the bits).
-
-    The slope is at least ``min_ns_per_bit`` (no collective moves its bits faster than the link:
-    ``1 / link Gbit/s``; 0 when the link is unknown) and the latency at least 0: a slope below the
-    bound (the sizes explain less of the time than the link must, or all collectives are the same
-    size) gives the bound and the mean of ``time − bound · bits`` as the latency; a negative latency
-    gives latency 0 and the least-squares slope through the origin (at least the bound).
-
-    Examples
-    --------
-    >>> fit_fixed_cost([(100, 1200.0), (300, 1600.0), (200, 1400.0)])
-    FixedCost(latency_ns=1000.0, ns_per_bit=2.0, collectives=3)
-    >>> fit_fixed_cost([(100, 900.0), (200, 700.0)])
-    FixedCost(latency_ns=800.0, ns_per_bit=0.0, collectives=2)
-    >>> fit_fixed_cost([(100, 900.0), (200, 700.0)], min_ns_per_bit=1.0)
-    FixedCost(latency_ns=650.0, ns_per_bit=1.0, collectives=2)
-    >>> fit_fixed_cost([(100, 100.0), (200, 500.0)])
-    FixedCost(latency_ns=0.0, ns_per_bit=2.2, collectives=2)
-    >>> fit_fixed_cost([(100, 900.0), (150, 700.0)]) is None  # sizes too close to tell
-    True
-    """
-    xs, ys = [], []
-    for bits, time_ns in points:
-        if bits > 0:
-            xs.append(float(bits))
-            ys.append(float(time_ns))
-    n = len(xs)
-    if n == 0 or max(xs) < FIT_SIZE_SPREAD * min(xs):
-        return None
-    mean_x, mean_y = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mean_x) ** 2 for x in xs)
-    sxy = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
-    slope = max(sxy / sxx if sxx > 0 else 0.0, min_ns_per_bit)
-    latency = mean_y - slope * mean_x
-    if latency < 0:
-        squares = sum(x * x for x in xs)
-        through = sum(x * y for x, y in zip(xs, ys, strict=True)) / squares if squares > 0 else 0.0
-        return FixedCost(latency_ns=0.0, ns_per_bit=max(through, min_ns_per_bit), collectives=n)
-    return FixedCost(latency_ns=latency, ns_per_bit=slope, collectives=n)
 
 
 _DURATION = re.compile(r"\s*(?P<value>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>ns|us|µs|μs|ms|s)?\s*")

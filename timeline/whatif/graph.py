@@ -51,7 +51,6 @@ equals :func:`build_graph` (:func:`trace_graph`) of all the events, which is jus
 from __future__ import annotations
 
 import bisect
-import itertools
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +60,7 @@ from typing import Any, Literal
 import msgspec
 import polars as pl
 
+from timeline.analysis.collective_costs import exclusive_work
 from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP, SYNCHRONISING_COLLECTIVES
 from timeline.analysis.group_inference import UNEVEN_COLLECTIVES
 from timeline.analysis.groups import attribute_groups, group_instances, shared_clocks
@@ -1442,85 +1442,16 @@ def _pool_delays(
     return delays
 
 
-def exclusive_work(transfers: list[tuple[int, int, int, list[int]]]) -> dict[int, float]:
-    """Return each transfer's link time had it been alone: ``∫ min over its ranks of 1/n_rank(t) dt``.
-
-    Parameters
-    ----------
-    transfers
-        ``(id, begin_ns, end_ns, ranks)``: a transfer in progress on every rank of ``ranks`` over
-        ``[begin, end)``; ``n_rank(t)`` counts the transfers of the rank in progress at ``t``.
-
-    Returns
-    -------
-    dict[int, float]
-        Nanoseconds per id; equal to ``end − begin`` for a transfer that never shared a link.
-
-    Examples
-    --------
-    >>> exclusive_work([(0, 0, 10, [0]), (1, 5, 10, [0])])  # two halves of [5, 10) each
-    {0: 7.5, 1: 2.5}
-    """
-    steps = _transfer_counts(transfers)
-    out: dict[int, float] = {}
-    for transfer_id, begin, end, ranks in transfers:
-        if end <= begin:
-            out[transfer_id] = 0.0
-            continue
-        # each rank's count at the start, then its changes inside the transfer, by time
-        levels: list[int] = []
-        changes: list[tuple[int, int, int]] = []
-        for slot, (times, counts) in enumerate({id(steps[r]): steps[r] for r in ranks}.values()):
-            lo = bisect.bisect_right(times, begin)
-            hi = bisect.bisect_left(times, end)
-            levels.append(counts[lo - 1])
-            changes += zip(times[lo:hi], itertools.repeat(slot), counts[lo:hi])
-        changes.sort()
-        # min over ranks of 1 / max(1, n) is 1 / max(1, the largest n), float for float
-        total = 0.0
-        at = begin
-        for t, slot, level in changes:
-            if t != at:
-                total += (t - at) * (1.0 / max(1, max(levels)))
-                at = t
-            levels[slot] = level
-        out[transfer_id] = total + (end - at) * (1.0 / max(1, max(levels, default=1)))
-    return out
-
-
-def _transfer_counts(
-    transfers: list[tuple[int, int, int, list[int]]],
-) -> dict[int, tuple[list[int], list[int]]]:
-    """Per rank, the number of transfers in progress: piecewise constant, ``(times, counts)``.
-
-    Ranks in the same transfers share one pair (every rank of a data-parallel job, often),
-    computed once: the transfers on them look at it once.
-    """
-    members: dict[int, list[int]] = defaultdict(list)  # per rank, its transfers (by index)
-    for k, (_id, begin, end, ranks) in enumerate(transfers):
-        if end > begin:
-            for r in ranks:
-                members[r].append(k)
-    shared: dict[tuple[int, ...], tuple[list[int], list[int]]] = {}
-    steps: dict[int, tuple[list[int], list[int]]] = {}
-    for r, indexes in members.items():
-        key = tuple(indexes)
-        if key not in shared:
-            changes: dict[int, int] = {}
-            for k in indexes:
-                begin, end = transfers[k][1], transfers[k][2]
-                changes[begin] = changes.get(begin, 0) + 1
-                changes[end] = changes.get(end, 0) - 1
-            times = sorted(changes)
-            shared[key] = (times, list(itertools.accumulate(changes[t] for t in times)))
-        steps[r] = shared[key]
-    return steps
-
-
 def _gradients(
     ops: tuple[CommOp, ...], signals: pl.DataFrame, source: GradientSource, warnings: list[str]
 ) -> tuple[Gradient, ...]:
-    """Assign each gradient signal to the first gradient collective of its rank and window ready after it."""
+    """Assign each gradient signal to a gradient collective of its rank and window ready after it.
+
+    The first one ready at or after the signal that its bytes have not filled yet
+    (:func:`_carrier_index`), else the first ready after it: a job that all-reduces each gradient
+    alone after backward (every signal before the first collective) gives each collective its own
+    gradient, not every gradient to the first and a gradient of its own bytes to each other.
+    """
     carriers: dict[tuple[int, int | None], list[CommOp]] = defaultdict(list)
     for op in ops:
         if op.gradient:
@@ -1528,6 +1459,7 @@ def _gradients(
     for group in carriers.values():
         group.sort(key=lambda o: (o.ready_ns, o.start_ns))
     readies = {key: [o.ready_ns for o in group] for key, group in carriers.items()}
+    room = _carrier_room(carriers, signals)
     assigned: dict[int, list[tuple[int, object, object]]] = defaultdict(list)
     dropped = 0
     for rank, window_id, ready, nbytes, param in zip(
@@ -1543,6 +1475,7 @@ def _gradients(
         if k == len(group):
             dropped += 1
             continue
+        k = _carrier_index(room.get((rank, window_id)), k, nbytes)
         assigned[group[k].op_id].append((ready, nbytes, param))
     if dropped and source == "markers":
         warnings.append(
@@ -1580,6 +1513,43 @@ def _gradients(
                 )
     gradients.sort(key=lambda g: (g.rank, g.ready_ns))
     return tuple(gradients)
+
+
+def _carrier_room(
+    carriers: Mapping[tuple[int, int | None], list[CommOp]], signals: pl.DataFrame
+) -> dict[tuple[int, int | None], list[float]]:
+    """Per rank and window whose signals all give their bytes: the bytes each collective can carry.
+
+    Its own bytes, scaled up where the signals' bytes exceed the collectives' (a compressing hook
+    sends fewer bytes than the gradients hold). Signals without bytes (``AccumulateGrad`` ops): none.
+    """
+    totals = (
+        signals.group_by("rank", "window_id")
+        .agg(nbytes=pl.col("nbytes").sum(), known=pl.col("nbytes").is_not_null().all())
+        .filter(pl.col("known"))
+    )
+    room: dict[tuple[int, int | None], list[float]] = {}
+    for rank, window_id, signalled in totals.select("rank", "window_id", "nbytes").iter_rows():
+        group = carriers.get((rank, window_id), [])
+        carried = sum(op.nbytes or 0 for op in group)
+        if not group or carried <= 0:
+            continue
+        scale = max(1.0, signalled / carried)
+        room[(rank, window_id)] = [(op.nbytes or 0) * scale for op in group]
+    return room
+
+
+def _carrier_index(room: list[float] | None, first: int, nbytes: object) -> int:
+    """Return the carrier of a signal whose first possible carrier is ``first``; take its bytes from it.
+
+    The first from ``first`` on with bytes left; ``first`` when every one is full, or without
+    ``room`` (signals without bytes).
+    """
+    if room is None or not isinstance(nbytes, int):
+        return first
+    k = next((j for j in range(first, len(room)) if room[j] > 0), first)
+    room[k] -= nbytes
+    return k
 
 
 def _shares(total: int, parts: int) -> list[int]:

@@ -37,6 +37,7 @@ from typing import Literal
 import msgspec
 import polars as pl
 
+from timeline.analysis.collective_costs import COST_POINTS_SCHEMA, CellCost, cell_costs, fit_collective_costs
 from timeline.analysis.intervals import clip_to_windows, measure
 from timeline.errors import UsageError
 from timeline.stats import median, mode
@@ -56,7 +57,6 @@ from timeline.whatif.costs import (
     MAX_WORLD_SIZE,
     Algorithm,
     Efficiency,
-    FixedCost,
     bandwidth_bits,
     latency_steps,
 )
@@ -72,6 +72,7 @@ __all__ = [
     "Overlap",
     "Prediction",
     "Scenario",
+    "cost_fit",
     "link_times",
     "replay",
     "self_replay",
@@ -130,17 +131,13 @@ class Scenario:
         ``observed`` (each collective keeps the fraction of the link it achieved), ``uniform`` (one
         figure per collective kind, over the whole trace), ``full`` (the whole link), or a fraction.
     latency_s
-        ``α``, the latency of one step of a collective (``latency_steps`` of them per collective).
+        The latency of one step of a collective: each collective's fixed cost becomes
+        ``latency_steps · latency_s`` in place of the one fitted from the trace
+        (:func:`cost_fit`: ``α`` per collective kind and process group); None: as measured.
     algorithm
         ``ring`` or ``tree`` (the trace's collectives are taken to have used it too).
     buckets
         How gradients are grouped: as measured, DDP caps, or Horovod-style fusion.
-    gradient_cost
-        The gradient collectives' fixed cost per collective and time per bit alone on the measured
-        link (:func:`~timeline.whatif.costs.fit_fixed_cost`), with ``observed`` efficiency: a rebuilt
-        bucket costs the line; a measured gradient collective keeps its time, of which
-        ``min(fixed cost, its time)`` is fixed (neither compressed nor changed by another link).
-        None: the measured time per bit, no fixed cost (merging collectives saves nothing by itself).
     compression
         Gradient compression and its codec cost.
     overlap
@@ -152,17 +149,16 @@ class Scenario:
         (``tp``, ``dp`` …: :attr:`~timeline.whatif.graph.CommOp.dimension`), in place of
         ``bandwidth_gbps``; the other collectives keep ``bandwidth_gbps``.
     dimension_latencies
-        ``(dimension, seconds)`` pairs: ``α`` of that dimension's collectives, in place of
-        ``latency_s``.
+        ``(dimension, seconds)`` pairs: the latency of one step of that dimension's collectives, in
+        place of ``latency_s``.
     """
 
     bandwidth_gbps: float | None = None
     world_size: int | None = None
     efficiency: Efficiency = "observed"
-    latency_s: float = 0.0
+    latency_s: float | None = None
     algorithm: Algorithm = "ring"
     buckets: BucketPolicy = MEASURED
-    gradient_cost: FixedCost | None = None
     compression: Compression = field(default_factory=Compression)
     overlap: Overlap = "measured"
     communication: bool = True
@@ -181,15 +177,15 @@ class Scenario:
             raise UsageError(f"world size {self.world_size}: must be between 1 and {MAX_WORLD_SIZE:,}")
         if isinstance(self.efficiency, float | int) and not 0 < self.efficiency <= 1:
             raise UsageError(f"efficiency {self.efficiency}: must be in (0, 1]")
-        if not 0 <= self.latency_s <= MAX_LATENCY_S:  # also refuses nan and infinity
+        if self.latency_s is not None and not 0 <= self.latency_s <= MAX_LATENCY_S:  # nan, infinity too
             raise UsageError(f"latency {self.latency_s} s: must be between 0 and {MAX_LATENCY_S:g} s")
 
     def bandwidth_of(self, dimension: str | None) -> float | None:
         """Return the link (Gbit/s) of a collective of this dimension; None: the measured link."""
         return dict(self.dimension_bandwidths).get(dimension or "", self.bandwidth_gbps)
 
-    def latency_of(self, dimension: str | None) -> float:
-        """Return ``α`` (seconds per step) of a collective of this dimension."""
+    def latency_of(self, dimension: str | None) -> float | None:
+        """Return the latency of one step (seconds) of a collective of this dimension; None: as measured."""
         return dict(self.dimension_latencies).get(dimension or "", self.latency_s)
 
     @property
@@ -285,15 +281,18 @@ class _Op(msgspec.Struct):
     base_ns: float = 0.0
     """The measured link time it is calibrated on (measured ops: its transfer's exclusive work)."""
     calibration: float | None = None
-    """Seconds per bit of bandwidth term at the measured link (rebuilt buckets)."""
+    """Nanoseconds per bit of bandwidth term at the measured link, fixed costs apart (rebuilt buckets
+    whose kind and group the cost fit cannot separate)."""
     instance: int = -1
     lag_ns: int = 0
     dimension: str | None = None
     """The dimension of its process group (:attr:`~timeline.whatif.graph.CommOp.dimension`)."""
+    group: str | None = None
+    """Its process group (:attr:`~timeline.whatif.graph.CommOp.group`): whose fitted cost it has."""
 
 
 _COST_KEY = operator.attrgetter(
-    "collective", "nbytes", "group_size", "dimension", "gradient", "base_ns", "calibration"
+    "collective", "nbytes", "group_size", "dimension", "gradient", "base_ns", "calibration", "group"
 )
 """What a measured op's link time depends on besides the scenario and the graph (:func:`_work_ns`)."""
 
@@ -351,6 +350,37 @@ class _Shared:
         self.kept: dict[bool, _Kept] = {}
         self.single_layouts: dict[bool, _Layout] = {}
         self._iteration_of: dict[int, int | None] | None = None
+        self._fit: pl.DataFrame | None = None
+        self._costs: dict[tuple[str, str | None], CellCost] | None = None
+
+    def fit(self, graph: TraceGraph) -> pl.DataFrame:
+        """Return the α-β fit of the graph's collectives (:func:`cost_fit`), made once."""
+        if self._fit is None:
+            points = []
+            ops = {o.op_id: o for o in graph.ops}
+            for inst in graph.instances:
+                first = ops[inst.ops[0]]
+                points.append(
+                    (
+                        first.collective,
+                        first.group,
+                        first.dimension,
+                        first.group_size,
+                        first.nbytes,
+                        inst.work_ns,
+                    )
+                )
+            frame = pl.DataFrame(points, schema=COST_POINTS_SCHEMA, orient="row")
+            self._fit = fit_collective_costs(
+                frame, link_gbps=graph.link_gbps, dimension_links=dict(graph.dimension_links)
+            )
+        return self._fit
+
+    def costs(self, graph: TraceGraph) -> dict[tuple[str, str | None], CellCost]:
+        """Return the fitted cost of each collective kind per group that the fit separates."""
+        if self._costs is None:
+            self._costs = cell_costs(self.fit(graph))
+        return self._costs
 
     def iteration_of(self, graph: TraceGraph) -> dict[int, int | None]:
         """Return the iteration of each window (``window_id`` → ``ProfilerStep`` number)."""
@@ -416,7 +446,8 @@ def _plan(graph: TraceGraph, scenario: Scenario) -> _Plan:
     new_of: dict[tuple[int, int | None], list[int]] = defaultdict(list)
     _rebuild(graph, scenario, shared, ops, instances, new_of, warnings)
     groups = kept.groups + [[i] for i in range(len(kept.ops), len(ops))]
-    waits = _waits(graph, kept.index_of, ops, new_of)
+    regrouped = not isinstance(scenario.buckets, MeasuredBuckets)
+    waits = _waits(graph, kept.index_of, ops, new_of, regrouped=regrouped)
     return _Plan(ops=ops, instances=instances, waits=waits, warnings=warnings, groups=groups)
 
 
@@ -460,6 +491,7 @@ def _keep(graph: TraceGraph, shared: _Shared, rebuilt: set[tuple[int, int | None
             instance[m],
             lag[m],
             o.dimension,
+            o.group,
         )
         for m, o in enumerate(kept)
     ]
@@ -477,8 +509,17 @@ def _waits(
     index_of: dict[int, int],
     ops: list[_Op],
     new_of: dict[tuple[int, int | None], list[int]],
+    *,
+    regrouped: bool = False,
 ) -> list[tuple[WaitPoint, tuple[int, ...]]]:
-    """Return each wait and the collectives it waits for (the rebuilt buckets of replaced gradient ones)."""
+    """Return each wait and the collectives it waits for (the rebuilt buckets of replaced gradient ones).
+
+    ``regrouped`` (a bucketing policy other than the measured one): a wait (not the update) for
+    replaced collectives only waits for the rebuilt buckets ready before it began, without its
+    measured resume delay: that wake-up belonged to a collective the scenario no longer has (DDP's
+    finalisation waits once per bucket; 95 waits of 1-9 ms each on a loaded machine in the
+    ``tiny_buckets`` validation job). The update keeps its own.
+    """
     waits: list[tuple[WaitPoint, tuple[int, ...]]] = []
     removed_window = {o.op_id: (o.rank, o.window_id) for o in graph.ops if o.op_id not in index_of}
     for wait in graph.waits:
@@ -489,6 +530,9 @@ def _waits(
             for n in new_of[removed_window[i]]:
                 if wait.update or ops[n].ready_ns <= wait.gap_start_ns:
                     deps.add(n)
+        replaced = bool(wait.deps) and all(i in removed_window for i in wait.deps)
+        if regrouped and replaced and not wait.update and wait.resume_delay_ns is not None:
+            wait = msgspec.structs.replace(wait, resume_delay_ns=0)
         waits.append((wait, tuple(sorted(deps))))
     return waits
 
@@ -536,23 +580,7 @@ def _rebuild(
         if not members:
             continue
         iteration = iteration_of.get(key[1]) if key[1] is not None else None
-        ready = [GradientReady(g.ready_ns, g.nbytes) for g in members]
-        buckets: list[Bucket]
-        if isinstance(policy, MeasuredBuckets):
-            by_op: dict[int, list[int]] = defaultdict(list)
-            for k, g in enumerate(members):
-                by_op[g.op_id].append(k)
-            buckets = [
-                Bucket(max(members[k].ready_ns for k in ks), sum(members[k].nbytes for k in ks), tuple(ks))
-                for _, ks in sorted(by_op.items(), key=lambda item: max(members[k].ready_ns for k in item[1]))
-            ]
-        elif iteration in shared:
-            buckets = [
-                Bucket(max(members[k].ready_ns for k in b.members), b.nbytes, b.members)
-                for b in shared[iteration]
-            ]
-        else:
-            buckets = make_buckets(policy, ready)
+        buckets, origins = _buckets_of(policy, members, shared.get(iteration))
         if scenario.overlap == "none":  # everything leaves when the backward pass has ended
             last = max([g.ready_ns for g in members] + [o.ready_ns for o in originals])
             buckets = [msgspec.structs.replace(b, ready_ns=last) for b in buckets]
@@ -563,27 +591,30 @@ def _rebuild(
         group = mode([o.group for o in originals]) if originals else None
         dimension = mode([o.dimension for o in originals]) if originals else None
         delay = max(0, _median_int([o.launch_delay_ns for o in originals]))
-        calibration = _calibration(originals, work, scenario)
+        calibration = _calibration(originals, work, scenario, common.costs(graph))
+        by_id = {o.op_id: o for o in originals}
         for k, bucket in enumerate(buckets):
             groups[(group, iteration if key[1] is not None else None, k)].append(len(ops))
             new_of[key].append(len(ops))
-            ops.append(
-                _Op(
-                    rank=key[0],
-                    window_id=key[1],
-                    channel=channel,
-                    pool=pool,
-                    collective=kind,
-                    nbytes=bucket.nbytes,
-                    group_size=group_size,
-                    ready_ns=bucket.ready_ns,
-                    order_ns=bucket.ready_ns + delay,
-                    launch_delay_ns=delay,
-                    gradient=True,
-                    calibration=calibration,
-                    dimension=dimension,
-                )
+            op = _Op(
+                rank=key[0],
+                window_id=key[1],
+                channel=channel,
+                pool=pool,
+                collective=kind,
+                nbytes=bucket.nbytes,
+                group_size=group_size,
+                ready_ns=bucket.ready_ns,
+                order_ns=bucket.ready_ns + delay,
+                launch_delay_ns=delay,
+                gradient=True,
+                calibration=calibration,
+                dimension=dimension,
+                group=group,
             )
+            if origins and origins[k] in by_id:  # the measured collective, launched later: its own time
+                op.source, op.base_ns = by_id[origins[k]], work[origins[k]]
+            ops.append(op)
     for indices in groups.values():
         for m in indices:
             ops[m].instance = len(instances)
@@ -592,9 +623,44 @@ def _rebuild(
         warnings.append("gradient collectives without bytes: rebuilt buckets use the gradient-ready sizes")
 
 
-def _calibration(originals: Sequence[CommOp], work: dict[int, float], scenario: Scenario) -> float | None:
-    """Seconds per bit of bandwidth term, over measured collectives (byte-weighted, exclusive link time)."""
-    time_s = 0.0
+def _measured_fixed_ns(op: CommOp | _Op, work_ns: float, costs: _Costs) -> float:
+    """Return a measured collective's fixed cost: its kind's fitted ``α`` on its group, at most its time."""
+    cell = costs.get((op.collective or "", op.group))
+    return min(cell.alpha_ns, work_ns) if cell is not None else 0.0
+
+
+def _buckets_of(
+    policy: BucketPolicy, members: Sequence[Gradient], fused: list[Bucket] | None
+) -> tuple[list[Bucket], list[int]]:
+    """Return a rank-window's rebuilt buckets (its gradients in ready order) and the measured ones' ops.
+
+    ``fused``: the buckets Horovod-style fusion formed on every rank's latest ready times, when it
+    did; a bucket is then ready when this rank's own gradients of it are.
+    """
+    if isinstance(policy, MeasuredBuckets):  # each rebuilt bucket is its measured collective
+        by_op: dict[int, list[int]] = defaultdict(list)
+        for k, g in enumerate(members):
+            by_op[g.op_id].append(k)
+        ordered = sorted(by_op.items(), key=lambda item: max(members[k].ready_ns for k in item[1]))
+        buckets = [
+            Bucket(max(members[k].ready_ns for k in ks), sum(members[k].nbytes for k in ks), tuple(ks))
+            for _, ks in ordered
+        ]
+        return buckets, [op_id for op_id, _ in ordered]
+    if fused is not None:
+        return [Bucket(max(members[k].ready_ns for k in b.members), b.nbytes, b.members) for b in fused], []
+    return make_buckets(policy, [GradientReady(g.ready_ns, g.nbytes) for g in members]), []
+
+
+def _calibration(
+    originals: Sequence[CommOp], work: dict[int, float], scenario: Scenario, costs: _Costs
+) -> float | None:
+    """Return ns per bit of bandwidth term over measured collectives: ``Σ (W − α) / Σ bits``.
+
+    ``W`` each one's exclusive link time, ``α`` its fitted fixed cost (0 where the fit cannot
+    separate it), ``bits`` :func:`~timeline.whatif.costs.bandwidth_bits`: byte-weighted.
+    """
+    time_ns = 0.0
     bits = 0.0
     for o in originals:
         if o.nbytes is None:
@@ -602,34 +668,100 @@ def _calibration(originals: Sequence[CommOp], work: dict[int, float], scenario: 
         w = bandwidth_bits(o.collective, o.nbytes, o.group_size, algorithm=scenario.algorithm)
         if w <= 0:
             continue
-        steps = latency_steps(o.collective, o.group_size, algorithm=scenario.algorithm)
-        time_s += max(0.0, work[o.op_id] / 1e9 - steps * scenario.latency_of(o.dimension))
+        time_ns += max(0.0, work[o.op_id] - _measured_fixed_ns(o, work[o.op_id], costs))
         bits += w
-    return time_s / bits if bits > 0 else None
+    return time_ns / bits if bits > 0 else None
 
 
 # ----------------------------------------------------------------------------------------------
 # Costs
 
 
-def _uniform_calibration(graph: TraceGraph, scenario: Scenario) -> dict[str | None, float]:
-    """Seconds per bit of bandwidth term per collective kind, over the whole trace."""
+_Costs = dict[tuple[str, str | None], CellCost]
+"""The fitted cost of each collective kind per process group (:func:`cost_fit`, the cells it separates)."""
+
+
+def cost_fit(graph: TraceGraph) -> pl.DataFrame:
+    """Return the fixed cost per call and the time per byte of the graph's collectives, per kind and group.
+
+    :func:`~timeline.analysis.collective_costs.fit_collective_costs` of every logical collective's
+    exclusive link time (:attr:`~timeline.whatif.graph.Instance.work_ns`), with the graph's link:
+    what the replay charges a collective it merges or splits (rebuilt gradient buckets), and keeps
+    as the fixed part of a measured one (a faster link, compression and another world size change
+    the rest; a scenario's ``latency_s`` replaces it). Made once per graph object.
+
+    Returns
+    -------
+    pl.DataFrame
+        ``COLLECTIVE_COSTS_SCHEMA`` (``docs/collectives.md``).
+    """
+    return _shared(graph).fit(graph)
+
+
+def _uniform_calibration(graph: TraceGraph, scenario: Scenario, costs: _Costs) -> dict[str | None, float]:
+    """Return ns per bit of bandwidth term per collective kind, over the whole trace (fixed costs apart)."""
     work = _shared(graph).work
     by_kind: dict[str | None, list[CommOp]] = defaultdict(list)
     for o in graph.ops:
         by_kind[o.collective].append(o)
     out: dict[str | None, float] = {}
     for kind, members in by_kind.items():
-        value = _calibration(members, work, scenario)
+        value = _calibration(members, work, scenario, costs)
         if value is not None:
             out[kind] = value
     return out
 
 
+def _fixed_ns(op: _Op, scenario: Scenario, costs: _Costs, n: int) -> tuple[float, float]:
+    """Return a collective's fixed cost as measured and under the scenario (ns).
+
+    Measured: its kind's fitted ``α`` on its group (at most a measured collective's own time; 0 where
+    the fit cannot separate it). Under the scenario: ``latency_steps(n') · latency_s`` when the
+    scenario gives a latency, else the measured one times ``latency_steps(n') / latency_steps(n)``
+    (a ring over more ranks takes more steps).
+    """
+    cell = costs.get((op.collective or "", op.group))
+    measured = (
+        0.0 if cell is None else (min(cell.alpha_ns, op.base_ns) if op.source is not None else cell.alpha_ns)
+    )
+    alg = scenario.algorithm
+    latency = scenario.latency_of(op.dimension)
+    steps = latency_steps(op.collective, n, algorithm=alg)
+    if latency is not None:
+        return measured, steps * latency * 1e9
+    steps_measured = latency_steps(op.collective, op.group_size, algorithm=alg)
+    return measured, measured * (steps / steps_measured if steps_measured else 1.0)
+
+
+def _per_bit_ns(
+    op: _Op, scenario: Scenario, uniform: dict[str | None, float], costs: _Costs, fixed: float
+) -> float | None:
+    """Return a collective's ns per bit of bandwidth term at the measured link (None: nothing to go by)."""
+    if scenario.efficiency == "uniform" and op.collective in uniform:
+        return uniform[op.collective]
+    if op.source is not None:
+        bits = bandwidth_bits(op.collective, op.nbytes or 0, op.group_size, algorithm=scenario.algorithm)
+        return max(0.0, op.base_ns - fixed) / bits
+    cell = costs.get((op.collective or "", op.group))
+    if cell is not None:
+        return cell.beta_ns_per_byte / 8
+    return op.calibration
+
+
 def _work_ns(
-    op: _Op, graph: TraceGraph, scenario: Scenario, uniform: dict[str | None, float], notes: set[str]
+    op: _Op,
+    graph: TraceGraph,
+    scenario: Scenario,
+    context: tuple[dict[str | None, float], _Costs],
+    notes: set[str],
 ) -> float:
-    """Return the modelled link time of one collective under the scenario, alone on its link (ns)."""
+    """Return the modelled link time of one collective under the scenario, alone on its link (ns).
+
+    ``fixed + bits' · per bit``: the fixed cost per call (:func:`_fixed_ns`) and the bandwidth term
+    (:func:`_per_bit_ns`), the bits at the scenario's world size and compression, the time per bit
+    at its link (observed: scaled by measured link / new link; full or a fraction: the link's).
+    """
+    uniform, costs = context
     n_measured = op.group_size
     n = (
         scenario.world_size
@@ -641,10 +773,7 @@ def _work_ns(
     alg = scenario.algorithm
     bits_measured = bandwidth_bits(op.collective, op.nbytes or 0, n_measured, algorithm=alg)
     bits = bandwidth_bits(op.collective, op.nbytes or 0, n, algorithm=alg) / ratio
-    alpha = scenario.latency_of(op.dimension)
     gbps = scenario.bandwidth_of(op.dimension)
-    latency = latency_steps(op.collective, n, algorithm=alg) * alpha
-    latency_measured = latency_steps(op.collective, n_measured, algorithm=alg) * alpha
     measured_gbps = graph.link_of(op.dimension)
     measured_link = measured_gbps * 1e9 if measured_gbps is not None else None
     link = gbps * 1e9 if gbps is not None else measured_link
@@ -654,27 +783,19 @@ def _work_ns(
         if gbps is not None or scenario.world_size is not None or compressed:
             notes.add("nobytes")
         return op.base_ns
-    efficiency = scenario.efficiency
-    if op.gradient and scenario.gradient_cost is not None and efficiency == "observed":
-        # the fixed part stays; the rest follows the bits (world size, compression) and the link
-        scale = bits / bits_measured if bits_measured > 0 else 1.0
-        if measured_link is not None and link is not None:
-            scale *= measured_link / link
-        cost = scenario.gradient_cost
-        if op.source is None:
-            return cost.latency_ns + cost.ns_per_bit * bits_measured * scale
-        fixed = min(cost.latency_ns, op.base_ns)
-        return fixed + (op.base_ns - fixed) * scale
-    if efficiency in ("observed", "uniform"):
-        if efficiency == "uniform" and op.collective in uniform:
-            per_bit = uniform[op.collective]
-        elif op.source is not None:
-            per_bit = max(0.0, op.base_ns / 1e9 - latency_measured) / bits_measured
-        elif op.calibration is not None:
-            per_bit = op.calibration
-        else:
+    unchanged = (
+        gbps is None and n == n_measured and not compressed and scenario.latency_of(op.dimension) is None
+    )
+    if op.source is not None and unchanged and scenario.efficiency == "observed":
+        return op.base_ns  # as measured, to the nanosecond
+    measured_fixed, fixed = _fixed_ns(op, scenario, costs, n)
+    if scenario.efficiency in ("observed", "uniform"):
+        per_bit = _per_bit_ns(op, scenario, uniform, costs, measured_fixed)
+        if per_bit is None:
             notes.add("nocalibration")
-            per_bit = 1 / link if link else 0.0
+            per_bit = 1e9 / link if link else 0.0
+        elif op.source is None and (op.collective or "", op.group) not in costs:
+            notes.add("inseparable")
         if gbps is not None:
             if measured_link is None:
                 msg = (
@@ -684,14 +805,12 @@ def _work_ns(
                 )
                 raise UsageError(msg)
             per_bit *= measured_link / (gbps * 1e9)
-        seconds = latency + bits * per_bit
-    else:
-        if link is None:
-            msg = "full or given efficiency needs a bandwidth: pass one, or the measured link (--link-gbps)"
-            raise UsageError(msg)
-        fraction = 1.0 if efficiency == "full" else float(efficiency)
-        seconds = latency + bits / (link * fraction)
-    return seconds * 1e9
+        return fixed + bits * per_bit
+    if link is None:
+        msg = "full or given efficiency needs a bandwidth: pass one, or the measured link (--link-gbps)"
+        raise UsageError(msg)
+    fraction = 1.0 if scenario.efficiency == "full" else float(scenario.efficiency)
+    return fixed + bits / (link * fraction) * 1e9
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1146,13 +1265,16 @@ def _resume(gap_start: int, resume: int, binding: int | None, shift: int, latest
 
     ``gap_start``, ``resume``: the wait's measured gap; ``binding``: its resume delay when the wait
     was binding; ``shift``: the compute shift before it; ``latest``: the last replayed end it waits for.
+    A binding wait resumes its resume delay after the last end, or when compute reaches it, whichever
+    is later: the delay is the wake-up after the collective ends, which a collective already ended
+    when compute gets there does not cost (the same as measured, where it ended inside the gap).
     """
     gap = resume - gap_start
     resumed = gap_start + shift
     if latest is None:
         return resumed if binding is not None else resumed + gap
     if binding is not None:
-        return max(resumed, latest) + binding
+        return max(resumed, latest + binding)
     return max(resumed + gap, latest)
 
 
@@ -1457,11 +1579,12 @@ def link_times(graph: TraceGraph, *, scenario: Scenario) -> pl.DataFrame:
 def _cost(graph: TraceGraph, scenario: Scenario, plan: _Plan) -> list[str]:
     """Set each collective's link time and codec times under the scenario; return the plan's warnings."""
     notes: set[str] = set()
-    uniform = _uniform_calibration(graph, scenario) if scenario.efficiency == "uniform" else {}
+    costs = _shared(graph).costs(graph)
+    uniform = _uniform_calibration(graph, scenario, costs) if scenario.efficiency == "uniform" else {}
     ops = plan.ops
     work = [0.0] * len(ops)
     for members in plan.groups:  # in the order of their first op: the first error is the same
-        value = _work_ns(ops[members[0]], graph, scenario, uniform, notes)
+        value = _work_ns(ops[members[0]], graph, scenario, (uniform, costs), notes)
         if not value <= MAX_TIME_NS:  # also infinity and nan
             raise UsageError(_too_long(MAX_TIME_NS))
         for m in members:
@@ -1479,6 +1602,12 @@ def _cost(graph: TraceGraph, scenario: Scenario, plan: _Plan) -> list[str]:
         warnings.append("collectives without bytes in the trace keep their measured time")
     if "nocalibration" in notes:
         warnings.append("rebuilt buckets without a measured collective to calibrate on use the full link")
+    if "inseparable" in notes:
+        warnings.append(
+            "the trace cannot separate the gradient collectives' fixed cost per call from their time per "
+            "byte (one size, or sizes whose times do not tell): rebuilt buckets cost the measured time per "
+            "byte, so merging them saves no per-call cost"
+        )
     return warnings
 
 

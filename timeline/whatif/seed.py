@@ -419,7 +419,7 @@ def seed_grid(settings: Settings, *, single_step_ms: float | None) -> SeedGrid:
         raise UsageError(msg + " or ddp:<cap MiB>[:<first MiB>]")
     unsupported = {
         "--algorithm tree": settings.algorithm != "ring",
-        "--latency": settings.latency_s != 0,
+        "--latency": settings.latency_s is not None or bool(settings.dimension_latencies),
         "--codec-gbps": settings.codec_gbps is not None,
         "--target-sf": settings.target_sf is not None,
     }

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DimensionValues",
     "Settings",
+    "check_codec_gbps",
     "check_dimensions",
     "check_named",
     "choose_efficiency",
@@ -171,18 +172,20 @@ def parse_measured_links(text: str | None) -> tuple[float | None, DimensionValue
     return parse_dimension_bandwidth(text, option="--link-gbps")
 
 
-def parse_latencies(text: str) -> tuple[float, DimensionValues]:
+def parse_latencies(text: str | None) -> tuple[float | None, DimensionValues]:
     """Read ``--latency``: ``5us`` (every collective), or per dimension ``tp=1us,dp=20us``.
 
-    ``5us,tp=1us``: tp at 1 µs, every other dimension at 5 µs (none given: 0).
+    ``5us,tp=1us``: tp at 1 µs, every other dimension at 5 µs. Not given (None), or no bare duration:
+    the other collectives keep the fixed cost fitted from the trace (None).
 
     Examples
     --------
-    >>> parse_latencies("5us"), parse_latencies("2us,dp=20us")
-    ((5e-06, ()), (2e-06, (('dp', 2e-05),)))
+    >>> parse_latencies("5us"), parse_latencies("2us,dp=20us"), parse_latencies(None)
+    ((5e-06, ()), (2e-06, (('dp', 2e-05),)), (None, ()))
     """
-    every, named = _by_dimension(text, "--latency", _latency_s)
-    return (every if every is not None else 0.0), named
+    if text is None:
+        return None, ()
+    return _by_dimension(text, "--latency", _latency_s)
 
 
 def _parse_list(text: str, option: str, kind: type[int] | type[float]) -> list[Any]:
@@ -242,8 +245,9 @@ class Settings:
     buckets: list[BucketPolicy] = field(default_factory=lambda: [MEASURED])
     """Gradient bucketing policies; a target's search takes the first."""
     algorithm: Algorithm = "ring"
-    latency_s: float = 0.0
-    """``α`` of the collectives of the dimensions ``dimension_latencies`` does not name."""
+    latency_s: float | None = None
+    """The latency of one step of every collective (of those of the dimensions ``dimension_latencies``
+    does not name); None: as measured (each keeps its fitted fixed cost)."""
     codec_gbps: float | None = None
     """The codec's throughput, Gbit/s of gradient for encoding and for decoding; None: free."""
     target_sf: float | None = None
@@ -370,7 +374,7 @@ def parse_settings(
     compression: str,
     buckets: str,
     algorithm: str,
-    latency: str,
+    latency: str | None,
     codec_gbps: float | None = None,
     target_sf: float | None = None,
     iterations: Sequence[int] | None = None,
@@ -434,6 +438,23 @@ def _latency_s(text: str) -> float:
         msg = f"--latency {text!r}: must be at most 1 hour ({MAX_LATENCY_S:g} s) per step; typical is 5us"
         raise UsageError(msg)
     return latency_s
+
+
+def check_codec_gbps(value: float | None) -> float | None:
+    """Return a codec's throughput (``--codec-gbps``) when it is one: finite and positive; None stays None.
+
+    Raises
+    ------
+    UsageError
+        Zero, negative, infinite or nan.
+    """
+    if value is not None and not (math.isfinite(value) and value > 0):
+        msg = (
+            f"--codec-gbps {value:g}: must be a positive number of Gbit/s, your gradient codec's throughput; "
+            "leave it out for an assumed one"
+        )
+        raise UsageError(msg)
+    return value
 
 
 def _codec_gbps(value: float | None) -> float | None:

@@ -17,12 +17,13 @@ from dataclasses import replace
 
 import polars as pl
 
+from timeline.whatif.bucketing import BucketPolicy
 from timeline.whatif.compression import Compression
 from timeline.whatif.graph import TraceGraph
 from timeline.whatif.replay import Prediction, Scenario, replay, single_replay
 from timeline.whatif.settings import Settings
 
-__all__ = ["SWEEP_SCHEMA", "scenario_row", "solve_bandwidth", "solve_compression", "sweep"]
+__all__ = ["SWEEP_SCHEMA", "predict_buckets", "scenario_row", "solve_bandwidth", "solve_compression", "sweep"]
 
 SWEEP_SCHEMA = pl.Schema(
     {
@@ -88,6 +89,43 @@ def scenario_row(
         ],
         "dimension_latencies": [{"dimension": d, "latency_s": a} for d, a in scenario.dimension_latencies],
     }
+
+
+def predict_buckets(
+    graph: TraceGraph,
+    policies: Sequence[BucketPolicy],
+    *,
+    scenario: Scenario | None = None,
+    single: pl.DataFrame | None = None,
+    iterations: Sequence[int] | None = None,
+) -> list[Prediction]:
+    """Replay the graph with each bucketing policy: one :class:`Prediction` per policy, in order.
+
+    The one computation behind ``timeline whatif --buckets`` (:func:`sweep`) and the diagnosis'
+    ``bucketing`` and ``no_overlap`` findings: the gradients regrouped by the policy in the order they
+    became ready, each bucket launched when its last gradient is ready, and costing its kind's
+    fixed cost per call and time per byte fitted from the trace
+    (:func:`~timeline.whatif.replay.cost_fit`).
+
+    Parameters
+    ----------
+    graph
+        The run's graph.
+    policies
+        The bucketing policies (:data:`~timeline.whatif.bucketing.MEASURED`, DDP caps, fusion).
+    scenario
+        The other settings (default: as measured); its ``buckets`` is replaced by each policy.
+    single
+        ``T_single`` per window from an earlier call, to save its replay.
+    iterations
+        Keep only these iterations in the summaries.
+    """
+    base = scenario or Scenario()
+    single = single if single is not None else single_replay(graph)
+    return [
+        replay(graph, scenario=replace(base, buckets=policy), single=single, iterations=iterations)
+        for policy in policies
+    ]
 
 
 def sweep(graph: TraceGraph, settings: Settings, *, bounds: bool = True) -> pl.DataFrame:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from rich.console import Console
 from rich.markup import escape
 
+from timeline.results.findings import hide_text
 from timeline.units import format_ns
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ def describe_finding(finding: FindingLike) -> str:
         return f"{finding.cause}{where}"  # what happened (a Flight Recorder dump), nothing to predict
     if gain is None:
         return f"{finding.cause}{where}: no prediction ({finding.basis})"
-    basis = "replay" if finding.basis == "replay" else "bound: at most"
+    basis = {"replay": "replay", "assumption": "replay of an assumption"}.get(finding.basis, "bound: at most")
     step = format_ns(finding.predicted_step_ns)
     return f"{finding.cause}{where}: saves {gain:.0%} of the step, to {step} ({basis})"
 
@@ -127,7 +128,7 @@ def describe_verdict_figures(verdict: Verdict) -> str:
         parts.append(f"model intensity {intensity:.3g} ns of compute per gradient byte")
     hide = verdict.hide_bandwidth_gbps
     if hide is not None:
-        parts.append(f"communication would hide completely at about {hide:.3g} Gbit/s (link used in full)")
+        parts.append(f"{hide_text(hide)} (link used in full)")
     elif verdict.step_ns is not None:
         parts.append("no link bandwidth would hide the communication (no bytes, or no replay)")
     return "; ".join(parts)

@@ -30,7 +30,8 @@ def _link(row: ScenarioRow) -> str:
 
 
 def _latency(report: WhatIfReport) -> str:
-    text = f"latency {report.latency_s * 1e6:g} µs/step"
+    every = report.latency_s
+    text = "latency as measured" if every is None else f"latency {every * 1e6:g} µs/step"
     return text + "".join(
         f"; {d.dimension} {d.latency_s * 1e6:g} µs/step" for d in report.dimension_latencies
     )
