@@ -550,7 +550,8 @@ class CollectivesReport(Result, tag="collectives", kw_only=True):
 
     Layout 4 adds ``costs`` (the last key). Layout 3 keeps every key of layout 2, in its order,
     after ``kind``, ``version`` and ``timeline``, and adds the figures the tables show (the last
-    keys). Changed: an unknown process group is null (was ``"*"``). Every column is defined in ``docs/collectives.md``.
+    keys). Changed: an unknown process group is null (was ``"*"``). Every column is defined in
+    ``docs/collectives.md``.
 
     Attributes
     ----------
