@@ -216,24 +216,53 @@ def _original_events(events: pl.DataFrame, tracks: pl.DataFrame, base: int) -> l
             tensor=pl.col("tensor").cast(pl.String),
         )
     )
+    rows = msgspec.convert(frame.rename({"_tid": "tid"}).to_dicts(), list[_EventRow])
     return [
         {
             "ph": "X",
-            "name": row["name"],
-            "cat": row["cat"],
-            "pid": row["rank"],
-            "tid": row["_tid"],
-            "ts": row["ts"],
-            "dur": row["dur"],
+            "name": row.name,
+            "cat": row.cat,
+            "pid": row.rank,
+            "tid": row.tid,
+            "ts": row.ts,
+            "dur": row.dur,
             "args": _args(row),
         }
-        for row in frame.iter_rows(named=True)
+        for row in rows
     ]
 
 
-def _args(row: dict[str, Any]) -> dict[str, Any]:
+class _EventRow(msgspec.Struct, frozen=True):
+    """One event as the export reads it: the columns of the events frame it writes, typed."""
+
+    rank: int
+    tid: int
+    name: str
+    cat: str | None
+    ts: float
+    dur: float
+    kind: str
+    device: int | None
+    stream: int | None
+    correlation: int | None
+    external_id: int | None
+    collective: str | None
+    in_bytes: int | None
+    out_bytes: int | None
+    dtype: str | None
+    group_size: int | None
+    pg_name: str | None
+    pg_desc: str | None
+    pg_ranks: str | None  # as the trace writes it: "[0, 2]"
+    seq: int | None
+    comms_id: int | None
+    peer: int | None
+    tensor: str | None
+
+
+def _args(row: _EventRow) -> dict[str, Any]:
     """Return the ``args`` of one event: its kind, ids, collective and sizes, as Kineto names them."""
-    args: dict[str, Any] = {"kind": row["kind"]}
+    args: dict[str, Any] = {"kind": row.kind}
     for column, key in (
         ("device", "device"),
         ("stream", "stream"),
@@ -241,16 +270,18 @@ def _args(row: dict[str, Any]) -> dict[str, Any]:
         ("external_id", "External id"),
         ("tensor", "tensor"),
     ):
-        if row[column] is not None:
-            args[key] = row[column]
-    if row["collective"] is None and row["in_bytes"] is None and row["out_bytes"] is None:
+        value = getattr(row, column)
+        if value is not None:
+            args[key] = value
+    if row.collective is None and row.in_bytes is None and row.out_bytes is None:
         return args
     for column, key in _COLLECTIVE_ARGS:
-        if row[column] is not None:
-            args[key] = row[column]
-    if row["peer"] is not None:  # as torch names the other side: a receive's source, a send's destination
-        args["Src Rank" if row["collective"] == "recv" else "Dst Rank"] = row["peer"]
-    args.update(_sizes(row["dtype"], row["in_bytes"], row["out_bytes"]))
+        value = getattr(row, column)
+        if value is not None:
+            args[key] = value
+    if row.peer is not None:  # as torch names the other side: a receive's source, a send's destination
+        args["Src Rank" if row.collective == "recv" else "Dst Rank"] = row.peer
+    args.update(_sizes(row.dtype, row.in_bytes, row.out_bytes))
     return args
 
 
