@@ -99,16 +99,14 @@ def render_perfetto(events: pl.DataFrame, *, windows: pl.DataFrame, comm: pl.Dat
     trace_events: list[dict[str, Any]] = _metadata_events(events, windows, comm, tracks)
     trace_events.extend(_original_events(events, tracks, base))
     trace_events.extend(_added_events(windows, comm, base))
+    ranks = events.get_column("rank").unique().drop_nulls()
     document: dict[str, Any] = {
         "otherData": {"writer": WRITER, "version": _VERSION},
         "displayTimeUnit": "ns",
+        **({"baseTimeNanoseconds": base} if base >= 0 else {}),
+        **({"distributedInfo": {"rank": int(ranks.item())}} if ranks.len() == 1 else {}),
+        "traceEvents": trace_events,
     }
-    if base >= 0:
-        document["baseTimeNanoseconds"] = base
-    ranks = events.get_column("rank").unique().drop_nulls()
-    if ranks.len() == 1:
-        document["distributedInfo"] = {"rank": int(ranks.item())}
-    document["traceEvents"] = trace_events
     return _ENCODER.encode(document)
 
 
@@ -295,9 +293,7 @@ def _sizes(dtype: str | None, in_bytes: int | None, out_bytes: int | None) -> di
     known = [b for b in (in_bytes, out_bytes) if b is not None]
     if size is None or any(b % size for b in known):
         dtype, size = ("Byte", 1) if known else (dtype, None)
-    out: dict[str, Any] = {}
-    if dtype is not None:
-        out["dtype"] = dtype
+    out: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
     for key, nbytes, count_key in (
         ("in_bytes", in_bytes, "In msg nelems"),
         ("out_bytes", out_bytes, "Out msg nelems"),
