@@ -158,7 +158,7 @@ def _seed_report(
         compression=compression,
         buckets=buckets,
         algorithm="ring",
-        latency="0",
+        latency=None,
     )
     if settings.dimensions:
         option, dimension = settings.dimensions[0]

@@ -30,12 +30,14 @@ Each left-out row is counted in a warning naming the file and the rank; the rows
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 import polars as pl
 
+from timeline.errors import TraceContentError
 from timeline.units import format_ns
 
 if TYPE_CHECKING:
@@ -51,6 +53,7 @@ __all__ = [
     "OUTLIER_SPREAD_FACTOR",
     "aligned_clock_note",
     "check_events",
+    "check_step_numbers",
     "clock_note",
     "clock_rows",
     "long_events",
@@ -213,9 +216,42 @@ def _step_warnings(redundant: pl.DataFrame, *, source: str) -> list[str]:
     return out
 
 
+_STEP_PREFIX = "ProfilerStep#"
+_STEP_NUMBER = re.compile(r"\d+")  # as the iteration pattern reads it: any Unicode digit
+_INT64_MAX = 2**63 - 1
+
+
+def check_step_numbers(events: pl.DataFrame, *, source: str) -> None:
+    """Check that every ``ProfilerStep#N`` number is one the iteration columns (Int64) can hold.
+
+    Every format's steps pass here (Kineto, Horovod timeline, Nsight Systems, Parquet) before
+    :func:`~timeline.analysis.iterations.redundant_steps` reads their numbers.
+
+    Raises
+    ------
+    TraceContentError
+        A step number beyond 2**63 - 1, or written with other than ASCII digits.
+    """
+    names = events.get_column("name").unique().cast(pl.String).drop_nulls()
+    for name in names.filter(names.str.starts_with(_STEP_PREFIX)).to_list():
+        digits = name[len(_STEP_PREFIX) :]
+        if not _STEP_NUMBER.fullmatch(digits):
+            continue  # not a step marker (ProfilerStep#3 (copy), ...): an ordinary annotation
+        if digits.isascii() and len(digits) <= 19 and int(digits) <= _INT64_MAX:
+            continue
+        shown = digits if len(digits) <= 40 else digits[:37] + "..."
+        msg = (
+            f"{source}: step number {shown} of a ProfilerStep# annotation is out of range: steps are "
+            f"numbered with ASCII digits from 0 to {_INT64_MAX:,}; fix the step count of the profiler "
+            "schedule"
+        )
+        raise TraceContentError(msg)
+
+
 def check_events(events: pl.DataFrame, *, source: str) -> tuple[pl.DataFrame, list[str]]:
     """Return the events without those no analysis should read, and a counted warning per rank and reason.
 
+    Step numbers the iteration columns cannot hold are an error (:func:`check_step_numbers`).
     In order: times outside the trace (:func:`time_outliers`), durations longer than the trace
     (:func:`long_events`, measured on what the first check kept), steps counted twice
     (:func:`~timeline.analysis.iterations.redundant_steps`).
@@ -237,6 +273,7 @@ def check_events(events: pl.DataFrame, *, source: str) -> tuple[pl.DataFrame, li
     warnings: list[str] = []
     if events.height == 0:
         return events, warnings
+    check_step_numbers(events, source=source)
     outside = time_outliers(events)
     if outside.height:
         warnings += _time_warnings(

@@ -35,7 +35,7 @@ def _costs(directory: Path, *extra: str) -> list[dict[str, Any]]:
     done = run_timeline("collectives", directory, "--json", *extra)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["version"] == 3
+    assert report["version"] == 4
     rows: list[dict[str, Any]] = report["costs"]
     return rows
 

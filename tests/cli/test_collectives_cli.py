@@ -203,6 +203,6 @@ def test_json_decodes_into_the_report_type(path: Path) -> None:
     result = run_timeline("collectives", str(path), "--json", "--link-gbps", "100")
     assert result.returncode == 0, result.stderr
     report = msgspec.json.decode(result.stdout, type=CollectivesReport)
-    assert (report.version, report.timeline) == (3, TIMELINE_VERSION)
-    assert result.stdout.startswith('{"kind":"collectives","version":3,"timeline":')
+    assert (report.version, report.timeline) == (4, TIMELINE_VERSION)
+    assert result.stdout.startswith('{"kind":"collectives","version":4,"timeline":')
     assert msgspec.json.encode(report).decode() == result.stdout.rstrip("\n")

@@ -34,7 +34,7 @@ def run_json(*args: object) -> dict[str, Any]:
 def test_json_v2_groups_pairs_and_dimensions(pp_dp_tp: tuple[Job, Path]) -> None:
     job, directory = pp_dp_tp
     data = run_json(directory, "--dimension", "mesh_dp=fsdp", "--gpus-per-node", "2")
-    assert data["version"] == 3
+    assert data["version"] == 4
     assert data["gpus_per_node"] == 2
     groups = {row["group"]: row for row in data["groups"]}
     assert set(groups) == {g.name for g in job.groups}

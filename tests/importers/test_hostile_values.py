@@ -208,11 +208,23 @@ def _parse_bytes(data: bytes) -> FileResult:
 def test_a_step_number_out_of_range_is_an_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, number: str
 ) -> None:
+    """Every format's steps are checked where a trace is combined (was: a Horovod timeline's crashed)."""
     step = _kernel(0, cat="user_annotation", name=f"ProfilerStep#{number}", pid=1, tid=1, dur=100)
-    for error in _errors(tmp_path, monkeypatch, _doc([step, _kernel(1)])):
-        assert isinstance(error, TraceContentError)
-        assert str(error).startswith(
-            f"{tmp_path / 'rank0.json'}: step number {number} of a ProfilerStep# annotation is out of range: "
+    kineto = tmp_path / "rank0.json"
+    kineto.write_bytes(_doc([step, _kernel(1)]))
+    horovod = tmp_path / "horovod_timeline.json"
+    horovod.write_text(
+        '[{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "allreduce.w"}},'
+        f'{{"ph": "B", "name": "ProfilerStep#{number}", "ts": 1000, "pid": 1}},'
+        '{"ph": "E", "ts": 1012, "pid": 1},'
+        '{"ph": "B", "name": "ALLREDUCE", "ts": 1019, "pid": 1},{"ph": "E", "ts": 1029, "pid": 1}]',
+        encoding="utf-8",
+    )
+    for path in (kineto, horovod):
+        with pytest.raises(TraceContentError) as caught:
+            timeline.load(path)
+        assert str(caught.value).startswith(
+            f"{path}: step number {number} of a ProfilerStep# annotation is out of range: "
             "steps are numbered with ASCII digits from 0 to 9,223,372,036,854,775,807"
         )
 

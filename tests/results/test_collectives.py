@@ -62,8 +62,8 @@ def test_kind_version_and_timeline_come_first(param: tuple[Run, CollectivesRepor
     _, report = param
     data = msgspec.json.decode(msgspec.json.encode(report))
     assert list(data)[:4] == ["kind", "version", "timeline", "files"]
-    assert (data["kind"], data["version"], data["timeline"]) == ("collectives", 3, TIMELINE_VERSION)
-    assert REPORT_VERSION == 3
+    assert (data["kind"], data["version"], data["timeline"]) == ("collectives", 4, TIMELINE_VERSION)
+    assert REPORT_VERSION == 4
     assert msgspec.json.decode(msgspec.json.encode(report), type=CollectivesReport) == report
 
 

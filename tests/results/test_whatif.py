@@ -39,8 +39,8 @@ def whatif_json() -> bytes:
 
 def test_whatif_json_decodes_into_its_type(whatif_json: bytes) -> None:
     report = msgspec.json.decode(whatif_json, type=WhatIfReport)
-    assert (report.version, REPORT_VERSION, report.timeline) == (3, 3, __version__)
-    assert whatif_json.startswith(b'{"kind":"whatif","version":3,"timeline":"' + __version__.encode() + b'",')
+    assert (report.version, REPORT_VERSION, report.timeline) == (4, 4, __version__)
+    assert whatif_json.startswith(b'{"kind":"whatif","version":4,"timeline":"' + __version__.encode() + b'",')
     assert encode(report) + b"\n" == whatif_json  # nothing lost, nothing reordered
     assert len(report.scenarios) == 2
     assert [t.solve for t in report.targets] == ["bandwidth", "compression", "compression"]

@@ -89,7 +89,7 @@ def test_whatif_json_has_the_costs_and_a_measured_latency(tmp_path: Path) -> Non
     done = run_timeline("whatif", tmp_path, "--buckets", "measured,ddp:1:1", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["version"] == 3
+    assert report["version"] == 4
     assert report["latency_s"] is None
     [cost] = report["costs"]
     assert (cost["collective"], cost["basis"]) == ("all_reduce", "fit")

@@ -136,13 +136,7 @@ def diagnose(
         notes=notes,
         world_size=world,
     )
-    if context.partial:
-        context.note(
-            f"a partial run: {len(facts.ranks)} of the job's {world} ranks traced; a collective's time on "
-            "them includes waiting for ranks not traced, so no_overlap, bucketing, compression, slow_link "
-            "and link_underused are not examined, and a late rank may be one not traced",
-            causes=PARTIAL_UNEXAMINED,
-        )
+    _partial_note(context)
     _launch_gaps(context, trace, complete=complete, gaps=launch_gaps)
     if _CLOCKS_NOTE in notes:
         context.unexamined.update(("straggler", "imbalance"))
@@ -166,6 +160,18 @@ def _findings(context: Context) -> list[Finding]:
         find_exposed_dimension(context),
     ]
     return ranked(f for f in found if f is not None)
+
+
+def _partial_note(context: Context) -> None:
+    """Note what a partial run (fewer ranks traced than the job had) leaves unexamined."""
+    if context.partial:
+        context.note(
+            f"a partial run: {len(context.facts.ranks)} of the job's {context.world_size} ranks traced; a "
+            "collective's time on them includes waiting for ranks not traced, so no_overlap, "
+            "bucketing, compression, slow_link and link_underused are not examined, and a late rank "
+            "may be one not traced",
+            causes=PARTIAL_UNEXAMINED,
+        )
 
 
 _CLOCKS_NOTE = "the ranks' clocks disagree: straggler and imbalance not examined (align them: --align)"

@@ -190,10 +190,8 @@ _DIGITS = re.compile(r"(\d+)")
 _EPOCH_US_FLOOR = 1e14
 _NUMBER_TYPES = frozenset({int, float, type(None)})
 _INT_OR_NONE = frozenset({int, type(None)})
-_STEP_NUMBER = re.compile(r"\d+")  # as the iteration pattern reads it: any Unicode digit
 _NAN = float("nan")
 _INT32_MAX = 2**31 - 1
-_STEP_PREFIX = "ProfilerStep#"
 
 
 @contextmanager
@@ -552,7 +550,6 @@ def finish_kineto(
     info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
     rank = _declared(info, "rank", 0, source)
     world_size = _declared(info, "world_size", 0, source)
-    _check_steps(frame, source)
     frame, clock = _anchored(frame, metadata.get("baseTimeNanoseconds"), source, warnings)
     frame = _attach_collectives(frame.drop("_row", strict=False), info, meta)
     backend = info.get("backend")
@@ -618,30 +615,6 @@ def _declared(info: dict[str, Any], key: str, low: int, source: str) -> int | No
         f"number from {low} to {_INT32_MAX:,}; fix distributedInfo in the trace"
     )
     raise TraceContentError(msg)
-
-
-def _check_steps(frame: pl.DataFrame, source: str) -> None:
-    """Check that every ``ProfilerStep#N`` number is one the iteration columns (Int64) can hold.
-
-    Raises
-    ------
-    TraceContentError
-        A step number beyond 2**63 - 1, or written with other than ASCII digits.
-    """
-    names = frame.get_column("name").unique().cast(pl.String)
-    for name in names.filter(names.str.starts_with(_STEP_PREFIX)).to_list():
-        digits = name[len(_STEP_PREFIX) :]
-        if not _STEP_NUMBER.fullmatch(digits):
-            continue  # not a step marker (ProfilerStep#3 (copy), ...): an ordinary annotation
-        if digits.isascii() and len(digits) <= 19 and int(digits) <= _INT64_MAX:
-            continue
-        shown = digits if len(digits) <= 40 else digits[:37] + "..."
-        msg = (
-            f"{source}: step number {shown} of a ProfilerStep# annotation is out of range: steps are "
-            f"numbered with ASCII digits from 0 to {_INT64_MAX:,}; fix the step count of the profiler "
-            "schedule"
-        )
-        raise TraceContentError(msg)
 
 
 def _measured(
