@@ -219,11 +219,13 @@ def _fmt_ns(value: int | None) -> str:
     return format_ns(value)
 
 
-def build_collective_table(match: CollectiveMatch, *, width: int = 1100) -> Any:
-    """Return the logical collectives as an HTML table (a ``Div``, ``name="collective_match_table"``)."""
-    from bokeh.models.widgets import Div
+def build_collective_table(match: CollectiveMatch) -> Any:
+    """Return the logical collectives as an HTML table (a ``Div``, ``name="collective_match_table"``).
 
+    The table scrolls inside its box, which is as wide as the window and at most 320 pixels tall.
+    """
     from timeline.report.breakdown import _html_table
+    from timeline.report.layout import html_box, scroll_box
 
     headers = [
         "#",
@@ -256,24 +258,27 @@ def build_collective_table(match: CollectiveMatch, *, width: int = 1100) -> Any:
         ]
         for row in collective_table(match).iter_rows(named=True)
     ]
-    text = f'<div style="max-height:320px;overflow-y:auto">{_html_table(headers, rows)}</div>'
-    return Div(text=text, width=width, name="collective_match_table")
+    text = scroll_box(_html_table(headers, rows), max_height=320)
+    return html_box(text, name="collective_match_table")
 
 
 def build_wait_transfer(
     match: CollectiveMatch,
     *,
     iteration: int | str | None = ALL_ITERATIONS,
-    width: int = 540,
     height: int = 330,
 ) -> Any:
     """Return stacked bars per rank: summed transfer time under summed wait time (``name="wait_transfer"``).
+
+    The plot is as wide as its box; its legend is above the bars, never over them.
 
     The source (``name="wait_transfer_bars"``) has columns ``rank`` (strings), ``transfer_ms``,
     ``wait_ms`` and ``collectives``; :func:`wait_transfer_tables` gives them per scope, for swapping.
     """
     from bokeh.models import ColumnDataSource, DataRange1d, FactorRange, HoverTool
     from bokeh.plotting import figure
+
+    from timeline.report.layout import MIN_SIDE_WIDTH, STRETCH
 
     frame = wait_transfer_by_rank(match, iteration=iteration)
     source = ColumnDataSource(_bar_columns(frame), name="wait_transfer_bars")
@@ -283,7 +288,8 @@ def build_wait_transfer(
         title="Time in collectives per rank: transfer vs wait",
         x_axis_label="rank",
         y_axis_label="ms",
-        width=width,
+        sizing_mode=STRETCH,
+        min_width=MIN_SIDE_WIDTH,
         height=height,
         tools="save,reset",
         name="wait_transfer",
@@ -296,7 +302,10 @@ def build_wait_transfer(
         color=[_TRANSFER_COLOUR, _WAIT_COLOUR],
         legend_label=["transfer", "wait for other ranks"],
     )
-    plot.legend.location = "top_left"
+    legend = plot.legend[0]
+    plot.center.remove(legend)  # above the bars, outside the frame: never drawn over a bar
+    legend.update(orientation="horizontal", location="top_left")
+    plot.add_layout(legend, "above")
     plot.add_tools(
         HoverTool(
             renderers=renderers,
@@ -312,9 +321,9 @@ def build_wait_transfer(
 
 
 def build_wait_heatmap(
-    match: CollectiveMatch, *, windows: pl.DataFrame | None = None, width: int = 540, height: int = 330
+    match: CollectiveMatch, *, windows: pl.DataFrame | None = None, height: int = 330
 ) -> Any:
-    """Return the rank × iteration heat map of summed wait (``name="wait_heatmap"``).
+    """Return the rank × iteration heat map of summed wait (``name="wait_heatmap"``), as wide as its box.
 
     Its cells' source (``name="wait_heatmap_cells"``) has one row per cell of :func:`wait_heatmap`:
     ``rank`` and ``label`` (strings), ``wait_ms``, ``collectives``, ``colour``.
@@ -322,6 +331,8 @@ def build_wait_heatmap(
     from bokeh.models import ColumnDataSource, FactorRange, HoverTool
     from bokeh.palettes import Reds9
     from bokeh.plotting import figure
+
+    from timeline.report.layout import MIN_SIDE_WIDTH, STRETCH
 
     cells = wait_heatmap(match, windows=windows)
     top = max(cast("int | None", cells.get_column("wait_ns").max()) or 0, 1)
@@ -347,7 +358,8 @@ def build_wait_heatmap(
         title="Wait in collectives per rank × iteration",
         x_axis_label="iteration",
         y_axis_label="rank",
-        width=width,
+        sizing_mode=STRETCH,
+        min_width=MIN_SIDE_WIDTH,
         height=height,
         tools="save",
         name="wait_heatmap",
@@ -392,7 +404,6 @@ def build_collectives_section(
     *,
     select: Any = None,
     view: int | None = None,
-    width: int = 1600,
 ) -> CollectivesSection | None:
     """Return the collectives section (table, wait vs transfer, wait heat map), or None.
 
@@ -409,16 +420,18 @@ def build_collectives_section(
         wait-vs-transfer scope to it (a ``CustomJS``: the same in the served and exported report).
     view
         The view to start on (default: the whole trace).
-    width
-        Pixels of the section.
+
+    The section is as wide as the window: the bars and the heat map side by side (one under the
+    other in a narrow window), the table below them.
     """
     if match is None or not has_collectives(match):
         return None
-    from bokeh.layouts import column, row
+    from bokeh.layouts import column
     from bokeh.models import CustomJS
     from bokeh.models.widgets import Div, Select
 
-    half = width // 2 - 20
+    from timeline.report.layout import STRETCH, side_by_side
+
     options: list[str | tuple[str, str]] = [(ALL_ITERATIONS, "whole trace (every iteration)")]
     options += [(str(v), str(label)) for v, label in views.select("view", "label").iter_rows()]
     scope = Select(
@@ -433,23 +446,25 @@ def build_collectives_section(
     if view is not None:
         picked = views.filter(pl.col("view") == view).get_column("iteration")
         first = cast("int | None", picked.first()) if picked.len() else None
-    bars = build_wait_transfer(match, iteration=first, width=half)
+    bars = build_wait_transfer(match, iteration=first)
     source = bars.select_one({"name": "wait_transfer_bars"})
     scope.js_on_change(
         "value", CustomJS(args={"scope": scope, "source": source, "tables": tables}, code=_SCOPE_JS)
     )
     if select is not None:
         select.js_on_change("value", CustomJS(args={"scope": scope, "select": select}, code=_FOLLOW_JS))
-    heatmap = build_wait_heatmap(match, windows=windows, width=half)
-    table = build_collective_table(match, width=width)
+    heatmap = build_wait_heatmap(match, windows=windows)
+    table = build_collective_table(match)
     counts = (
         f"{match.collectives.height} logical collectives on {match.ranks.get_column('rank').n_unique()} ranks"
     )
     notes = "".join(f"<br>{html.escape(w)}" for w in match.warnings)
     header = Div(
         text=f"<b>Collectives across ranks</b>: {counts} (definitions: docs/collectives.md){notes}",
-        width=width,
+        sizing_mode=STRETCH,
         name="collectives_header",
     )
-    layout = column(header, scope, row(bars, heatmap), table, name="collectives_section")
+    layout = column(
+        header, scope, side_by_side(bars, heatmap), table, sizing_mode=STRETCH, name="collectives_section"
+    )
     return CollectivesSection(layout=layout, table=table, wait_transfer=bars, heatmap=heatmap, scope=scope)
