@@ -7,6 +7,8 @@ so ``timeline analyze`` and ``timeline check`` start fast.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -26,6 +28,7 @@ from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, Ra
 from timeline.errors import shown
 
 if TYPE_CHECKING:
+    from timeline.executors import LocalExecutor
     from timeline.report.data import ReportData
     from timeline.report.server import Listening
     from timeline.results.flight_recorder import FlightReport
@@ -109,14 +112,39 @@ def _compare(base: str | None, inputs: Inputs) -> dict[str, Any] | None:
     return diff
 
 
-def _report_data(inputs: Inputs, compare: str | None) -> tuple[ReportData, int]:
-    """Return the report's data of the inputs' run (and the comparison with ``compare``), and its files."""
+@contextmanager
+def _sweep_helper() -> Iterator[LocalExecutor | None]:
+    """Yield a helper process that replays the what-if sweep while this process draws the report.
+
+    Started before the traces are read, so that its start (importing polars and the what-if
+    engine) is hidden; None on one core. Stopped when the report is written.
+    """
+    import os
+
+    if (os.cpu_count() or 1) < 2:
+        yield None
+        return
+    from timeline.executors import LocalExecutor
+
+    helper = LocalExecutor(2)
+    helper.start(preload="timeline.whatif.sweep")
+    try:
+        yield helper
+    finally:
+        helper.stop()
+
+
+def _report_data(inputs: Inputs, compare: str | None, helper: LocalExecutor | None) -> tuple[ReportData, int]:
+    """Return the report's data of the inputs' run (and the comparison with ``compare``), and its files.
+
+    With a ``helper``, its ``whatif`` is the future of the sweep the helper replays.
+    """
     from timeline.report.data import build_report_data
     from timeline.run import Needs
 
     diff = _compare(compare, inputs)
     run = open_run(inputs, needs=Needs(communication=True, graph=True, every_event=True))
-    return build_report_data(run, compare=diff), run.trace.files.height
+    return build_report_data(run, compare=diff, helper=helper), run.trace.files.height
 
 
 _DEFAULT_HOST = "127.0.0.1"
@@ -160,6 +188,9 @@ def serve_command(
     """
     _require_report_extra("serve")
     with user_errors():
+        from dataclasses import replace
+
+        from timeline.report.data import whatif_of
         from timeline.report.server import parse_origins, serve_report
 
         origins = list(allow_origin or ())
@@ -174,7 +205,9 @@ def serve_command(
                 comm_kernels=comm_kernel,
                 include_python=include_python,
             )
-            data, files = _report_data(inputs, compare)
+            with _sweep_helper() as helper:
+                data, files = _report_data(inputs, compare, helper)
+                data = replace(data, whatif=whatif_of(data))  # the helper's sweep, before it stops
         else:
             data, files = flight, len(flight.dumps.ranks)
 
@@ -226,10 +259,12 @@ def report_command(
                 comm_kernels=comm_kernel,
                 include_python=include_python,
             )
-            data, files = _report_data(inputs, compare)
-            from timeline.report.export import write_report
+            with _sweep_helper() as helper:
+                data, files = _report_data(inputs, compare, helper)
+                # bokeh is imported here, and the page drawn, while the helper replays the what-if sweep
+                from timeline.report.export import write_report
 
-            written = write_report(data, output, files=files)
+                written = write_report(data, output, files=files)
     typer.echo(f"wrote {shown(written)}")
 
 

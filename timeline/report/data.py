@@ -21,6 +21,7 @@ everything the plots show is tested as data.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ from timeline.schema import WINDOW, validate
 from timeline.units import format_ns
 
 if TYPE_CHECKING:
+    from timeline.executors import LocalExecutor
     from timeline.run import Run
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
     "prepare_report_data",
     "view_bars",
     "view_levels",
+    "whatif_of",
 ]
 
 STYLES: tuple[str, ...] = (
@@ -186,7 +189,9 @@ class ReportData:
         windows); None for fewer than two measured ranks (one rank, Horovod timelines).
     whatif
         The what-if sweep of the dashboard's "What-if" tab
-        (:func:`~timeline.report.whatif_view.whatif_sweep`); None: no such tab.
+        (:func:`~timeline.report.whatif_view.whatif_sweep`), or its future while a helper process
+        computes it (:func:`~timeline.report.whatif_view.submit_whatif_sweep`: the dashboard waits
+        for it last, :func:`whatif_of`); None: no such tab.
     compare
         ``timeline diff BASE NEW``'s result (:func:`~timeline.results.diff.build_diff`, NEW this
         trace's run) shown in the "Compare" tab (``--compare BASE``); None: no such tab.
@@ -209,7 +214,7 @@ class ReportData:
     overlap: Overlap
     omitted: pl.DataFrame
     collectives: CollectiveMatch | None = None
-    whatif: WhatIfSweep | None = None
+    whatif: WhatIfSweep | Future[WhatIfSweep] | None = None
     compare: dict[str, Any] | None = None
     diagnosis: dict[str, Any] | None = None
     dimensions: pl.DataFrame | None = None
@@ -473,20 +478,31 @@ def prepare_report_data(run: Run) -> ReportData:
     )
 
 
-def build_report_data(run: Run, *, compare: dict[str, Any] | None = None) -> ReportData:
+def whatif_of(data: ReportData) -> WhatIfSweep | None:
+    """Return the report's what-if sweep, waiting for it if a helper process still computes it."""
+    return data.whatif.result() if isinstance(data.whatif, Future) else data.whatif
+
+
+def build_report_data(
+    run: Run, *, compare: dict[str, Any] | None = None, helper: LocalExecutor | None = None
+) -> ReportData:
     """Return everything the report shows of a run: the Gantt's data, its findings and its "What-if" tab.
 
     The findings are the run's diagnosis (:attr:`~timeline.run.Run.diagnosis`), the "What-if" tab
     replays the run's graph (:func:`~timeline.report.whatif_view.whatif_sweep`); ``compare``: the
-    "Compare" tab's diff (``timeline diff BASE RUN``'s result), None without.
+    "Compare" tab's diff (``timeline diff BASE RUN``'s result), None without. ``helper``: a started
+    :class:`~timeline.executors.LocalExecutor` that replays the graph while this process prepares
+    and draws the rest (``whatif`` is then its future, :func:`whatif_of`).
     """
     from dataclasses import replace
 
-    from timeline.report.whatif_view import whatif_sweep
+    from timeline.report.whatif_view import submit_whatif_sweep, whatif_sweep
     from timeline.results.diagnosis import build_diagnosis
 
+    # with a helper (started), the sweep runs there while the rest is prepared and drawn here
+    whatif = whatif_sweep(run) if helper is None else submit_whatif_sweep(run, helper)
     data = prepare_report_data(run)
-    return replace(data, whatif=whatif_sweep(run), compare=compare, diagnosis=build_diagnosis(run.diagnosis))
+    return replace(data, whatif=whatif, compare=compare, diagnosis=build_diagnosis(run.diagnosis))
 
 
 def _dimension_rows(overlap: Overlap, labels: pl.DataFrame, views: pl.DataFrame) -> pl.DataFrame:

@@ -22,8 +22,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from timeline.executors import LocalExecutor
     from timeline.results.whatif import ScenarioRow, WhatIfReport
     from timeline.run import Run
+    from timeline.whatif.graph import TraceGraph
 
 __all__ = [
     "BANDWIDTHS_GBPS",
@@ -32,6 +36,8 @@ __all__ = [
     "build_whatif_panel",
     "build_whatif_view",
     "curve_label",
+    "submit_whatif_sweep",
+    "sweep_graph",
     "whatif_sweep",
 ]
 
@@ -68,18 +74,56 @@ def whatif_sweep(run: Run) -> WhatIfSweep:
     measured link is known (a capture manifest), else ``full`` (the note says so). A trace with no
     graph (no rank with compute events: a Horovod timeline alone) gives no report and a note saying why.
     """
+    graph, none = _graph_of(run)
+    if graph is None:
+        return none
+    return sweep_graph((graph, run.options.link_gbps is not None))
+
+
+def submit_whatif_sweep(run: Run, helper: LocalExecutor) -> Future[WhatIfSweep]:
+    """Hand :func:`whatif_sweep` of the run to a helper process; return its future.
+
+    The run's graph is built here and sent to the helper (:meth:`LocalExecutor.submit
+    <timeline.executors.LocalExecutor.submit>`), which replays it while this process goes on (the
+    report draws its other views meanwhile). Without a started helper the sweep runs here, now.
+    The future's result is what :func:`whatif_sweep` returns; an error of the sweep is raised by
+    its ``result()``.
+    """
+    from concurrent.futures import Future
+
+    graph, none = _graph_of(run)
+    item = None if graph is None else (graph, run.options.link_gbps is not None)
+    if item is not None and helper.started:
+        return helper.submit(sweep_graph, item)
+    done: Future[WhatIfSweep] = Future()
+    done.set_result(none if item is None else sweep_graph(item))
+    return done
+
+
+def _graph_of(run: Run) -> tuple[TraceGraph | None, WhatIfSweep]:
+    """Return the run's what-if graph (None when it has none) and the sweep that says why it has none."""
     from timeline.errors import TimelineError
+
+    try:
+        return run.graph, WhatIfSweep(report=None, note="")
+    except TimelineError as exc:
+        return None, WhatIfSweep(report=None, note=f"no what-if prediction: {exc}")
+
+
+def sweep_graph(item: tuple[TraceGraph, bool]) -> WhatIfSweep:
+    """Return the sweep of a what-if graph; ``item``: the graph, and whether its link was given.
+
+    A link is given with ``--link-gbps``. A module-level function of one argument, so that a
+    helper process can run it (:func:`submit_whatif_sweep`).
+    """
     from timeline.results.whatif import build_whatif_report, link_source_of
     from timeline.whatif.settings import Settings, choose_efficiency
 
-    try:
-        graph = run.graph
-    except TimelineError as exc:
-        return WhatIfSweep(report=None, note=f"no what-if prediction: {exc}")
+    graph, given = item
     bandwidths: list[float | None] = list(BANDWIDTHS_GBPS)
     efficiency, _ = choose_efficiency(None, link_known=graph.link_gbps is not None, bandwidths=bandwidths)
     settings = Settings(bandwidths=bandwidths, compressions=list(COMPRESSIONS), efficiency=efficiency)
-    source = link_source_of(graph, given=run.options.link_gbps is not None)
+    source = link_source_of(graph, given=given)
     report = build_whatif_report(graph, settings, link_source=source)
     link = "unknown" if graph.link_gbps is None else f"{graph.link_gbps:g} Gbit/s"
     note = (
@@ -93,26 +137,28 @@ def whatif_sweep(run: Run) -> WhatIfSweep:
     return WhatIfSweep(report=report, note=note)
 
 
-def build_whatif_panel(whatif: WhatIfSweep, *, width: int = 1100) -> Any:
+def build_whatif_panel(whatif: WhatIfSweep) -> Any:
     """Return the "What-if" tab's layout (``name="whatif"``): the plot and its note, or the note alone.
 
-    The plot is :func:`build_whatif_view` (``name="whatif_plot"``); the note a ``Div`` named
-    ``whatif_note``, one line, then a ``note:`` line for each of the report's notes and a ``warning:``
-    line for each of its warnings.
+    The plot is :func:`build_whatif_view` (``name="whatif_plot"``), as wide as the window; the note
+    a ``Div`` named ``whatif_note``, one line, then a ``note:`` line for each of the report's notes
+    and a ``warning:`` line for each of its warnings, wrapped to the window's width.
     """
     from bokeh.layouts import column
     from bokeh.models.widgets import Div
+
+    from timeline.report.layout import MIN_PLOT_WIDTH, STRETCH
 
     report = whatif.report
     notes = report.notes if report is not None else []
     warnings = report.warnings if report is not None else []
     lines = [whatif.note, *(f"note: {n}" for n in notes), *(f"warning: {w}" for w in warnings)]
-    note = Div(text="<br>".join(html.escape(line) for line in lines), width=width, name="whatif_note")
+    note = Div(text="<br>".join(html.escape(line) for line in lines), sizing_mode=STRETCH, name="whatif_note")
     if report is None or not report.scenarios:
-        return column(note, name="whatif")
-    plot = build_whatif_view(report, width=width, height=520)
-    plot.name = "whatif_plot"
-    return column(plot, note, name="whatif")
+        return column(note, sizing_mode=STRETCH, name="whatif")
+    plot = build_whatif_view(report, height=520)
+    plot.update(name="whatif_plot", sizing_mode=STRETCH, min_width=MIN_PLOT_WIDTH)
+    return column(plot, note, sizing_mode=STRETCH, name="whatif")
 
 
 _SETTING_COLUMNS = ("world_size", "compression", "buckets", "efficiency", "algorithm")
@@ -295,4 +341,5 @@ def _add_hover_and_legend(plot: Any, renderers: list[Any], items: list[Any]) -> 
     )
     legend_items = [item for item in items if item.renderers]
     if legend_items:
-        plot.add_layout(Legend(items=legend_items, location="bottom_right", click_policy="hide"))
+        # beside the plot, never over a curve
+        plot.add_layout(Legend(items=legend_items, location="top_left", click_policy="hide"), "right")
