@@ -113,11 +113,11 @@ def _compare(base: str | None, inputs: Inputs) -> dict[str, Any] | None:
 
 
 @contextmanager
-def _sweep_helper() -> Iterator[LocalExecutor | None]:
-    """Yield a helper process that replays the what-if sweep while this process draws the report.
+def _helper(*preloads: str) -> Iterator[LocalExecutor | None]:
+    """Yield a helper process, started now, that imports ``preloads`` while this process reads the traces.
 
-    Started before the traces are read, so that its start (importing polars and the what-if
-    engine) is hidden; None on one core. Stopped when the report is written.
+    The report hands it work in order (the what-if sweep, then drawing the page) once the traces
+    are read, and goes on meanwhile. None on one core; stopped when the command is done.
     """
     import os
 
@@ -125,9 +125,12 @@ def _sweep_helper() -> Iterator[LocalExecutor | None]:
         yield None
         return
     from timeline.executors import LocalExecutor
+    from timeline.workers import preload_module
 
     helper = LocalExecutor(2)
-    helper.start(preload="timeline.whatif.sweep")
+    helper.start(preload=preloads[0])
+    for module in preloads[1:] if helper.started else ():
+        helper.submit(preload_module, module)
     try:
         yield helper
     finally:
@@ -148,6 +151,8 @@ def _report_data(inputs: Inputs, compare: str | None, helper: LocalExecutor | No
 
 
 _DEFAULT_HOST = "127.0.0.1"
+SWEEP_PRELOAD = "timeline.whatif.sweep"
+"""The module the what-if sweep's helper imports first (polars and the replay)."""
 
 
 def serve_command(
@@ -205,8 +210,8 @@ def serve_command(
                 comm_kernels=comm_kernel,
                 include_python=include_python,
             )
-            with _sweep_helper() as helper:
-                data, files = _report_data(inputs, compare, helper)
+            with _helper(SWEEP_PRELOAD) as sweeper:
+                data, files = _report_data(inputs, compare, sweeper)
                 data = replace(data, whatif=whatif_of(data))  # the helper's sweep, before it stops
         else:
             data, files = flight, len(flight.dumps.ranks)
@@ -259,12 +264,14 @@ def report_command(
                 comm_kernels=comm_kernel,
                 include_python=include_python,
             )
-            with _sweep_helper() as helper:
-                data, files = _report_data(inputs, compare, helper)
-                # bokeh is imported here, and the page drawn, while the helper replays the what-if sweep
-                from timeline.report.export import write_report
+            # A helper starts now and imports bokeh and the what-if engine while the traces are
+            # read; it then replays the what-if sweep and draws the page from the data prepared here.
+            from timeline.report.drawing import PRELOAD, draw_report, writable
 
-                written = write_report(data, output, files=files)
+            writable(output)  # a mistyped -o fails before the traces are read
+            with _helper(PRELOAD, SWEEP_PRELOAD) as helper:
+                data, files = _report_data(inputs, compare, helper)
+                written = draw_report(data, output, files=files, helper=helper)
     typer.echo(f"wrote {shown(written)}")
 
 

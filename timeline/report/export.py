@@ -16,6 +16,7 @@ from bokeh.resources import Component, ResourceAttr, Resources
 from timeline.errors import UsageError
 from timeline.report.dashboard import build_dashboard
 from timeline.report.data import ReportData
+from timeline.report.drawing import writable
 
 __all__ = ["offline_resources", "render_report_html", "write_html", "write_report"]
 
@@ -66,18 +67,8 @@ def write_report(
     UsageError
         If the folder of ``path`` does not exist or cannot be written.
     """
-    target = _writable(path)  # before the report is drawn: a mistyped -o fails fast
+    target = writable(path)  # before the report is drawn: a mistyped -o fails fast
     return write_html(render_report_html(data, title=title, files=files), target)
-
-
-def _writable(path: str | Path) -> Path:
-    """Return ``path`` as a Path; raise :class:`UsageError` if its folder does not exist."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path()
-    if not folder.is_dir():
-        msg = f"{target}: folder {folder} does not exist; create it or pick another -o"
-        raise UsageError(msg)
-    return target
 
 
 def write_html(text: str, path: str | Path) -> Path:
@@ -88,7 +79,7 @@ def write_html(text: str, path: str | Path) -> Path:
     UsageError
         If the folder of ``path`` does not exist or cannot be written.
     """
-    target = _writable(path)
+    target = writable(path)
     partial = target.with_name(f".{target.name}.partial")
     try:
         partial.write_text(text, encoding="utf-8")

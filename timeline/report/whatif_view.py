@@ -18,6 +18,7 @@ bokeh is imported inside the functions that draw, so importing this module costs
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,17 +28,20 @@ if TYPE_CHECKING:
     from timeline.executors import LocalExecutor
     from timeline.results.whatif import ScenarioRow, WhatIfReport
     from timeline.run import Run
+    from timeline.whatif.costs import Efficiency
     from timeline.whatif.graph import TraceGraph
 
 __all__ = [
     "BANDWIDTHS_GBPS",
     "COMPRESSIONS",
+    "SPLIT",
     "WhatIfSweep",
     "build_whatif_panel",
     "build_whatif_view",
     "curve_label",
+    "joined_sweep",
     "submit_whatif_sweep",
-    "sweep_graph",
+    "sweep_part",
     "whatif_sweep",
 ]
 
@@ -77,27 +81,48 @@ def whatif_sweep(run: Run) -> WhatIfSweep:
     graph, none = _graph_of(run)
     if graph is None:
         return none
-    return sweep_graph((graph, run.options.link_gbps is not None))
+    given = run.options.link_gbps is not None
+    return joined_sweep(graph, [sweep_part((graph, given, BANDWIDTHS_GBPS))])
 
 
 def submit_whatif_sweep(run: Run, helper: LocalExecutor) -> Future[WhatIfSweep]:
-    """Hand :func:`whatif_sweep` of the run to a helper process; return its future.
+    """Replay :func:`whatif_sweep` of the run here and in a helper process at once; return its future.
 
-    The run's graph is built here and sent to the helper (:meth:`LocalExecutor.submit
-    <timeline.executors.LocalExecutor.submit>`), which replays it while this process goes on (the
-    report draws its other views meanwhile). Without a started helper the sweep runs here, now.
-    The future's result is what :func:`whatif_sweep` returns; an error of the sweep is raised by
-    its ``result()``.
+    The run's graph is built here; the helper (:meth:`LocalExecutor.submit
+    <timeline.executors.LocalExecutor.submit>`) replays the upper half of :data:`BANDWIDTHS_GBPS`
+    while this process replays the lower half (:data:`SPLIT`), then goes on (the report prepares its
+    other views meanwhile). The future's result is what :func:`whatif_sweep` returns, the same
+    scenarios in the same order (:func:`joined_sweep`); an error of the sweep is raised by its
+    ``result()``. Without a started helper the whole sweep runs here, now.
     """
     from concurrent.futures import Future
 
+    result: Future[WhatIfSweep] = Future()
     graph, none = _graph_of(run)
-    item = None if graph is None else (graph, run.options.link_gbps is not None)
-    if item is not None and helper.started:
-        return helper.submit(sweep_graph, item)
-    done: Future[WhatIfSweep] = Future()
-    done.set_result(none if item is None else sweep_graph(item))
-    return done
+    if graph is None:
+        result.set_result(none)
+        return result
+    given = run.options.link_gbps is not None
+    if not helper.started:
+        result.set_result(joined_sweep(graph, [sweep_part((graph, given, BANDWIDTHS_GBPS))]))
+        return result
+    far = helper.submit(sweep_part, (graph, given, BANDWIDTHS_GBPS[SPLIT:]))
+    near = sweep_part((graph, given, BANDWIDTHS_GBPS[:SPLIT]))
+
+    def join(done: Future[WhatIfReport]) -> None:
+        error = done.exception()
+        if error is not None:
+            result.set_exception(error)
+        else:
+            result.set_result(joined_sweep(graph, [near, done.result()]))
+
+    far.add_done_callback(join)
+    return result
+
+
+SPLIT = 5
+"""The bandwidths of :data:`BANDWIDTHS_GBPS` this process replays (the first five) when a helper
+replays the rest: 15 and 12 of the 27 scenarios (:func:`submit_whatif_sweep`)."""
 
 
 def _graph_of(run: Run) -> tuple[TraceGraph | None, WhatIfSweep]:
@@ -110,21 +135,42 @@ def _graph_of(run: Run) -> tuple[TraceGraph | None, WhatIfSweep]:
         return None, WhatIfSweep(report=None, note=f"no what-if prediction: {exc}")
 
 
-def sweep_graph(item: tuple[TraceGraph, bool]) -> WhatIfSweep:
-    """Return the sweep of a what-if graph; ``item``: the graph, and whether its link was given.
+def _efficiency(graph: TraceGraph) -> Efficiency:
+    """Return the link efficiency of the sweep: ``observed`` when the graph's link is known, else ``full``."""
+    from timeline.whatif.settings import choose_efficiency
 
-    A link is given with ``--link-gbps``. A module-level function of one argument, so that a
-    helper process can run it (:func:`submit_whatif_sweep`).
-    """
-    from timeline.results.whatif import build_whatif_report, link_source_of
-    from timeline.whatif.settings import Settings, choose_efficiency
-
-    graph, given = item
     bandwidths: list[float | None] = list(BANDWIDTHS_GBPS)
     efficiency, _ = choose_efficiency(None, link_known=graph.link_gbps is not None, bandwidths=bandwidths)
-    settings = Settings(bandwidths=bandwidths, compressions=list(COMPRESSIONS), efficiency=efficiency)
-    source = link_source_of(graph, given=given)
-    report = build_whatif_report(graph, settings, link_source=source)
+    return efficiency
+
+
+def sweep_part(item: tuple[TraceGraph, bool, Sequence[float]]) -> WhatIfReport:
+    """Return the what-if report of a graph on some links, each at every ratio of :data:`COMPRESSIONS`.
+
+    ``item``: the graph, whether its link was given (``--link-gbps``), the links (Gbit/s). A
+    module-level function of one argument, so that a helper process can run it
+    (:func:`submit_whatif_sweep`).
+    """
+    from timeline.results.whatif import build_whatif_report, link_source_of
+    from timeline.whatif.settings import Settings
+
+    graph, given, links = item
+    settings = Settings(
+        bandwidths=list(links), compressions=list(COMPRESSIONS), efficiency=_efficiency(graph)
+    )
+    return build_whatif_report(graph, settings, link_source=link_source_of(graph, given=given))
+
+
+def joined_sweep(graph: TraceGraph, parts: Sequence[WhatIfReport]) -> WhatIfSweep:
+    """Return the sweep of the reports of consecutive parts of :data:`BANDWIDTHS_GBPS`, and its note.
+
+    The report is the first part's (its self-replay, notes and warnings are the same in every
+    part: one graph) with the scenarios of every part, in order.
+    """
+    import msgspec
+
+    report = msgspec.structs.replace(parts[0], scenarios=[row for part in parts for row in part.scenarios])
+    efficiency = _efficiency(graph)
     link = "unknown" if graph.link_gbps is None else f"{graph.link_gbps:g} Gbit/s"
     note = (
         f"Predicted by replaying the trace's dependency graph at its world size ({graph.world_size}) "
