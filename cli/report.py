@@ -266,7 +266,8 @@ def report_command(
             )
             # A helper starts now and imports bokeh and the what-if engine while the traces are
             # read; it then replays the what-if sweep and draws the page from the data prepared here.
-            from timeline.report.drawing import PRELOAD, draw_report, writable
+            from timeline.report.drawing import PRELOAD, draw_report
+            from timeline.report.output import writable
 
             writable(output)  # a mistyped -o fails before the traces are read
             with _helper(PRELOAD, SWEEP_PRELOAD) as helper:

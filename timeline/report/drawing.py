@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from timeline.executors import LocalExecutor
     from timeline.report.data import ReportData
 
-__all__ = ["PRELOAD", "draw_report", "writable", "write_report_task"]
+__all__ = ["PRELOAD", "draw_report", "write_report_task"]
 
 PRELOAD = "timeline.report.export"
 """The module a drawing helper imports first (bokeh, the dashboard and the export)."""
@@ -43,6 +43,7 @@ def draw_report(
         If the folder of ``path`` does not exist or cannot be written (raised here or by the helper).
     """
     from timeline.report.data import whatif_of
+    from timeline.report.output import writable
 
     writable(path)  # before waiting for anything: a mistyped -o fails fast
     finished = replace(data, whatif=whatif_of(data), bars_cache={})
@@ -58,15 +59,3 @@ def write_report_task(item: tuple[ReportData, str, int | None, str]) -> Path:
 
     data, path, files, title = item
     return write_report(data, path, title=title, files=files)
-
-
-def writable(path: str | Path) -> Path:
-    """Return ``path`` as a Path; raise :class:`~timeline.errors.UsageError` if its folder does not exist."""
-    from timeline.errors import UsageError
-
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path()
-    if not folder.is_dir():
-        msg = f"{target}: folder {folder} does not exist; create it or pick another -o"
-        raise UsageError(msg)
-    return target

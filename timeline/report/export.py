@@ -13,10 +13,9 @@ from pathlib import Path
 from bokeh.embed import file_html
 from bokeh.resources import Component, ResourceAttr, Resources
 
-from timeline.errors import UsageError
 from timeline.report.dashboard import build_dashboard
 from timeline.report.data import ReportData
-from timeline.report.drawing import writable
+from timeline.report.output import writable, write_html
 
 __all__ = ["offline_resources", "render_report_html", "write_html", "write_report"]
 
@@ -69,24 +68,3 @@ def write_report(
     """
     target = writable(path)  # before the report is drawn: a mistyped -o fails fast
     return write_html(render_report_html(data, title=title, files=files), target)
-
-
-def write_html(text: str, path: str | Path) -> Path:
-    """Write a standalone HTML page to ``path`` (through a temporary file beside it, then renamed).
-
-    Raises
-    ------
-    UsageError
-        If the folder of ``path`` does not exist or cannot be written.
-    """
-    target = writable(path)
-    partial = target.with_name(f".{target.name}.partial")
-    try:
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(target)
-    except OSError as exc:
-        msg = f"{target}: cannot write the report ({exc.strerror or exc}); pick another -o"
-        raise UsageError(msg) from exc
-    finally:
-        partial.unlink(missing_ok=True)
-    return target

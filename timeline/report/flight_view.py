@@ -214,7 +214,7 @@ def render_flight_html(report: FlightReport, *, title: str = "timeline: Flight R
 
 
 def write_flight_report(report: FlightReport, path: str | Path) -> Path:
-    """Write the page of the dumps to ``path`` as standalone HTML (``export.write_html``)."""
-    from timeline.report.export import write_html
+    """Write the page of the dumps to ``path`` as standalone HTML (``output.write_html``)."""
+    from timeline.report.output import write_html
 
     return write_html(render_flight_html(report), path)
