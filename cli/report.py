@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["report_command", "serve_command"]
 
-_REPORT_EXTRA = ("bokeh", "holoviews", "pyarrow")
-"""The packages of the ``report`` extra (pyproject.toml): the report's plots and their frames."""
+_REPORT_EXTRA = ("bokeh",)
+"""The packages of the ``report`` extra (pyproject.toml): the report's plots."""
 
 
 def _require_report_extra(command: str) -> None:
