@@ -160,37 +160,13 @@ def build_heatmap(data: ReportData, *, height: int = 300) -> Any:
     from bokeh.models.annotations import ColorBar
     from bokeh.palettes import Reds256
 
-    frame = data.overlap.iterations.join(
-        data.breakdown.select("rank", "iteration", "view"),
-        on=["rank", "iteration"],
-        how="inner",
-        nulls_equal=True,
-    ).sort("view", "rank")
-    known = frame.get_column("exposed_comm_ratio").is_not_null().any()
-    value = "exposed_comm_ratio" if known else "comm_ratio"
-    label = "exposed comm / step" if known else "comm / step (exposure unknown)"
-    table = frame.select(
-        iteration=pl.format("it {}", pl.col("iteration")).fill_null("whole"),
-        rank=pl.format("r{}", pl.col("rank")),
-        value=pl.col(value).fill_null(0.0),
-        view=pl.col("view"),
-    )
-    source = ColumnDataSource(
-        data={
-            "iteration": table.get_column("iteration").to_list(),
-            "rank": table.get_column("rank").to_list(),
-            "value": table.get_column("value").to_numpy(),
-            "view": table.get_column("view").to_numpy(),
-        },
-        name="heatmap_cells",
-    )
-    ranks = frame.get_column("rank").unique().sort().to_list()
+    source, label, ranks = _heatmap_cells(data)
     mapper = LinearColorMapper(palette=list(reversed(Reds256)), low=0.0, high=1.0)
     fig = figure(
         name="heatmap",
         title=Title(text=f"{label} (click a cell: show it)", text_font_size="10pt"),
-        x_range=FactorRange(factors=table.get_column("iteration").unique(maintain_order=True).to_list()),
-        y_range=FactorRange(factors=[f"r{r}" for r in ranks]),
+        x_range=FactorRange(factors=list(dict.fromkeys(source.data["iteration"]))),
+        y_range=FactorRange(factors=ranks),
         sizing_mode=STRETCH,
         min_width=MIN_SIDE_WIDTH,
         height=height,
@@ -221,6 +197,40 @@ def build_heatmap(data: ReportData, *, height: int = 300) -> Any:
     for grid in fig.grid:
         grid.update(grid_line_color=None)
     return fig
+
+
+def _heatmap_cells(data: ReportData) -> tuple[ColumnDataSource, str, list[str]]:
+    """Return the heat map's cells (one per iteration × rank, by view and rank), its label, its ranks.
+
+    The value is exposed communication over step, or communication over step where no exposure is
+    known (Horovod); a missing value is 0.
+    """
+    frame = data.overlap.iterations.join(
+        data.breakdown.select("rank", "iteration", "view"),
+        on=["rank", "iteration"],
+        how="inner",
+        nulls_equal=True,
+    ).sort("view", "rank")
+    known = frame.get_column("exposed_comm_ratio").is_not_null().any()
+    value = "exposed_comm_ratio" if known else "comm_ratio"
+    label = "exposed comm / step" if known else "comm / step (exposure unknown)"
+    table = frame.select(
+        iteration=pl.format("it {}", pl.col("iteration")).fill_null("whole"),
+        rank=pl.format("r{}", pl.col("rank")),
+        value=pl.col(value).fill_null(0.0),
+        view=pl.col("view"),
+    )
+    source = ColumnDataSource(
+        data={
+            "iteration": table.get_column("iteration").to_list(),
+            "rank": table.get_column("rank").to_list(),
+            "value": table.get_column("value").to_numpy(),
+            "view": table.get_column("view").to_numpy(),
+        },
+        name="heatmap_cells",
+    )
+    ranks = [f"r{r}" for r in frame.get_column("rank").unique().sort().to_list()]
+    return source, label, ranks
 
 
 def _summary_frame(data: ReportData) -> pl.DataFrame:

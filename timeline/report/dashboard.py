@@ -402,10 +402,40 @@ def build_dashboard(
         else:
             on_ready = _wire_standalone(data, gantt, select, rank_filter)
 
-    layout: Any = column(
-        Div(text=_header(data, files, shown=len(shown)), sizing_mode=STRETCH, name="header"),
-        *_findings(data, select, rank_filter),
-        row(select, rank_filter, sizing_mode=STRETCH),
+    layout: Any = _gantt_tab(data, gantt, (select, rank_filter), breakdown, (heatmap, summary), files)
+    # Tabs when there is more than the Gantt: the predicted scaling factor vs bandwidth, BASE vs this run.
+    panels = [TabPanel(child=layout, title="Gantt")]
+    whatif = whatif_of(data)  # last: a helper process may still be computing it
+    if whatif is not None:
+        panels.append(TabPanel(child=build_whatif_panel(whatif), title="What-if"))
+    if data.compare is not None:
+        panels.append(TabPanel(child=build_compare_panel(data.compare), title="Compare"))
+    if len(panels) > 1:
+        layout = Tabs(tabs=panels, sizing_mode=STRETCH, name="report_tabs")
+    return Dashboard(layout=layout, gantt=gantt, select=select, ranks=rank_filter, on_ready=on_ready)
+
+
+def _gantt_tab(
+    data: ReportData,
+    gantt: GanttPlot,
+    controls: tuple[Select, MultiChoice],
+    breakdown: Breakdown,
+    views: tuple[Any, Div],
+    files: int | None,
+) -> Any:
+    """Lay out the Gantt tab, top to bottom, every box as wide as the window.
+
+    The header, the findings, the controls, the Gantt's legend and the Gantt; the breakdown beside
+    the heat map (``views[0]``); the per-rank table (``views[1]``) beside the top collectives where
+    both fit, else one under the other; the collectives section.
+    """
+    select, ranks = controls
+    heatmap, summary = views
+    shown = len(ranks.value or [])
+    return column(
+        Div(text=_header(data, files, shown=shown), sizing_mode=STRETCH, name="header"),
+        *_findings(data, select, ranks),
+        row(select, ranks, sizing_mode=STRETCH),
         Div(text=gantt_legend(data), sizing_mode=STRETCH, name="gantt_legend"),
         gantt.figure,
         side_by_side(column(breakdown.legend, breakdown.figure, sizing_mode=STRETCH), heatmap),
@@ -424,16 +454,6 @@ def build_dashboard(
         sizing_mode=STRETCH,
         name="dashboard",
     )
-    # Tabs when there is more than the Gantt: the predicted scaling factor vs bandwidth, BASE vs this run.
-    panels = [TabPanel(child=layout, title="Gantt")]
-    whatif = whatif_of(data)  # last: a helper process may still be computing it
-    if whatif is not None:
-        panels.append(TabPanel(child=build_whatif_panel(whatif), title="What-if"))
-    if data.compare is not None:
-        panels.append(TabPanel(child=build_compare_panel(data.compare), title="Compare"))
-    if len(panels) > 1:
-        layout = Tabs(tabs=panels, sizing_mode=STRETCH, name="report_tabs")
-    return Dashboard(layout=layout, gantt=gantt, select=select, ranks=rank_filter, on_ready=on_ready)
 
 
 def default_ranks(data: ReportData, view: int) -> list[int]:
