@@ -186,8 +186,9 @@ def markdown(cases: Sequence[Case], *, runs: int, load: tuple[float, float], com
         f"{versions('polars', 'bokeh', 'msgspec')}.",
         "",
         "| input | `analyze` (s) | `report` (s) | report / analyze (paired) | target ≤ 3× | "
-        "first render (ms) | target ≤ 2 s | HTML | bars drawn | other work (cores) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "CPU s: analyze, report (ratio) | first render (ms) | target ≤ 2 s | HTML | bars drawn | "
+        "other work (cores) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for case in cases:
         ratios = case.ratios()
@@ -197,9 +198,12 @@ def markdown(cases: Sequence[Case], *, runs: int, load: tuple[float, float], com
         nan = float("nan")
         spread = f"{min(ratios, default=nan):.2f}–{max(ratios, default=nan):.2f}"
         renders = f"{min(case.render_ms, default=nan):.0f}–{max(case.render_ms, default=nan):.0f}"
+        cpu_a = _median([r.cpu_s for r in case.analyze if r.error is None])
+        cpu_r = _median([r.cpu_s for r in case.report if r.error is None])
         lines.append(
             f"| {case.name} | {_cell(case.analyze)} | {_cell(case.report)} | {ratio:.2f} ({spread}) | "
-            f"{'yes' if ratio <= TARGET_RATIO else 'no'} | {render:.0f} ({renders}) | "
+            f"{'yes' if ratio <= TARGET_RATIO else 'no'} | {cpu_a:.2f}, {cpu_r:.2f} ({cpu_r / cpu_a:.2f}) | "
+            f"{render:.0f} ({renders}) | "
             f"{'yes' if render <= TARGET_RENDER_MS else 'no'} | {case.html_bytes / 1e6:.1f} MB | "
             f"{case.bars:,} | {others:.1f} |"
         )
@@ -209,8 +213,9 @@ def markdown(cases: Sequence[Case], *, runs: int, load: tuple[float, float], com
         "Inputs: "
         + "; ".join(f"{c.name} = `{_shown(c.path)}`" for c in cases)
         + ". Commands: `timeline analyze INPUT` and `timeline report INPUT -o FILE`, whole processes "
-        "from fork to exit. First render: navigation start to the Gantt's bars painted, in headless "
-        "Chromium at 1440 × 1000, over as many loads after one untimed load.",
+        "from fork to exit; CPU: user + system time of the process and of the helper processes it "
+        "started and reaped (`wait4`), medians. First render: navigation start to the Gantt's bars "
+        "painted, in headless Chromium at 1440 × 1000, over as many loads after one untimed load.",
         "",
         MARK_END,
     ]
