@@ -254,3 +254,34 @@ def test_no_legend_is_drawn_over_a_plot_and_every_box_follows_the_window(gloo: R
         if box.sizing_mode is None:  # fixed: a widget narrow enough for any window of 1280 pixels
             assert box.width is not None, (type(box).__name__, box.name)
             assert box.width <= 420, (type(box).__name__, box.name)
+
+
+def test_a_job_of_many_ranks_opens_on_16_of_them() -> None:
+    from tests.report.builders import synthetic_events
+    from timeline.report.dashboard import MAX_SHOWN_RANKS, default_ranks
+
+    data = prepare_report_data(run_of(synthetic_events(4_000, ranks=20, steps=2)))
+    view = default_view(data)
+    iteration = data.views.item(view, "iteration")
+    # independently: each rank's exposed communication in that iteration, from the analysis' rows
+    rows = [
+        (exposed, rank)
+        for rank, it, exposed in data.overlap.iterations.select("rank", "iteration", "exposed_comm_ns").rows()
+        if it == iteration
+    ]
+    most = sorted(rows, key=lambda r: (-r[0], r[1]))[:8]
+    least = sorted((r for r in rows if r not in most), key=lambda r: (r[0], r[1]))[:8]
+    expected = sorted(rank for _, rank in most + least)
+    assert MAX_SHOWN_RANKS == 16
+    assert default_ranks(data, view) == expected
+    dashboard = build_dashboard(data, mode="live")
+    assert [int(r) for r in dashboard.ranks.value] == expected
+    assert len(dashboard.ranks.options) == 20
+    assert {f[0] for f in dashboard.gantt.y_range.factors} == {f"rank {r}" for r in expected}
+    header = dashboard.layout.select_one({"name": "header"}).text
+    assert "the Gantt shows 16 of the 20 ranks" in header
+    # ranks given by the caller: no such line
+    chosen = build_dashboard(data, mode="live", ranks=[0, 1])
+    assert "the Gantt shows" not in chosen.layout.select_one({"name": "header"}).text
+    small = prepare_report_data(run_of(synthetic_events(2_000, ranks=4)))
+    assert default_ranks(small, 0) == [0, 1, 2, 3]

@@ -189,7 +189,8 @@ class Dashboard:
         return doc
 
 
-def _header(data: ReportData, files: int | None, *, shown: int) -> str:
+def _header(data: ReportData, files: int | None, *, shown: int | None) -> str:
+    """Return the header's HTML; ``shown``: how many ranks :func:`default_ranks` picked (None: none)."""
     modes = sorted(set(data.lanes.get_column("mode").to_list()))
     ranks = data.lanes.get_column("rank").n_unique()
     parts = [f"<b>timeline report</b>: {ranks} rank(s), measured on {', '.join(modes) or 'nothing'}"]
@@ -212,11 +213,11 @@ def _header(data: ReportData, files: int | None, *, shown: int) -> str:
             "Horovod timeline: communication phases only, no compute events; exposed vs hidden needs the "
             "framework trace of the same run"
         )
-    if shown < ranks:
+    if shown is not None and shown < ranks:
         parts.append(
             f"the Gantt shows {shown} of the {ranks} ranks: the {shown // 2} with the most exposed "
-            f"communication in this iteration and the {shown - shown // 2} with the least (the others "
-            "wait for them); pick others in Ranks"
+            f"communication in the iteration shown first and the {shown - shown // 2} with the least "
+            "(the others wait for them); pick others in Ranks"
         )
     if data.omitted.height:
         counts = ", ".join(f"{n:,} {kind}" for kind, n in data.omitted.iter_rows())
@@ -402,7 +403,8 @@ def build_dashboard(
         else:
             on_ready = _wire_standalone(data, gantt, select, rank_filter)
 
-    layout: Any = _gantt_tab(data, gantt, (select, rank_filter), breakdown, (heatmap, summary), files)
+    header = _header(data, files, shown=len(shown) if ranks is None else None)
+    layout: Any = _gantt_tab(data, gantt, (select, rank_filter), breakdown, (heatmap, summary), header)
     # Tabs when there is more than the Gantt: the predicted scaling factor vs bandwidth, BASE vs this run.
     panels = [TabPanel(child=layout, title="Gantt")]
     whatif = whatif_of(data)  # last: a helper process may still be computing it
@@ -421,7 +423,7 @@ def _gantt_tab(
     controls: tuple[Select, MultiChoice],
     breakdown: Breakdown,
     views: tuple[Any, Div],
-    files: int | None,
+    header: str,
 ) -> Any:
     """Lay out the Gantt tab, top to bottom, every box as wide as the window.
 
@@ -431,9 +433,8 @@ def _gantt_tab(
     """
     select, ranks = controls
     heatmap, summary = views
-    shown = len(ranks.value or [])
     return column(
-        Div(text=_header(data, files, shown=shown), sizing_mode=STRETCH, name="header"),
+        Div(text=header, sizing_mode=STRETCH, name="header"),
         *_findings(data, select, ranks),
         row(select, ranks, sizing_mode=STRETCH),
         Div(text=gantt_legend(data), sizing_mode=STRETCH, name="gantt_legend"),
