@@ -4,7 +4,8 @@ Usage (repository root, dev extra installed, Debian's chromium at /usr/bin/chrom
 
     python benchmarks/bench_report.py commands [--cases sample single] [--runs 5] [--wait-quiet CORES]
         [--out docs/performance.md]
-    python benchmarks/bench_report.py synthetic [--events 200000] [--runs 5]
+    python benchmarks/bench_report.py synthetic [--events 200000] [--ranks 8] [--steps 1] [--runs 5]
+        [--html-only]
 
 ``commands`` (issue #39: the report within 3× ``analyze``, its Gantt drawn within 2 s): for each case,
 ``timeline analyze INPUT`` and ``timeline report INPUT -o FILE`` are each one fresh process (as the
@@ -26,8 +27,9 @@ frames have passed (painted) is read from the page's clock. Cases:
 The Markdown goes to stdout; ``--out`` rewrites the section of that file between
 ``<!-- bench_report:start -->`` and ``<!-- bench_report:end -->``.
 
-``synthetic``: one ``ProfilerStep`` of about ``--events`` GPU events over 8 ranks
-(``tests/report/builders.py``: compute kernels, NCCL all-reduces partly under compute, memcpys); for
+``synthetic``: ``--steps`` ``ProfilerStep`` (default 1) of about ``--events`` GPU events each over
+``--ranks`` ranks (default 8; ``tests/report/builders.py``: compute kernels, NCCL all-reduces partly
+under compute, memcpys); for
 the standalone HTML (``file://``) and the live app of ``timeline serve`` (the events written as
 Parquet, served on a free port), the same first-render time, minimum and median over ``--runs`` loads
 after one untimed load, the bars drawn, and the Python-side times (preparing the data, writing the HTML).
@@ -296,7 +298,7 @@ def _serve(parquet: Path) -> tuple[subprocess.Popen[str], str]:
 
 def synthetic(args: argparse.Namespace) -> int:
     """The ``synthetic`` part: one step of ``--events`` events, exported and served."""
-    events = synthetic_events(args.events)
+    events = synthetic_events(args.events, ranks=args.ranks, steps=args.steps)
     start = time.perf_counter()
     data = prepare_report_data(TimelineRun.from_trace(Trace(events=events, files=FILES_SCHEMA.to_frame())))
     prepared = time.perf_counter() - start
@@ -309,22 +311,26 @@ def synthetic(args: argparse.Namespace) -> int:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
             standalone, bars = first_render(browser, html.as_uri(), args.runs)
-            server, url = _serve(parquet)
-            try:
-                live, live_bars = first_render(browser, url, args.runs)
-            finally:
-                server.send_signal(signal.SIGINT)
-                server.wait(timeout=30)
+            live: list[float] = []
+            live_bars = 0
+            if not args.html_only:
+                server, url = _serve(parquet)
+                try:
+                    live, live_bars = first_render(browser, url, args.runs)
+                finally:
+                    server.send_signal(signal.SIGINT)
+                    server.wait(timeout=30)
             browser.close()
         size = html.stat().st_size
     segments = data.segments.filter(pl.col("view") == 0).height
-    print(f"{segments:,} segments ({args.events:,} events + exposed pieces)")
+    print(f"{segments:,} segments in the first step ({args.events:,} events a step + exposed pieces)")
     print(f"{os.cpu_count()} cores, 1-minute load average {os.getloadavg()[0]:.2f}")
     print(f"python: prepare {prepared:.2f} s, export {exported:.2f} s ({size / 1e6:.1f} MB of HTML)")
     print("| page | bars drawn | min (ms) | median (ms) |")
     print("|---|---|---|---|")
     print(f"| `timeline report` HTML | {bars:,} | {min(standalone):.0f} | {_median(standalone):.0f} |")
-    print(f"| `timeline serve` | {live_bars:,} | {min(live):.0f} | {_median(live):.0f} |")
+    if live:
+        print(f"| `timeline serve` | {live_bars:,} | {min(live):.0f} | {_median(live):.0f} |")
     return 0
 
 
@@ -341,7 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     cmd.add_argument("--out", type=Path, default=None)
     syn = parts.add_parser("synthetic", help="one synthetic step of many events, exported and served")
     syn.add_argument("--events", type=int, default=200_000)
+    syn.add_argument("--ranks", type=int, default=8)
+    syn.add_argument("--steps", type=int, default=1)
     syn.add_argument("--runs", type=int, default=5)
+    syn.add_argument("--html-only", action="store_true", help="measure the exported HTML only")
     args = parser.parse_args(argv)
     return commands(args) if args.part == "commands" else synthetic(args)
 
