@@ -17,6 +17,9 @@ the selector; the page is never reloaded. Below, for two ranks or
 more, the collectives section (:mod:`timeline.report.collectives_view`). When the data holds a
 what-if sweep, all this is the "Gantt" tab and a "What-if" tab shows the predicted scaling factor
 against bandwidth (:mod:`timeline.report.whatif_view`).
+
+Every box is as wide as the window (:mod:`timeline.report.layout`); a job of more than
+:data:`MAX_SHOWN_RANKS` ranks opens on that many of them (:func:`default_ranks`).
 """
 
 from __future__ import annotations

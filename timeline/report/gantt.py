@@ -11,6 +11,9 @@ Every bar is drawn in its style's own colour at full opacity: a bar of merged ev
 (:func:`bar_height`: the sparser its events, the thinner), never paler, so that it cannot take the
 colour of another style (faint red would be the pale pink of hidden communication). Exposed
 communication is never thinned: drawn full height over the communication it exposes, it hides it.
+
+The figure is as wide as its box and :func:`lane_height` tall; its legend (:func:`gantt_legend`)
+is HTML for the caller to place above it, so that it never covers a bar.
 """
 
 from __future__ import annotations
