@@ -7,6 +7,8 @@ so ``timeline analyze`` and ``timeline check`` start fast.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -35,6 +37,7 @@ from cli.options import (
 from timeline.errors import shown
 
 if TYPE_CHECKING:
+    from timeline.executors import LocalExecutor
     from timeline.report.data import ReportData
     from timeline.report.server import Listening
     from timeline.results.diff import Diff
@@ -43,8 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = ["report_command", "serve_command"]
 
-_REPORT_EXTRA = ("bokeh", "holoviews", "pyarrow")
-"""The packages of the ``report`` extra (pyproject.toml): the report's plots and their frames."""
+_REPORT_EXTRA = ("bokeh",)
+"""The packages of the ``report`` extra (pyproject.toml): the report's plots."""
 
 
 def _require_report_extra(command: str) -> None:
@@ -119,17 +122,49 @@ def _compare(base: str | None, inputs: Inputs) -> Diff | None:
     return diff
 
 
-def _report_data(inputs: Inputs, options: RunOptions, compare: str | None) -> tuple[ReportData, int]:
-    """Return the report's data of the inputs' run (and the comparison with ``compare``), and its files."""
+@contextmanager
+def _helper(*preloads: str) -> Iterator[LocalExecutor | None]:
+    """Yield a helper process, started now, that imports ``preloads`` while this process reads the traces.
+
+    The report hands it work in order (the what-if sweep, then drawing the page) once the traces
+    are read, and goes on meanwhile. None on one core; stopped when the command is done.
+    """
+    import os
+
+    if (os.cpu_count() or 1) < 2:
+        yield None
+        return
+    from timeline.executors import LocalExecutor
+    from timeline.workers import preload_module
+
+    helper = LocalExecutor(2)
+    helper.start(preload=preloads[0])
+    for module in preloads[1:] if helper.started else ():
+        helper.submit(preload_module, module)
+    try:
+        yield helper
+    finally:
+        helper.stop()
+
+
+def _report_data(
+    inputs: Inputs, options: RunOptions, compare: str | None, helper: LocalExecutor | None
+) -> tuple[ReportData, int]:
+    """Return the report's data of the inputs' run (and the comparison with ``compare``), and its files.
+
+    With a ``helper``, its ``whatif`` is the future of the sweep the helper replays.
+    """
     from timeline.report.data import build_report_data
     from timeline.run import Needs
 
     diff = _compare(compare, inputs)
     run = open_run(inputs, options, needs=Needs(communication=True, graph=True, every_event=True))
-    return build_report_data(run, compare=diff), run.trace.files.get_column("path").n_unique()
+    return build_report_data(run, compare=diff, helper=helper), run.trace.files.get_column("path").n_unique()
 
 
 _DEFAULT_HOST = "127.0.0.1"
+SWEEP_PRELOAD = "timeline.whatif.sweep"
+"""The module the what-if sweep's helper imports first (polars and the replay)."""
 
 
 def serve_command(
@@ -172,6 +207,9 @@ def serve_command(
     """
     _require_report_extra("serve")
     with user_errors():
+        from dataclasses import replace
+
+        from timeline.report.data import whatif_of
         from timeline.report.server import parse_origins, serve_report
 
         origins = list(allow_origin or ())
@@ -188,7 +226,9 @@ def serve_command(
                 include_python=include_python,
                 iteration_range=iteration_range,
             )
-            data, files = _report_data(inputs, options, compare)
+            with _helper(SWEEP_PRELOAD) as sweeper:
+                data, files = _report_data(inputs, options, compare, sweeper)
+                data = replace(data, whatif=whatif_of(data))  # the helper's sweep, before it stops
         else:
             data, files = flight, len(flight.dumps.ranks)
 
@@ -244,10 +284,15 @@ def report_command(
                 include_python=include_python,
                 iteration_range=iteration_range,
             )
-            data, files = _report_data(inputs, options, compare)
-            from timeline.report.export import write_report
+            # A helper starts now and imports bokeh and the what-if engine while the traces are
+            # read; it then replays the what-if sweep and draws the page from the data prepared here.
+            from timeline.report.drawing import PRELOAD, draw_report
+            from timeline.report.output import writable
 
-            written = write_report(data, output, files=files)
+            writable(output)  # a mistyped -o fails before the traces are read
+            with _helper(PRELOAD, SWEEP_PRELOAD) as helper:
+                data, files = _report_data(inputs, options, compare, helper)
+                written = draw_report(data, output, files=files, helper=helper)
     typer.echo(f"wrote {shown(written)}")
 
 

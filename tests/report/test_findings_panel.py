@@ -1,9 +1,10 @@
-"""The report opens with the findings: the verdict, and a table whose rows select their rank and iteration.
+"""The report opens with the findings: the verdict, and each finding in full, selecting its ranks and
+iteration.
 
-The panel is checked on the models (what a row selects, computed here from the report's views and the
-diagnosis' typed data), then in a real headless Chromium (Debian's, driven by Playwright) on the
-exported HTML: selecting a finding's row sets the iteration selector and the rank filter, and the
-Gantt redraws that iteration with those ranks only.
+The panel is checked on the models (what a finding selects, computed here from the report's views and
+the diagnosis' typed data; each finding's sentence and fix in full), then in a real headless
+Chromium (Debian's, driven by Playwright) on the exported HTML: clicking a finding's button sets the
+iteration selector and the rank filter, and the Gantt redraws that iteration with those ranks only.
 """
 
 from __future__ import annotations
@@ -49,18 +50,27 @@ def test_each_finding_selects_its_first_iteration_and_its_ranks() -> None:
         assert ranks == (None if finding.ranks is None else list(finding.ranks))
     dashboard = build_dashboard(replace(data, diagnosis=diagnosis))
     doc = dashboard.document()
-    from bokeh.models import ColumnDataSource
-    from bokeh.models.widgets import DataTable, Div
+    import html
 
-    table = doc.select_one({"name": "findings_table"})
+    from bokeh.models import ColumnDataSource
+    from bokeh.models.widgets import Button, Div
+
     source = doc.select_one({"name": "findings"})
     verdict = doc.select_one({"name": "findings_verdict"})
-    assert isinstance(table, DataTable)
     assert isinstance(source, ColumnDataSource)
     assert isinstance(verdict, Div)
     assert source.data["cause"] == [f.cause for f in findings]
     assert source.data["view"] == [t[0] for t in targets]
-    assert diagnosis.verdict.summary[:40] in verdict.text
+    assert html.escape(diagnosis.verdict.summary) in verdict.text
+    for i, finding in enumerate(findings):
+        block = doc.select_one({"name": f"finding_{i}"})
+        button = doc.select_one({"name": f"finding_button_{i}"})
+        assert isinstance(block, Div)
+        assert isinstance(button, Button)
+        # the sentence and the fix in full, never cut
+        assert html.escape(finding.summary) in block.text
+        assert html.escape(finding.fix) in block.text
+        assert finding.cause in block.text
 
 
 def test_the_report_opens_with_the_findings_and_a_row_selects_rank_and_iteration(tmp_path: Path) -> None:
@@ -85,14 +95,15 @@ def test_the_report_opens_with_the_findings_and_a_row_selects_rank_and_iteration
         page.route("http*://**", lambda route: route.abort())  # offline
         page.goto(out.as_uri(), wait_until="commit")
         page.wait_for_function(GANTT_DRAWN, polling="raf", timeout=120_000)
-        # the findings come first: the verdict and the table are drawn above the iteration selector
-        verdict = page.get_by_text("select a finding to show its rank and iteration").bounding_box()
+        # the findings come first: the verdict and the findings are drawn above the iteration selector
+        verdict = page.get_by_text("Verdict:").bounding_box()
+        button = page.get_by_role("button", name="show").nth(row)
         selector = page.locator("select").first.bounding_box()
         assert verdict is not None
         assert selector is not None
-        assert verdict["y"] < selector["y"]
-        page.evaluate(f"Bokeh.documents[0].get_model_by_name('findings').selected.indices = [{row}]")
-        wanted = [str(r) for r in finding.ranks]
+        assert verdict["y"] < (button.bounding_box() or {"y": 1e9})["y"] < selector["y"]
+        button.click()
+        wanted = [str(r) for r in finding.ranks or ()]
         page.wait_for_function(
             "([w]) => JSON.stringify(Bokeh.documents[0].get_model_by_name('rank_filter').value) === w",
             arg=[str(wanted).replace("'", '"').replace(" ", "")],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -116,13 +117,38 @@ def test_breakdown_bars_stack_to_the_step_and_name_their_view(gloo: ReportData) 
     assert any(type(t).__name__ == "TapTool" for t in breakdown.figure.tools)
 
 
-def test_heatmap_is_made_with_holoviews_and_has_a_view_column(gloo: ReportData) -> None:
+def test_heatmap_cells_are_each_ranks_exposed_share_of_each_step_with_their_view(gloo: ReportData) -> None:
     fig = build_heatmap(gloo)
     assert fig.name == "heatmap"
     cells = [r.data_source for r in fig.renderers if "view" in r.data_source.data]
     assert len(cells) == 1
-    assert len(cells[0].data["view"]) == 12
     assert cells[0].name == "heatmap_cells"
+    data = cells[0].data
+    assert len(data["view"]) == 12  # 3 iterations × 4 ranks
+    # each cell: the rank's exposed communication over its step, read from the analysis' own columns
+    rows = gloo.overlap.iterations.select("rank", "iteration", "exposed_comm_ns", "step_ns").rows()
+    expected = {(f"it {it}", f"r{rank}"): exposed / step for rank, it, exposed, step in rows}
+    got = dict(zip(zip(data["iteration"], data["rank"], strict=True), data["value"], strict=True))
+    assert got == pytest.approx(expected)
+    assert any(type(t).__name__ == "TapTool" for t in fig.tools)
+
+
+def test_the_report_imports_no_holoviews(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from timeline.report.export import render_report_html\n"
+        "from timeline.report.data import prepare_report_data\n"
+        "from tests.builders import run_of\n"
+        "from timeline.trace import load\n"
+        f"render_report_html(prepare_report_data(run_of(load([{str(GLOO)!r}]).events)))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('holoviews', 'panel', 'pandas')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_summary_table_shows_the_selected_views_rows(gloo: ReportData) -> None:
@@ -202,3 +228,60 @@ def test_horovod_dashboard_builds(tmp_path: Path) -> None:
     assert "wire (exposure unknown)" in styles
     assert "exposed communication" not in styles
     assert data.lanes.filter(pl.col("role") == "tensor").height == data.lanes.height
+
+
+def test_no_legend_is_drawn_over_a_plot_and_every_box_follows_the_window(gloo: ReportData) -> None:
+    from dataclasses import replace
+
+    from bokeh.models import LayoutDOM, Plot
+    from bokeh.models.annotations import Legend
+
+    from timeline.report.whatif_view import whatif_sweep
+    from timeline.run import Run
+
+    run = Run.from_trace(load([GLOO]))
+    dashboard = build_dashboard(replace(gloo, whatif=whatif_sweep(run)), mode="standalone")
+    doc = dashboard.document()
+    plots: list[Any] = list(doc.select({"type": Plot}))
+    assert {p.name for p in plots} >= {"gantt", "breakdown", "heatmap", "whatif_plot", "wait_transfer"}
+    for plot in plots:
+        # beside the frame (above, below, left, right), never in it
+        assert not [x for x in plot.center if isinstance(x, Legend)], plot.name
+        assert plot.sizing_mode == "stretch_width", plot.name
+    boxes: list[Any] = list(doc.select({"type": LayoutDOM}))
+    for box in boxes:
+        assert box.sizing_mode in ("stretch_width", None), (type(box).__name__, box.name)
+        if box.sizing_mode is None:  # fixed: a widget narrow enough for any window of 1280 pixels
+            assert box.width is not None, (type(box).__name__, box.name)
+            assert box.width <= 420, (type(box).__name__, box.name)
+
+
+def test_a_job_of_many_ranks_opens_on_16_of_them() -> None:
+    from tests.report.builders import synthetic_events
+    from timeline.report.dashboard import MAX_SHOWN_RANKS, default_ranks
+
+    data = prepare_report_data(run_of(synthetic_events(4_000, ranks=20, steps=2)))
+    view = default_view(data)
+    iteration = data.views.item(view, "iteration")
+    # independently: each rank's exposed communication in that iteration, from the analysis' rows
+    rows = [
+        (exposed, rank)
+        for rank, it, exposed in data.overlap.iterations.select("rank", "iteration", "exposed_comm_ns").rows()
+        if it == iteration
+    ]
+    most = sorted(rows, key=lambda r: (-r[0], r[1]))[:8]
+    least = sorted((r for r in rows if r not in most), key=lambda r: (r[0], r[1]))[:8]
+    expected = sorted(rank for _, rank in most + least)
+    assert MAX_SHOWN_RANKS == 16
+    assert default_ranks(data, view) == expected
+    dashboard = build_dashboard(data, mode="live")
+    assert [int(r) for r in dashboard.ranks.value] == expected
+    assert len(dashboard.ranks.options) == 20
+    assert {f[0] for f in dashboard.gantt.y_range.factors} == {f"rank {r}" for r in expected}
+    header = dashboard.layout.select_one({"name": "header"}).text
+    assert "the Gantt shows 16 of the 20 ranks" in header
+    # ranks given by the caller: no such line
+    chosen = build_dashboard(data, mode="live", ranks=[0, 1])
+    assert "the Gantt shows" not in chosen.layout.select_one({"name": "header"}).text
+    small = prepare_report_data(run_of(synthetic_events(2_000, ranks=4)))
+    assert default_ranks(small, 0) == [0, 1, 2, 3]

@@ -96,6 +96,30 @@ def test_the_sweep_covers_every_bandwidth_and_compression(gloo_whatif: Any) -> N
         assert factors == sorted(factors)
 
 
+def test_the_sweep_shared_with_a_helper_process_is_the_sweep_of_one_call() -> None:
+    import msgspec
+
+    from timeline.executors import LocalExecutor
+    from timeline.report.whatif_view import BANDWIDTHS_GBPS, COMPRESSIONS, submit_whatif_sweep
+    from timeline.results.whatif import build_whatif_report
+    from timeline.trace import load
+    from timeline.whatif.settings import Settings
+
+    run = run_of(load([GLOO]))
+    # the whole sweep in one call of the library (the sample's link is unknown: the full link)
+    settings = Settings(bandwidths=list(BANDWIDTHS_GBPS), compressions=list(COMPRESSIONS), efficiency="full")
+    expected = build_whatif_report(run.graph, settings, link_source="not recorded")
+    helper = LocalExecutor(2)
+    helper.start(preload="timeline.whatif.sweep")
+    try:
+        assert helper.started
+        shared = submit_whatif_sweep(run, helper).result(timeout=300)
+    finally:
+        helper.stop()
+    assert shared.report is not None
+    assert msgspec.json.encode(shared.report) == msgspec.json.encode(expected)
+
+
 def test_the_measured_scaling_factor_is_that_of_the_measured_steps(gloo_whatif: Any) -> None:
     trace, whatif = gloo_whatif
     sweep = _sweep(whatif)

@@ -46,7 +46,8 @@ def test_one_curve_per_setting() -> None:
         } <= set(source.data)
         factors = source.data["scaling_factor"]
         assert list(factors) == sorted(factors)
-    (legend,) = [x for x in plot.center if isinstance(x, Legend)]
+    assert not [x for x in plot.center if isinstance(x, Legend)]  # beside the plot, never over a curve
+    (legend,) = [x for x in plot.right if isinstance(x, Legend)]
     items: list[Any] = list(legend.items)
     labels = [item.label.value for item in items]
     assert labels == [

@@ -5,10 +5,13 @@ Takes :class:`~timeline.report.data.ReportData` and gives bokeh models:
 - :func:`build_breakdown`: one stacked bar per iteration and rank, the step split into compute,
   hidden and exposed communication, other busy time and idle (bokeh ``vbar_stack``); its source
   has a ``view`` column so that a click can select the iteration;
-- :func:`build_heatmap`: exposed communication over step per iteration × rank, made with
-  holoviews and rendered to a bokeh figure;
+- :func:`build_heatmap`: exposed communication over step per iteration × rank (bokeh ``rect``
+  cells on a colour scale);
 - :func:`build_summary_table` (one view's ranks, as plain HTML: :func:`summary_tables` gives every
   view's, for swapping) and :func:`build_collectives_table` (the top exposed collectives).
+
+Every box stretches to the window's width; a table wider than its box scrolls inside it
+(:mod:`timeline.report.layout`).
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from typing import Any
 
 import polars as pl
 from bokeh.models import ColumnDataSource, DataRange1d, FactorRange, HoverTool, TapTool
-from bokeh.models.annotations import Legend, LegendItem, Title
+from bokeh.models.annotations import Title
 from bokeh.models.widgets import Div
 from bokeh.plotting import figure
 
 from timeline.report.data import BREAKDOWN_PARTS, ReportData, format_ns
 from timeline.report.gantt import PALETTE
+from timeline.report.layout import MIN_SIDE_WIDTH, STRETCH, html_box, legend_html, scroll_box
 from timeline.results.summary import top_collectives
 
 __all__ = [
@@ -62,10 +66,15 @@ PART_COLOURS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Breakdown:
-    """The stacked bar chart and its source (``name="breakdown_bars"``, one row per view and rank)."""
+    """The stacked bar chart, its source (``name="breakdown_bars"``, one row per view and rank), its legend.
+
+    ``legend`` is a ``Div`` (``name="breakdown_legend"``): the chart's title and its parts' colours,
+    drawn above the chart.
+    """
 
     figure: Any
     source: ColumnDataSource
+    legend: Div
 
 
 def _view_tag(iteration: int | None) -> str:
@@ -78,12 +87,12 @@ def view_rows(data: ReportData, view: int) -> list[int]:
     return [i for i, v in enumerate(views) if v == view]
 
 
-def build_breakdown(data: ReportData, *, width: int = 480, height: int = 330) -> Breakdown:
+def build_breakdown(data: ReportData, *, height: int = 300) -> Breakdown:
     """Return the stacked bars of every iteration and rank: where each step's time went.
 
     The parts (:data:`~timeline.report.data.BREAKDOWN_PARTS`) sum to the step; parts that are zero
     everywhere are left out of the legend. Clicking a bar selects its row in the source (a caller
-    links that to the iteration selector).
+    links that to the iteration selector). The chart stretches to its box's width.
     """
     frame = data.breakdown
     parts = [p for p in BREAKDOWN_PARTS if frame.height and frame.get_column(p).sum() > 0] or ["idle_ns"]
@@ -105,12 +114,10 @@ def build_breakdown(data: ReportData, *, width: int = 480, height: int = 330) ->
     source = ColumnDataSource(data=columns, name="breakdown_bars")
     fig = figure(
         name="breakdown",
-        title=Title(
-            text="Where each step went, per iteration and rank (click a bar: show it)", text_font_size="10pt"
-        ),
         x_range=FactorRange(factors=list(dict.fromkeys(factors)), group_padding=0.8),
         y_range=DataRange1d(start=0),
-        width=width,
+        sizing_mode=STRETCH,
+        min_width=MIN_SIDE_WIDTH,
         height=height,
         tools="xpan,xwheel_zoom,reset,save",
         toolbar_location="right",
@@ -132,40 +139,78 @@ def build_breakdown(data: ReportData, *, width: int = 480, height: int = 330) ->
         HoverTool(renderers=renderers, tooltips=f"<div><b>@x</b>, step @step</div>{lines}"),
         TapTool(renderers=renderers),
     )
-    # The legend draws its swatches from bars of height 0 of their own: with the stacked bars'
-    # renderers (whose rows get selected) bokeh stops drawing the swatches after a repaint.
-    anchor = ColumnDataSource(data={"x": factors[:1] or [("", "")], "top": [0.0]})
-    items = []
-    for part in parts:
-        swatch: Any = fig.vbar(x="x", top="top", bottom=0, width=0, color=PART_COLOURS[part], source=anchor)
-        items.append(LegendItem(label=PART_LABELS[part], renderers=[swatch]))
-    legend = Legend(
-        items=items, orientation="horizontal", ncols=3, label_text_font_size="8pt", glyph_width=14, spacing=4
-    )
-    legend.update(padding=4)
-    fig.add_layout(legend, "above")
     for axis in fig.xaxis:
         axis.update(major_label_orientation=1.0, major_label_text_font_size="7pt")
     for grid in fig.xgrid:
         grid.update(grid_line_color=None)
-    return Breakdown(figure=fig, source=source)
+    title = "<b>Where each step went, per iteration and rank</b> (click a bar: show it)"
+    swatches = legend_html([(PART_LABELS[p], PART_COLOURS[p], PART_COLOURS[p]) for p in parts])
+    legend = Div(text=f"{title}{swatches}", sizing_mode=STRETCH, name="breakdown_legend")
+    return Breakdown(figure=fig, source=source, legend=legend)
 
 
-def build_heatmap(data: ReportData, *, width: int = 480, height: int = 260) -> Any:
-    """Return a heat map of exposed communication over step, per iteration × rank (holoviews → bokeh).
+def build_heatmap(data: ReportData, *, height: int = 300) -> Any:
+    """Return a heat map of exposed communication over step, per iteration × rank (bokeh ``rect``).
 
     On Horovod-only data, where exposure is unknown, it shows communication over step instead.
-    Its data source carries a ``view`` column; clicking a cell selects it.
+    Its cells' source (``name="heatmap_cells"``) carries a ``view`` column; clicking a cell selects it.
+    The colour scale runs from 0 (white) to 1 (dark red), with its bar beside the cells.
     """
-    import holoviews as hv
+    from bokeh.models import LinearColorMapper
+    from bokeh.models.annotations import ColorBar
+    from bokeh.palettes import Reds256
 
-    hv.extension("bokeh", logo=False)
+    source, label, ranks = _heatmap_cells(data)
+    mapper = LinearColorMapper(palette=list(reversed(Reds256)), low=0.0, high=1.0)
+    fig = figure(
+        name="heatmap",
+        title=Title(text=f"{label} (click a cell: show it)", text_font_size="10pt"),
+        x_range=FactorRange(factors=list(dict.fromkeys(source.data["iteration"]))),
+        y_range=FactorRange(factors=ranks),
+        sizing_mode=STRETCH,
+        min_width=MIN_SIDE_WIDTH,
+        height=height,
+        tools="tap,save",
+        toolbar_location="right",
+        x_axis_label="iteration",
+        y_axis_label="rank",
+    )
+    cells = fig.rect(
+        x="iteration",
+        y="rank",
+        width=1,
+        height=1,
+        source=source,
+        fill_color={"field": "value", "transform": mapper},
+        line_color=None,
+        nonselection_fill_alpha=0.5,
+    )
+    fig.add_tools(
+        HoverTool(
+            renderers=[cells],
+            tooltips=[("iteration", "@iteration"), ("rank", "@rank"), (label, "@value{0.0%}")],
+        )
+    )
+    fig.add_layout(ColorBar(color_mapper=mapper, width=10, major_label_text_font_size="8pt"), "right")
+    for axis in fig.xaxis:
+        axis.update(major_label_orientation=0.8, major_label_text_font_size="8pt")
+    for grid in fig.grid:
+        grid.update(grid_line_color=None)
+    return fig
+
+
+def _heatmap_cells(data: ReportData) -> tuple[ColumnDataSource, str, list[str]]:
+    """Return the heat map's cells (one per iteration × rank, by view and rank), its label, its ranks.
+
+    The value is exposed communication over step, or communication over step where no exposure is
+    known (Horovod); a missing value is 0.
+    """
     frame = data.overlap.iterations.join(
         data.breakdown.select("rank", "iteration", "view"),
         on=["rank", "iteration"],
         how="inner",
         nulls_equal=True,
-    )
+    ).sort("view", "rank")
     known = frame.get_column("exposed_comm_ratio").is_not_null().any()
     value = "exposed_comm_ratio" if known else "comm_ratio"
     label = "exposed comm / step" if known else "comm / step (exposure unknown)"
@@ -175,29 +220,17 @@ def build_heatmap(data: ReportData, *, width: int = 480, height: int = 260) -> A
         value=pl.col(value).fill_null(0.0),
         view=pl.col("view"),
     )
-    heatmap = hv.HeatMap(
-        table.to_pandas(),
-        kdims=[hv.Dimension("iteration"), hv.Dimension("rank")],
-        vdims=[hv.Dimension("value", label=label, range=(0, 1)), hv.Dimension("view")],
-    ).opts(
-        cmap="Reds",
-        clim=(0.0, 1.0),
-        colorbar=True,
-        tools=["hover", "tap"],
-        width=width,
-        height=height,
-        title=f"{label} (click a cell: show it)",
-        xrotation=45,
-        fontsize={"title": "10pt"},
-        toolbar="right",
+    source = ColumnDataSource(
+        data={
+            "iteration": table.get_column("iteration").to_list(),
+            "rank": table.get_column("rank").to_list(),
+            "value": table.get_column("value").to_numpy(),
+            "view": table.get_column("view").to_numpy(),
+        },
+        name="heatmap_cells",
     )
-    fig: Any = hv.render(heatmap, backend="bokeh")
-    # holoviews asks for WebGL: a second renderer to load for a few cells.
-    fig.update(name="heatmap", output_backend="canvas")
-    for renderer in fig.renderers:
-        if "view" in getattr(renderer.data_source, "data", {}):
-            renderer.data_source.update(name="heatmap_cells")
-    return fig
+    ranks = [f"r{r}" for r in frame.get_column("rank").unique().sort().to_list()]
+    return source, label, ranks
 
 
 def _summary_frame(data: ReportData) -> pl.DataFrame:
@@ -276,7 +309,7 @@ def summary_tables(data: ReportData) -> list[str]:
         if per_dimension:
             title = '<div style="font-size:12px;margin-top:8px"><b>Communication per dimension</b></div>'
             table += title + _html_table(list(_DIMENSION_HEADERS), per_dimension)
-        tables.append(table)
+        tables.append(scroll_box(table))
     return tables
 
 
@@ -329,14 +362,15 @@ def dimension_rows(data: ReportData, view: int) -> list[list[str]]:
     ]
 
 
-def build_summary_table(data: ReportData, view: int, *, width: int = 760) -> Div:
+def build_summary_table(data: ReportData, view: int) -> Div:
     """Return the per-rank table of one view (``name="summary_table"``); a caller swaps its text."""
     tables = summary_tables(data)
     text = tables[view] if 0 <= view < len(tables) else ""
-    return Div(text=text, width=width, name="summary_table")
+    box: Div = html_box(text, name="summary_table")
+    return box
 
 
-def build_collectives_table(data: ReportData, *, width: int = 760) -> Div:
+def build_collectives_table(data: ReportData) -> Div:
     """Return the top exposed collectives over the whole trace (``timeline analyze``'s table)."""
     top = top_collectives(data.overlap.collectives, limit=15)
     # Horovod: exposure unknown on every event (the sum of nulls would read as 0).
@@ -355,4 +389,5 @@ def build_collectives_table(data: ReportData, *, width: int = 760) -> Div:
         for row in top.iter_rows(named=True)
     ]
     headers = ["collective", "group", "bytes", "calls", "ranks", "time", "exposed", "exposed/time"]
-    return Div(text=_html_table(headers, rows), width=width, name="collectives_table")
+    box: Div = html_box(scroll_box(_html_table(headers, rows)), name="collectives_table")
+    return box

@@ -98,11 +98,13 @@ def _fmt_ns(value: int | None) -> str:
     return format_ns(value)
 
 
-def build_collective_table(report: CollectivesReport, *, width: int = 1100) -> Any:
-    """Return the logical collectives as an HTML table (a ``Div``, ``name="collective_match_table"``)."""
-    from bokeh.models.widgets import Div
+def build_collective_table(report: CollectivesReport) -> Any:
+    """Return the logical collectives as an HTML table (a ``Div``, ``name="collective_match_table"``).
 
+    The table scrolls inside its box, which is as wide as the window and at most 320 pixels tall.
+    """
     from timeline.report.breakdown import _html_table
+    from timeline.report.layout import html_box, scroll_box
 
     headers = [
         "#",
@@ -135,24 +137,26 @@ def build_collective_table(report: CollectivesReport, *, width: int = 1100) -> A
         ]
         for row in report.collectives
     ]
-    text = f'<div style="max-height:320px;overflow-y:auto">{_html_table(headers, rows)}</div>'
-    return Div(text=text, width=width, name="collective_match_table")
+    return html_box(scroll_box(_html_table(headers, rows), max_height=320), name="collective_match_table")
 
 
 def build_wait_transfer(
     report: CollectivesReport,
     *,
     iteration: int | str | None = ALL_ITERATIONS,
-    width: int = 540,
     height: int = 330,
 ) -> Any:
     """Return stacked bars per rank: summed transfer time under summed wait time (``name="wait_transfer"``).
+
+    The plot is as wide as its box; its legend is above the bars, never over them.
 
     The source (``name="wait_transfer_bars"``) has columns ``rank`` (strings), ``transfer_ms``,
     ``wait_ms`` and ``collectives``; :func:`wait_transfer_tables` gives them per scope, for swapping.
     """
     from bokeh.models import ColumnDataSource, DataRange1d, FactorRange, HoverTool
     from bokeh.plotting import figure
+
+    from timeline.report.layout import MIN_SIDE_WIDTH, STRETCH
 
     columns = _bar_columns(scope_rows(report, iteration=iteration))
     source = ColumnDataSource(columns, name="wait_transfer_bars")
@@ -162,7 +166,8 @@ def build_wait_transfer(
         title="Time in collectives per rank: transfer vs wait",
         x_axis_label="rank",
         y_axis_label="ms",
-        width=width,
+        sizing_mode=STRETCH,
+        min_width=MIN_SIDE_WIDTH,
         height=height,
         tools="save,reset",
         name="wait_transfer",
@@ -175,7 +180,10 @@ def build_wait_transfer(
         color=[_TRANSFER_COLOUR, _WAIT_COLOUR],
         legend_label=["transfer", "wait for other ranks"],
     )
-    plot.legend.location = "top_left"
+    legend = plot.legend[0]
+    plot.center.remove(legend)  # above the bars, outside the frame: never drawn over a bar
+    legend.update(orientation="horizontal", location="top_left")
+    plot.add_layout(legend, "above")
     plot.add_tools(
         HoverTool(
             renderers=renderers,
@@ -190,7 +198,7 @@ def build_wait_transfer(
     return plot
 
 
-def build_wait_heatmap(report: CollectivesReport, *, width: int = 540, height: int = 330) -> Any:
+def build_wait_heatmap(report: CollectivesReport, *, height: int = 330) -> Any:
     """Return the rank × iteration heat map of summed wait (``name="wait_heatmap"``).
 
     Its cells' source (``name="wait_heatmap_cells"``) has one row per cell of the report's
@@ -200,6 +208,8 @@ def build_wait_heatmap(report: CollectivesReport, *, width: int = 540, height: i
     from bokeh.models import ColumnDataSource, FactorRange, HoverTool
     from bokeh.palettes import Reds9
     from bokeh.plotting import figure
+
+    from timeline.report.layout import MIN_SIDE_WIDTH, STRETCH
 
     cells = report.wait_by_rank_iteration
     top = max([cell.wait_ns for cell in cells] + [1])
@@ -222,7 +232,8 @@ def build_wait_heatmap(report: CollectivesReport, *, width: int = 540, height: i
         title="Wait in collectives per rank × iteration",
         x_axis_label="iteration",
         y_axis_label="rank",
-        width=width,
+        sizing_mode=STRETCH,
+        min_width=MIN_SIDE_WIDTH,
         height=height,
         tools="save",
         name="wait_heatmap",
@@ -262,14 +273,13 @@ class CollectivesSection:
     """The fixed cost and time per byte per collective kind and group (:func:`build_cost_table`)."""
 
 
-def build_cost_table(report: CollectivesReport, *, width: int = 1100) -> Any:
+def build_cost_table(report: CollectivesReport) -> Any:
     """Return the fixed cost per call and the time per byte of each collective kind per group (a ``Div``).
 
     The report's ``costs`` rows, as ``timeline collectives`` prints them.
     """
-    from bokeh.models.widgets import Div
-
     from timeline.report.breakdown import _html_table
+    from timeline.report.layout import html_box, scroll_box
 
     headers = [
         "collective",
@@ -297,7 +307,9 @@ def build_cost_table(report: CollectivesReport, *, width: int = 1100) -> Any:
         "<b>What a call costs</b>: time = α + β × bytes × bus factor, fitted from the transfers "
         "(docs/collectives.md)"
     )
-    return Div(text=title + _html_table(headers, rows), width=width, name="collective_cost_table")
+    return html_box(
+        title + scroll_box(_html_table(headers, rows), max_height=320), name="collective_cost_table"
+    )
 
 
 def _scope_select(views: pl.DataFrame, view: int | None) -> tuple[Any, int | str | None]:
@@ -326,7 +338,6 @@ def build_collectives_section(
     *,
     select: Any = None,
     view: int | None = None,
-    width: int = 1600,
 ) -> CollectivesSection | None:
     """Return the collectives section (table, wait vs transfer, wait heat map), or None.
 
@@ -341,36 +352,46 @@ def build_collectives_section(
         wait-vs-transfer scope to it (a ``CustomJS``: the same in the served and exported report).
     view
         The view to start on (default: the whole trace).
-    width
-        Pixels of the section.
+
+    The section is as wide as the window: the bars and the heat map side by side (one under the
+    other in a narrow window), the table below them.
     """
     if report is None or not has_collectives(report):
         return None
-    from bokeh.layouts import column, row
+    from bokeh.layouts import column
     from bokeh.models import CustomJS
     from bokeh.models.widgets import Div
 
-    half = width // 2 - 20
+    from timeline.report.layout import STRETCH, side_by_side
+
     scope, first = _scope_select(views, view)
     tables = wait_transfer_tables(report, views)
-    bars = build_wait_transfer(report, iteration=first, width=half)
+    bars = build_wait_transfer(report, iteration=first)
     source = bars.select_one({"name": "wait_transfer_bars"})
     scope.js_on_change(
         "value", CustomJS(args={"scope": scope, "source": source, "tables": tables}, code=_SCOPE_JS)
     )
     if select is not None:
         select.js_on_change("value", CustomJS(args={"scope": scope, "select": select}, code=_FOLLOW_JS))
-    heatmap = build_wait_heatmap(report, width=half)
-    table = build_collective_table(report, width=width)
+    heatmap = build_wait_heatmap(report)
+    table = build_collective_table(report)
     counts = f"{len(report.collectives)} logical collectives on {len(report.wait_by_rank)} ranks"
     notes = "".join(f"<br>{html.escape(w)}" for w in report.warnings)
     header = Div(
         text=f"<b>Collectives across ranks</b>: {counts} (definitions: docs/collectives.md){notes}",
-        width=width,
+        sizing_mode=STRETCH,
         name="collectives_header",
     )
-    costs = build_cost_table(report, width=width)
-    layout = column(header, scope, row(bars, heatmap), table, costs, name="collectives_section")
+    costs = build_cost_table(report)
+    layout = column(
+        header,
+        scope,
+        side_by_side(bars, heatmap),
+        table,
+        costs,
+        sizing_mode=STRETCH,
+        name="collectives_section",
+    )
     return CollectivesSection(
         layout=layout, table=table, wait_transfer=bars, heatmap=heatmap, scope=scope, costs=costs
     )

@@ -127,10 +127,12 @@ def median_columns(diff: Diff) -> dict[str, list[Any]]:
     return _columns(rows, _MEDIAN_KEYS)
 
 
-def _bars_figure(diff: Diff, width: int) -> Any:
+def _bars_figure(diff: Diff) -> Any:
     """Draw two stacked bars per iteration position: BASE's and the run's times, with a hover."""
     from bokeh.models import ColumnDataSource, FactorRange, HoverTool
     from bokeh.plotting import figure
+
+    from timeline.report.layout import MIN_PLOT_WIDTH, STRETCH
 
     columns = bar_columns(diff)
     source = ColumnDataSource(columns, name="compare_bars")
@@ -138,7 +140,8 @@ def _bars_figure(diff: Diff, width: int) -> Any:
         x_range=FactorRange(*columns.get("x", [])),
         title="Per iteration position: BASE vs this run (median over ranks)",
         y_axis_label="time (ms)",
-        width=width,
+        sizing_mode=STRETCH,
+        min_width=MIN_PLOT_WIDTH,
         height=420,
         tools="xpan,xwheel_zoom,box_zoom,reset,save",
         name="compare_plot",
@@ -168,22 +171,27 @@ def _bars_figure(diff: Diff, width: int) -> Any:
         )
     )
     plot.xaxis.major_label_orientation = 1.0
-    plot.legend.location = "top_left"
+    legend = plot.legend[0]
+    plot.center.remove(legend)  # above the bars, outside the frame: never drawn over a bar
+    legend.update(orientation="horizontal", location="top_left")
+    plot.add_layout(legend, "above")
     return plot
 
 
-def build_compare_panel(diff: Diff, *, width: int = 1100) -> Any:
+def build_compare_panel(diff: Diff) -> Any:
     """Return the "Compare" tab's layout (``name="compare"``): a note, the bars, the medians table.
 
     The note (``compare_note``) names both runs, how iterations are paired and the diff's warnings;
     the bars are :func:`bar_columns` (source ``compare_bars``, figure ``compare_plot``); the table a
     ``DataTable`` (``compare_medians_table``) of :func:`median_columns` (source ``compare_medians``).
+    Everything is as wide as the window.
     """
     from bokeh.layouts import column
     from bokeh.models import ColumnDataSource
     from bokeh.models.widgets import DataTable, Div, TableColumn
 
     from timeline.render.terminal.diff import headline
+    from timeline.report.layout import STRETCH
 
     lines = [
         f"BASE: {diff.base}; this run: {diff.new}",
@@ -192,7 +200,9 @@ def build_compare_panel(diff: Diff, *, width: int = 1100) -> Any:
         "runs' per-iteration values (docs/diff.md)",
         *(f"warning: {w}" for w in diff.warnings),
     ]
-    note = Div(text="<br>".join(html.escape(line) for line in lines), width=width, name="compare_note")
+    note = Div(
+        text="<br>".join(html.escape(line) for line in lines), sizing_mode=STRETCH, name="compare_note"
+    )
     medians = ColumnDataSource(median_columns(diff), name="compare_medians")
     table = DataTable(
         source=medians,
@@ -204,9 +214,9 @@ def build_compare_panel(diff: Diff, *, width: int = 1100) -> Any:
             TableColumn(field="noise_text", title="noise"),
             TableColumn(field="significant", title="beyond noise"),
         ],
-        width=width,
+        sizing_mode=STRETCH,
         height=180,
         index_position=None,
         name="compare_medians_table",
     )
-    return column(note, _bars_figure(diff, width), table, name="compare")
+    return column(note, _bars_figure(diff), table, sizing_mode=STRETCH, name="compare")

@@ -17,6 +17,9 @@ the selector; the page is never reloaded. Below, for two ranks or
 more, the collectives section (:mod:`timeline.report.collectives_view`). When the data holds a
 what-if sweep, all this is the "Gantt" tab and a "What-if" tab shows the predicted scaling factor
 against bandwidth (:mod:`timeline.report.whatif_view`).
+
+Every box is as wide as the window (:mod:`timeline.report.layout`); a job of more than
+:data:`MAX_SHOWN_RANKS` ranks opens on that many of them (:func:`default_ranks`).
 """
 
 from __future__ import annotations
@@ -44,7 +47,15 @@ from timeline.report.breakdown import (
 )
 from timeline.report.collectives_view import build_collectives_section
 from timeline.report.compare_view import build_compare_panel
-from timeline.report.data import STYLES, ReportData, default_view, format_ns, view_bars, view_levels
+from timeline.report.data import (
+    STYLES,
+    ReportData,
+    default_view,
+    format_ns,
+    view_bars,
+    view_levels,
+    whatif_of,
+)
 from timeline.report.findings_view import build_findings_panel
 from timeline.report.gantt import (
     BAR_HEIGHT,
@@ -55,19 +66,21 @@ from timeline.report.gantt import (
     GanttPlot,
     build_gantt,
     gantt_columns,
+    gantt_legend,
     gantt_title,
     lane_factors,
     lane_height,
 )
+from timeline.report.layout import STRETCH, TABLE_WIDTH, side_by_side
 from timeline.report.whatif_view import build_whatif_panel
 from timeline.results.summary import worst_iteration
 
-__all__ = ["Dashboard", "Mode", "build_dashboard"]
+__all__ = ["MAX_SHOWN_RANKS", "Dashboard", "Mode", "build_dashboard", "default_ranks"]
 
 Mode = Literal["live", "standalone"]
 
-_GANTT_WIDTH = 1100
-_SIDE_WIDTH = 500
+MAX_SHOWN_RANKS = 16
+"""The most ranks the Gantt shows when the report opens (more are picked in the rank filter)."""
 
 # Shared by the selector and the breakdown: show the selected view's table and select its bars.
 _FOLLOW_VIEW_JS = """
@@ -179,7 +192,8 @@ class Dashboard:
         return doc
 
 
-def _header(data: ReportData, files: int | None) -> str:
+def _header(data: ReportData, files: int | None, *, shown: int | None) -> str:
+    """Return the header's HTML; ``shown``: how many ranks :func:`default_ranks` picked (None: none)."""
     modes = sorted(set(data.lanes.get_column("mode").to_list()))
     ranks = data.lanes.get_column("rank").n_unique()
     parts = [f"<b>timeline report</b>: {ranks} rank(s), measured on {', '.join(modes) or 'nothing'}"]
@@ -201,6 +215,12 @@ def _header(data: ReportData, files: int | None) -> str:
         parts.append(
             "Horovod timeline: communication phases only, no compute events; exposed vs hidden needs the "
             "framework trace of the same run"
+        )
+    if shown is not None and shown < ranks:
+        parts.append(
+            f"the Gantt shows {shown} of the {ranks} ranks: the {shown // 2} with the most exposed "
+            f"communication in the iteration shown first and the {shown - shown // 2} with the least "
+            "(the others wait for them); pick others in Ranks"
         )
     if data.omitted.height:
         counts = ", ".join(f"{n:,} {kind}" for kind, n in data.omitted.iter_rows())
@@ -357,23 +377,26 @@ def build_dashboard(
     view
         The iteration to show first (default: the slowest).
     ranks
-        The ranks to show first (default: all).
+        The ranks to show first (default: :func:`default_ranks`, all of them up to
+        :data:`MAX_SHOWN_RANKS`).
 
     Returns
     -------
     Dashboard
-        The layout and its models; nothing is shown.
+        The layout and its models; nothing is shown. Every box stretches to the window's width
+        (:mod:`timeline.report.layout`): the header, the findings, the controls, the Gantt's legend
+        and the Gantt; the breakdown beside the heat map and the per-rank table beside the top
+        collectives, each pair wrapping into one column in a narrow window; the collectives section.
     """
     first = default_view(data) if view is None else view
     all_ranks = data.lanes.get_column("rank").unique().sort().to_list()
-    shown = all_ranks if ranks is None else [r for r in all_ranks if r in set(ranks)]
+    shown = default_ranks(data, first) if ranks is None else [r for r in all_ranks if r in set(ranks)]
     # Standalone: the browser fills the bars from the embedded levels when the document is ready.
-    gantt = build_gantt(data, first, ranks=shown, width=_GANTT_WIDTH, pixels=PIXELS, with_bars=mode == "live")
+    gantt = build_gantt(data, first, ranks=shown, pixels=PIXELS, with_bars=mode == "live")
     select, rank_filter = _view_controls(data, first, shown, all_ranks)
-    breakdown = build_breakdown(data, width=_SIDE_WIDTH)
-    heatmap = build_heatmap(data, width=_SIDE_WIDTH)
-    summary = build_summary_table(data, first, width=740)
-    collectives = build_collectives_table(data, width=_GANTT_WIDTH + _SIDE_WIDTH - 760)
+    breakdown = build_breakdown(data)
+    heatmap = build_heatmap(data)
+    summary = build_summary_table(data, first)
     _follow_selection(data, first, select, breakdown, heatmap, summary)
 
     on_ready = None
@@ -383,41 +406,93 @@ def build_dashboard(
         else:
             on_ready = _wire_standalone(data, gantt, select, rank_filter)
 
-    header = Div(text=_header(data, files), width=_GANTT_WIDTH + _SIDE_WIDTH, name="header")
-    findings = (
-        []
-        if data.diagnosis is None
-        else [
-            build_findings_panel(
-                data.diagnosis, data.views, select=select, ranks=rank_filter, width=_GANTT_WIDTH + _SIDE_WIDTH
-            )
-        ]
-    )
-    # Below the rest: matched collectives, wait vs transfer, wait heat map (absent for < 2 ranks).
-    section = build_collectives_section(
-        data.collectives_report, data.views, select=select, width=_GANTT_WIDTH + _SIDE_WIDTH
-    )
-    layout: Any = column(
-        header,
-        *findings,
-        row(select, rank_filter),
-        row(gantt.figure, column(breakdown.figure, heatmap)),
-        row(
-            column(Div(text="<b>Per rank, this iteration</b>"), summary),
-            column(Div(text="<b>Top exposed collectives (all ranks, whole trace)</b>"), collectives),
-        ),
-        *([] if section is None else [section.layout]),
-        name="dashboard",
-    )
+    header = _header(data, files, shown=len(shown) if ranks is None else None)
+    layout: Any = _gantt_tab(data, gantt, (select, rank_filter), breakdown, (heatmap, summary), header)
     # Tabs when there is more than the Gantt: the predicted scaling factor vs bandwidth, BASE vs this run.
     panels = [TabPanel(child=layout, title="Gantt")]
-    if data.whatif is not None:
-        panels.append(TabPanel(child=build_whatif_panel(data.whatif, width=_GANTT_WIDTH), title="What-if"))
+    whatif = whatif_of(data)  # last: a helper process may still be computing it
+    if whatif is not None:
+        panels.append(TabPanel(child=build_whatif_panel(whatif), title="What-if"))
     if data.compare is not None:
-        panels.append(TabPanel(child=build_compare_panel(data.compare, width=_GANTT_WIDTH), title="Compare"))
+        panels.append(TabPanel(child=build_compare_panel(data.compare), title="Compare"))
     if len(panels) > 1:
-        layout = Tabs(tabs=panels, name="report_tabs")
+        layout = Tabs(tabs=panels, sizing_mode=STRETCH, name="report_tabs")
     return Dashboard(layout=layout, gantt=gantt, select=select, ranks=rank_filter, on_ready=on_ready)
+
+
+def _gantt_tab(
+    data: ReportData,
+    gantt: GanttPlot,
+    controls: tuple[Select, MultiChoice],
+    breakdown: Breakdown,
+    views: tuple[Any, Div],
+    header: str,
+) -> Any:
+    """Lay out the Gantt tab, top to bottom, every box as wide as the window.
+
+    The header, the findings, the controls, the Gantt's legend and the Gantt; the breakdown beside
+    the heat map (``views[0]``); the per-rank table (``views[1]``) beside the top collectives where
+    both fit, else one under the other; the collectives section.
+    """
+    select, ranks = controls
+    heatmap, summary = views
+    return column(
+        Div(text=header, sizing_mode=STRETCH, name="header"),
+        *_findings(data, select, ranks),
+        row(select, ranks, sizing_mode=STRETCH),
+        Div(text=gantt_legend(data), sizing_mode=STRETCH, name="gantt_legend"),
+        gantt.figure,
+        side_by_side(column(breakdown.legend, breakdown.figure, sizing_mode=STRETCH), heatmap),
+        side_by_side(
+            column(
+                Div(text="<b>Per rank, this iteration</b>", sizing_mode=STRETCH), summary, sizing_mode=STRETCH
+            ),
+            column(
+                Div(text="<b>Top exposed collectives (all ranks, whole trace)</b>", sizing_mode=STRETCH),
+                build_collectives_table(data),
+                sizing_mode=STRETCH,
+            ),
+            min_width=TABLE_WIDTH,
+        ),
+        *_collectives(data, select),
+        sizing_mode=STRETCH,
+        name="dashboard",
+    )
+
+
+def default_ranks(data: ReportData, view: int) -> list[int]:
+    """Return the ranks the Gantt shows first: all of them, or :data:`MAX_SHOWN_RANKS` of a larger job.
+
+    Of more ranks, half are those with the most exposed communication in ``view`` (they wait the
+    longest) and half those with the least (the others wait for them), ties to the lower rank;
+    sorted by rank.
+    """
+    ranks: list[int] = data.lanes.get_column("rank").unique().sort().to_list()
+    if len(ranks) <= MAX_SHOWN_RANKS:
+        return ranks
+    exposed = (
+        data.breakdown.filter(pl.col("view") == view)
+        .select("rank", "exposed_comm_ns")
+        .join(pl.DataFrame({"rank": ranks}, schema={"rank": pl.Int32}), on="rank", how="right")
+        .with_columns(pl.col("exposed_comm_ns").fill_null(0))
+    )
+    half = MAX_SHOWN_RANKS // 2
+    most = exposed.sort(["exposed_comm_ns", "rank"], descending=[True, False]).head(half)
+    least = exposed.join(most, on="rank", how="anti").sort(["exposed_comm_ns", "rank"]).head(half)
+    return sorted(pl.concat([most, least]).get_column("rank").to_list())
+
+
+def _findings(data: ReportData, select: Select, ranks: MultiChoice) -> list[Any]:
+    """Return the findings panel (the verdict and each finding), or nothing without a diagnosis."""
+    if data.diagnosis is None:
+        return []
+    return [build_findings_panel(data.diagnosis, data.views, select=select, ranks=ranks)]
+
+
+def _collectives(data: ReportData, select: Select) -> list[Any]:
+    """Return the collectives section (matched collectives, wait vs transfer, wait heat map), if any."""
+    section = build_collectives_section(data.collectives_report, data.views, select=select)
+    return [] if section is None else [section.layout]
 
 
 def _view_controls(
@@ -438,7 +513,8 @@ def _view_controls(
         title="Ranks",
         value=[str(r) for r in shown],
         options=[str(r) for r in all_ranks],
-        width=_GANTT_WIDTH - 440,
+        sizing_mode=STRETCH,
+        min_width=300,
         name="rank_filter",
     )
     return select, rank_filter

@@ -21,6 +21,7 @@ everything the plots show is tested as data.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,7 @@ from timeline.schema import WINDOW, validate
 from timeline.units import format_ns
 
 if TYPE_CHECKING:
+    from timeline.executors import LocalExecutor
     from timeline.results.collectives import CollectivesReport
     from timeline.results.diagnosis import DiagnosisReport
     from timeline.results.diff import Diff
@@ -64,6 +66,7 @@ __all__ = [
     "prepare_report_data",
     "view_bars",
     "view_levels",
+    "whatif_of",
 ]
 
 STYLES: tuple[str, ...] = (
@@ -194,7 +197,9 @@ class ReportData:
         profiler trace holds communication.
     whatif
         The what-if sweep of the dashboard's "What-if" tab
-        (:func:`~timeline.report.whatif_view.whatif_sweep`); None: no such tab.
+        (:func:`~timeline.report.whatif_view.whatif_sweep`), or its future while a helper process
+        computes it (:func:`~timeline.report.whatif_view.submit_whatif_sweep`: the dashboard waits
+        for it last, :func:`whatif_of`); None: no such tab.
     compare
         ``timeline diff BASE NEW``'s result (:class:`~timeline.results.diff.Diff`, NEW this
         trace's run) shown in the "Compare" tab (``--compare BASE``); None: no such tab.
@@ -218,7 +223,7 @@ class ReportData:
     omitted: pl.DataFrame
     collectives: CollectiveMatch | None = None
     collectives_report: CollectivesReport | None = None
-    whatif: WhatIfSweep | None = None
+    whatif: WhatIfSweep | Future[WhatIfSweep] | None = None
     compare: Diff | None = None
     diagnosis: DiagnosisReport | None = None
     dimensions: pl.DataFrame | None = None
@@ -488,20 +493,31 @@ def prepare_report_data(run: Run) -> ReportData:
     )
 
 
-def build_report_data(run: Run, *, compare: Diff | None = None) -> ReportData:
+def whatif_of(data: ReportData) -> WhatIfSweep | None:
+    """Return the report's what-if sweep, waiting for it if a helper process still computes it."""
+    return data.whatif.result() if isinstance(data.whatif, Future) else data.whatif
+
+
+def build_report_data(
+    run: Run, *, compare: Diff | None = None, helper: LocalExecutor | None = None
+) -> ReportData:
     """Return everything the report shows of a run: the Gantt's data, its findings and its "What-if" tab.
 
     The findings are the run's diagnosis (:attr:`~timeline.run.Run.diagnosis`), the "What-if" tab
     replays the run's graph (:func:`~timeline.report.whatif_view.whatif_sweep`); ``compare``: the
-    "Compare" tab's diff (``timeline diff BASE RUN``'s result), None without.
+    "Compare" tab's diff (``timeline diff BASE RUN``'s result), None without. ``helper``: a started
+    :class:`~timeline.executors.LocalExecutor` that replays the graph while this process prepares
+    and draws the rest (``whatif`` is then its future, :func:`whatif_of`).
     """
     from dataclasses import replace
 
-    from timeline.report.whatif_view import whatif_sweep
+    from timeline.report.whatif_view import submit_whatif_sweep, whatif_sweep
     from timeline.results.diagnosis import build_diagnosis
 
+    # with a helper (started), the sweep runs there while the rest is prepared and drawn here
+    whatif = whatif_sweep(run) if helper is None else submit_whatif_sweep(run, helper)
     data = prepare_report_data(run)
-    return replace(data, whatif=whatif_sweep(run), compare=compare, diagnosis=build_diagnosis(run.diagnosis))
+    return replace(data, whatif=whatif, compare=compare, diagnosis=build_diagnosis(run.diagnosis))
 
 
 def _dimension_rows(overlap: Overlap, labels: pl.DataFrame, views: pl.DataFrame) -> pl.DataFrame:

@@ -13,9 +13,9 @@ from pathlib import Path
 from bokeh.embed import file_html
 from bokeh.resources import Component, ResourceAttr, Resources
 
-from timeline.errors import UsageError
 from timeline.report.dashboard import build_dashboard
 from timeline.report.data import ReportData
+from timeline.report.output import writable, write_html
 
 __all__ = ["offline_resources", "render_report_html", "write_html", "write_report"]
 
@@ -66,36 +66,5 @@ def write_report(
     UsageError
         If the folder of ``path`` does not exist or cannot be written.
     """
-    target = _writable(path)  # before the report is drawn: a mistyped -o fails fast
+    target = writable(path)  # before the report is drawn: a mistyped -o fails fast
     return write_html(render_report_html(data, title=title, files=files), target)
-
-
-def _writable(path: str | Path) -> Path:
-    """Return ``path`` as a Path; raise :class:`UsageError` if its folder does not exist."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path()
-    if not folder.is_dir():
-        msg = f"{target}: folder {folder} does not exist; create it or pick another -o"
-        raise UsageError(msg)
-    return target
-
-
-def write_html(text: str, path: str | Path) -> Path:
-    """Write a standalone HTML page to ``path`` (through a temporary file beside it, then renamed).
-
-    Raises
-    ------
-    UsageError
-        If the folder of ``path`` does not exist or cannot be written.
-    """
-    target = _writable(path)
-    partial = target.with_name(f".{target.name}.partial")
-    try:
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(target)
-    except OSError as exc:
-        msg = f"{target}: cannot write the report ({exc.strerror or exc}); pick another -o"
-        raise UsageError(msg) from exc
-    finally:
-        partial.unlink(missing_ok=True)
-    return target

@@ -1,11 +1,13 @@
 """The findings panel the report opens with: the verdict, and findings that select their rank and iteration.
 
-Takes the diagnosis (:class:`timeline.results.diagnosis.DiagnosisReport`) and the report's views;
-gives a bokeh column: the verdict (``findings_verdict``) and a table of the findings
-(``findings_table``, source ``findings``), largest predicted gain first. Selecting a row (a click)
-sets the iteration selector to the finding's first iteration (else the first diagnosed one) and the
-rank filter to its ranks (all of them when it names none), so the Gantt shows where the cause is; in
-the served app the same values reach the Python callbacks.
+Takes the diagnosis (:class:`timeline.results.diagnosis.DiagnosisReport`) and the report's
+views; gives a bokeh column (``findings_panel``): the verdict (``findings_verdict``) in large type,
+then one block per finding (``finding_<i>``), largest predicted gain first: its cause,
+where, predicted gain and basis, its sentence and its fix in full, wrapped to the window's width,
+beside a button (``finding_button_<i>``) that selects the finding's row of the ``findings`` source.
+Selecting a row sets the iteration selector to the finding's first iteration (else the first
+diagnosed one) and the rank filter to its ranks (all of them when it names none), so the Gantt
+shows where the cause is; in the served app the same values reach the Python callbacks.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
-from bokeh.layouts import column
+from bokeh.layouts import column, row
 from bokeh.models import ColumnDataSource, CustomJS
-from bokeh.models.widgets import DataTable, Div, MultiChoice, Select, TableColumn
+from bokeh.models.widgets import Button, Div, MultiChoice, Select
+
+from timeline.report.layout import STRETCH
 
 if TYPE_CHECKING:
     from timeline.results.diagnosis import DiagnosisReport, Verdict
@@ -36,6 +40,13 @@ if (JSON.stringify(ranks.value) !== JSON.stringify(value)) ranks.value = value;
 const v = source.data.view[i];
 if (v !== "" && select.value !== v) select.value = v;
 """
+
+# A finding's button selects its row (whose selection the callback above follows).
+_BUTTON_JS = "source.selected.indices = [row];"
+
+_VERDICT = "font-size:16px;line-height:1.45;max-width:1400px"
+_NOTE = "font-size:12px;color:#555;margin-top:2px"
+_FINDING = "font-size:13px;line-height:1.45;max-width:1400px"
 
 
 def finding_targets(
@@ -57,16 +68,16 @@ def finding_targets(
         iterations = finding.iterations or diagnosed
         view = next((view_of[i] for i in iterations if i in view_of), "")
         ranks = finding.ranks
-        targets.append((view, None if not ranks else list(ranks)))
+        targets.append((view, None if not ranks else [int(r) for r in ranks]))
     return targets
 
 
 def build_findings_panel(
-    diagnosis: DiagnosisReport, views: pl.DataFrame, *, select: Select, ranks: MultiChoice, width: int
+    diagnosis: DiagnosisReport, views: pl.DataFrame, *, select: Select, ranks: MultiChoice
 ) -> Any:
-    """Return the verdict and the findings table, its rows wired to the selector and the rank filter."""
+    """Return the verdict and the findings, each with a button wired to the selector and the rank filter."""
     verdict = diagnosis.verdict
-    findings = diagnosis.findings
+    findings = list(diagnosis.findings)
     targets = finding_targets(findings, verdict, views)
     source = ColumnDataSource(
         data={
@@ -83,21 +94,6 @@ def build_findings_panel(
         },
         name="findings",
     )
-    table = DataTable(
-        source=source,
-        columns=[
-            TableColumn(field="cause", title="cause", width=110),
-            TableColumn(field="where", title="where", width=150),
-            TableColumn(field="gain", title="predicted gain", width=100),
-            TableColumn(field="basis", title="basis", width=60),
-            TableColumn(field="summary", title="finding", width=560),
-            TableColumn(field="fix", title="fix", width=420),
-        ],
-        width=width,
-        height=min(28 + 28 * max(len(findings), 1), 200),
-        index_position=None,
-        name="findings_table",
-    )
     source.selected.js_on_change(
         "indices",
         CustomJS(
@@ -105,16 +101,36 @@ def build_findings_panel(
             code=_PICK_JS,
         ),
     )
-    notes = "".join(f"<br>note: {html.escape(n)}" for n in verdict.notes)
+    notes = "".join(f'<div style="{_NOTE}">note: {html.escape(n)}</div>' for n in verdict.notes)
     head = Div(
-        text=f"<b>verdict</b>: {html.escape(verdict.summary)}{notes}",
-        width=width,
+        text=f'<div style="{_VERDICT}"><b>Verdict:</b> {html.escape(verdict.summary)}</div>{notes}',
+        sizing_mode=STRETCH,
         name="findings_verdict",
     )
     if not findings:
-        return column(head)
-    hint = Div(text="<i>select a finding to show its rank and iteration in the Gantt</i>", width=width)
-    return column(head, hint, table)
+        return column(head, sizing_mode=STRETCH, name="findings_panel")
+    hint = Div(
+        text='<i style="font-size:12px;color:#555">"show" selects the finding\'s ranks and iteration '
+        "in the Gantt below</i>",
+        sizing_mode=STRETCH,
+    )
+    blocks = [_finding_block(source, i) for i in range(len(findings))]
+    return column(head, hint, *blocks, sizing_mode=STRETCH, name="findings_panel")
+
+
+def _finding_block(source: ColumnDataSource, i: int) -> Any:
+    """Return finding ``i`` of ``source`` as a block: a button that selects it, its text in full."""
+    cause, where, gain, basis, summary, fix = (
+        html.escape(str(source.data[column][i]))
+        for column in ("cause", "where", "gain", "basis", "summary", "fix")
+    )
+    head = f"<b>{i + 1}. {cause}</b> · {where} · predicted gain <b>{gain}</b> ({basis})"
+    text = f'<div style="{_FINDING}">{head}<br>{summary}<br><b>Fix:</b> {fix}</div>'
+
+    button = Button(label="show", width=70, name=f"finding_button_{i}", button_type="primary")
+    button.js_on_click(CustomJS(args={"source": source, "row": i}, code=_BUTTON_JS))
+    block = Div(text=text, sizing_mode=STRETCH, name=f"finding_{i}")
+    return row(button, block, sizing_mode=STRETCH)
 
 
 def _where(finding: Finding) -> str:

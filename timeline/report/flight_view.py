@@ -138,13 +138,18 @@ def _findings_html(report: FlightReport) -> str:
     return "".join(parts)
 
 
-def build_flight_page(report: FlightReport, *, width: int = 1400) -> Any:
-    """Return the page of the dumps (a bokeh layout): verdict, findings, the progress grid, its legend."""
+def build_flight_page(report: FlightReport) -> Any:
+    """Return the page of the dumps (a bokeh layout): verdict, findings, the progress grid, its legend.
+
+    Everything is as wide as the window; the legend is below the grid, never over a cell.
+    """
     from bokeh.layouts import column
     from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Range1d
     from bokeh.models.annotations import Legend, LegendItem
     from bokeh.models.widgets import Div
     from bokeh.plotting import figure
+
+    from timeline.report.layout import MIN_PLOT_WIDTH, STRETCH
 
     cells = progress_cells(report)
     groups = [group_label(g) for g in sorted(report.groups, key=attrgetter("order"))]
@@ -155,7 +160,8 @@ def build_flight_page(report: FlightReport, *, width: int = 1400) -> Any:
         title="Progress per process group and rank (red: stopped; yellow and orange: waiting)",
         x_range=Range1d(start=min(ranks, default=0) - 0.5, end=max(ranks, default=0) + 0.5),
         y_range=FactorRange(factors=list(reversed(groups))),
-        width=width,
+        sizing_mode=STRETCH,
+        min_width=MIN_PLOT_WIDTH,
         height=height,
         tools="pan,wheel_zoom,reset,save",
         toolbar_location="above",
@@ -188,7 +194,10 @@ def build_flight_page(report: FlightReport, *, width: int = 1400) -> Any:
         items.append(LegendItem(label=state.replace("_", " "), renderers=[swatch]))
     plot.add_layout(Legend(items=items, orientation="horizontal", location="top_left"), "below")
     return column(
-        Div(text=_findings_html(report), width=width, name="flight_findings"), plot, name="flight_page"
+        Div(text=_findings_html(report), sizing_mode=STRETCH, name="flight_findings"),
+        plot,
+        sizing_mode=STRETCH,
+        name="flight_page",
     )
 
 
@@ -205,7 +214,7 @@ def render_flight_html(report: FlightReport, *, title: str = "timeline: Flight R
 
 
 def write_flight_report(report: FlightReport, path: str | Path) -> Path:
-    """Write the page of the dumps to ``path`` as standalone HTML (``export.write_html``)."""
-    from timeline.report.export import write_html
+    """Write the page of the dumps to ``path`` as standalone HTML (``output.write_html``)."""
+    from timeline.report.output import write_html
 
     return write_html(render_flight_html(report), path)

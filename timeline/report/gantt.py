@@ -11,6 +11,9 @@ Every bar is drawn in its style's own colour at full opacity: a bar of merged ev
 (:func:`bar_height`: the sparser its events, the thinner), never paler, so that it cannot take the
 colour of another style (faint red would be the pale pink of hidden communication). Exposed
 communication is never thinned: drawn full height over the communication it exposes, it hides it.
+
+The figure is as wide as its box and :func:`lane_height` tall; its legend (:func:`gantt_legend`)
+is HTML for the caller to place above it, so that it never covers a bar.
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 from bokeh.models import ColumnDataSource, CustomJSHover, FactorRange, HoverTool, Range1d
-from bokeh.models.annotations import Legend, LegendItem, Title
+from bokeh.models.annotations import Title
 from bokeh.plotting import figure
 from bokeh.transform import factor_cmap
 
 from timeline.report.data import STYLES, ReportData, bar_label, format_ns, view_bars
+from timeline.report.layout import MIN_PLOT_WIDTH, STRETCH, legend_html
 
 __all__ = [
     "BAR_HEIGHT",
@@ -42,6 +46,7 @@ __all__ = [
     "empty_columns",
     "gantt_columns",
     "gantt_key",
+    "gantt_legend",
     "gantt_title",
     "lane_factors",
     "lane_height",
@@ -68,11 +73,12 @@ a pixel still shows. Hatching would say "hidden" better, but bokeh draws a per-b
 canvas layer per bar: seconds for a few thousand bars.)"""
 
 PIXELS = 1000
-"""Bins across the visible range: about the width of the plot area of a 1100-pixel figure."""
+"""Bins across the visible range: about the width of the plot area in a window 1280 pixels wide
+(a bar of merged events is then at most 1.7 pixels of a 1920-pixel window)."""
 LANE_PX = 22
 """Height of one lane in pixels."""
-CHROME_PX = 150
-"""Height of the title, legend and axis of the Gantt in pixels."""
+CHROME_PX = 90
+"""Height of the title and the time axis of the Gantt in pixels (its legend is HTML above it)."""
 BAR_HEIGHT = 0.78
 """Height of a bar, as a fraction of its lane."""
 MIN_HEIGHT = 0.3
@@ -229,7 +235,6 @@ def build_gantt(
     view: int,
     *,
     ranks: Sequence[int] | None = None,
-    width: int = 1100,
     pixels: int = PIXELS,
     with_bars: bool = True,
 ) -> GanttPlot:
@@ -243,8 +248,6 @@ def build_gantt(
         The view (iteration) to draw.
     ranks
         The ranks to draw (default: all).
-    width
-        The figure width in pixels.
     pixels
         Bins across the visible range: what is shorter than ``span / pixels`` is merged.
     with_bars
@@ -253,7 +256,9 @@ def build_gantt(
     Returns
     -------
     GanttPlot
-        The figure and the models a caller swaps data through; nothing is shown.
+        The figure and the models a caller swaps data through; nothing is shown. The figure is as
+        wide as its box (at least :data:`~timeline.report.layout.MIN_PLOT_WIDTH`) and
+        :func:`lane_height` tall; its legend is :func:`gantt_legend`, for the caller to place above.
     """
     factors = lane_factors(data, ranks=ranks)
     if data.views.height and with_bars:
@@ -273,7 +278,8 @@ def build_gantt(
         title=title,
         x_range=x_range,
         y_range=y_range,
-        width=width,
+        sizing_mode=STRETCH,
+        min_width=MIN_PLOT_WIDTH,
         height=lane_height(len(factors)),
         tools="xpan,xwheel_zoom,xbox_zoom,reset,save",
         active_drag="xpan",
@@ -312,39 +318,17 @@ def build_gantt(
             formatters={"@dur_us": number, "@bytes": number, "@exposed_us": number},
         )
     )
-    _add_legend(fig, data, factors[-1] if factors else ("", ""))
     for axis in fig.yaxis:
         axis.update(
             major_label_text_font_size="8pt", group_text_font_size="9pt", group_label_orientation="horizontal"
         )
     for grid in fig.ygrid:
         grid.update(grid_line_color=None)
-    key = Title(text=gantt_key(data), text_font_size="9pt", text_font_style="normal", text_color="#444444")
-    fig.add_layout(key, "above")
     return GanttPlot(figure=fig, source=source, x_range=x_range, y_range=y_range, title=title)
 
 
-def _add_legend(fig: Any, data: ReportData, factor: tuple[str, str]) -> None:
-    """Add a fixed legend of the styles present in any view (one hidden bar per style, full opacity)."""
+def gantt_legend(data: ReportData) -> str:
+    """Return the Gantt's legend as HTML: the styles present in any view, then how to read them."""
     present = set(data.segments.get_column("style").cast(pl.String).unique().to_list())
-    items = []
-    for style in STYLES:
-        if style in present:
-            # One bar left of the x bounds (never in view): a legend draws its glyph from data.
-            swatch = fig.hbar(
-                y=[factor],
-                left=[-2.0],
-                right=[-1.0],
-                height=BAR_HEIGHT,
-                fill_color=PALETTE[style],
-                line_color=OUTLINES[style],
-            )
-            items.append(LegendItem(label=style, renderers=[swatch]))
-    legend = Legend(
-        items=items,
-        orientation="horizontal",
-        location="top_left",
-        label_text_font_size="9pt",
-        click_policy="none",
-    )
-    fig.add_layout(legend, "above")
+    items = [(style, PALETTE[style], OUTLINES[style]) for style in STYLES if style in present]
+    return legend_html(items, note=gantt_key(data))

@@ -14,8 +14,8 @@ with (:func:`listening_of`): never ``*``, whatever ``host`` is; others are added
 
 The server is bokeh's own (``BokehTornado`` on a tornado ``HTTPServer``, run by ``BaseServer``),
 with one change: its page loads only the bokeh scripts the report needs (core, widgets, and tables
-for the panel bundle holoviews registers), not the WebGL and MathJax bundles bokeh's server page
-otherwise loads for any document.
+for the Compare tab's table), not the WebGL and MathJax bundles bokeh's server page otherwise loads
+for any document.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ _ORIGIN = re.compile(
     r"(?:https?://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)"
     r"(?::(?P<port>[0-9]{1,5}))?/?"
 )
-# bokeh-tables: the panel bundle that holoviews registers (and bokeh lists for every page) needs it.
+# bokeh-tables: the Compare tab's DataTable (and any bundle another package registers) needs it.
 _COMPONENTS: list[Component] = ["bokeh", "bokeh-widgets", "bokeh-tables"]
 
 

@@ -18,20 +18,30 @@ bokeh is imported inside the functions that draw, so importing this module costs
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from timeline.executors import LocalExecutor
     from timeline.results.whatif import ScenarioRow, WhatIfReport
     from timeline.run import Run
+    from timeline.whatif.costs import Efficiency
+    from timeline.whatif.graph import TraceGraph
 
 __all__ = [
     "BANDWIDTHS_GBPS",
     "COMPRESSIONS",
+    "SPLIT",
     "WhatIfSweep",
     "build_whatif_panel",
     "build_whatif_view",
     "curve_label",
+    "joined_sweep",
+    "submit_whatif_sweep",
+    "sweep_part",
     "whatif_sweep",
 ]
 
@@ -68,19 +78,99 @@ def whatif_sweep(run: Run) -> WhatIfSweep:
     measured link is known (a capture manifest), else ``full`` (the note says so). A trace with no
     graph (no rank with compute events: a Horovod timeline alone) gives no report and a note saying why.
     """
+    graph, none = _graph_of(run)
+    if graph is None:
+        return none
+    given = run.options.link_gbps is not None
+    return joined_sweep(graph, [sweep_part((graph, given, BANDWIDTHS_GBPS))])
+
+
+def submit_whatif_sweep(run: Run, helper: LocalExecutor) -> Future[WhatIfSweep]:
+    """Replay :func:`whatif_sweep` of the run here and in a helper process at once; return its future.
+
+    The run's graph is built here; the helper (:meth:`LocalExecutor.submit
+    <timeline.executors.LocalExecutor.submit>`) replays the upper half of :data:`BANDWIDTHS_GBPS`
+    while this process replays the lower half (:data:`SPLIT`), then goes on (the report prepares its
+    other views meanwhile). The future's result is what :func:`whatif_sweep` returns, the same
+    scenarios in the same order (:func:`joined_sweep`); an error of the sweep is raised by its
+    ``result()``. Without a started helper the whole sweep runs here, now.
+    """
+    from concurrent.futures import Future
+
+    result: Future[WhatIfSweep] = Future()
+    graph, none = _graph_of(run)
+    if graph is None:
+        result.set_result(none)
+        return result
+    given = run.options.link_gbps is not None
+    if not helper.started:
+        result.set_result(joined_sweep(graph, [sweep_part((graph, given, BANDWIDTHS_GBPS))]))
+        return result
+    far = helper.submit(sweep_part, (graph, given, BANDWIDTHS_GBPS[SPLIT:]))
+    near = sweep_part((graph, given, BANDWIDTHS_GBPS[:SPLIT]))
+
+    def join(done: Future[WhatIfReport]) -> None:
+        error = done.exception()
+        if error is not None:
+            result.set_exception(error)
+        else:
+            result.set_result(joined_sweep(graph, [near, done.result()]))
+
+    far.add_done_callback(join)
+    return result
+
+
+SPLIT = 5
+"""The bandwidths of :data:`BANDWIDTHS_GBPS` this process replays (the first five) when a helper
+replays the rest: 15 and 12 of the 27 scenarios (:func:`submit_whatif_sweep`)."""
+
+
+def _graph_of(run: Run) -> tuple[TraceGraph | None, WhatIfSweep]:
+    """Return the run's what-if graph (None when it has none) and the sweep that says why it has none."""
     from timeline.errors import TimelineError
-    from timeline.results.whatif import build_whatif_report, link_source_of
-    from timeline.whatif.settings import Settings, choose_efficiency
 
     try:
-        graph = run.graph
+        return run.graph, WhatIfSweep(report=None, note="")
     except TimelineError as exc:
-        return WhatIfSweep(report=None, note=f"no what-if prediction: {exc}")
+        return None, WhatIfSweep(report=None, note=f"no what-if prediction: {exc}")
+
+
+def _efficiency(graph: TraceGraph) -> Efficiency:
+    """Return the link efficiency of the sweep: ``observed`` when the graph's link is known, else ``full``."""
+    from timeline.whatif.settings import choose_efficiency
+
     bandwidths: list[float | None] = list(BANDWIDTHS_GBPS)
     efficiency, _ = choose_efficiency(None, link_known=graph.link_gbps is not None, bandwidths=bandwidths)
-    settings = Settings(bandwidths=bandwidths, compressions=list(COMPRESSIONS), efficiency=efficiency)
-    source = link_source_of(graph, given=run.options.link_gbps is not None)
-    report = build_whatif_report(graph, settings, link_source=source)
+    return efficiency
+
+
+def sweep_part(item: tuple[TraceGraph, bool, Sequence[float]]) -> WhatIfReport:
+    """Return the what-if report of a graph on some links, each at every ratio of :data:`COMPRESSIONS`.
+
+    ``item``: the graph, whether its link was given (``--link-gbps``), the links (Gbit/s). A
+    module-level function of one argument, so that a helper process can run it
+    (:func:`submit_whatif_sweep`).
+    """
+    from timeline.results.whatif import build_whatif_report, link_source_of
+    from timeline.whatif.settings import Settings
+
+    graph, given, links = item
+    settings = Settings(
+        bandwidths=list(links), compressions=list(COMPRESSIONS), efficiency=_efficiency(graph)
+    )
+    return build_whatif_report(graph, settings, link_source=link_source_of(graph, given=given))
+
+
+def joined_sweep(graph: TraceGraph, parts: Sequence[WhatIfReport]) -> WhatIfSweep:
+    """Return the sweep of the reports of consecutive parts of :data:`BANDWIDTHS_GBPS`, and its note.
+
+    The report is the first part's (its self-replay, notes and warnings are the same in every
+    part: one graph) with the scenarios of every part, in order.
+    """
+    import msgspec
+
+    report = msgspec.structs.replace(parts[0], scenarios=[row for part in parts for row in part.scenarios])
+    efficiency = _efficiency(graph)
     link = "unknown" if graph.link_gbps is None else f"{graph.link_gbps:g} Gbit/s"
     note = (
         f"Predicted by replaying the trace's dependency graph at its world size ({graph.world_size}) "
@@ -93,26 +183,28 @@ def whatif_sweep(run: Run) -> WhatIfSweep:
     return WhatIfSweep(report=report, note=note)
 
 
-def build_whatif_panel(whatif: WhatIfSweep, *, width: int = 1100) -> Any:
+def build_whatif_panel(whatif: WhatIfSweep) -> Any:
     """Return the "What-if" tab's layout (``name="whatif"``): the plot and its note, or the note alone.
 
-    The plot is :func:`build_whatif_view` (``name="whatif_plot"``); the note a ``Div`` named
-    ``whatif_note``, one line, then a ``note:`` line for each of the report's notes and a ``warning:``
-    line for each of its warnings.
+    The plot is :func:`build_whatif_view` (``name="whatif_plot"``), as wide as the window; the note
+    a ``Div`` named ``whatif_note``, one line, then a ``note:`` line for each of the report's notes
+    and a ``warning:`` line for each of its warnings, wrapped to the window's width.
     """
     from bokeh.layouts import column
     from bokeh.models.widgets import Div
+
+    from timeline.report.layout import MIN_PLOT_WIDTH, STRETCH
 
     report = whatif.report
     notes = report.notes if report is not None else []
     warnings = report.warnings if report is not None else []
     lines = [whatif.note, *(f"note: {n}" for n in notes), *(f"warning: {w}" for w in warnings)]
-    note = Div(text="<br>".join(html.escape(line) for line in lines), width=width, name="whatif_note")
+    note = Div(text="<br>".join(html.escape(line) for line in lines), sizing_mode=STRETCH, name="whatif_note")
     if report is None or not report.scenarios:
-        return column(note, name="whatif")
-    plot = build_whatif_view(report, width=width, height=520)
-    plot.name = "whatif_plot"
-    return column(plot, note, name="whatif")
+        return column(note, sizing_mode=STRETCH, name="whatif")
+    plot = build_whatif_view(report, height=520)
+    plot.update(name="whatif_plot", sizing_mode=STRETCH, min_width=MIN_PLOT_WIDTH)
+    return column(plot, note, sizing_mode=STRETCH, name="whatif")
 
 
 _SETTING_COLUMNS = ("world_size", "compression", "buckets", "efficiency", "algorithm")
@@ -295,4 +387,5 @@ def _add_hover_and_legend(plot: Any, renderers: list[Any], items: list[Any]) -> 
     )
     legend_items = [item for item in items if item.renderers]
     if legend_items:
-        plot.add_layout(Legend(items=legend_items, location="bottom_right", click_policy="hide"))
+        # beside the plot, never over a curve
+        plot.add_layout(Legend(items=legend_items, location="top_left", click_policy="hide"), "right")
