@@ -19,6 +19,7 @@ from cli.common import (
 from cli.options import (
     ROWS_MAX,
     AlignOption,
+    CacheDirOption,
     CommKernelOption,
     DimensionOption,
     ExecutorOption,
@@ -26,6 +27,7 @@ from cli.options import (
     IncludePythonOption,
     JsonOption,
     LinkOption,
+    NoCacheOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
@@ -49,6 +51,8 @@ def analyze_command(
     align: AlignOption = False,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
     dimension: DimensionOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     no_findings: Annotated[
@@ -94,6 +98,8 @@ def analyze_command(
             include_python=include_python,
             executor=executor,
             ray_address=ray_address,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
         )
         # rank by rank, the communication events are kept (a few thousand rows per rank) for the
         # communication per dimension, the utilisation, --align, dumps and the findings, whose tasks

@@ -15,12 +15,14 @@ import typer
 
 from cli.common import fail, inputs_of, loading, run_options, user_errors
 from cli.options import (
+    CacheDirOption,
     CommKernelOption,
     DimensionOption,
     ExecutorOption,
     GpusPerNodeOption,
     IncludePythonOption,
     LinkOption,
+    NoCacheOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
@@ -95,6 +97,8 @@ def check_command(
     include_python: IncludePythonOption = False,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
     dimension: DimensionOption = None,
     gpus_per_node: GpusPerNodeOption = None,
 ) -> None:
@@ -134,6 +138,8 @@ def check_command(
                 include_python=include_python,
                 executor=executor,
                 ray_address=ray_address,
+                no_cache=no_cache,
+                cache_dir=cache_dir,
             )
         _init(budget, force, inputs)
     with user_errors():
@@ -160,6 +166,8 @@ def check_command(
             include_python=include_python,
             executor=executor,
             ray_address=ray_address,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
         )
         with loading() as (progress, warn):
             run = read_run(

@@ -19,6 +19,7 @@ from cli.common import (
 from cli.options import (
     ROWS_MAX,
     AlignOption,
+    CacheDirOption,
     CommKernelOption,
     DimensionOption,
     ExecutorOption,
@@ -26,6 +27,7 @@ from cli.options import (
     IncludePythonOption,
     JsonOption,
     LinkOption,
+    NoCacheOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
@@ -57,6 +59,8 @@ def collectives_command(
     include_python: IncludePythonOption = False,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
 ) -> None:
     """Match every collective across the ranks of its process group: skew, wait vs transfer, bandwidth.
 
@@ -96,6 +100,8 @@ def collectives_command(
             include_python=include_python,
             executor=executor,
             ray_address=ray_address,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
         )
         run = open_run(inputs, options)
         report = run.collectives_data(rank_rows=json_output)

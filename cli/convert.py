@@ -12,7 +12,15 @@ from typing import Annotated, Literal
 import typer
 
 from cli.common import fail, inputs_of, load, loading, user_errors
-from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
+from cli.options import (
+    CacheDirOption,
+    CommKernelOption,
+    IncludePythonOption,
+    NoCacheOption,
+    PathsArgument,
+    RankOption,
+    RankRegexOption,
+)
 
 __all__ = ["convert_command"]
 
@@ -56,6 +64,8 @@ def convert_command(
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
 ) -> None:
     """Write the canonical events frame of traces as Parquet; every command reads it back.
 
@@ -76,7 +86,9 @@ def convert_command(
                 fail(f"--partition-by-rank: writes Parquet only, not --to {to}; drop one of the two options")
             if not output.parent.exists():
                 fail(f"{output.parent}: no such directory")
-            _write_perfetto(paths, output, force, rank, rank_regex, comm_kernel, include_python)
+            _write_perfetto(
+                paths, output, force, rank, rank_regex, comm_kernel, include_python, no_cache, cache_dir
+            )
             return
         dataset = partition_by_rank or output.suffix == "" or output.is_dir()
         # before loading: an output that cannot be written fails at once
@@ -84,7 +96,9 @@ def convert_command(
         if not output.parent.exists():
             fail(f"{output.parent}: no such directory")
         if dataset:
-            _write_dataset(paths, output, force, rank, rank_regex, comm_kernel, include_python)
+            _write_dataset(
+                paths, output, force, rank, rank_regex, comm_kernel, include_python, no_cache, cache_dir
+            )
             return
         trace = load(
             inputs_of(
@@ -93,6 +107,8 @@ def convert_command(
                 rank_regex=rank_regex,
                 comm_kernels=comm_kernel,
                 include_python=include_python,
+                no_cache=no_cache,
+                cache_dir=cache_dir,
             )
         )
         write_parquet_file(trace, output, force=force)
@@ -107,13 +123,21 @@ def _write_dataset(
     rank_regex: str | None,
     comm_kernel: list[str] | None,
     include_python: bool,
+    no_cache: bool,
+    cache_dir: str | None,
 ) -> None:
     """Write a Parquet dataset partitioned by rank (``--partition-by-rank``)."""
     from timeline.execution.dataset import write_dataset
     from timeline.inputs import input_paths
 
     inputs = inputs_of(
-        paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
+        paths,
+        rank=rank,
+        rank_regex=rank_regex,
+        comm_kernels=comm_kernel,
+        include_python=include_python,
+        no_cache=no_cache,
+        cache_dir=cache_dir,
     )
     with loading() as (progress, warn):
         written = write_dataset(
@@ -141,6 +165,8 @@ def _write_perfetto(
     rank_regex: str | None,
     comm_kernel: list[str] | None,
     include_python: bool,
+    no_cache: bool,
+    cache_dir: str | None,
 ) -> None:
     """Write the events, iterations and exposed and hidden communication as Trace Event Format JSON."""
     from timeline.analysis.iterations import assign_iterations
@@ -152,7 +178,13 @@ def _write_perfetto(
     check_file_output(output, force=force, recognise=is_perfetto_export, kind=kind)
     trace = load(
         inputs_of(
-            paths, rank=rank, rank_regex=rank_regex, comm_kernels=comm_kernel, include_python=include_python
+            paths,
+            rank=rank,
+            rank_regex=rank_regex,
+            comm_kernels=comm_kernel,
+            include_python=include_python,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
         )
     )
     events = trace.events

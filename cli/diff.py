@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from cli.common import console, echo_warnings, fail, inputs_of, loading, user_errors
-from cli.options import CommKernelOption, IncludePythonOption, JsonOption
+from cli.options import CacheDirOption, CommKernelOption, IncludePythonOption, JsonOption, NoCacheOption
 
 __all__ = ["diff_command"]
 
@@ -44,6 +44,8 @@ def diff_command(
     ] = 3.0,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
 ) -> None:
     """Compare two runs: step time, compute, exposed and hidden communication, busbw, and their noise.
 
@@ -62,7 +64,13 @@ def diff_command(
         from timeline.results.diff import build_diff
         from timeline.run import RunOptions
 
-        inputs = inputs_of([base], comm_kernels=comm_kernel, include_python=include_python)
+        inputs = inputs_of(
+            [base],
+            comm_kernels=comm_kernel,
+            include_python=include_python,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
+        )
         runs = []
         for path in (base, new):
             with loading() as (progress, warn):

@@ -22,7 +22,15 @@ from cli.common import (
     open_run,
     user_errors,
 )
-from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
+from cli.options import (
+    CacheDirOption,
+    CommKernelOption,
+    IncludePythonOption,
+    NoCacheOption,
+    PathsArgument,
+    RankOption,
+    RankRegexOption,
+)
 from timeline.errors import shown
 
 if TYPE_CHECKING:
@@ -150,6 +158,8 @@ def serve_command(
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
     compare: CompareOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
 ) -> None:
     """Serve the interactive report (per-iteration Gantt of exposed communication) on localhost.
 
@@ -172,6 +182,8 @@ def serve_command(
                 rank_regex=rank_regex,
                 comm_kernels=comm_kernel,
                 include_python=include_python,
+                no_cache=no_cache,
+                cache_dir=cache_dir,
             )
             data, files = _report_data(inputs, compare)
         else:
@@ -197,6 +209,8 @@ def report_command(
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
     compare: CompareOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
 ) -> None:
     """Write the interactive report as one standalone HTML file, for a CI run or an issue.
 
@@ -224,6 +238,8 @@ def report_command(
                 rank_regex=rank_regex,
                 comm_kernels=comm_kernel,
                 include_python=include_python,
+                no_cache=no_cache,
+                cache_dir=cache_dir,
             )
             data, files = _report_data(inputs, compare)
             from timeline.report.export import write_report

@@ -15,11 +15,13 @@ import typer
 
 from cli.common import console, echo_warnings, inputs_of, open_run, user_errors
 from cli.options import (
+    CacheDirOption,
     CommKernelOption,
     DimensionOption,
     ExecutorOption,
     IncludePythonOption,
     JsonOption,
+    NoCacheOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
@@ -145,6 +147,8 @@ def whatif_command(
     include_python: IncludePythonOption = False,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
 ) -> None:
     """Predict iteration time, exposed communication and scaling factor under other conditions.
 
@@ -180,6 +184,8 @@ def whatif_command(
             include_python=include_python,
             executor=executor,
             ray_address=ray_address,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
         )
         report = _whatif_report(inputs, settings, measured, efficiency=efficiency, dimension=dimension)
     _print_report(report, json_output=json_output)

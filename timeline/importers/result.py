@@ -10,6 +10,8 @@ from timeline.importers.rules import ClassificationRules
 if TYPE_CHECKING:
     import polars as pl
 
+    from timeline.importers.cache import Cache
+
 __all__ = ["Clock", "FileResult", "ImportOptions", "TraceFormat"]
 
 TraceFormat = Literal["kineto", "horovod", "parquet", "flight_recorder"]
@@ -31,6 +33,8 @@ class ImportOptions:
         trace and no communication analysis needs them).
     overlap_only
         Skip the events no overlap figure reads (the rank-by-rank analysis sets it).
+    cache
+        The cache of the files' frames, or None.
     """
 
     rules: ClassificationRules = field(default_factory=ClassificationRules)
@@ -39,6 +43,9 @@ class ImportOptions:
     """Keep only what the overlap analysis and the cross-rank analyses read: on a trace with GPU
     kernels, CPU operators other than collective ops and step markers (often half of the events) are
     skipped while building the frame, and counted in :attr:`FileResult.skipped`."""
+    cache: Cache | None = None
+    """Where each file's frame is cached (:mod:`timeline.importers.cache`); None: no cache. Not an
+    option of the parse: the same file gives the same frame either way."""
 
 
 @dataclass(kw_only=True)
