@@ -15,7 +15,11 @@ readers timeline had (every event kept, as an in-memory load does):
 - ``parallel``: the same with two worker processes decoding 32 MiB chunks handed over in shared
   memory (``workers=2``);
 - ``halves``: a helper process started before this one imports polars decodes the first 45 % of the
-  text while this one decodes the rest (``helper=``; only with the code that still has it).
+  text while this one decodes the rest (``helper=``).
+
+``parallel`` and ``halves`` are the readers #36 removed: run them with the code that has them (a
+checkout of b2eb24b with this script copied in, ``PYTHONPATH`` set to it); on today's code only
+``whole`` and ``chunks`` run.
 
 The wall time is taken from ``fork`` to ``wait4`` (interpreter, imports, decode), with the CPU time of
 the process and of the children it reaped, and its peak RSS (``ru_maxrss``: the largest of the process
@@ -68,11 +72,10 @@ def child(mode: str, path: Path) -> None:
     if mode == "whole":
         result = parse_kineto(read_trace_bytes(path, []), source=source, options=options)
     elif mode == "chunks":
-        result = parse_kineto_stream(path, source=source, options=options, workers=1, spare_core=True)
-    elif mode == "parallel":
-        result = parse_kineto_stream(path, source=source, options=options, workers=2)
-    else:
-        result = parse_kineto_stream(path, source=source, options=options, helper=helper)  # type: ignore[call-arg]
+        result = parse_kineto_stream(path, source=source, options=options, spare_core=True)
+    else:  # the readers removed by #36: only with the code that still has them (git show a564d8c)
+        how: dict[str, Any] = {"workers": 2} if mode == "parallel" else {"helper": helper}
+        result = parse_kineto_stream(path, source=source, options=options, **how)
     done = time.perf_counter()
     hwm = _status_kib("VmHWM")
     import multiprocessing
@@ -130,7 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument(
-        "--inputs", nargs="+", choices=("small", "mid", "single", "big"), default=["small", "mid", "single", "big"]
+        "--inputs",
+        nargs="+",
+        choices=("small", "mid", "single", "big"),
+        default=["small", "mid", "single", "big"],
     )
     parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="CORES")
     parser.add_argument("--json", type=Path, default=None)
@@ -144,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     QUIET["cores"] = args.wait_quiet
     env = timeline_env(dict(os.environ))
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {versions('timeline', 'polars', 'msgspec')}")
+    print(
+        f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {versions('timeline', 'polars', 'msgspec')}"
+    )
     print(f"# load average before: {os.getloadavg()[0]:.2f}")
     for key, path in _inputs(args.inputs).items():
         results[key] = {mode: [] for mode in args.modes}
@@ -153,13 +161,16 @@ def main(argv: list[str] | None = None) -> int:
             for mode in [*args.modes[shift:], *args.modes[:shift]]:
                 command = [sys.executable, str(Path(__file__).resolve()), "--child", mode, str(path)]
                 run = measure(command, env, timeout=900)
-                row = {"wall_s": run.wall_s, "cpu_s": run.cpu_s, "peak_kib": run.peak_kib}
+                row: dict[str, Any] = {"wall_s": run.wall_s, "cpu_s": run.cpu_s, "peak_kib": run.peak_kib}
                 row |= {"others_cores": run.others_cores, "error": run.error, **(run.result or {})}
                 print(f"{key} {mode} round {round_}: {json.dumps(row)}", file=sys.stderr, flush=True)
                 if round_:
                     results[key][mode].append(row)
     print(f"# load average after: {os.getloadavg()[0]:.2f}")
-    print("| input | reader | wall median (min–max) s | decode median s | CPU median s | peak RSS median MB | others' CPU (cores) | runs |")
+    print(
+        "| input | reader | wall median (min–max) s | decode median s | CPU median s | peak RSS median MB "
+        "| others' CPU (cores) | runs |"
+    )
     print("|---|---|--:|--:|--:|--:|--:|--:|")
     for key, modes in results.items():
         for mode, rows in modes.items():

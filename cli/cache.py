@@ -43,7 +43,7 @@ def cache_command(action: ActionArgument = "show", cache_dir: CacheDirOption = N
         folder = cache_folder(cache_dir)
         if action == "clear":
             count, size = clear_cache(folder)
-            typer.echo(f"removed {count} entries ({_size(size)}) from {folder}")
+            typer.echo(f"removed {_entries(count)} ({_size(size)}) from {folder}")
             return
         entries = list_entries(folder)
         limit = limit_bytes()
@@ -59,6 +59,10 @@ def cache_command(action: ActionArgument = "show", cache_dir: CacheDirOption = N
         used = dt.datetime.fromtimestamp(entry.used, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
         source = entry.source or f"(unreadable entry {entry.path.name})"
         typer.echo(f"{_size(entry.size_bytes):>10}  {used:<19}  {source}")
+
+
+def _entries(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
 
 
 def _size(n: int) -> str:

@@ -143,6 +143,24 @@ def test_a_file_changed_in_place_to_the_same_size_is_read_again(
     assert len(decodes) == 3  # the last read was a hit
 
 
+def test_the_same_file_under_another_name_is_read_from_its_entry_with_its_warnings_so_named(
+    tmp_path: Path, cache_folder: Path, decodes: list[Path]
+) -> None:
+    """A link, or a path relative to another folder: one entry; each read's warnings name the file its way."""
+    path = tmp_path / "rank3.json.gz"
+    path.write_bytes(gzip.compress(_trace_text(300, "2.25")) + b"job finished\n")
+    link = tmp_path / "link.json.gz"
+    link.symlink_to(path)
+    options = ImportOptions(cache=_cache(cache_folder))
+    first = parse_file(path, options)
+    second = parse_file(link, options)
+    assert decodes == [path]
+    assert first.warnings == [f"{path}: ignored the bytes after the end of the gzip data"]
+    assert second.warnings == [f"{link}: ignored the bytes after the end of the gzip data"]
+    assert_same_result(parse_file(link, ImportOptions()), second)
+    assert len(_entries(cache_folder)) == 1
+
+
 @pytest.mark.parametrize("damage", ["cut short", "a byte changed", "another file's entry", "not parquet"])
 def test_a_damaged_or_foreign_entry_is_ignored_and_written_again(
     cache_folder: Path, decodes: list[Path], damage: str

@@ -335,7 +335,8 @@ _unwritable: set[Path] = set()
 def read_through(path: Path, options: ImportOptions, parse: Callable[[], FileResult]) -> FileResult:
     """Return ``path``'s parse: from its cache entry if one of the same key is there, else ``parse()``.
 
-    A parse is written to the cache (when it is writable) if the file did not change meanwhile.
+    A parse of a Kineto or Horovod file is written to the cache (when it is writable) if the file did
+    not change meanwhile; other formats (a Parquet file) are returned as ``parse()`` gives them.
     ``options.cache`` is the cache (None: ``parse()`` alone).
 
     Raises
@@ -349,18 +350,23 @@ def read_through(path: Path, options: ImportOptions, parse: Callable[[], FileRes
         return parse()
     key = _Key(identity, _settings(options))
     entry = store.folder / key.name
-    found = _read_entry(entry, key)
+    found = _read_entry(entry, key, str(path))
     if found is not None:
         _mark_used(entry)
         return found
     result = parse()
+    if result.format not in _CACHED:
+        return result  # a Parquet file is a frame already
     if store.writable and store.folder not in _unwritable and _identity(path) == identity:
-        _write_entry(store, entry, key, result)
+        _write_entry(store, entry, key, result, str(path))
     return result
 
 
-def _read_entry(entry: Path, key: _Key) -> FileResult | None:
-    """Return the parse an entry holds, or None: none there, damaged, or of another key."""
+def _read_entry(entry: Path, key: _Key, source: str) -> FileResult | None:
+    """Return the parse an entry holds, or None: none there, damaged, or of another key.
+
+    ``source``: the file as this read names it; the entry's warnings name it so (:func:`_renamed`).
+    """
     from timeline.importers.parquet import read_stored
     from timeline.importers.result import FileResult
 
@@ -373,9 +379,12 @@ def _read_entry(entry: Path, key: _Key) -> FileResult | None:
         rows = msgspec.json.decode(stored.files_json, type=list[_Row])
     except (TimelineError, OSError, msgspec.DecodeError):
         return None  # damaged: written again
-    if len(rows) != 1 or rows[0].format not in ("kineto", "horovod") or rows[0].clock not in _CLOCKS:
+    if len(rows) != 1 or rows[0].format not in _CACHED or rows[0].clock not in _CLOCKS:
         return None
     row = rows[0]
+    warnings = _renamed(stored.warnings, row.path, source)
+    if warnings is None:
+        return None
     return FileResult(
         events=stored.events,
         format=row.format,  # type: ignore[arg-type]
@@ -385,13 +394,33 @@ def _read_entry(entry: Path, key: _Key) -> FileResult | None:
         backend=row.backend,
         host=row.host,
         clock=row.clock,  # type: ignore[arg-type]
-        warnings=list(stored.warnings),
+        warnings=warnings,
         groups=stored.groups if row.has_groups else None,
         skipped=row.skipped,
     )
 
 
 _CLOCKS = ("epoch", "relative", "boot")
+_CACHED = ("kineto", "horovod")
+"""The formats whose parse is cached (a Parquet file from ``convert`` is read as it is)."""
+
+
+def _renamed(warnings: list[str], written: str, source: str) -> list[str] | None:
+    """Return an entry's warnings as a read of the file under the name ``source`` words them.
+
+    The parse that wrote them named the file ``written`` (the same file under another name: a
+    relative path, a link) at the start of each. None if one names it elsewhere: decoded again.
+    """
+    if written == source:
+        return warnings
+    out = []
+    for warning in warnings:
+        named = warning.startswith(written + ":")
+        rest = warning[len(written) :] if named else warning
+        if written in rest:
+            return None
+        out.append(source + rest if named else warning)
+    return out
 
 
 def _mark_used(entry: Path) -> None:
@@ -400,15 +429,18 @@ def _mark_used(entry: Path) -> None:
         os.utime(entry)
 
 
-def _files_row(result: FileResult, path: Path) -> pl.DataFrame:
-    """Return the entry's file table: the file's row as ``convert`` keeps it, and the parse's facts."""
+def _files_row(result: FileResult, source: str) -> pl.DataFrame:
+    """Return the entry's file table: the file's row as ``convert`` keeps it, and the parse's facts.
+
+    ``source``: the file as the parse named it (in its warnings).
+    """
     import polars as pl
 
     from timeline.schema import FILES_SCHEMA
 
     row = {
         "rank": result.rank,
-        "path": str(path),
+        "path": source,
         "format": result.format,
         "rank_from": None,
         "world_size": result.world_size,
@@ -425,7 +457,7 @@ def _files_row(result: FileResult, path: Path) -> pl.DataFrame:
     )
 
 
-def _write_entry(store: Cache, entry: Path, key: _Key, result: FileResult) -> None:
+def _write_entry(store: Cache, entry: Path, key: _Key, result: FileResult, source: str) -> None:
     """Write an entry: a temporary file renamed over it; then remove the file's older entries, trim."""
     from timeline.importers.parquet import write_parquet
 
@@ -436,7 +468,7 @@ def _write_entry(store: Cache, entry: Path, key: _Key, result: FileResult) -> No
             write_parquet(
                 handle,
                 events=result.events,
-                files=_files_row(result, Path(key.identity["path"])),
+                files=_files_row(result, source),
                 warnings=list(result.warnings),
                 groups=result.groups,
                 extra={_KEY: key.text},

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from timeline.errors import TraceFormatError
 from timeline.importers.files import ReadLimitError, TextTooLargeError, read_trace_bytes, sniff_path
-from timeline.importers.result import FileResult, ImportOptions, TraceFormat
+from timeline.importers.result import FileResult, ImportOptions
 
 __all__ = ["REPAIR_MAX_BYTES", "parse_file", "parse_one"]
 
@@ -36,6 +36,16 @@ def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> FileR
     TimelineError
         Bad input, with the file and position in the message.
     """
+    if options.cache is None:
+        return _parse(path, options, workers)
+    from timeline.importers.cache import read_through
+
+    # looked up first: a frame in the cache needs no sniffing of the file's text either
+    return read_through(path, options, lambda: _parse(path, options, workers))
+
+
+def _parse(path: Path, options: ImportOptions, workers: int) -> FileResult:
+    """Recognise the file's format and parse it."""
     source = str(path)
     fmt = sniff_path(path, source=source)
     if fmt == "flight_recorder":
@@ -48,16 +58,6 @@ def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> FileR
         from timeline.importers.parquet import read_parquet
 
         return read_parquet(path)
-    if options.cache is None:
-        return _parse(path, fmt, options, workers)
-    from timeline.importers.cache import read_through
-
-    return read_through(path, options, lambda: _parse(path, fmt, options, workers))
-
-
-def _parse(path: Path, fmt: TraceFormat, options: ImportOptions, workers: int) -> FileResult:
-    """Parse a Kineto trace or a Horovod timeline."""
-    source = str(path)
     if fmt == "kineto":
         return _parse_kineto_file(path, source, options, workers)
     from timeline.importers.horovod import parse_horovod
