@@ -472,6 +472,7 @@ def _write_entry(store: Cache, entry: Path, key: _Key, result: FileResult, sourc
                 warnings=list(result.warnings),
                 groups=result.groups,
                 extra={_KEY: key.text},
+                one_row_group=True,
             )
         written = temporary.stat().st_size
         temporary.replace(entry)

@@ -302,13 +302,16 @@ def write_parquet(
     warnings: tuple[str, ...] | list[str],
     groups: pl.DataFrame | None = None,
     extra: dict[str, str] | None = None,
+    one_row_group: bool = False,
 ) -> None:
     """Write events as Parquet, with the file table, warnings, process groups and digest in the metadata.
 
     ``target``: a path, or a file opened for writing in binary mode. ``groups``: the process groups
     the traces declared (:data:`~timeline.schema.PROCESS_GROUPS_SCHEMA`; none: an empty table).
     ``extra``: more key-value metadata, which the digest does not cover (the cache's key,
-    :mod:`timeline.cache`).
+    :mod:`timeline.importers.cache`). ``one_row_group``: the events in one row group, read back
+    as one chunk (the cache's entries, always read whole: a frame of many chunks costs the analyses
+    copies); by default, polars' row groups, which other Parquet readers read a part at a time.
     """
     events = validate(events, EVENTS_SCHEMA, what="the events")
     files_json = msgspec.json.encode(files.to_dicts()).decode()
@@ -329,7 +332,8 @@ def write_parquet(
         _DIGEST_KEY: digest,
         **(extra or {}),
     }
-    events.write_parquet(target, compression="zstd", metadata=metadata)
+    size = max(events.height, 1) if one_row_group else None
+    events.write_parquet(target, compression="zstd", metadata=metadata, row_group_size=size)
 
 
 def written_by_timeline(path: Path) -> bool:
