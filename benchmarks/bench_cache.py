@@ -127,7 +127,8 @@ run = Run(inputs, RunOptions(), needs=Needs(communication=True, graph=True))
 mark("options, cache folder")
 run.read()
 mark("read: decode or cache, overlap")
-phases["read: decode or cache, overlap"] = [a - b for a, b in zip(phases["read: decode or cache, overlap"], written)]
+READ = "read: decode or cache, overlap"
+phases[READ] = [a - b for a, b in zip(phases[READ], written)]
 phases["… of which writing the cache entries"] = list(written)
 run.summary_data(findings=False)
 mark("summary without findings")

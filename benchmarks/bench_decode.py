@@ -126,6 +126,31 @@ def _inputs(keys: list[str]) -> dict[str, Path]:
     return out
 
 
+def _print_table(results: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
+    """Print the Markdown table: one row per input and reader, medians."""
+    print(
+        "| input | reader | wall median (min–max) s | decode median s | CPU median s | peak RSS median MB "
+        "| others' CPU (cores) | runs |"
+    )
+    print("|---|---|--:|--:|--:|--:|--:|--:|")
+    for key, modes in results.items():
+        for mode, rows in modes.items():
+            ok = [r for r in rows if r["error"] is None and "decode_s" in r]
+            if not ok:
+                print(f"| {key} | {mode} | {rows[0]['error'] if rows else 'not run'} | | | | | 0 |")
+                continue
+            walls = [r["wall_s"] for r in ok]
+
+            def med(name: str, rows: list[dict[str, Any]] = ok) -> float:
+                return statistics.median(float(r[name]) for r in rows)
+
+            print(
+                f"| {key} | {mode} | {med('wall_s'):.3f} ({min(walls):.3f}–{max(walls):.3f}) | "
+                f"{med('decode_s'):.3f} | {med('cpu_s'):.2f} | {med('peak_kib') / 1024:.0f} | "
+                f"{med('others_cores'):.2f} | {len(ok)} |"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark (or, with ``--child``, one measured decode)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -167,27 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 if round_:
                     results[key][mode].append(row)
     print(f"# load average after: {os.getloadavg()[0]:.2f}")
-    print(
-        "| input | reader | wall median (min–max) s | decode median s | CPU median s | peak RSS median MB "
-        "| others' CPU (cores) | runs |"
-    )
-    print("|---|---|--:|--:|--:|--:|--:|--:|")
-    for key, modes in results.items():
-        for mode, rows in modes.items():
-            ok = [r for r in rows if r["error"] is None and "decode_s" in r]
-            if not ok:
-                print(f"| {key} | {mode} | {rows[0]['error'] if rows else 'not run'} | | | | | 0 |")
-                continue
-            walls = [r["wall_s"] for r in ok]
-
-            def med(name: str, rows: list[dict[str, Any]] = ok) -> float:
-                return statistics.median(float(r[name]) for r in rows)
-
-            print(
-                f"| {key} | {mode} | {med('wall_s'):.3f} ({min(walls):.3f}–{max(walls):.3f}) | "
-                f"{med('decode_s'):.3f} | {med('cpu_s'):.2f} | {med('peak_kib') / 1024:.0f} | "
-                f"{med('others_cores'):.2f} | {len(ok)} |"
-            )
+    _print_table(results)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1))

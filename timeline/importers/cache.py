@@ -43,11 +43,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from timeline.errors import TimelineError, UsageError
+from timeline.importers.result import Clock
 
 if TYPE_CHECKING:
     import polars as pl
@@ -64,6 +65,7 @@ __all__ = [
     "Entry",
     "cache_folder",
     "clear_cache",
+    "limit_bytes",
     "list_entries",
     "open_cache",
     "read_through",
@@ -137,16 +139,17 @@ class Entry:
 def cache_folder(folder: str | Path | None = None) -> Path:
     """Return the cache folder: ``folder``, else ``$TIMELINE_CACHE_DIR``, else the XDG cache folder's.
 
-    That is ``$XDG_CACHE_HOME/timeline`` (an absolute path), else ``~/.cache/timeline``.
+    That is ``$XDG_CACHE_HOME/timeline`` (an absolute path), else ``~/.cache/timeline``. Returned
+    absolute.
     """
     if folder is not None and str(folder) != "":
-        return Path(folder).expanduser()
-    named = os.environ.get(CACHE_DIR_ENV, "")
-    if named:
-        return Path(named).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
-    return base / "timeline"
+        chosen = Path(folder).expanduser()
+    elif os.environ.get(CACHE_DIR_ENV, ""):
+        chosen = Path(os.environ[CACHE_DIR_ENV]).expanduser()
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME", "")
+        chosen = (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / "timeline"
+    return chosen.absolute()  # the same folder for workers started elsewhere
 
 
 def limit_bytes() -> int:
@@ -317,7 +320,7 @@ class _Row(msgspec.Struct, forbid_unknown_fields=False):
     """The entry's one file-table row: a ``timeline convert`` row, and what else the parse said."""
 
     path: str
-    format: str
+    format: Literal["kineto", "horovod"]
     claims_rank: bool
     skipped: int
     has_groups: bool
@@ -325,7 +328,7 @@ class _Row(msgspec.Struct, forbid_unknown_fields=False):
     world_size: int | None = None
     backend: str | None = None
     host: str | None = None
-    clock: str = "epoch"
+    clock: Clock = "epoch"
 
 
 _unwritable: set[Path] = set()
@@ -379,7 +382,7 @@ def _read_entry(entry: Path, key: _Key, source: str) -> FileResult | None:
         rows = msgspec.json.decode(stored.files_json, type=list[_Row])
     except (TimelineError, OSError, msgspec.DecodeError):
         return None  # damaged: written again
-    if len(rows) != 1 or rows[0].format not in _CACHED or rows[0].clock not in _CLOCKS:
+    if len(rows) != 1:
         return None
     row = rows[0]
     warnings = _renamed(stored.warnings, row.path, source)
@@ -387,20 +390,19 @@ def _read_entry(entry: Path, key: _Key, source: str) -> FileResult | None:
         return None
     return FileResult(
         events=stored.events,
-        format=row.format,  # type: ignore[arg-type]
+        format=row.format,
         rank=row.rank,
         claims_rank=row.claims_rank,
         world_size=row.world_size,
         backend=row.backend,
         host=row.host,
-        clock=row.clock,  # type: ignore[arg-type]
+        clock=row.clock,
         warnings=warnings,
         groups=stored.groups if row.has_groups else None,
         skipped=row.skipped,
     )
 
 
-_CLOCKS = ("epoch", "relative", "boot")
 _CACHED = ("kineto", "horovod")
 """The formats whose parse is cached (a Parquet file from ``convert`` is read as it is)."""
 
