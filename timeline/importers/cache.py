@@ -77,8 +77,8 @@ CACHE_DIR_ENV = "TIMELINE_CACHE_DIR"
 CACHE_LIMIT_ENV = "TIMELINE_CACHE_LIMIT"
 """The environment variable giving the cache's size limit: bytes, or ``500M``, ``8G`` (binary units)."""
 DEFAULT_LIMIT_BYTES = 4 * 1024**3
-"""The cache's default size limit: 4 GiB (an entry is about the size of its trace gzipped: a 54 MB
-trace's is 4 MB, a 1 GB trace's 60 MB)."""
+"""The cache's default size limit: 4 GiB (an entry is smaller than its trace gzipped: the 54 MB
+trace's is 1.0 MiB, the overlap events of a 1 GB trace 17 MiB)."""
 MIN_FREE_BYTES = 256 * 1024**2
 """The free space below which a cache folder counts as full (:func:`open_cache`)."""
 ENTRY_LAYOUT = 1
