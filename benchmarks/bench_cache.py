@@ -29,7 +29,8 @@ Cases: ``single``, the 54 MB ``hta_df_index_resolver`` trace; ``r8``, 8 rank-rew
 (``benchmarks/out/scale/r8``, read rank by rank); ``big``, a 1 GB trace grown from it
 (``benchmarks/out/scale/big.json.gz``); both made by ``benchmarks/generate.py`` when missing, as
 ``bench_scale.py`` makes them. Commands: ``analyze``, ``collectives``, ``whatif --bandwidth 10``,
-``report -o FILE`` (``big`` runs ``analyze`` only). The CPU time other processes used meanwhile is
+``report -o FILE`` (``big`` runs ``analyze`` only); ``analyze-nf``, ``analyze --no-findings``, when
+asked for (``--commands analyze-nf``). The CPU time other processes used meanwhile is
 reported: this 2-core machine is shared.
 """
 
@@ -147,6 +148,7 @@ print("BENCH_RESULT " + json.dumps(phases))
 
 COMMANDS = {
     "analyze": ("analyze",),
+    "analyze-nf": ("analyze", "--no-findings"),
     "collectives": ("collectives",),
     "whatif": ("whatif", "--bandwidth", "10"),
     "report": ("report", "-o", "REPORT"),
@@ -318,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cases", nargs="+", choices=("single", "r8", "big"), default=["single", "r8", "big"]
     )
-    parser.add_argument("--commands", nargs="+", choices=tuple(COMMANDS), default=list(COMMANDS))
+    default = [c for c in COMMANDS if c != "analyze-nf"]
+    parser.add_argument("--commands", nargs="+", choices=tuple(COMMANDS), default=default)
     parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="CORES")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(
@@ -338,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         for case, path in inputs(args.cases).items():
             results[case] = {}
             for name in args.commands if case != "big" else ["analyze"]:
-                variants = VARIANTS if name == "analyze" else ("cold", "warm", "no-cache")
+                variants = VARIANTS if name.startswith("analyze") else ("cold", "warm", "no-cache")
                 results[case][name] = bench.series(name, path, variants)
     given = " ".join(argv if argv is not None else sys.argv[1:])
     load_after = os.getloadavg()[0]
