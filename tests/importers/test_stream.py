@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -11,10 +13,11 @@ from polars.testing import assert_frame_equal
 
 import timeline.importers.stream
 from tests.builders import TRACES, stream_trace_text
-from timeline.errors import TraceContentError, TraceFormatError
+from timeline.errors import TimelineError, TraceContentError, TraceFormatError
 from timeline.importers.files import read_trace_bytes
 from timeline.importers.kineto import parse_kineto
-from timeline.importers.result import ImportOptions
+from timeline.importers.parse import parse_file
+from timeline.importers.result import FileResult, ImportOptions
 from timeline.importers.stream import parse_kineto_stream
 from timeline.trace import load
 
@@ -179,3 +182,29 @@ def test_a_damaged_trace_is_read_whole_and_repaired(tmp_path: Path) -> None:
     assert any("repaired malformed JSON" in w for w in whole.warnings)
     assert loaded.warnings == tuple(whole.warnings)
     assert_frame_equal(whole.events.with_columns(pl.col("rank").fill_null(3)), loaded.events)
+
+
+def _outcome(read: Callable[[], FileResult]) -> tuple[object, ...]:
+    """The events and warnings a read gives, or the class and message of its error."""
+    try:
+        result = read()
+    except TimelineError as exc:
+        return type(exc).__name__, str(exc)
+    return result.events.height, tuple(result.warnings)
+
+
+@pytest.mark.parametrize("metadata_after", [False, True], ids=["metadata-before", "metadata-after"])
+@pytest.mark.parametrize("junk", [b"", b"\nINFO: trailing log line\n", b"}}"], ids=["none", "log", "braces"])
+def test_every_cut_and_bytes_after_the_end_read_as_the_whole_text_reader_repairs_them(
+    tmp_path: Path, metadata_after: bool, junk: bytes
+) -> None:
+    """A file cut at each of its bytes, or with bytes after the document: parse_file = parse_kineto."""
+    text = stream_trace_text(3, metadata_after=metadata_after).encode() + junk
+    path = tmp_path / "rank3.json"
+    for cut in range(1, len(text) + 1):
+        part = text[:cut]
+        path.write_bytes(part)
+        whole = _outcome(partial(parse_kineto, part, source=str(path)))
+        assert _outcome(partial(parse_file, path, ImportOptions())) == whole, cut
+    # larger than the whole-text reader takes: the chunked reader repairs the end itself, the same way
+    assert _outcome(partial(parse_kineto_stream, path, source=str(path))) == whole

@@ -70,19 +70,19 @@ def _parse(path: Path, options: ImportOptions, workers: int) -> FileResult:
 def _parse_kineto_file(path: Path, source: str, options: ImportOptions, workers: int) -> FileResult:
     """Decode a Kineto trace in chunks; a damaged one up to :data:`REPAIR_MAX_BYTES` whole, repaired.
 
-    A larger one cut off (a job killed while writing) is closed after its last complete event by
-    the chunked decoder itself; other damage there is an error at its line and column.
+    In a larger one, damage at the end (cut off by a job killed while writing, a log line appended)
+    is repaired by the chunked decoder itself; other damage is an error at its line and column.
     """
-    from timeline.importers.stream import CutOffError, parse_kineto_stream
+    from timeline.importers.stream import DamagedEndError, parse_kineto_stream
 
-    def stream(close_cut_off: bool) -> FileResult:
+    def stream(repair_end: bool) -> FileResult:
         # workers == 1: every core runs a file's parse (or a rank's task); no spare core
         return parse_kineto_stream(
-            path, source=source, options=options, spare_core=workers > 1, close_cut_off=close_cut_off
+            path, source=source, options=options, spare_core=workers > 1, repair_end=repair_end
         )
 
     try:
-        return stream(close_cut_off=False)
+        return stream(repair_end=False)
     except ReadLimitError:
         raise  # past a limit: no other reader would hold it
     except TraceFormatError as exc:
@@ -94,8 +94,8 @@ def _parse_kineto_file(path: Path, source: str, options: ImportOptions, workers:
     try:
         data = read_trace_bytes(path, warnings, limit=REPAIR_MAX_BYTES)
     except TextTooLargeError:
-        if isinstance(streamed, CutOffError):
-            return stream(close_cut_off=True)
+        if isinstance(streamed, DamagedEndError):
+            return stream(repair_end=True)
         raise streamed from None
     return _warned(parse_kineto(data, source=source, options=options), warnings)
 

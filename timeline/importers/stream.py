@@ -57,7 +57,7 @@ from timeline.importers.result import FileResult, ImportOptions
 __all__ = [
     "MAX_EVENT_BYTES",
     "SERIAL_CHUNK_BYTES",
-    "CutOffError",
+    "DamagedEndError",
     "parse_kineto_stream",
     "read_head",
 ]
@@ -90,6 +90,7 @@ _BYTE = re.compile(r"\(byte (\d+)\)")
 _MAX_BOUNDARY_TRIES = 64
 _TAIL_BYTES = 64 * 1024  # at the end of the text, what is left after the last full cut
 _CUT_OFF = "file cut off mid-record, closed after the last complete event"  # as repair_json says it
+_AFTER_END = "bytes after the end of the document dropped"  # as repair_json says it
 
 
 @contextmanager
@@ -225,13 +226,13 @@ def _decode_tail(
     warnings: list[str],
     repairs: dict[str, int],
     *,
-    close_cut_off: bool = True,
+    repair_end: bool = True,
 ) -> tuple[list[Any], dict[str, Any]]:
     """Decode the last events and the metadata that follows the ``traceEvents`` array.
 
-    A text cut off (mid-record, or before the document's last ``}``) is closed after its last
-    complete event with a counted repair, or with ``close_cut_off=False`` is a
-    :class:`CutOffError`.
+    Damage at the end of the text (cut off mid-record or before the document's last ``}``, bytes
+    after the document) is repaired here as the whole-text reader repairs it, counted in
+    ``repairs``, or with ``repair_end=False`` is a :class:`DamagedEndError`.
     """
     text = b"[" + bytes(buffer)
     try:
@@ -244,42 +245,72 @@ def _decode_tail(
         raise _nesting_error(source) from None
     else:
         events = decode_events(text, source, repairs=repairs)
-        _cut_off(source, repairs, close_cut_off)  # the array ends the text: the document's "}" is missing
+        _count_cut_off(source, repairs, repair_end)  # the text ends with the array: no closing "}"
         return events, {}
     trailing = _TRAILING.search(message)
     if trailing is not None:
         split = int(trailing.group(1)) - 1  # msgspec names the byte after the first extra one
         events = decode_events(text[:split], source, repairs=repairs)
-        rest = text[split:].strip()
-        metadata: dict[str, Any] = {}
-        if rest.startswith(b","):
-            try:
-                parsed = _GENERIC.decode(b"{" + rest[1:].strip())
-            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
-                if not close_cut_off and "truncated" in str(exc):
-                    raise CutOffError(f"{source}: cut off in the metadata after traceEvents") from None
-                warnings.append(f"{source}: unreadable metadata after traceEvents ignored")
-                parsed = None
-            except RecursionError:
-                raise _nesting_error(source) from None
-            if isinstance(parsed, dict):
-                metadata = parsed
-        return events, metadata
+        return events, _after_array(text[split:], source, warnings, repairs, repair_end)
     if "truncated" in message:
-        _cut_off(source, repairs, close_cut_off)
+        _count_cut_off(source, repairs, repair_end)
         closed = _closed_after_last_event(buffer, source, repairs)
         return (closed if closed is not None else _cut(buffer, source, repairs)[0]), {}
     raise _malformed(message, source, position)
 
 
-class CutOffError(TraceFormatError):
-    """The text is cut off (``close_cut_off=False``): the caller reads it whole to repair it."""
+def _after_array(
+    rest: bytes, source: str, warnings: list[str], repairs: dict[str, int], repair_end: bool
+) -> dict[str, Any]:
+    """Return the metadata after the ``traceEvents`` array; ``rest``: the text after its ``]``.
+
+    The document ends there: ``}``, or ``, "key": value, ...}``. Bytes after its end are dropped and
+    counted, a document cut off there loses that metadata (counted as a cut), as the whole-text reader
+    does; with ``repair_end=False`` either is a :class:`DamagedEndError`.
+    """
+    body = rest.lstrip()
+    if not body.startswith((b",", b"}")):
+        if not repair_end:
+            raise DamagedEndError(f"{source}: text after traceEvents that is not JSON")
+        warnings.append(f"{source}: unreadable metadata after traceEvents ignored")
+        return {}
+    document = b"{" + (body[1:] if body.startswith(b",") else body)
+    try:
+        _VALID.decode(document)
+    except msgspec.DecodeError as exc:
+        message = str(exc)
+        trailing = _TRAILING.search(message)
+        if "truncated" in message:
+            _count_cut_off(source, repairs, repair_end)
+            return {}
+        if trailing is None:
+            if not repair_end:
+                raise DamagedEndError(f"{source}: damaged metadata after traceEvents") from None
+            warnings.append(f"{source}: unreadable metadata after traceEvents ignored")
+            return {}
+        if not repair_end:
+            raise DamagedEndError(f"{source}: bytes after the end of the document") from None
+        end = int(trailing.group(1)) - 1
+        repairs[_AFTER_END] = repairs.get(_AFTER_END, 0) + len(document) - end
+        document = document[:end]
+    except RecursionError:
+        raise _nesting_error(source) from None
+    try:
+        parsed = _GENERIC.decode(document)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        warnings.append(f"{source}: unreadable metadata after traceEvents ignored")
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
-def _cut_off(source: str, repairs: dict[str, int], close_cut_off: bool) -> None:
-    """Count a text cut off (closed after its last complete event), or raise :class:`CutOffError`."""
-    if not close_cut_off:
-        raise CutOffError(f"{source}: cut off mid-record")
+class DamagedEndError(TraceFormatError):
+    """The end of the text is damaged (``repair_end=False``): the caller reads it whole to repair it."""
+
+
+def _count_cut_off(source: str, repairs: dict[str, int], repair_end: bool) -> None:
+    """Count a text cut off (closed after its last complete event), or raise :class:`DamagedEndError`."""
+    if not repair_end:
+        raise DamagedEndError(f"{source}: cut off mid-record")
     repairs[_CUT_OFF] = repairs.get(_CUT_OFF, 0) + 1
 
 
@@ -331,8 +362,8 @@ class _Frames:
     def __init__(self, options: ImportOptions, pool: ThreadPoolExecutor | None = None) -> None:
         self.options = options
         self.pool = pool
-        self.close_cut_off = True
-        """A text cut off is closed after its last complete event (else: :class:`CutOffError`)."""
+        self.repair_end = True
+        """Damage at the end of the text is repaired here (else: :class:`DamagedEndError`)."""
         self.gpu = False
         self.kernels = False
         """Whether a chunk so far held a GPU kernel (looked for with ``overlap_only`` only)."""
@@ -480,7 +511,7 @@ def parse_kineto_stream(
     options: ImportOptions | None = None,
     chunk_bytes: int = SERIAL_CHUNK_BYTES,
     spare_core: bool = True,
-    close_cut_off: bool = True,
+    repair_end: bool = True,
 ) -> FileResult:
     """Parse a Kineto trace of any size in chunks, with memory bounded by the chunk size.
 
@@ -498,10 +529,12 @@ def parse_kineto_stream(
         Whether a core is free for a thread that finishes the columns of a batch in polars while
         the next chunks are decoded. False when every core runs a process of the same job (a rank's
         task): the thread would only add hand-overs between threads and GIL waits.
-    close_cut_off
-        A text cut off (a job killed while writing) is closed after its last complete event, with a
-        counted repair in the warnings; False: it is a :class:`CutOffError`, for a caller that
-        repairs the whole text instead (:func:`timeline.importers.parse.parse_file`).
+    repair_end
+        Damage at the end of the text is repaired as the whole-text reader repairs it, with a counted
+        repair in the warnings: a text cut off (a job killed while writing) is closed after its last
+        complete event, bytes after the end of the document (a log line appended) are dropped.
+        False: it is a :class:`DamagedEndError`, for a caller that repairs the whole text instead
+        (:func:`timeline.importers.parse.parse_file`).
 
     Returns
     -------
@@ -525,7 +558,7 @@ def parse_kineto_stream(
             chunk_bytes,
             gpu_header=gpu_header,
             spare_core=spare_core,
-            close_cut_off=close_cut_off,
+            repair_end=repair_end,
         )
 
     try:
@@ -571,12 +604,12 @@ def _parse_serial(
     *,
     gpu_header: bool,
     spare_core: bool,
-    close_cut_off: bool,
+    repair_end: bool,
 ) -> FileResult:
     """Decompress, cut and decode in this process, one chunk of text at a time, into one buffer.
 
     ``spare_core``: finish the columns in a thread while the next chunks are decoded.
-    ``close_cut_off``: as :func:`parse_kineto_stream` takes it.
+    ``repair_end``: as :func:`parse_kineto_stream` takes it.
     """
     warnings: list[str] = []
     position = _Position(path)
@@ -584,7 +617,7 @@ def _parse_serial(
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=1)) if spare_core else None
         handle = stack.enter_context(_open(path, source))
         out = _Frames(options, pool)
-        out.close_cut_off = close_cut_off
+        out.repair_end = repair_end
         metadata, head_rest = _read_header(handle, source, position)
         out.gpu = gpu_header and lists_gpus(metadata)
         metadata.update(_read_events(handle, head_rest, out, chunk_bytes, source, position, warnings))
@@ -625,7 +658,7 @@ def _read_events(
         )
         if used == 0 and eof:
             events, trailer = _decode_tail(
-                buffer[1:end], source, position, warnings, out.repairs, close_cut_off=out.close_cut_off
+                buffer[1:end], source, position, warnings, out.repairs, repair_end=out.repair_end
             )
             out.add_events(events)
             return trailer
