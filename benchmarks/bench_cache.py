@@ -128,8 +128,6 @@ run = Run(inputs, RunOptions(), needs=Needs(communication=True, graph=True))
 mark("options, cache folder")
 run.read()
 mark("read: decode or cache, overlap")
-READ = "read: decode or cache, overlap"
-phases[READ] = [a - b for a, b in zip(phases[READ], written)]
 phases["… of which writing the cache entries"] = list(written)
 run.summary_data(findings=False)
 mark("summary without findings")
