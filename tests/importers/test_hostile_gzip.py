@@ -40,6 +40,7 @@ EVENT = (
     b'"dur": 5, "args": {"device": 0, "stream": 7}}'
 )
 
+
 def _bomb(path: Path, blank_mib: int, *, fill: bytes = b" ", head: bytes = b"", tail: bytes = b"") -> None:
     """Write ``head``, ``blank_mib`` MiB of ``fill`` and ``tail`` as one gzip member (ISA-L: fast)."""
     packer = isal_zlib.compressobj(1, isal_zlib.DEFLATED, 31)
@@ -59,9 +60,7 @@ def _trace_with_blank_run(blank: bytes) -> bytes:
 # --- gzip cut off, gzip damaged ---------------------------------------------------------------------
 
 
-def test_a_gzip_cut_off_is_read_like_the_plain_file_it_holds(
-    tmp_path: Path
-) -> None:
+def test_a_gzip_cut_off_is_read_like_the_plain_file_it_holds(tmp_path: Path) -> None:
     """A job killed while writing a .json.gz: the events it holds, the JSON repair's counted warning."""
     packed = gzip.compress(stream_trace_text(300, metadata_after=False).encode())
     cut = packed[: len(packed) // 2]
@@ -83,9 +82,7 @@ def test_a_gzip_cut_off_is_read_like_the_plain_file_it_holds(
 
 
 @pytest.mark.parametrize("damage", ["middle", "checksum", "method"])
-def test_damaged_gzip_data_is_one_error(
-    tmp_path: Path, damage: str
-) -> None:
+def test_damaged_gzip_data_is_one_error(tmp_path: Path, damage: str) -> None:
     packed = bytearray(gzip.compress(stream_trace_text(300, metadata_after=False).encode()))
     if damage == "middle":
         packed[len(packed) // 2 : len(packed) // 2 + 40] = bytes(40)
@@ -321,9 +318,7 @@ def test_a_directory_given_as_a_file_is_a_usage_error(tmp_path: Path) -> None:
 # --- what may follow gzip data ----------------------------------------------------------------------
 
 
-def test_gzip_members_are_read_one_after_another_and_zero_padding_is_ignored(
-    tmp_path: Path
-) -> None:
+def test_gzip_members_are_read_one_after_another_and_zero_padding_is_ignored(tmp_path: Path) -> None:
     text = stream_trace_text(300, metadata_after=False).encode()
     half = len(text) // 2
     path = tmp_path / "rank3.json.gz"
@@ -333,9 +328,7 @@ def test_gzip_members_are_read_one_after_another_and_zero_padding_is_ignored(
     assert result.warnings == []
 
 
-def test_bytes_after_the_gzip_data_are_ignored_with_a_warning(
-    tmp_path: Path
-) -> None:
+def test_bytes_after_the_gzip_data_are_ignored_with_a_warning(tmp_path: Path) -> None:
     """A log line appended to a .json.gz: the trace is whole (its checksum says so), the rest is not."""
     text = stream_trace_text(300, metadata_after=False).encode()
     path = tmp_path / "rank3.json.gz"
