@@ -19,6 +19,7 @@ from cli.common import (
 from cli.options import (
     ROWS_MAX,
     AlignOption,
+    CacheDirOption,
     CodecOption,
     CommKernelOption,
     DimensionOption,
@@ -28,6 +29,7 @@ from cli.options import (
     IterationRangeOption,
     JsonOption,
     LinkOption,
+    NoCacheOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
@@ -58,6 +60,8 @@ def analyze_command(
     align: AlignOption = False,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
     dimension: DimensionOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     codec_gbps: CodecOption = None,
@@ -103,6 +107,8 @@ def analyze_command(
             executor=executor,
             ray_address=ray_address,
             iteration_range=iteration_range,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
         )
         # rank by rank, the communication events are kept (a few thousand rows per rank) for the
         # communication per dimension, the utilisation, --align, dumps and the findings, whose tasks

@@ -15,6 +15,7 @@ import typer
 
 from cli.common import echo_warnings, fail, inputs_of, loading, run_options, user_errors
 from cli.options import (
+    CacheDirOption,
     CodecOption,
     CommKernelOption,
     DimensionOption,
@@ -23,6 +24,7 @@ from cli.options import (
     IncludePythonOption,
     IterationRangeOption,
     LinkOption,
+    NoCacheOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
@@ -87,6 +89,8 @@ def check_command(
     iteration_range: IterationRangeOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
     dimension: DimensionOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     codec_gbps: CodecOption = None,
@@ -120,6 +124,8 @@ def check_command(
             executor=executor,
             ray_address=ray_address,
             iteration_range=iteration_range,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
         )
         with loading() as (progress, warn):
             run = plan.read(inputs, progress=progress, warn=warn)

@@ -19,6 +19,7 @@ from cli.common import (
 from cli.options import (
     ROWS_MAX,
     AlignOption,
+    CacheDirOption,
     CommKernelOption,
     DimensionOption,
     ExecutorOption,
@@ -27,6 +28,7 @@ from cli.options import (
     IterationRangeOption,
     JsonOption,
     LinkOption,
+    NoCacheOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
@@ -62,6 +64,8 @@ def collectives_command(
     iteration_range: IterationRangeOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
 ) -> None:
     """Match every collective across the ranks of its process group: skew, wait vs transfer, bandwidth.
 
@@ -91,6 +95,8 @@ def collectives_command(
             executor=executor,
             ray_address=ray_address,
             iteration_range=iteration_range,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
         )
         run = open_run(inputs, options)
         report = run.collectives_data(rank_rows=json_output)

@@ -23,10 +23,12 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from timeline.dumps import Dumps
+    from timeline.importers.cache import Cache
     from timeline.run import Inputs, Needs, Run, RunOptions
     from timeline.trace import Trace
 
 __all__ = [
+    "cache_of",
     "check_regex",
     "console",
     "echo_warnings",
@@ -145,14 +147,18 @@ def inputs_of(
     executor: str | None = None,
     ray_address: str | None = None,
     iteration_range: str | None = None,
+    no_cache: bool = False,
+    cache_dir: str | None = None,
 ) -> Inputs:
     """Return the library's :class:`Inputs` of a command's ``PATH...`` and loading options.
+
+    ``no_cache``, ``cache_dir``: ``--no-cache`` and ``--cache-dir`` (:func:`cache_of`).
 
     Raises
     ------
     UsageError
         A ``--comm-kernel`` or ``--iteration-range`` pattern that polars' regex engine cannot match
-        with (:func:`check_regex`).
+        with (:func:`check_regex`), a ``TIMELINE_CACHE_LIMIT`` that is not a size.
     """
     from timeline.run import Inputs
 
@@ -171,7 +177,29 @@ def inputs_of(
         executor=executor,
         ray_address=ray_address,
         iteration_range=iteration_range,
+        cache=cache_of(no_cache=no_cache, cache_dir=cache_dir),
     )
+
+
+def cache_of(*, no_cache: bool = False, cache_dir: str | None = None) -> Cache | None:
+    """Return the cache of ``--no-cache`` and ``--cache-dir`` (None: no cache); print its warning.
+
+    A cache folder that cannot be written costs speed only: one ``warning:`` line says so
+    (:func:`timeline.importers.cache.open_cache`); a command asks once.
+
+    Raises
+    ------
+    UsageError
+        ``TIMELINE_CACHE_LIMIT`` is not a size.
+    """
+    if no_cache:
+        return None
+    from timeline.importers.cache import open_cache
+
+    cache, note = open_cache(cache_dir)
+    if note is not None:
+        echo_warnings([note])
+    return cache
 
 
 def run_options(

@@ -13,9 +13,11 @@ import typer
 
 from cli.common import fail, inputs_of, load, loading, user_errors
 from cli.options import (
+    CacheDirOption,
     CommKernelOption,
     IncludePythonOption,
     IterationRangeOption,
+    NoCacheOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
@@ -67,6 +69,8 @@ def convert_command(
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
     iteration_range: IterationRangeOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
 ) -> None:
     """Write the canonical events frame of traces as Parquet; every command reads it back.
 
@@ -85,6 +89,8 @@ def convert_command(
             comm_kernels=comm_kernel,
             include_python=include_python,
             iteration_range=iteration_range,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
         )
         target = output.resolve()
         if target in expand_paths(expand_datasets(paths)):

@@ -9,7 +9,14 @@ from typing import Annotated
 import typer
 
 from cli.common import console, echo_warnings, fail, inputs_of, loading, user_errors
-from cli.options import CommKernelOption, IncludePythonOption, IterationRangeOption, JsonOption
+from cli.options import (
+    CacheDirOption,
+    CommKernelOption,
+    IncludePythonOption,
+    IterationRangeOption,
+    JsonOption,
+    NoCacheOption,
+)
 
 __all__ = ["diff_command"]
 
@@ -51,6 +58,8 @@ def diff_command(
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
     iteration_range: IterationRangeOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
 ) -> None:
     """Compare two runs: step time, compute, exposed and hidden communication, busbw, and their noise.
 
@@ -70,7 +79,12 @@ def diff_command(
         from timeline.run import RunOptions
 
         inputs = inputs_of(
-            [base], comm_kernels=comm_kernel, include_python=include_python, iteration_range=iteration_range
+            [base],
+            comm_kernels=comm_kernel,
+            include_python=include_python,
+            iteration_range=iteration_range,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
         )
         runs = []
         for path in (base, new):

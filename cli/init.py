@@ -13,10 +13,12 @@ import typer
 
 from cli.common import inputs_of, loading, user_errors
 from cli.options import (
+    CacheDirOption,
     CommKernelOption,
     ExecutorOption,
     IncludePythonOption,
     IterationRangeOption,
+    NoCacheOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
@@ -54,6 +56,8 @@ def init_command(
     iteration_range: IterationRangeOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
 ) -> None:
     """Write starter budgets from a run you are happy with: limits at its worst iteration plus a margin.
 
@@ -78,6 +82,8 @@ def init_command(
             executor=executor,
             ray_address=ray_address,
             iteration_range=iteration_range,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
         )
         with loading() as (progress, warn):
             run = read_run(inputs, RunOptions(), match=False, progress=progress, warn=warn)

@@ -24,6 +24,7 @@ import typer
 from typer.core import TyperGroup
 
 from cli.analyze import analyze_command
+from cli.cache import cache_command
 from cli.capture import capture_command
 from cli.check import check_command
 from cli.collectives import collectives_command
@@ -163,6 +164,7 @@ COMMANDS: Mapping[str, Callable[..., Any]] = {
     "capture": capture_command,
     "whatif": whatif_command,
     "seed": seed_command,
+    "cache": cache_command,
 }
 """The commands, in the order ``timeline --help`` lists them."""
 

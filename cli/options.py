@@ -13,6 +13,7 @@ __all__ = [
     "RANK_MAX",
     "ROWS_MAX",
     "AlignOption",
+    "CacheDirOption",
     "CodecOption",
     "CommKernelOption",
     "DimensionOption",
@@ -22,6 +23,7 @@ __all__ = [
     "IterationRangeOption",
     "JsonOption",
     "LinkOption",
+    "NoCacheOption",
     "PathsArgument",
     "RankOption",
     "RankRegexOption",
@@ -156,6 +158,27 @@ GpusPerNodeOption = Annotated[
         max=RANK_MAX,
         help="Ranks per node, numbered node by node (torchrun's layout): tells which process groups and "
         "sends cross nodes. Default: the host names the traces record, when every rank's is known.",
+        show_default=False,
+    ),
+]
+
+NoCacheOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Decode the traces without the cache: read no frame from it, write none to it. By default "
+        "each trace file's events are kept as Parquet in the cache folder after its first read, and later "
+        "commands on the same unchanged file read them from there (docs/cache.md).",
+    ),
+]
+
+CacheDirOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cache-dir",
+        metavar="DIR",
+        help="The cache folder. Default: TIMELINE_CACHE_DIR, else $XDG_CACHE_HOME/timeline, else "
+        "~/.cache/timeline.",
         show_default=False,
     ),
 ]

@@ -26,10 +26,12 @@ from cli.common import (
     user_errors,
 )
 from cli.options import (
+    CacheDirOption,
     CodecOption,
     CommKernelOption,
     IncludePythonOption,
     IterationRangeOption,
+    NoCacheOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
@@ -198,6 +200,8 @@ def serve_command(
     iteration_range: IterationRangeOption = None,
     compare: CompareOption = None,
     codec_gbps: CodecOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
 ) -> None:
     """Serve the interactive report (per-iteration Gantt of exposed communication) on localhost.
 
@@ -225,6 +229,8 @@ def serve_command(
                 comm_kernels=comm_kernel,
                 include_python=include_python,
                 iteration_range=iteration_range,
+                no_cache=no_cache,
+                cache_dir=cache_dir,
             )
             with _helper(SWEEP_PRELOAD) as sweeper:
                 data, files = _report_data(inputs, options, compare, sweeper)
@@ -254,6 +260,8 @@ def report_command(
     iteration_range: IterationRangeOption = None,
     compare: CompareOption = None,
     codec_gbps: CodecOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
 ) -> None:
     """Write the interactive report as one standalone HTML file, for a CI run or an issue.
 
@@ -283,6 +291,8 @@ def report_command(
                 comm_kernels=comm_kernel,
                 include_python=include_python,
                 iteration_range=iteration_range,
+                no_cache=no_cache,
+                cache_dir=cache_dir,
             )
             # A helper starts now and imports bokeh and the what-if engine while the traces are
             # read; it then replays the what-if sweep and draws the page from the data prepared here.

@@ -15,12 +15,14 @@ import typer
 
 from cli.common import console, echo_warnings, inputs_of, open_run, user_errors
 from cli.options import (
+    CacheDirOption,
     CommKernelOption,
     DimensionOption,
     ExecutorOption,
     IncludePythonOption,
     IterationRangeOption,
     JsonOption,
+    NoCacheOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
@@ -148,6 +150,8 @@ def whatif_command(
     iteration_range: IterationRangeOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
 ) -> None:
     """Predict iteration time, exposed communication and scaling factor under other conditions.
 
@@ -184,6 +188,8 @@ def whatif_command(
             executor=executor,
             ray_address=ray_address,
             iteration_range=iteration_range,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
         )
         report = _whatif_report(inputs, settings, measured, efficiency=efficiency, dimension=dimension)
     _print_report(report, json_output=json_output)

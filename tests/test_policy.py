@@ -13,13 +13,6 @@ from tests.builders import PARAM, SAMPLES, assert_overlap_equal
 from timeline import policy
 
 
-def test_decoding_follows_the_text_size() -> None:
-    assert policy.decoding_of(policy.STREAM_SERIAL_MIN_BYTES - 1) == "whole"
-    assert policy.decoding_of(policy.STREAM_SERIAL_MIN_BYTES) == "chunks"
-    assert policy.decoding_of(policy.STREAM_MIN_BYTES - 1) == "chunks"
-    assert policy.decoding_of(policy.STREAM_MIN_BYTES) == "parallel_chunks"
-
-
 def test_text_size_of_gzip_is_its_trailer(tmp_path: Path) -> None:
     text = b'{"traceEvents": []}' * 1000
     plain, packed = tmp_path / "a.json", tmp_path / "a.json.gz"
@@ -94,7 +87,7 @@ def test_a_gzip_cut_short_is_not_taken_for_gigabytes(tmp_path: Path) -> None:
     """A cut gzip ends in compressed data, not its size trailer: 68 bytes are not 3 GB of text."""
     import gzip
 
-    from timeline.policy import decoding_of, text_size
+    from timeline.policy import text_size
 
     data = b'{"traceEvents": [' + b",".join(
         b'{"ph": "X", "name": "k%d", "ts": %d, "dur": %d}' % (i, i * 7919 % 1000003, i) for i in range(40)
@@ -104,7 +97,6 @@ def test_a_gzip_cut_short_is_not_taken_for_gigabytes(tmp_path: Path) -> None:
     cut.write_bytes(packed[:68])
     assert int.from_bytes(packed[64:68], "little") > 1032 * 68  # the bytes read as a trailer
     assert text_size(cut) == 68
-    assert decoding_of(text_size(cut)) == "whole"
     whole = tmp_path / "w.json.gz"
     whole.write_bytes(packed)
     assert text_size(whole) == len(data) + 2

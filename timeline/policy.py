@@ -1,4 +1,4 @@
-"""How to read inputs: in memory, in chunks, in parallel, or rank by rank — decided here, once.
+"""How to read inputs: in memory, in parallel, or rank by rank — decided here, once.
 
 Every command and :func:`timeline.analyze` ask these functions, with these thresholds, so a
 notebook and the command line read the same inputs the same way (and give the same results either
@@ -7,31 +7,23 @@ way: only time and memory differ).
 - :func:`reads_rank_by_rank`: whether an analysis reads its inputs rank by rank (one task per rank,
   on local processes or Ray, no process holding every rank) rather than loading them in memory.
 - :func:`parses_in_parallel`: whether loading several files in memory parses them in worker processes.
-- :func:`decoding_of`: how one file is decoded: whole, in chunks in this process, or in chunks over
-  worker processes.
-- :func:`reads_in_halves`: whether loading one trace in memory decodes it in two halves, the first
-  by a helper process started before this one imports polars.
+
+A Kineto trace itself is decoded one way whatever its size (:mod:`timeline.importers.stream`), and
+nothing here depends on what the process has imported.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
-from timeline.errors import TimelineError, UsageError
+from timeline.errors import UsageError
 
 __all__ = [
-    "HALVES_MIN_CORES",
     "PARALLEL_MIN_BYTES",
     "STREAM_MIN_BYTES",
-    "STREAM_SERIAL_MIN_BYTES",
-    "Decoding",
-    "decoding_of",
     "parses_in_parallel",
-    "reads_in_halves",
     "reads_rank_by_rank",
     "small_input",
     "text_size",
@@ -41,21 +33,13 @@ PARALLEL_MIN_BYTES = 24 * 1024 * 1024
 """Bytes on disk from which several files are parsed in worker processes (starting one costs about
 0.3 s: it imports polars), and from which an analysis of several files goes rank by rank."""
 STREAM_MIN_BYTES = 128 * 1024 * 1024
-"""Text size from which one Kineto trace is decoded in parallel worker processes, and from which an
-analysis of one trace goes rank by rank (keeping only the events the overlap reads)."""
-STREAM_SERIAL_MIN_BYTES = 16 * 1024 * 1024
-"""Text size from which a Kineto trace is decoded in chunks (never holding its whole text)."""
-HALVES_MIN_CORES = 4
-"""Cores from which one trace is read in two halves (:func:`reads_in_halves`). On 2 cores the helper
-process competes with this one and its polars threads: the 54 MB trace took 1.11 s in halves
-against 1.01 s serially (`timeline analyze`, 9 alternating runs each, 1.65 s of CPU against 1.11 s)."""
+"""Text size from which an analysis of one trace goes rank by rank (keeping only the events the
+overlap reads, which holds a smaller frame)."""
 # from this compressed size, gzip is taken as at least 16x (traces pack 10-30x)
 _GZIP_MIN_RATIO_BYTES = 16 * 1024 * 1024
 # deflate expands a byte into at most about 1032 (RFC 1951: 258 bytes per 2-bit code); a trailer
 # recording more than that is not the size of this file's text (a file cut short ends in data)
 _DEFLATE_MAX_RATIO = 1032
-
-Decoding = Literal["whole", "chunks", "parallel_chunks"]
 
 
 def text_size(path: Path) -> int:
@@ -89,15 +73,6 @@ def text_size(path: Path) -> int:
     return max(recorded, 16 * size if size >= _GZIP_MIN_RATIO_BYTES else size)
 
 
-def decoding_of(size: int) -> Decoding:
-    """Return how a Kineto trace of ``size`` bytes of text (:func:`text_size`) is decoded."""
-    if size >= STREAM_MIN_BYTES:
-        return "parallel_chunks"
-    if size >= STREAM_SERIAL_MIN_BYTES:
-        return "chunks"
-    return "whole"
-
-
 def parses_in_parallel(paths: Sequence[Path], *, workers: int) -> bool:
     """Whether loading ``paths`` in memory parses them in worker processes.
 
@@ -113,9 +88,8 @@ def reads_rank_by_rank(paths: Sequence[str | Path], *, executor: str | None, ray
 
     When asked (an executor or a Ray address), for a Parquet dataset partitioned by rank, for
     several files holding :data:`PARALLEL_MIN_BYTES` or more on disk (what loading would parse in
-    parallel anyway), and for a single trace of :data:`STREAM_MIN_BYTES` of JSON or more (its chunks
-    decoded in parallel, keeping only the events the overlap reads). The results are the same
-    either way.
+    parallel anyway), and for a single trace of :data:`STREAM_MIN_BYTES` of JSON or more (keeping
+    only the events the overlap reads). The results are the same either way.
     """
     from timeline.inputs import expand_paths, is_dataset, is_pattern
 
@@ -130,35 +104,6 @@ def reads_rank_by_rank(paths: Sequence[str | Path], *, executor: str | None, ray
     if len(files) == 1:
         return files[0].suffix != ".parquet" and text_size(files[0]) >= STREAM_MIN_BYTES
     return sum(f.stat().st_size for f in files) >= PARALLEL_MIN_BYTES
-
-
-def reads_in_halves(paths: Sequence[str | Path], *, workers: int | None = None) -> bool:
-    """Whether loading ``paths`` in memory decodes one trace in two halves, in this process and a helper.
-
-    For a single Kineto trace decoded in chunks (:func:`decoding_of`: from
-    :data:`STREAM_SERIAL_MIN_BYTES` of text; larger ones go rank by rank), with ``workers`` (default:
-    the cores) of :data:`HALVES_MIN_CORES` or more, in a process that has not imported polars yet: a
-    helper process started then imports polars while this one does (its start, about 0.25 s, is hidden), then
-    decodes the first half of the text while this one decodes the second. Loading is done in one
-    process otherwise (the results are the same either way).
-    """
-    from timeline.importers.files import sniff_path
-    from timeline.inputs import expand_paths
-
-    if (workers or os.cpu_count() or 1) < HALVES_MIN_CORES or _polars_imported():
-        return False
-    try:
-        files = expand_paths(paths)
-        if len(files) != 1 or decoding_of(text_size(files[0])) != "chunks":
-            return False
-        return sniff_path(files[0]) == "kineto"
-    except TimelineError:
-        return False  # the load reports it
-
-
-def _polars_imported() -> bool:
-    """Whether this process imported polars already (a helper started now would start alone)."""
-    return "polars" in sys.modules
 
 
 def small_input(paths: Sequence[Path]) -> bool:

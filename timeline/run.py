@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from timeline.diagnosis.verdict import Diagnosis
     from timeline.execution.graphs import GraphAnalysis
     from timeline.execution.reduce import Analysis
-    from timeline.executors import Executor, LocalExecutor
+    from timeline.executors import Executor
+    from timeline.importers.cache import Cache
     from timeline.render.html import Result
     from timeline.results.collectives import CollectivesReport
     from timeline.results.summary import Summary
@@ -93,6 +94,9 @@ class Inputs:
         The Ray cluster to run on (implies ``executor="ray"``).
     iteration_range
         ``--iteration-range``: the regex whose NVTX ranges are an Nsight Systems export's iterations.
+    cache
+        Where each trace file's frame is cached (:func:`timeline.importers.cache.open_cache`), in
+        memory and rank by rank alike; None: no cache.
     """
 
     paths: Sequence[str]
@@ -103,6 +107,7 @@ class Inputs:
     executor: str | None = None
     ray_address: str | None = None
     iteration_range: str | None = None
+    cache: Cache | None = None
 
     @property
     def rank_by_rank(self) -> bool:
@@ -116,47 +121,32 @@ class Inputs:
         """The importers' options."""
         rules = ClassificationRules(extra_comm_kernels=tuple(self.comm_kernels))
         return ImportOptions(
-            rules=rules, include_python=self.include_python, iteration_range=self.iteration_range
+            rules=rules,
+            include_python=self.include_python,
+            iteration_range=self.iteration_range,
+            cache=self.cache,
         )
 
     def load(self, *, progress: Progress | None = None, overlap_only: bool = False) -> Trace:
         """Load every event, in memory (:func:`timeline.load`).
 
         ``overlap_only``: only the events the overlap analysis reads (the same overlap, a smaller
-        frame; the file table still counts every event). A single trace decoded in two halves
-        (:func:`timeline.policy.reads_in_halves`) has its helper process started here, before this
-        process imports polars.
+        frame; the file table still counts every event).
         """
-        helper = self._half_helper()
-        try:
-            from timeline.trace import load
+        from timeline.trace import load
 
-            options = self.options
-            return load(
-                input_paths(self.paths),
-                rank=self.rank,
-                rank_regex=self.rank_regex,
-                rules=options.rules,
-                include_python=options.include_python,
-                progress=progress,
-                overlap_only=overlap_only,
-                helper=helper,
-                iteration_range=options.iteration_range,
-            )
-        finally:
-            if helper is not None:
-                helper.stop()  # not needed after all (the file was read otherwise)
-
-    def _half_helper(self) -> LocalExecutor | None:
-        """Return a local executor with its helper process starting, if one trace is read in halves."""
-        paths = input_paths(self.paths)
-        if not policy.reads_in_halves(paths):
-            return None
-        from timeline.executors import LocalExecutor
-
-        helper = LocalExecutor(2)
-        helper.start(preload="timeline.importers.stream")
-        return helper if helper.started else None
+        options = self.options
+        return load(
+            input_paths(self.paths),
+            rank=self.rank,
+            rank_regex=self.rank_regex,
+            rules=options.rules,
+            include_python=options.include_python,
+            progress=progress,
+            overlap_only=overlap_only,
+            iteration_range=options.iteration_range,
+            cache=self.cache,
+        )
 
     def runner(self, *, preload: str) -> Executor:
         """Return the executor of a rank-by-rank analysis, its helper processes already starting.
@@ -758,6 +748,7 @@ def analyze(
     gpus_per_node: int | None = None,
     codec_gbps: float | None = None,
     progress: Progress | None = None,
+    cache: bool | str | Path | Cache = True,
 ) -> Run:
     """Read and analyse traces: the run ``timeline analyze`` prints, in memory or rank by rank.
 
@@ -778,6 +769,10 @@ def analyze(
         The :class:`RunOptions`.
     progress
         Called as ``progress(label, done, total)`` after each file or rank.
+    cache
+        Read each trace file's frame from the cache, and write it there after its first read
+        (:mod:`timeline.importers.cache`): True the default folder, a path another, False none. A
+        folder that cannot be written gives a :class:`~timeline.importers.cache.CacheWarning`.
 
     Returns
     -------
@@ -795,6 +790,8 @@ def analyze(
     >>> run = timeline.analyze("runs/exp1/")  # doctest: +SKIP
     >>> run.diagnosis.summary  # doctest: +SKIP
     """
+    from timeline.importers.cache import resolve_cache
+
     raw = [paths] if isinstance(paths, (str, Path)) else list(paths)
     inputs = Inputs(
         paths=[str(p) for p in raw],
@@ -805,6 +802,7 @@ def analyze(
         executor=executor,
         ray_address=ray_address,
         iteration_range=iteration_range,
+        cache=resolve_cache(cache),
     )
     options = RunOptions(
         align=align,

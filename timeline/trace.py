@@ -39,7 +39,7 @@ from timeline.plausibility import CLOCKS_SCHEMA, check_events, clock_note, clock
 from timeline.schema import FILES_SCHEMA, PROCESS_GROUPS_SCHEMA
 
 if TYPE_CHECKING:
-    from timeline.executors import LocalExecutor
+    from timeline.importers.cache import Cache
 
 __all__ = ["Progress", "Trace", "check_part_files", "load", "load_part", "world_size_of_files"]
 
@@ -108,11 +108,7 @@ def world_size_of_files(files: pl.DataFrame) -> int | None:
 
 
 def _parse_all(
-    paths: list[Path],
-    options: ImportOptions,
-    workers: int,
-    progress: Progress | None,
-    helper: LocalExecutor | None = None,
+    paths: list[Path], options: ImportOptions, workers: int, progress: Progress | None
 ) -> list[FileResult]:
     """Parse files, in parallel worker processes when :func:`timeline.policy.parses_in_parallel`."""
     from timeline.importers.parse import parse_file, parse_one
@@ -120,11 +116,9 @@ def _parse_all(
     total = len(paths)
     if not policy.parses_in_parallel(paths, workers=workers):
         out = []
-        alone = total == 1  # a single file has every worker, and the helper
+        alone = total == 1  # a single file has every worker
         for i, p in enumerate(paths, 1):
-            out.append(
-                parse_file(p, options, workers=workers if alone else 1, helper=helper if alone else None)
-            )
+            out.append(parse_file(p, options, workers=workers if alone else 1))
             if progress:
                 progress(p.name, i, total)
         return out
@@ -145,8 +139,8 @@ def load(
     workers: int | None = None,
     progress: Progress | None = None,
     overlap_only: bool = False,
-    helper: LocalExecutor | None = None,
     iteration_range: str | None = None,
+    cache: bool | str | Path | Cache | None = None,
 ) -> Trace:
     """Load traces of one run into a :class:`Trace`, every event in memory.
 
@@ -175,14 +169,15 @@ def load(
     overlap_only
         Keep only the events the overlap analysis reads (``ImportOptions.overlap_only``): the
         overlap is the same, the events frame smaller; the file table counts every event.
-    helper
-        A local executor with a helper process started (:meth:`LocalExecutor.start
-        <timeline.executors.LocalExecutor.start>`, preloading ``timeline.importers.stream``): a single
-        trace read in chunks is then decoded in two halves, the first by the helper
-        (:func:`timeline.policy.reads_in_halves` says when that pays). The same result either way.
     iteration_range
         A regex searched in the names of Nsight Systems exports' NVTX ranges: the ranges it matches
         are the iterations (``--iteration-range``; :mod:`timeline.importers.nsys_ranges`).
+    cache
+        Read each trace file's frame from the cache, and write it there after its first read
+        (:mod:`timeline.importers.cache`): True the default folder, a path another, a
+        :class:`~timeline.importers.cache.Cache`; None or False (the default): no cache. The same
+        result either way. A folder that cannot be written gives a
+        :class:`~timeline.importers.cache.CacheWarning`.
 
     Returns
     -------
@@ -195,14 +190,17 @@ def load(
         two files claiming one rank, a rank outside the world size, files that disagree on the world
         size, a trace with no events.
     """
+    from timeline.importers.cache import resolve_cache
+
     path_list = expand_inputs(paths, rank=rank)
     options = ImportOptions(
         rules=rules or ClassificationRules(),
         include_python=include_python,
         overlap_only=overlap_only,
         iteration_range=iteration_range,
+        cache=resolve_cache(cache),
     )
-    parsed = _parse_all(path_list, options, workers or os.cpu_count() or 1, progress, helper)
+    parsed = _parse_all(path_list, options, workers or os.cpu_count() or 1, progress)
     return _combine(parsed, path_list, rank=rank, rank_regex=rank_regex, only_file=len(path_list) == 1)
 
 

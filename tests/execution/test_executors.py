@@ -57,29 +57,27 @@ def test_the_biggest_real_trace_equals_too() -> None:
     assert_overlap_equal(expected, analyze_files(path, executor=LocalExecutor(1)).overlap)
 
 
-def test_one_large_trace_is_reduced_with_its_chunks_decoded_in_parallel(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """``timeline analyze BIG.json.gz``: one unit, run here, its chunks decoded by the workers."""
+def test_one_large_trace_is_reduced_here_with_a_finishing_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``timeline analyze BIG.json.gz``: one unit, run in this process with every core (finishing thread)."""
     import timeline.importers.stream as stream_module
     from timeline import policy
 
     path = KINETO / "hta_df_index_resolver" / "df_index_resolver.json.gz"
     expected = compute_overlap(load(path).events)
     assert not policy.reads_rank_by_rank([str(path)], executor=None, ray_address=None)
-    # one threshold, in one place: rank by rank, and parallel chunks, from 1 MiB
+    # one threshold, in one place: rank by rank from 1 MiB
     monkeypatch.setattr(policy, "STREAM_MIN_BYTES", 1 << 20)
     assert policy.reads_rank_by_rank([str(path)], executor=None, ray_address=None)
-    seen: list[int] = []
-    original = stream_module._parse_parallel
+    seen: list[bool] = []
+    original = stream_module.parse_kineto_stream
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        seen.append(args[-1])  # workers
+        seen.append(kwargs["spare_core"])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(stream_module, "_parse_parallel", spy)
+    monkeypatch.setattr(stream_module, "parse_kineto_stream", spy)
     assert_overlap_equal(expected, analyze_files(path, executor=LocalExecutor(2)).overlap)
-    assert seen == [2]
+    assert seen == [True]
 
 
 @pytest.mark.parametrize("case", ["param_dlrm_8rank", "ddp_gloo_4rank", "horovod_beside_kineto"])
@@ -328,7 +326,7 @@ def test_ray_executor_equals_the_local_executor(ray_executor: RayExecutor, tmp_p
         assert (graph_local.ops, graph_local.instances) == (graph_ray.ops, graph_ray.instances)
         assert (graph_local.waits, graph_local.warnings) == (graph_ray.waits, graph_ray.warnings)
     # a task's own error, not Ray's wrapper around it
-    (tmp_path / "rank0.json").write_text('{"traceEvents": [')
+    (tmp_path / "rank0.json").write_text('{"traceEvents": [}')
     with pytest.raises(TraceFormatError) as expected:
         load(tmp_path)
     with pytest.raises(TraceFormatError) as got:

@@ -39,13 +39,6 @@ EVENT = (
     b'{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1700000000000000, '
     b'"dur": 5, "args": {"device": 0, "stream": 7}}'
 )
-DECODINGS = ["whole", "chunks"]
-
-
-def _decoding(monkeypatch: pytest.MonkeyPatch, decoding: str) -> None:
-    """Read every file whole, or every file in chunks (as a trace of 16 MiB or more is)."""
-    threshold = 1 << 60 if decoding == "whole" else 0
-    monkeypatch.setattr(policy, "STREAM_SERIAL_MIN_BYTES", threshold)
 
 
 def _bomb(path: Path, blank_mib: int, *, fill: bytes = b" ", head: bytes = b"", tail: bytes = b"") -> None:
@@ -67,12 +60,8 @@ def _trace_with_blank_run(blank: bytes) -> bytes:
 # --- gzip cut off, gzip damaged ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("decoding", DECODINGS)
-def test_a_gzip_cut_off_is_read_like_the_plain_file_it_holds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoding: str
-) -> None:
+def test_a_gzip_cut_off_is_read_like_the_plain_file_it_holds(tmp_path: Path) -> None:
     """A job killed while writing a .json.gz: the events it holds, the JSON repair's counted warning."""
-    _decoding(monkeypatch, decoding)
     packed = gzip.compress(stream_trace_text(300, metadata_after=False).encode())
     cut = packed[: len(packed) // 2]
     held = zlib.decompressobj(wbits=31).decompress(cut)
@@ -92,12 +81,8 @@ def test_a_gzip_cut_off_is_read_like_the_plain_file_it_holds(
     ]
 
 
-@pytest.mark.parametrize("decoding", DECODINGS)
 @pytest.mark.parametrize("damage", ["middle", "checksum", "method"])
-def test_damaged_gzip_data_is_one_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoding: str, damage: str
-) -> None:
-    _decoding(monkeypatch, decoding)
+def test_damaged_gzip_data_is_one_error(tmp_path: Path, damage: str) -> None:
     packed = bytearray(gzip.compress(stream_trace_text(300, metadata_after=False).encode()))
     if damage == "middle":
         packed[len(packed) // 2 : len(packed) // 2 + 40] = bytes(40)
@@ -117,7 +102,7 @@ def test_damaged_gzip_data_is_one_error(
 def _serial_chunks_cut(packed: bytes) -> bytes:
     """A cut point of ``packed`` whose last four bytes, read as a gzip trailer, say 16-128 MiB of text."""
     for end in range(len(packed) // 2, len(packed) - 8):
-        if policy.decoding_of(int.from_bytes(packed[end - 4 : end], "little")) == "chunks":
+        if 16 * MIB <= int.from_bytes(packed[end - 4 : end], "little") < policy.STREAM_MIN_BYTES:
             return packed[:end]
     raise AssertionError("no such cut")  # pragma: no cover - hundreds of candidates, 1 in 40 fits
 
@@ -125,7 +110,10 @@ def _serial_chunks_cut(packed: bytes) -> bytes:
 def test_the_command_reads_a_gzip_cut_off_whose_trailer_sends_it_to_the_chunked_reader(
     tmp_path: Path,
 ) -> None:
-    """What a killed writer leaves: the bytes where the trailer would be say 16-128 MiB (was: Aborted.)."""
+    """What a killed writer leaves: the bytes where the trailer would be say 16-128 MiB (was: Aborted.).
+
+    The trailer once chose the reader; now it only weighs in the choice of a rank-by-rank read.
+    """
     path = tmp_path / "rank3.json.gz"
     path.write_bytes(
         _serial_chunks_cut(gzip.compress(stream_trace_text(2000, metadata_after=False).encode()))
@@ -142,12 +130,12 @@ def test_the_command_reads_a_gzip_cut_off_whose_trailer_sends_it_to_the_chunked_
 
 
 def test_the_command_reports_a_large_damaged_gzip_in_one_line(tmp_path: Path) -> None:
-    """A .json.gz of more than 16 MiB of text is read in chunks: damage is one error there too."""
+    """A .json.gz of more than 16 MiB of text: damage is one error, however large the file."""
     packed = bytearray(isal_zlib.compress(stream_trace_text(110_000, metadata_after=False).encode(), 1, 31))
     packed[len(packed) // 2 : len(packed) // 2 + 64] = bytes(64)
     path = tmp_path / "rank3.json.gz"
     path.write_bytes(packed)
-    assert policy.text_size(path) >= policy.STREAM_SERIAL_MIN_BYTES
+    assert policy.text_size(path) >= 16 * MIB
     done = run_timeline("analyze", path)
     assert done.returncode == 2
     assert done.stderr.startswith(f"error: {path}:1:1: damaged gzip file: the damage was found in bytes ")
@@ -157,14 +145,13 @@ def test_the_command_reports_a_large_damaged_gzip_in_one_line(tmp_path: Path) ->
 # --- sizes: never trusted, always bounded ---------------------------------------------------------
 
 
-def test_a_gzip_trailer_that_lies_is_not_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """4 GiB of blanks record 0 in the trailer (modulo 4 GiB): a file taken as small, in bounded memory."""
+def test_a_gzip_trailer_that_lies_is_not_trusted(tmp_path: Path) -> None:
+    """Blanks whose trailer records a small size: read in bounded memory (blank runs collapsed)."""
     path = tmp_path / "rank0.json.gz"
     _bomb(path, 64, head=b'{"traceEvents": [' + EVENT + b",", tail=EVENT + b"]}")
     small = tmp_path / "small.json"
     small.write_bytes(tiny_kineto(0))
     parse_file(small, ImportOptions())  # imports and caches: not what is measured
-    monkeypatch.setattr(policy, "text_size", lambda _path: 100)
     tracemalloc.start()
     try:
         result = parse_file(path, ImportOptions())
@@ -183,33 +170,8 @@ def test_a_gzip_trailer_that_lies_is_not_trusted(tmp_path: Path, monkeypatch: py
     assert 62 * MIB < int(skipped.group(1).replace(",", "")) <= 64 * MIB
 
 
-def test_text_longer_than_the_trailer_says_is_read_in_chunks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    text = stream_trace_text(3000, metadata_after=False).encode()
-    path = tmp_path / "rank3.json.gz"
-    path.write_bytes(gzip.compress(text))
-    monkeypatch.setattr(policy, "STREAM_SERIAL_MIN_BYTES", len(text) // 4)
-    monkeypatch.setattr(policy, "text_size", lambda _path: 100)
-    calls: list[Path] = []
-    original = timeline.importers.stream.parse_kineto_stream
-
-    def spy(p: Path, **kwargs: object) -> object:
-        calls.append(p)
-        return original(p, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(timeline.importers.stream, "parse_kineto_stream", spy)
-    result = parse_file(path, ImportOptions())
-    assert calls == [path]
-    assert_frame_equal(result.events, parse_kineto(text, source=str(path)).events)
-
-
-@pytest.mark.parametrize("decoding", DECODINGS)
 @pytest.mark.parametrize("packed", [False, True], ids=["plain", "gzip"])
-def test_blank_runs_are_collapsed_while_reading(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoding: str, packed: bool
-) -> None:
-    _decoding(monkeypatch, decoding)
+def test_blank_runs_are_collapsed_while_reading(tmp_path: Path, packed: bool) -> None:
     text = _trace_with_blank_run(b" \n" * (3 * MIB // 2))
     path = tmp_path / ("rank0.json.gz" if packed else "rank0.json")
     path.write_bytes(gzip.compress(text) if packed else text)
@@ -258,16 +220,12 @@ def test_a_timeline_read_whole_past_its_limit_is_an_error(
 def test_an_event_longer_than_the_maximum_is_an_error_where_it_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A string of gigabytes is refused at the limit, not decoded (was: 7.8 GB, then a panic).
-
-    A file read whole (less than 16 MiB of text) has that for limit; the chunked reader this one.
-    """
+    """A string of gigabytes is refused at the limit, not decoded (was: 7.8 GB, then a panic)."""
     monkeypatch.setattr(timeline.importers.stream, "MAX_EVENT_BYTES", MIB, raising=False)
     lines = stream_trace_text(50, metadata_after=False).split("\n")
     lines[21] = lines[21].replace('"name": "k20', '"name": "' + "A" * (3 * MIB) + "k20")
     path = tmp_path / "rank3.json"
     path.write_text("\n".join(lines))
-    _decoding(monkeypatch, "chunks")
     message = rf"^{re.escape(str(path))}:22:1: no end of an event in the 1 MiB of text from here "
     with pytest.raises(TraceFormatError, match=message):
         parse_file(path, ImportOptions())
@@ -360,11 +318,7 @@ def test_a_directory_given_as_a_file_is_a_usage_error(tmp_path: Path) -> None:
 # --- what may follow gzip data ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("decoding", DECODINGS)
-def test_gzip_members_are_read_one_after_another_and_zero_padding_is_ignored(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoding: str
-) -> None:
-    _decoding(monkeypatch, decoding)
+def test_gzip_members_are_read_one_after_another_and_zero_padding_is_ignored(tmp_path: Path) -> None:
     text = stream_trace_text(300, metadata_after=False).encode()
     half = len(text) // 2
     path = tmp_path / "rank3.json.gz"
@@ -374,12 +328,8 @@ def test_gzip_members_are_read_one_after_another_and_zero_padding_is_ignored(
     assert result.warnings == []
 
 
-@pytest.mark.parametrize("decoding", DECODINGS)
-def test_bytes_after_the_gzip_data_are_ignored_with_a_warning(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoding: str
-) -> None:
+def test_bytes_after_the_gzip_data_are_ignored_with_a_warning(tmp_path: Path) -> None:
     """A log line appended to a .json.gz: the trace is whole (its checksum says so), the rest is not."""
-    _decoding(monkeypatch, decoding)
     text = stream_trace_text(300, metadata_after=False).encode()
     path = tmp_path / "rank3.json.gz"
     path.write_bytes(gzip.compress(text) + b"job finished\n")

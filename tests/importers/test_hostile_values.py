@@ -22,8 +22,8 @@ from polars.testing import assert_frame_equal
 import timeline
 import timeline.importers.stream
 from tests.builders import EPOCH_US, SAMPLE_HOROVOD, run_timeline
-from timeline import policy
 from timeline.errors import TimelineError, TraceContentError, TraceFormatError
+from timeline.importers.kineto import parse_kineto
 from timeline.importers.parse import parse_file
 from timeline.importers.result import FileResult, ImportOptions
 from timeline.importers.stream import parse_kineto_stream
@@ -46,12 +46,10 @@ def _doc(events: list[dict[str, Any]], **top: Any) -> bytes:
 
 
 def _both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes) -> tuple[FileResult, FileResult]:
-    """Parse ``data`` whole and in chunks of 256 bytes, as :func:`parse_file` reads each."""
+    """Parse ``data`` whole (the reader of damaged traces) and as :func:`parse_file` does (256 B chunks)."""
     path = tmp_path / "rank0.json"
     path.write_bytes(data)
-    monkeypatch.setattr(policy, "STREAM_SERIAL_MIN_BYTES", 1 << 60)
-    whole = parse_file(path, ImportOptions())
-    monkeypatch.setattr(policy, "STREAM_SERIAL_MIN_BYTES", 0)
+    whole = parse_kineto(data, source=str(path), options=ImportOptions())
     monkeypatch.setattr(timeline.importers.stream, "SERIAL_CHUNK_BYTES", 256)
     chunked = parse_file(path, ImportOptions())
     return whole, chunked
@@ -68,15 +66,17 @@ def _names(result: FileResult) -> list[str]:
 
 
 def _errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes) -> list[TimelineError]:
-    """The errors of reading ``data`` whole and in chunks (each must raise one)."""
+    """The errors of reading ``data`` whole and as :func:`parse_file` does (each must raise one)."""
     path = tmp_path / "rank0.json"
     path.write_bytes(data)
     found: list[TimelineError] = []
-    for threshold in (1 << 60, 0):
-        monkeypatch.setattr(policy, "STREAM_SERIAL_MIN_BYTES", threshold)
-        with pytest.raises(TimelineError) as caught:
-            parse_file(path, ImportOptions())
-        found.append(caught.value)
+    with pytest.raises(TimelineError) as caught:
+        parse_kineto(data, source=str(path), options=ImportOptions())
+    found.append(caught.value)
+    monkeypatch.setattr(timeline.importers.stream, "SERIAL_CHUNK_BYTES", 256)
+    with pytest.raises(TimelineError) as caught:
+        parse_file(path, ImportOptions())
+    found.append(caught.value)
     return found
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -10,12 +12,12 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import timeline.importers.stream
-import timeline.policy
 from tests.builders import TRACES, stream_trace_text
-from timeline.errors import TraceContentError, TraceFormatError
+from timeline.errors import TimelineError, TraceContentError, TraceFormatError
 from timeline.importers.files import read_trace_bytes
 from timeline.importers.kineto import parse_kineto
-from timeline.importers.result import ImportOptions
+from timeline.importers.parse import parse_file
+from timeline.importers.result import FileResult, ImportOptions
 from timeline.importers.stream import parse_kineto_stream
 from timeline.trace import load
 
@@ -132,7 +134,6 @@ def test_no_trace_events(tmp_path: Path) -> None:
 def test_a_rank_task_finishes_its_columns_without_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every core runs a rank's task: no finishing thread; loading a file alone on a machine: one."""
     path = REAL[0]
-    monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", 0)
     seen: list[bool] = []
     original = timeline.importers.stream._Frames.__init__
 
@@ -147,27 +148,12 @@ def test_a_rank_task_finishes_its_columns_without_a_thread(monkeypatch: pytest.M
     assert_frame_equal(alone.events, in_task.events)
 
 
-def test_load_streams_large_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "rank3.json.gz"
-    path.write_bytes(gzip.compress(stream_trace_text(300, metadata_after=True).encode()))
-    whole = load(path)
-    calls: list[Path] = []
-    original = timeline.importers.stream.parse_kineto_stream
-
-    def spy(p: Path, **kwargs: object) -> object:
-        calls.append(p)
-        return original(p, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", 0)
-    monkeypatch.setattr(timeline.importers.stream, "parse_kineto_stream", spy)
-    streamed = load(path)
-    assert calls == [path]
-    assert_frame_equal(whole.events, streamed.events)
-
-
-def test_load_streams_by_decompressed_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A gzipped trace is streamed by the size its text will have, not by its compressed size."""
-    text = stream_trace_text(2000, metadata_after=False).encode()
+@pytest.mark.parametrize("events", [3, 300, 20_000])
+def test_load_decodes_every_kineto_trace_in_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, events: int
+) -> None:
+    """One decoder whatever the size: a few events, one chunk, many chunks; the whole-file result."""
+    text = stream_trace_text(events, metadata_after=True).encode()
     path = tmp_path / "rank3.json.gz"
     path.write_bytes(gzip.compress(text))
     calls: list[Path] = []
@@ -178,25 +164,47 @@ def test_load_streams_by_decompressed_size(tmp_path: Path, monkeypatch: pytest.M
         return original(p, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(timeline.importers.stream, "parse_kineto_stream", spy)
-    monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", len(text) + 1)
-    load(path)
-    assert calls == []
-    monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", len(text))
-    assert path.stat().st_size < len(text) // 10
-    load(path)
+    streamed = load(path)
     assert calls == [path]
+    whole = parse_kineto(text, source=str(path))
+    assert_frame_equal(whole.events.with_columns(pl.col("rank").fill_null(3)), streamed.events)
 
 
-def test_damaged_mid_size_trace_is_repaired_as_a_small_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Damage the whole-file reader repairs is repaired when the file is read in chunks too."""
+def test_a_damaged_trace_is_read_whole_and_repaired(tmp_path: Path) -> None:
+    """Damage the whole-file reader repairs (a control character in a string) is repaired on load."""
     text = stream_trace_text(300, metadata_after=False).replace('"name": "k42 ', '"name": "k42 \x01', 1)
     path = tmp_path / "rank3.json"
     path.write_text(text)
-    whole = load(path)
-    monkeypatch.setattr(timeline.policy, "STREAM_SERIAL_MIN_BYTES", 0)
-    streamed = load(path)
+    with pytest.raises(TraceFormatError):
+        parse_kineto_stream(path, source=str(path))  # the chunked decoder refuses it
+    loaded = load(path)
+    whole = parse_kineto(text.encode(), source=str(path))
     assert any("repaired malformed JSON" in w for w in whole.warnings)
-    assert streamed.warnings == whole.warnings
-    assert_frame_equal(whole.events, streamed.events)
+    assert loaded.warnings == tuple(whole.warnings)
+    assert_frame_equal(whole.events.with_columns(pl.col("rank").fill_null(3)), loaded.events)
+
+
+def _outcome(read: Callable[[], FileResult]) -> tuple[object, ...]:
+    """The events and warnings a read gives, or the class and message of its error."""
+    try:
+        result = read()
+    except TimelineError as exc:
+        return type(exc).__name__, str(exc)
+    return result.events.height, tuple(result.warnings)
+
+
+@pytest.mark.parametrize("metadata_after", [False, True], ids=["metadata-before", "metadata-after"])
+@pytest.mark.parametrize("junk", [b"", b"\nINFO: trailing log line\n", b"}}"], ids=["none", "log", "braces"])
+def test_every_cut_and_bytes_after_the_end_read_as_the_whole_text_reader_repairs_them(
+    tmp_path: Path, metadata_after: bool, junk: bytes
+) -> None:
+    """A file cut at each of its bytes, or with bytes after the document: parse_file = parse_kineto."""
+    text = stream_trace_text(3, metadata_after=metadata_after).encode() + junk
+    path = tmp_path / "rank3.json"
+    for cut in range(1, len(text) + 1):
+        part = text[:cut]
+        path.write_bytes(part)
+        whole = _outcome(partial(parse_kineto, part, source=str(path)))
+        assert _outcome(partial(parse_file, path, ImportOptions())) == whole, cut
+    # larger than the whole-text reader takes: the chunked reader repairs the end itself, the same way
+    assert _outcome(partial(parse_kineto_stream, path, source=str(path))) == whole

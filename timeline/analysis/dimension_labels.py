@@ -1,8 +1,7 @@
 """Dimension labels of process groups: from their descriptions, and as the user renames them.
 
-Without polars (the command line parses ``--dimension`` before it loads anything: a helper process
-that reads a large trace in halves starts only while polars is not imported yet,
-:func:`timeline.policy.reads_in_halves`). :mod:`timeline.analysis.groups` re-exports every name.
+Without polars (the command line parses ``--dimension`` before it loads anything, and a bad label
+fails fast). :mod:`timeline.analysis.groups` re-exports every name.
 """
 
 from __future__ import annotations

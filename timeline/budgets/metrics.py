@@ -9,8 +9,7 @@ is open: a later analysis registers its own metrics with :func:`register_metric`
 file, renderer and ``docs/ci.md`` picks them up.
 
 The built-in metrics give their expressions as functions, built when a budget is first evaluated:
-reading and checking a budget file imports no polars, so ``timeline check`` reaches the load as the
-other commands do (:func:`timeline.policy.reads_in_halves`).
+reading and checking a budget file imports no polars (a bad budget file fails fast).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """A run's frames for the budgets, read from what the user gave: a saved summary JSON or traces.
 
 :func:`read_run` is what ``timeline check`` calls; it imports the frames (and polars) only once the
-traces are read, so that a large trace is read as the loading policy says
-(:func:`timeline.policy.reads_in_halves`: a helper process is started only before polars is imported).
+traces are read (a summary JSON needs none of them).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ import os
 import stat
 import struct
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Annotated, Any
 
@@ -37,7 +38,7 @@ from timeline.errors import TraceFormatError
 from timeline.importers.result import FileResult
 from timeline.schema import EVENTS_SCHEMA, PROCESS_GROUPS_SCHEMA, validate
 
-__all__ = ["content_digest", "read_parquet", "write_parquet", "written_by_timeline"]
+__all__ = ["Stored", "content_digest", "read_parquet", "read_stored", "write_parquet", "written_by_timeline"]
 
 _FILES_KEY = "timeline.files"
 _WARNINGS_KEY = "timeline.warnings"
@@ -298,13 +299,19 @@ def write_parquet(
     *,
     events: pl.DataFrame,
     files: pl.DataFrame,
-    warnings: tuple[str, ...],
+    warnings: tuple[str, ...] | list[str],
     groups: pl.DataFrame | None = None,
+    extra: dict[str, str] | None = None,
+    one_row_group: bool = False,
 ) -> None:
     """Write events as Parquet, with the file table, warnings, process groups and digest in the metadata.
 
     ``target``: a path, or a file opened for writing in binary mode. ``groups``: the process groups
     the traces declared (:data:`~timeline.schema.PROCESS_GROUPS_SCHEMA`; none: an empty table).
+    ``extra``: more key-value metadata, which the digest does not cover (the cache's key,
+    :mod:`timeline.importers.cache`). ``one_row_group``: the events in one row group, read back
+    as one chunk (the cache's entries, always read whole: a frame of many chunks costs the analyses
+    copies); by default, polars' row groups, which other Parquet readers read a part at a time.
     """
     events = validate(events, EVENTS_SCHEMA, what="the events")
     files_json = msgspec.json.encode(files.to_dicts()).decode()
@@ -323,8 +330,10 @@ def write_parquet(
         _WARNINGS_KEY: warnings_json,
         _GROUPS_KEY: groups_json,
         _DIGEST_KEY: digest,
+        **(extra or {}),
     }
-    events.write_parquet(target, compression="zstd", metadata=metadata)
+    size = max(events.height, 1) if one_row_group else None
+    events.write_parquet(target, compression="zstd", metadata=metadata, row_group_size=size)
 
 
 def written_by_timeline(path: Path) -> bool:
@@ -365,28 +374,15 @@ def read_parquet(path: Path) -> FileResult:
         missing columns or columns of other types, content that does not match its digest.
     """
     source = str(path)
-    try:
-        metadata = pl.read_parquet_metadata(path)
-    except _READ_ERRORS as exc:
-        raise TraceFormatError(_damaged(source, exc)) from exc
-    if _FILES_KEY not in metadata:
-        msg = f"{source}: a Parquet file not written by timeline convert; convert the original traces with it"
-        raise TraceFormatError(msg)
+    metadata = _read_metadata(path)
     files, warnings = _decode_metadata(metadata, source)
     groups = _decode_groups(metadata, source)
-    try:
-        raw = pl.read_parquet(path)
-    except _READ_ERRORS as exc:
-        raise TraceFormatError(_damaged(source, exc)) from exc
-    events = _conform(raw, source)
-    expected = metadata.get(_DIGEST_KEY)
-    if expected is None:
+    events = _read_events(path, metadata)
+    if _DIGEST_KEY not in metadata:
         warnings.append(
             f"{source}: no content digest (written by an older timeline): its content cannot be verified; "
             f"{_RECREATE} to have it checked"
         )
-    else:
-        _check_digest(events, metadata, expected, source)
     events = _drop_invalid_times(events, source, warnings)
     return FileResult(
         events=events,
@@ -396,6 +392,85 @@ def read_parquet(path: Path) -> FileResult:
         stored_files=files,
         groups=groups,
     )
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What a Parquet file written by :func:`write_parquet` holds, its digest checked."""
+
+    events: pl.DataFrame
+    """The events, with exactly :data:`~timeline.schema.EVENTS_SCHEMA`'s columns and dtypes."""
+    files_json: str
+    """The file table as JSON text (its rows may hold more keys than ``convert`` writes)."""
+    warnings: list[str]
+    groups: pl.DataFrame
+    """The process groups (:data:`~timeline.schema.PROCESS_GROUPS_SCHEMA`)."""
+    metadata: dict[str, str]
+    """The file's key-value metadata (the file table, warnings and groups as JSON text, the digest…)."""
+
+
+def read_stored(path: Path, *, digest: bool = True) -> Stored:
+    """Read the events and metadata of a Parquet file written by :func:`write_parquet`, checking them.
+
+    The content must match the file's digest; ``digest=False``: a file without one (an older
+    timeline's) is read unchecked.
+
+    Raises
+    ------
+    TraceFormatError
+        An unreadable or damaged file, one not written by timeline, missing columns or columns of
+        other types, no digest (unless ``digest=False``), content that does not match its digest.
+    """
+    metadata = _read_metadata(path)
+    if digest and _DIGEST_KEY not in metadata:
+        raise TraceFormatError(f"{path}: no content digest; {_RECREATE}")
+    _, warnings = _decode_metadata(metadata, str(path))
+    return Stored(
+        events=_read_events(path, metadata),
+        files_json=metadata[_FILES_KEY],
+        warnings=warnings,
+        groups=_decode_groups(metadata, str(path)),
+        metadata=metadata,
+    )
+
+
+def _read_metadata(path: Path) -> dict[str, str]:
+    """Return the key-value metadata of a Parquet file written by timeline.
+
+    Raises
+    ------
+    TraceFormatError
+        An unreadable file, or one not written by timeline.
+    """
+    source = str(path)
+    try:
+        metadata = pl.read_parquet_metadata(path)
+    except _READ_ERRORS as exc:
+        raise TraceFormatError(_damaged(source, exc)) from exc
+    if _FILES_KEY not in metadata:
+        msg = f"{source}: a Parquet file not written by timeline convert; convert the original traces with it"
+        raise TraceFormatError(msg)
+    return metadata
+
+
+def _read_events(path: Path, metadata: dict[str, str]) -> pl.DataFrame:
+    """Return the events of a Parquet file written by timeline, checked against its digest if it has one.
+
+    Raises
+    ------
+    TraceFormatError
+        Damaged data, missing columns or columns of other types, content that does not match.
+    """
+    source = str(path)
+    try:
+        raw = pl.read_parquet(path)
+    except _READ_ERRORS as exc:
+        raise TraceFormatError(_damaged(source, exc)) from exc
+    events = _conform(raw, source)
+    expected = metadata.get(_DIGEST_KEY)
+    if expected is not None:
+        _check_digest(events, metadata, expected, source)
+    return events
 
 
 def _damaged(source: str, exc: BaseException) -> str:

@@ -1,41 +1,51 @@
 """One file of any supported format → its :class:`~timeline.importers.result.FileResult`.
 
 Recognises gzip and the format by content (:mod:`timeline.importers.files`), and picks the reader:
-a large Kineto trace is decoded in chunks (:mod:`timeline.importers.stream`, in parallel worker
-processes from :data:`timeline.policy.STREAM_MIN_BYTES`), the rest whole (Kineto, Horovod, Parquet),
-within the limits of :mod:`timeline.importers.files`.
+a Kineto trace, of any size, is decoded in chunks (:mod:`timeline.importers.stream`: the one
+decoder of Kineto JSON), and read whole only when it is damaged, to repair what is safe
+(:func:`timeline.importers.kineto.parse_kineto`, up to :data:`REPAIR_MAX_BYTES` of text); a
+Horovod timeline is read whole, a Parquet file from ``timeline convert`` as Parquet; all within the
+limits of :mod:`timeline.importers.files`. With :attr:`ImportOptions.cache
+<timeline.importers.result.ImportOptions.cache>`, a Kineto or Horovod file's result is read from
+the cache when it is there and written to it after its parse (:mod:`timeline.importers.cache`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from timeline import policy
 from timeline.errors import TraceFormatError
 from timeline.importers.files import ReadLimitError, TextTooLargeError, read_trace_bytes, sniff_path
 from timeline.importers.result import FileResult, ImportOptions
 
-if TYPE_CHECKING:
-    from timeline.executors import LocalExecutor
+__all__ = ["REPAIR_MAX_BYTES", "parse_file", "parse_one"]
 
-__all__ = ["parse_file", "parse_one"]
+REPAIR_MAX_BYTES = 128 * 1024 * 1024
+"""The most text of a damaged Kineto trace read whole to be repaired (the repairs of malformed JSON
+need the whole text); a larger damaged trace is an error at the line and column of the damage."""
 
 
-def parse_file(
-    path: Path, options: ImportOptions, *, workers: int = 1, helper: LocalExecutor | None = None
-) -> FileResult:
-    """Read and parse one file of any supported format.
+def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> FileResult:
+    """Read and parse one file of any supported format (through the cache when ``options`` has one).
 
-    ``workers``: processes that may decode a large trace's chunks in parallel. ``helper``: an
-    executor whose helper process is started, to decode a trace read in chunks in two halves
-    (:func:`timeline.importers.stream.parse_kineto_stream`).
+    ``workers``: the cores this parse may use; from two, the chunked decoder finishes the columns
+    of a batch on a thread while it decodes the next chunks.
 
     Raises
     ------
     TimelineError
         Bad input, with the file and position in the message.
     """
+    if options.cache is None:
+        return _parse(path, options, workers)
+    from timeline.importers.cache import read_through
+
+    # looked up first: a frame in the cache needs no sniffing of the file's text either
+    return read_through(path, options, lambda: _parse(path, options, workers))
+
+
+def _parse(path: Path, options: ImportOptions, workers: int) -> FileResult:
+    """Recognise the file's format and parse it."""
     source = str(path)
     from timeline.importers.nsys_export import is_report
 
@@ -57,7 +67,7 @@ def parse_file(
 
         return parse_nsys(path, source=source, options=options)
     if fmt == "kineto":
-        return _parse_kineto_file(path, source, options, workers, helper)
+        return _parse_kineto_file(path, source, options, workers)
     from timeline.importers.horovod import parse_horovod
 
     warnings: list[str] = []
@@ -82,50 +92,35 @@ def _parse_report(path: Path, source: str, options: ImportOptions) -> FileResult
         return parse_nsys(database, source=source, options=options)
 
 
-def _parse_kineto_file(
-    path: Path, source: str, options: ImportOptions, workers: int, helper: LocalExecutor | None
-) -> FileResult:
-    """Parse a Kineto trace whole, or in chunks from :data:`timeline.policy.STREAM_SERIAL_MIN_BYTES`.
+def _parse_kineto_file(path: Path, source: str, options: ImportOptions, workers: int) -> FileResult:
+    """Decode a Kineto trace in chunks; a damaged one up to :data:`REPAIR_MAX_BYTES` whole, repaired.
 
-    The size is known once the text is read: a gzip trailer (:func:`timeline.policy.text_size`) may
-    say anything. A text found longer than the trailer said while being read whole is read in chunks.
+    In a larger one, damage at the end (cut off by a job killed while writing, a log line appended)
+    is repaired by the chunked decoder itself; other damage is an error at its line and column.
     """
-    from timeline.importers.kineto import parse_kineto
+    from timeline.importers.stream import DamagedEndError, parse_kineto_stream
 
-    decoding = policy.decoding_of(policy.text_size(path))
-    warnings: list[str] = []
-    if decoding == "whole":
-        try:
-            data = read_trace_bytes(path, warnings, limit=policy.STREAM_SERIAL_MIN_BYTES)
-        except TextTooLargeError:
-            decoding, warnings = "chunks", []  # the gzip trailer said less than the file holds
-        else:
-            return _warned(parse_kineto(data, source=source, options=options), warnings)
-    # Large traces: decompress and decode in chunks, never holding the whole text in memory
-    # (faster too: the polars work of a chunk overlaps the decoding of the next one).
-    from timeline.importers.stream import parse_kineto_stream
-
-    parallel = workers if decoding == "parallel_chunks" else 1
-    try:
+    def stream(repair_end: bool) -> FileResult:
         # workers == 1: every core runs a file's parse (or a rank's task); no spare core
         return parse_kineto_stream(
-            path,
-            source=source,
-            options=options,
-            workers=parallel,
-            spare_core=workers > 1,
-            helper=helper if decoding == "chunks" else None,
+            path, source=source, options=options, spare_core=workers > 1, repair_end=repair_end
         )
+
+    try:
+        return stream(repair_end=False)
     except ReadLimitError:
         raise  # past a limit: no other reader would hold it
     except TraceFormatError as exc:
-        if decoding == "parallel_chunks":
-            raise
         streamed = exc
     # damaged JSON small enough to hold: the whole-file reader repairs what is safe
+    from timeline.importers.kineto import parse_kineto
+
+    warnings: list[str] = []
     try:
-        data = read_trace_bytes(path, warnings, limit=policy.STREAM_MIN_BYTES)
+        data = read_trace_bytes(path, warnings, limit=REPAIR_MAX_BYTES)
     except TextTooLargeError:
+        if isinstance(streamed, DamagedEndError):
+            return stream(repair_end=True)
         raise streamed from None
     return _warned(parse_kineto(data, source=source, options=options), warnings)
 

@@ -10,6 +10,8 @@ from timeline.importers.rules import ClassificationRules
 if TYPE_CHECKING:
     import polars as pl
 
+    from timeline.importers.cache import Cache
+
 __all__ = ["Clock", "FileResult", "HeldRank", "ImportOptions", "TraceFormat"]
 
 TraceFormat = Literal["kineto", "horovod", "parquet", "flight_recorder", "nsys"]
@@ -31,6 +33,8 @@ class ImportOptions:
         trace and no communication analysis needs them).
     overlap_only
         Skip the events no overlap figure reads (the rank-by-rank analysis sets it).
+    cache
+        The cache of the files' frames, or None.
     """
 
     rules: ClassificationRules = field(default_factory=ClassificationRules)
@@ -40,12 +44,15 @@ class ImportOptions:
     kernels, CPU operators other than collective ops and step markers (often half of the events) are
     skipped while building the frame, and counted in :attr:`FileResult.skipped`."""
     iteration_range: str | None = None
-    held_keys: tuple[int, ...] | None = None
-    """A rank-by-rank task's part of a file holding several ranks (an Nsight Systems export): the keys
-    (:attr:`HeldRank.key`) of the ranks to load; None: every rank of the file."""
     """``--iteration-range``: a regex searched in the names of an Nsight Systems export's NVTX
     ranges, whose ranges are then its iterations (:mod:`timeline.importers.nsys_ranges`); None:
     ``ProfilerStep#N`` ranges, else those matching the default pattern."""
+    held_keys: tuple[int, ...] | None = None
+    """A rank-by-rank task's part of a file holding several ranks (an Nsight Systems export): the keys
+    (:attr:`HeldRank.key`) of the ranks to load; None: every rank of the file."""
+    cache: Cache | None = None
+    """Where each file's frame is cached (:mod:`timeline.importers.cache`); None: no cache. Not an
+    option of the parse: the same file gives the same frame either way."""
 
 
 @dataclass(frozen=True, kw_only=True)

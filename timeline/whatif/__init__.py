@@ -12,8 +12,8 @@ Takes a loaded trace; gives predictions. The pipeline reads in the module names:
   policies, and the bandwidth or compression that reaches a scaling factor;
 - :mod:`~timeline.whatif.seed`: the seed paper's backward profiles (``*.bk.log``) and simulator.
 
-Names are imported when first used: ``timeline whatif`` reads its options without importing polars,
-and so reaches the load as the other commands do (:func:`timeline.policy.reads_in_halves`).
+Names are imported when first used: ``timeline whatif`` reads its options without importing polars
+(its ``--help`` starts fast).
 
 See ``docs/whatif.md``. The research code that checks these predictions (the seed paper's
 experiment, the two-namespace DDP experiment) lives outside the package, in ``experiments/``.
