@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from timeline.errors import TimelineError, one_line
+from timeline.errors import Terminated, TimelineError, one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -69,11 +69,17 @@ def interrupted() -> NoReturn:
     """End a command stopped by Ctrl-C: stop its worker processes, print ``interrupted``, exit code 130.
 
     Worker processes ignore Ctrl-C (:func:`timeline.workers.worker_environment`): they are
-    terminated here, so that the command ends now rather than once their tasks are done.
+    terminated here, so that the command ends now rather than once their tasks are done. Stopped
+    by SIGTERM or SIGHUP (the :class:`~timeline.errors.Terminated` being handled): the same, with
+    ``terminated (SIGTERM)`` and exit code 143 (129).
     """
     workers = sys.modules.get("timeline.workers")
     if workers is not None and workers.pools_started():
         workers.stop_workers()
+    ending = sys.exc_info()[1]
+    if isinstance(ending, Terminated):
+        typer.echo(ending.message, err=True)
+        raise typer.Exit(ending.exit_code)
     typer.echo("interrupted", err=True)
     raise typer.Exit(130)
 

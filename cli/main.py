@@ -8,7 +8,7 @@ about 15 ms for all of them); :data:`app` has every command.
 Every command ends with one of the exit codes of :data:`EXIT_CODES` (``docs/cli.md``): the
 application's group, :class:`TimelineGroup`, is the one boundary that turns what reaches it into
 them (a usage error into one ``error:`` line, an unexpected exception into its traceback and a
-line asking for a bug report, Ctrl-C into ``interrupted``).
+line asking for a bug report, Ctrl-C into ``interrupted``, SIGTERM and SIGHUP into ``terminated``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ from __future__ import annotations
 import errno
 import gc
 import os
+import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import typer
@@ -32,7 +35,7 @@ from cli.convert import convert_command
 from cli.diff import diff_command
 from cli.report import report_command, serve_command
 from cli.whatif import whatif_command
-from timeline.errors import one_line
+from timeline.errors import Terminated, one_line
 
 __all__ = ["COMMANDS", "EXIT_CODES", "TimelineGroup", "app", "exit_now", "main", "make_app", "run"]
 
@@ -41,8 +44,10 @@ EXIT_CODES: Mapping[int, str] = {
     1: "timeline check: a budget is exceeded (or has no data to be measured on)",
     2: "bad input or usage: one 'error:' line on stderr",
     3: "an internal error (a bug in timeline): its traceback and a line asking for a report",
+    129: "ended by SIGHUP (the terminal closed): as Ctrl-C, 'terminated (SIGHUP)'",
     130: "interrupted (Ctrl-C)",
     141: "stdout was closed before the output was written (a pipe into head)",
+    143: "ended by SIGTERM (a scheduler, timeout, CI): as Ctrl-C, 'terminated (SIGTERM)'",
 }
 """Every exit code a command ends with, and what it means (``docs/cli.md`` lists the same)."""
 
@@ -91,11 +96,51 @@ def _stdout_closed() -> int:
     return 141
 
 
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+"""The signals that end a command as Ctrl-C does (:class:`~timeline.errors.Terminated`)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextmanager
+def _terminations() -> Iterator[None]:
+    """End the command on SIGTERM or SIGHUP as on Ctrl-C, with exit code 143 or 129 (128 + the signal).
+
+    Python's default for both is to die at once: worker processes, the resource tracker, shared
+    memory and partial files were left behind. A signal ignored when the command starts (``nohup``
+    ignores SIGHUP) stays ignored; the handlers in place before are put back when the command ends.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for sig in TERMINATING:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, _terminate)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _escape_unprintable_output() -> None:
+    """Write what the output's encoding cannot hold escaped (a name that is not UTF-8), never fail on it."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            reconfigure(errors="backslashreplace")
+
+
 class TimelineGroup(TyperGroup):
     """The application's group: the command line's one boundary, where every exit code is decided.
 
     - a usage error of click (an unknown option, ``--top -5``): one ``error:`` line, exit code 2;
     - Ctrl-C (``KeyboardInterrupt``, ``typer.Abort``): ``interrupted``, exit code 130;
+    - SIGTERM and SIGHUP (:class:`~timeline.errors.Terminated`, raised by the handlers
+      :func:`_terminations` installs): as Ctrl-C, ``terminated (SIGTERM)``, exit code 143 (129);
     - stdout closed by its reader (``| head``): exit code 141, no message;
     - any other exception is a bug: its traceback, then
       ``error: internal error in timeline X.Y: this is a bug, please report it ...``, exit code 3.
@@ -127,8 +172,10 @@ class TimelineGroup(TyperGroup):
         """Run the application and exit with one of :data:`EXIT_CODES` (``standalone_mode=False``: return)."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        _escape_unprintable_output()
         try:
-            done = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+            with _terminations():
+                done = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
             code = done if isinstance(done, int) else 0
         except _USAGE_ERROR as exc:
             if type(exc).__name__ == "NoArgsIsHelpError":  # ``timeline`` alone: the help, as usage
@@ -140,6 +187,9 @@ class TimelineGroup(TyperGroup):
             message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
             typer.echo(f"error: {one_line(message)}", err=True)
             code = 2
+        except Terminated as exc:  # SIGTERM or SIGHUP while the command line starts or ends
+            typer.echo(exc.message, err=True)
+            code = exc.exit_code
         except (typer.Abort, KeyboardInterrupt):
             typer.echo("interrupted", err=True)
             code = 130

@@ -29,6 +29,7 @@ from timeline.importers.flight_recorder import (
     parse_flight_recorder,
 )
 from timeline.inputs import PathsLike, claim_rank, expand_inputs, rank_from_dump_name, split_dumps
+from timeline.paths import path_text
 
 __all__ = ["DUMP_FILES_SCHEMA", "Dumps", "load_dumps", "read_dump"]
 
@@ -94,7 +95,7 @@ def read_dump(path: Path) -> DumpResult:
             "(MAX_DUMP_BYTES); not a dump torch writes"
         )
         raise UsageError(msg) from None
-    result = parse_flight_recorder(data, source=str(path))
+    result = parse_flight_recorder(data, source=path_text(path))
     result.warnings[:0] = warnings
     return result
 
@@ -193,7 +194,7 @@ def _combine(
         rows.append(
             {
                 "rank": r,
-                "path": str(path),
+                "path": path_text(path),
                 "rank_from": rank_from,
                 "encoding": result.encoding,
                 "version": result.version,

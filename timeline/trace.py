@@ -34,6 +34,7 @@ from timeline.inputs import (
     resolve_rank,
     several_timelines_error,
 )
+from timeline.paths import path_text
 from timeline.plausibility import CLOCKS_SCHEMA, check_events, clock_note, clock_rows
 from timeline.schema import FILES_SCHEMA, PROCESS_GROUPS_SCHEMA
 
@@ -264,14 +265,14 @@ def _combine(
                 if isinstance(r, int) and row.get("format") != "horovod":
                     claim_rank(owner, r, path, windows)
             file_rows.extend(stored)
-            events, found = check_events(result.events, source=str(path))
+            events, found = check_events(result.events, source=path_text(path))
             warnings.extend(found)
             on: dict[tuple[int, str], str] = {
                 (row["rank"], str(row["format"])): row["clock"]
                 for row in stored
                 if isinstance(row.get("rank"), int) and isinstance(row.get("clock"), str)
             }
-            clocks.append(clock_rows(events, path=str(path), clock=on))
+            clocks.append(clock_rows(events, path=path_text(path), clock=on))
             frames.append(events)
             if result.groups is not None:
                 groups.append(result.groups)
@@ -281,9 +282,9 @@ def _combine(
         )
         if result.claims_rank:
             claim_rank(owner, file_rank, path, windows)
-        events, found = check_events(events, source=str(path))
+        events, found = check_events(events, source=path_text(path))
         warnings.extend(found)
-        clocks.append(clock_rows(events, path=str(path), clock=result.clock))
+        clocks.append(clock_rows(events, path=path_text(path), clock=result.clock))
         frames.append(events)
         file_rows.append(row)
         if result.groups is not None:
@@ -335,7 +336,7 @@ def _rank_file(
     events = result.events.with_columns(pl.col("rank").fill_null(file_rank))
     row: dict[str, object] = {
         "rank": file_rank,
-        "path": str(path),
+        "path": path_text(path),
         "format": result.format,
         "rank_from": rank_from,
         "world_size": result.world_size,

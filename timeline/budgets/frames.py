@@ -23,6 +23,7 @@ from timeline.analysis.overlap import Overlap
 from timeline.analysis.schemas import DIMENSION_EXPOSURE_SCHEMA
 from timeline.analysis.stragglers import find_stragglers
 from timeline.errors import TraceFormatError
+from timeline.paths import path_text, read_regular_file
 from timeline.plausibility import without_cross_rank_times, without_stragglers
 from timeline.results.collectives import world_size_of_files
 from timeline.results.summary import READABLE_SUMMARY_VERSIONS, SUMMARY_VERSION
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DIMENSION_ROWS_SCHEMA",
     "FINDINGS_SCHEMA",
+    "MAX_SUMMARY_BYTES",
     "JobFacts",
     "MetricFrames",
     "findings_frame",
@@ -301,6 +303,9 @@ def _in_windows(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.filter(pl.col("iteration").is_not_null() | pl.col("iteration").is_null().all())
 
 
+MAX_SUMMARY_BYTES = 1 << 30
+"""The largest summary JSON read, 1 GiB (``timeline analyze --json`` of 1,024 ranks writes a few MB)."""
+
 FINDINGS_SCHEMA = pl.Schema(
     {
         "cause": pl.String(),
@@ -357,10 +362,7 @@ def read_summary(path: str | Path) -> MetricFrames:
         Unreadable, not JSON, or not a summary of this layout version.
     """
     source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise TraceFormatError(f"{source}: cannot read the summary ({exc.strerror})") from None
+    data = read_regular_file(path, limit=MAX_SUMMARY_BYTES, error=TraceFormatError, what="summary")
     try:
         summary = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
@@ -369,7 +371,7 @@ def read_summary(path: str | Path) -> MetricFrames:
         ) from None
     if not isinstance(summary, dict):
         raise TraceFormatError(f"{source}: not a summary of timeline analyze --json")
-    return frames_from_summary(summary, label=source)
+    return frames_from_summary(summary, label=path_text(path))
 
 
 def frames_from_summary(summary: Mapping[str, Any], *, label: str) -> MetricFrames:

@@ -13,6 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from timeline.paths import path_text
+
 if TYPE_CHECKING:
     from timeline.budgets.frames import MetricFrames
     from timeline.execution.session import Inputs
@@ -92,7 +94,7 @@ def read_run(
     events = analysed.trace.events if match else None
     frames = frames_from_overlap(
         analysed.overlap,
-        label=" ".join(paths),
+        label=" ".join(map(path_text, paths)),
         events=events,
         files=analysed.trace.files,
         clock_note=analysed.trace.clock_note,

@@ -35,6 +35,7 @@ import polars as pl
 
 from timeline.errors import TraceFormatError
 from timeline.importers.result import FileResult
+from timeline.paths import path_text
 from timeline.schema import EVENTS_SCHEMA, PROCESS_GROUPS_SCHEMA, validate
 
 __all__ = ["content_digest", "read_parquet", "write_parquet", "written_by_timeline"]
@@ -364,7 +365,7 @@ def read_parquet(path: Path) -> FileResult:
         An unreadable or damaged file, one not written by ``timeline convert``, broken metadata,
         missing columns or columns of other types, content that does not match its digest.
     """
-    source = str(path)
+    source = path_text(path)
     try:
         metadata = pl.read_parquet_metadata(path)
     except _READ_ERRORS as exc:

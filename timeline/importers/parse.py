@@ -15,6 +15,7 @@ from timeline import policy
 from timeline.errors import TraceFormatError
 from timeline.importers.files import ReadLimitError, TextTooLargeError, read_trace_bytes, sniff_path
 from timeline.importers.result import FileResult, ImportOptions
+from timeline.paths import path_text
 
 if TYPE_CHECKING:
     from timeline.executors import LocalExecutor
@@ -36,7 +37,7 @@ def parse_file(
     TimelineError
         Bad input, with the file and position in the message.
     """
-    source = str(path)
+    source = path_text(path)
     fmt = sniff_path(path, source=source)
     if fmt == "flight_recorder":
         msg = (

@@ -4,7 +4,7 @@ Takes :class:`~timeline.report.data.ReportData` (prepared once) and serves the `
 (or, given the Flight Recorder report of dumps, its page: :mod:`timeline.report.flight_view`)
 of :mod:`timeline.report.dashboard`, whose zoom and selection callbacks re-query the polars frames
 in this process. Binds ``127.0.0.1`` unless told otherwise: the page shows kernel names, sizes and
-timings of the job. Ctrl-C (SIGINT) or SIGTERM stops the server cleanly and returns.
+timings of the job. Ctrl-C (SIGINT), SIGTERM or SIGHUP stops the server cleanly and returns.
 
 The page pulls its data through a websocket, and a browser lets any web page open a websocket to
 any address (bokeh's session ids are not secret: a page can make one up). The only guard is the
@@ -250,7 +250,7 @@ def serve_report(
     allow_origins: Sequence[str] = (),
     on_ready: Callable[[Listening], None] | None = None,
 ) -> None:
-    """Serve the report until SIGINT or SIGTERM, then stop cleanly and return.
+    """Serve the report until SIGINT, SIGTERM or SIGHUP, then stop cleanly and return.
 
     Parameters
     ----------
@@ -298,9 +298,9 @@ def serve_report(
     http.add_sockets(sockets)
     loop = IOLoop.current()
     server = BaseServer(loop, app, http)
-    # Ctrl-C and SIGTERM stop the event loop from inside it (no KeyboardInterrupt mid-callback).
+    # Ctrl-C, SIGTERM and SIGHUP stop the event loop from inside it (no KeyboardInterrupt mid-callback).
     events = loop.asyncio_loop if isinstance(loop, BaseAsyncIOLoop) else asyncio.get_event_loop()
-    signals = (signal.SIGINT, signal.SIGTERM)
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     for sig in signals:
         events.add_signal_handler(sig, loop.stop)
     advice = _OriginAdvice()

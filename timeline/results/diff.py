@@ -24,6 +24,7 @@ import polars as pl
 
 from timeline.budgets.frames import MetricFrames, frames_from_overlap, read_summary
 from timeline.budgets.runs import summary_path
+from timeline.paths import path_text
 
 if TYPE_CHECKING:
     from timeline.execution.session import Inputs
@@ -94,7 +95,7 @@ def read_diff_run(
     )
     if warn is not None:
         warn(match.warnings)
-    frames = frames_from_overlap(overlap, label=" ".join(inputs.paths), files=trace.files)
+    frames = frames_from_overlap(overlap, label=" ".join(map(path_text, inputs.paths)), files=trace.files)
     return replace(
         frames,
         logical_collectives=match.collectives,
