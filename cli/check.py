@@ -26,7 +26,7 @@ from cli.options import (
     RankRegexOption,
     RayAddressOption,
 )
-from timeline.errors import UsageError, shown
+from timeline.errors import shown
 
 if TYPE_CHECKING:
     from timeline.execution.session import Inputs
@@ -137,6 +137,7 @@ def check_command(
         link = parse_link_gbps(link_gbps) if link_gbps is not None else None
         overrides = parse_dimension_overrides(dimension or [])
         budgets = read_budget_file(budget if budget is not None else find_budget_file())
+        _check_outputs(junit, markdown, reads=[*paths, budgets.path, *(baseline or [])])
         check_links(budgets, link_gbps=link)  # a missing link stops before the traces are read
         if link is not None and not budgets.needs_link():
             typer.echo(
@@ -216,9 +217,11 @@ def _init(budget: Path | None, force: bool, inputs: Inputs) -> NoReturn:
             starter_budgets,
             write_starter,
         )
+        from timeline.outputs import check_output
 
         target = budget if budget is not None else Path("timeline.toml")
         check_starter_target(target, force=force)  # before the run is read: fail at once
+        check_output(target, reads=inputs.paths, option="--budget", any_kind=True)
         with loading() as (progress, warn):
             run = read_run(inputs, match=False, progress=progress, warn=warn)
         starter = starter_budgets(run)
@@ -235,8 +238,18 @@ def _init(budget: Path | None, force: bool, inputs: Inputs) -> NoReturn:
     raise typer.Exit(0)
 
 
+def _check_outputs(junit: Path | None, markdown: str | None, *, reads: list[str | Path]) -> None:
+    """Refuse a --junit or --markdown file that the check reads (a trace, the budget file, a baseline)."""
+    from timeline.outputs import check_output
+
+    if junit is not None:
+        check_output(junit, reads=reads, option="--junit")
+    if markdown is not None and markdown != "-":
+        check_output(markdown, reads=reads, option="--markdown")
+
+
 def _write(path: Path, text: str) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{shown(path)}: cannot write ({exc.strerror})") from None
+    """Write a report whole (:func:`timeline.outputs.write_output`): a failure leaves no file."""
+    from timeline.outputs import write_output
+
+    write_output(path, text)

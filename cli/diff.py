@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -56,10 +55,12 @@ def diff_command(
     if json_output and markdown == "-":
         fail("--json prints JSON on stdout; it cannot be combined with --markdown -")
     with user_errors():
-        from timeline.errors import UsageError, shown
+        from timeline.outputs import check_output, write_output
         from timeline.render.markdown import render_diff_markdown
         from timeline.results.diff import build_diff, read_diff_run
 
+        if markdown is not None and markdown != "-":
+            check_output(markdown, reads=[base, new], option="--markdown")
         inputs = inputs_of([base], None, None, comm_kernel, include_python)
         runs = []
         for path in (base, new):
@@ -67,10 +68,7 @@ def diff_command(
                 runs.append(read_diff_run(replace(inputs, paths=[path]), progress=progress, warn=warn))
         diff = build_diff(runs[0], runs[1], k=noise_k)
         if markdown is not None and markdown != "-":
-            try:
-                Path(markdown).write_text(render_diff_markdown(diff), encoding="utf-8")
-            except OSError as exc:
-                raise UsageError(f"{shown(markdown)}: cannot write ({exc.strerror})") from None
+            write_output(markdown, render_diff_markdown(diff))
     echo_warnings(diff["warnings"])
     if json_output:
         from timeline.render.json import render_json

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 import signal
 import stat
@@ -50,6 +51,8 @@ DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _T = TypeVar("_T")
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+"""How polars (Rust's ``std::io::Error``) ends the message of an error of the system."""
 _TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".json.tmp")
 """The names a directory's reader takes (``timeline.inputs``): such a file in an input directory is read."""
 
@@ -80,7 +83,9 @@ def signals_deferred() -> Iterator[None]:
             signal.raise_signal(signum)
 
 
-def check_output(output: str | Path, *, reads: Sequence[str | Path], option: str) -> Path:
+def check_output(
+    output: str | Path, *, reads: Sequence[str | Path], option: str, any_kind: bool = False
+) -> Path:
     """Refuse an output that is (or is inside) what the command reads, or that is not a regular file.
 
     Parameters
@@ -92,6 +97,9 @@ def check_output(output: str | Path, *, reads: Sequence[str | Path], option: str
         budget file, baselines.
     option
         The option that names ``output`` (``--junit``), for the messages.
+    any_kind
+        Leave an existing output that is not a regular file to the caller (``convert``, whose
+        ``--force`` rules decide what a dataset directory may replace).
 
     Returns
     -------
@@ -106,22 +114,28 @@ def check_output(output: str | Path, *, reads: Sequence[str | Path], option: str
     """
     target = Path(output)
     check_path(target, what=option)
-    try:
-        mode = target.stat().st_mode  # through a link: what would be written to
-    except FileNotFoundError:
-        mode = None
-    except OSError as exc:
-        msg = f"{shown(output)}: cannot be examined ({exc.strerror or exc}); choose another {option}"
-        raise UsageError(msg) from None
-    if mode is not None and not stat.S_ISREG(mode):
-        kind = special_kind(mode)
-        raise UsageError(f"{shown(output)}: is {kind}; {option} writes a file: choose another {option}")
+    if not any_kind:
+        _check_kind(target, option)
     read = _read_by(target, reads)
     if read is not None:
         what = "one of the inputs" if read == "" else f"inside {shown(read)}, which is read"
         msg = f"{shown(output)}: is {what}; choose another output file (inputs are never modified)"
         raise UsageError(msg)
     return target
+
+
+def _check_kind(target: Path, option: str) -> None:
+    """Refuse an existing ``target`` that is not a regular file (links followed)."""
+    try:
+        mode = target.stat().st_mode  # through a link: what would be written to
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        msg = f"{shown(target)}: cannot be examined ({exc.strerror or exc}); choose another {option}"
+        raise UsageError(msg) from None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = special_kind(mode)
+        raise UsageError(f"{shown(target)}: is {kind}; {option} writes a file: choose another {option}")
 
 
 def _read_by(target: Path, reads: Sequence[str | Path]) -> str | None:
@@ -194,10 +208,11 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 def is_output_error(exc: BaseException) -> OSError | None:
-    """Return the :class:`OSError` behind a failed write (the exception or its cause), or None.
+    """Return the :class:`OSError` behind a failed write (the exception, its cause, or polars' own), or None.
 
-    polars wraps the error of a Python file object it writes to in its own ``ComputeError``, whose
-    cause (or context) is the ``OSError``.
+    polars reports the error of a file it writes (to a path, or to a Python file object) as a
+    ``ComputeError`` whose message ends with the system's error, ``... (os error 28)``: that number
+    is read back into an :class:`OSError`.
     """
     seen: BaseException | None = exc
     for _ in range(8):
@@ -205,6 +220,11 @@ def is_output_error(exc: BaseException) -> OSError | None:
             return None
         if isinstance(seen, OSError):
             return seen
+        if type(seen).__module__.startswith("polars"):
+            found = _OS_ERROR.search(str(seen))
+            if found is not None:
+                number = int(found.group(1))
+                return OSError(number, os.strerror(number))
         seen = seen.__cause__ or seen.__context__
     return None
 

@@ -25,7 +25,6 @@ renames it there, and replaces only a file that ``timeline check --init`` wrote.
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from timeline.budgets.evaluation import select_samples
 from timeline.budgets.frames import MetricFrames
 from timeline.budgets.metrics import Metric, format_value, get_metric
 from timeline.errors import TraceContentError, UsageError, shown
+from timeline.outputs import write_output
 
 __all__ = [
     "MARGIN_FLOOR",
@@ -455,18 +455,5 @@ def write_starter(path: str | Path, text: str, *, force: bool) -> None:
     """
     target = Path(path)
     check_starter_target(target, force=force)
-    partial = target.with_name(f".{target.name}.{secrets.token_hex(6)}.partial")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        descriptor = os.open(partial, flags, 0o666)
-    except OSError as exc:
-        raise UsageError(f"{shown(path)}: cannot write ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        check_starter_target(target, force=force)  # again: it may have changed meanwhile
-        partial.replace(target)
-    except OSError as exc:
-        raise UsageError(f"{shown(path)}: cannot write ({exc.strerror or exc})") from None
-    finally:
-        partial.unlink(missing_ok=True)
+    # again once written, before the rename: it may have changed meanwhile
+    write_output(target, text, check=lambda: check_starter_target(target, force=force))

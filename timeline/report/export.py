@@ -14,6 +14,7 @@ from bokeh.embed import file_html
 from bokeh.resources import Component, ResourceAttr, Resources
 
 from timeline.errors import UsageError
+from timeline.outputs import write_output
 from timeline.report.dashboard import build_dashboard
 from timeline.report.data import ReportData
 
@@ -81,7 +82,7 @@ def _writable(path: str | Path) -> Path:
 
 
 def write_html(text: str, path: str | Path) -> Path:
-    """Write a standalone HTML page to ``path`` (through a temporary file beside it, then renamed).
+    """Write a standalone HTML page to ``path`` whole (:func:`timeline.outputs.write_output`).
 
     Raises
     ------
@@ -89,13 +90,4 @@ def write_html(text: str, path: str | Path) -> Path:
         If the folder of ``path`` does not exist or cannot be written.
     """
     target = _writable(path)
-    partial = target.with_name(f".{target.name}.partial")
-    try:
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(target)
-    except OSError as exc:
-        msg = f"{target}: cannot write the report ({exc.strerror or exc}); pick another -o"
-        raise UsageError(msg) from exc
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
+    return write_output(target, text)
