@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import errno
 import gc
+import io
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import Any
+from contextlib import contextmanager, suppress
+from typing import Any, BinaryIO
 
 import typer
 from typer.core import TyperGroup
@@ -134,6 +135,77 @@ def _escape_unprintable_output() -> None:
             reconfigure(errors="backslashreplace")
 
 
+class _StdoutError(OSError):
+    """A write to stdout failed (not a closed pipe: that is :class:`BrokenPipeError`)."""
+
+
+class _GuardedWriter(io.BufferedIOBase):
+    """stdout's binary buffer, whose failed writes raise :class:`_StdoutError` (and a closed pipe, as before).
+
+    An :class:`OSError` from anywhere else is a bug (exit code 3); one from stdout is the place the
+    output was sent to (a full disk, ``/dev/full``): one ``error:`` line, exit code 2.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        super().__init__()
+        self._raw = raw
+
+    def write(self, data: Any) -> int:
+        try:
+            return self._raw.write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _StdoutError(exc.errno, exc.strerror) from exc
+
+    def flush(self) -> None:
+        try:
+            self._raw.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _StdoutError(exc.errno, exc.strerror) from exc
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    def isatty(self) -> bool:
+        return self._raw.isatty()
+
+    def close(self) -> None:
+        """Flush, and leave the real stdout open (the interpreter closes it)."""
+        if not self.closed:
+            with suppress(OSError, ValueError):
+                self.flush()
+        super().close()
+
+
+@contextmanager
+def _guarded_stdout() -> Iterator[None]:
+    """Replace the process's stdout, while the command runs, by one whose failed writes say so."""
+    stream = sys.stdout
+    buffer = getattr(stream, "buffer", None)
+    if stream is not sys.__stdout__ or buffer is None or not isinstance(stream, io.TextIOWrapper):
+        yield  # a test runner's stdout: left as it is
+        return
+    stream.flush()
+    sys.stdout = io.TextIOWrapper(
+        _GuardedWriter(buffer),
+        encoding=stream.encoding,
+        errors="backslashreplace" if stream.errors == "strict" else stream.errors,
+        line_buffering=stream.line_buffering,
+    )
+    try:
+        yield
+    finally:
+        guarded, sys.stdout = sys.stdout, stream
+        with suppress(OSError, ValueError):
+            guarded.flush()
+
+
 class TimelineGroup(TyperGroup):
     """The application's group: the command line's one boundary, where every exit code is decided.
 
@@ -142,6 +214,7 @@ class TimelineGroup(TyperGroup):
     - SIGTERM and SIGHUP (:class:`~timeline.errors.Terminated`, raised by the handlers
       :func:`_terminations` installs): as Ctrl-C, ``terminated (SIGTERM)``, exit code 143 (129);
     - stdout closed by its reader (``| head``): exit code 141, no message;
+    - stdout that cannot be written (a full disk, ``/dev/full``): one ``error:`` line, exit code 2;
     - any other exception is a bug: its traceback, then
       ``error: internal error in timeline X.Y: this is a bug, please report it ...``, exit code 3.
 
@@ -152,9 +225,15 @@ class TimelineGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         """Run the command; Ctrl-C and a closed stdout end it here with their exit codes."""
         try:
-            return super().invoke(ctx)
+            done = super().invoke(ctx)
+            sys.stdout.flush()  # what is left to write fails here, where its exit code is decided
+            return done
         except KeyboardInterrupt:
             interrupted()
+        except _StdoutError as exc:  # a full disk, /dev/full, an I/O error: said once, the rest dropped
+            _stdout_closed()
+            typer.echo(f"error: cannot write to stdout ({exc.strerror or exc})", err=True)
+            raise typer.Exit(2) from None
         except OSError as exc:
             if exc.errno != errno.EPIPE:
                 raise
@@ -174,7 +253,7 @@ class TimelineGroup(TyperGroup):
             return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         _escape_unprintable_output()
         try:
-            with _terminations():
+            with _terminations(), _guarded_stdout():
                 done = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
             code = done if isinstance(done, int) else 0
         except _USAGE_ERROR as exc:
