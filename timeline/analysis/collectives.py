@@ -53,6 +53,7 @@ from timeline.analysis.schemas import (
     ITERATION_UTILISATION_SCHEMA,
     POINT_TO_POINT_SCHEMA,
 )
+from timeline.arguments import check_events
 from timeline.schema import PROCESS_GROUPS_SCHEMA, validate
 
 __all__ = [
@@ -589,6 +590,7 @@ def match_collectives(
     >>> match = match_collectives(trace.events, groups=trace.groups)  # doctest: +SKIP
     >>> match.collectives.select("group", "collective", "start_skew_ns", "last_rank")  # doctest: +SKIP
     """
+    events = check_events(events)
     declared = groups if groups is not None else _no_rows(PROCESS_GROUPS_SCHEMA)
     attribution_warnings: list[str] = []
     if windows is None:
