@@ -45,11 +45,13 @@ RANK_MAX = 2**31 - 1
 
 
 def _named(value: object) -> str:
-    """Return a short description of a value for a message: its type and a shortened repr."""
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{type(value).__module__}.{type(value).__qualname__} {text}".removeprefix("builtins.")
+    """Return a value as a message shows it: its repr when short and plain, else its type (``a X``)."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes, bytearray)):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    kind = type(value)
+    module = kind.__module__
+    return f"a {kind.__qualname__}" if module == "builtins" else f"a {module}.{kind.__qualname__}"
 
 
 def check_paths(paths: object, *, argument: str = "paths") -> list[str | Path]:
@@ -64,7 +66,7 @@ def check_paths(paths: object, *, argument: str = "paths") -> list[str | Path]:
         return [_one_path(paths, argument)]
     if isinstance(paths, (bytes, bytearray)):
         msg = (
-            f"{argument}: bytes {_named(paths)} is not a path; pass a str or pathlib.Path "
+            f"{argument}: bytes ({_named(paths)}) are not a path; pass a str or pathlib.Path "
             f"(os.fsdecode({bytes(paths)!r}) gives one)"
         )
         raise TypeError(msg)
@@ -82,7 +84,7 @@ def _one_path(path: object, argument: str) -> str | Path:
             return Path(name)
         raise TypeError(f"{argument}: {_named(path)} names bytes; pass a str or pathlib.Path")
     if isinstance(path, (bytes, bytearray)):
-        raise TypeError(f"{argument}: bytes {_named(path)} is not a path; pass a str or pathlib.Path")
+        raise TypeError(f"{argument}: bytes ({_named(path)}) are not a path; pass a str or pathlib.Path")
     raise TypeError(f"{argument}: {_named(path)} is not a path; pass a str or pathlib.Path")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-from timeline import policy
+from timeline import arguments, policy
 from timeline.errors import RankError, UsageError
 from timeline.importers.files import read_trace_bytes
 from timeline.importers.flight_recorder import (
@@ -139,11 +139,16 @@ def load_dumps(
 
     Raises
     ------
+    TypeError
+        An argument of the wrong type, named (bytes are not a path).
     TimelineError
         A missing input, a file that is not a dump, a dump whose rank cannot be told, two dumps of
         one rank, a pickle asking for a class, a dump of another major version.
     """
-    path_list = expand_inputs(paths, rank=rank)
+    checked = arguments.check_paths(paths)
+    rank = arguments.check_rank(rank)
+    arguments.check_optional_text(rank_regex, argument="rank_regex")
+    path_list = expand_inputs(checked, rank=rank)
     dumps, others = split_dumps(path_list)
     if others:
         msg = (

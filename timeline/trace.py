@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from timeline import policy
+from timeline import arguments, policy
 from timeline.errors import TraceContentError
 from timeline.importers.result import FileResult, ImportOptions
 from timeline.importers.rules import ClassificationRules
@@ -176,12 +176,22 @@ def load(
 
     Raises
     ------
+    TypeError
+        An argument of the wrong type, named (``load(b"run/")``: bytes are not a path).
     TimelineError
         Bad input: a missing file, unreadable or unknown content, a file with no rank among several,
         two files claiming one rank, a rank outside the world size, files that disagree on the world
         size, a trace with no events.
     """
-    path_list = expand_inputs(paths, rank=rank)
+    checked = arguments.check_paths(paths)
+    rank = arguments.check_rank(rank)
+    arguments.check_optional_text(rank_regex, argument="rank_regex")
+    if rules is not None:
+        fix = "pass timeline.ClassificationRules(...) or leave it out"
+        arguments.check_instance(rules, ClassificationRules, argument="rules", fix=fix)
+    arguments.check_flag(include_python, argument="include_python")
+    arguments.check_optional_int(workers, argument="workers")
+    path_list = expand_inputs(checked, rank=rank)
     options = ImportOptions(
         rules=rules or ClassificationRules(), include_python=include_python, overlap_only=overlap_only
     )

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from timeline import policy
+from timeline import arguments, policy
 from timeline.errors import TimelineError, UsageError
 from timeline.importers.result import ImportOptions
 from timeline.importers.rules import ClassificationRules
@@ -425,6 +425,9 @@ def analyze(
 
     Raises
     ------
+    TypeError
+        An argument of the wrong type, named: ``analyze(b"run/")`` (bytes are not a path),
+        ``comm_kernels="gemm"`` (a str, not a list of patterns: pass ``["gemm"]``).
     TimelineError
         Bad input, an unknown executor, ``ray`` missing.
 
@@ -434,16 +437,17 @@ def analyze(
     >>> analysed = timeline.analyze("runs/exp1/")  # doctest: +SKIP
     >>> timeline.build_summary(analysed.trace, analysed.overlap)["worst"]  # doctest: +SKIP
     """
-    raw = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    raw = arguments.check_paths(paths)
     inputs = Inputs(
         paths=[str(p) for p in raw],
-        rank=rank,
-        rank_regex=rank_regex,
-        comm_kernels=tuple(comm_kernels),
-        include_python=include_python,
-        executor=executor,
-        ray_address=ray_address,
+        rank=arguments.check_rank(rank),
+        rank_regex=arguments.check_optional_text(rank_regex, argument="rank_regex"),
+        comm_kernels=arguments.check_patterns(comm_kernels, argument="comm_kernels"),
+        include_python=arguments.check_flag(include_python, argument="include_python"),
+        executor=arguments.check_optional_text(executor, argument="executor"),
+        ray_address=arguments.check_optional_text(ray_address, argument="ray_address"),
     )
+    arguments.check_flag(align, argument="align")
     return analyze_inputs(inputs, align=align, progress=progress)
 
 

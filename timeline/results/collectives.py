@@ -22,6 +22,7 @@ from timeline.analysis.groups import nodes_of, shared_clocks
 from timeline.analysis.horovod_phases import analyze_horovod, attribute_horovod_phases, horovod_limitations
 from timeline.analysis.overlap import Overlap, compute_overlap
 from timeline.analysis.stragglers import find_stragglers
+from timeline.arguments import check_instance
 from timeline.errors import UsageError
 from timeline.plausibility import without_cross_rank_times, without_stragglers
 from timeline.trace import Trace
@@ -228,7 +229,13 @@ def build_collectives_report(
     tables, which do not print them. ``overrides``: description → dimension label
     (``--dimension``); ``gpus_per_node``: ranks per node (else the hosts the traces name) for the
     intra- vs inter-node split.
+
+    Raises
+    ------
+    TypeError
+        ``trace`` is not a :class:`~timeline.trace.Trace` (named).
     """
+    check_instance(trace, Trace, argument="trace", fix="pass timeline.load(...) or Analysed.trace")
     events = trace.events
     kineto_comm = events.filter((pl.col("source") == "kineto") & (pl.col("kind") == "communication")).height
     has_horovod = events.filter(pl.col("source") == "horovod").height > 0

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from timeline.analysis.flight_recorder import FlightAnalysis, analyze_dumps, match_profiler_collectives
+from timeline.arguments import check_events, check_instance
 from timeline.dumps import Dumps
 from timeline.importers.collectives import normalise_collective
 from timeline.importers.flight_recorder import split_profiling_name
@@ -309,7 +310,17 @@ def build_flight_report(dumps: Dumps, *, events: pl.DataFrame | None = None) -> 
     ``first_stop``, ``groups``, ``progress``, ``mismatches``, ``waits`` (rows of the analysis'
     frames), ``warnings``; with the profiler's ``events`` of the same job, ``matches``
     (:func:`profiler_matches`).
+
+    Raises
+    ------
+    TypeError
+        ``dumps`` is not a :class:`~timeline.dumps.Dumps`, ``events`` not the events frame (named).
+    UsageError
+        ``events`` without the columns of the events frame.
     """
+    check_instance(dumps, Dumps, argument="dumps", fix="pass timeline.load_dumps(...)")
+    if events is not None:
+        events = check_events(events)
     analysis = analyze_dumps(dumps.entries, dumps.status, dumps.groups, ranks=dumps.ranks)
     findings = flight_findings(analysis)
     entries = dumps.entries

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from timeline.analysis.overlap import Overlap
+from timeline.arguments import check_instance, check_optional_int
 from timeline.trace import Trace
 
 if TYPE_CHECKING:
@@ -158,7 +159,16 @@ def build_summary(
     these ``overrides`` and ``gpus_per_node``
     (:func:`timeline.results.dimensions.dimension_exposure_of`: ``timeline analyze`` computes it
     once, for this summary and the diagnosis), else computed here when the trace names groups.
+
+    Raises
+    ------
+    TypeError
+        ``trace`` not a :class:`~timeline.trace.Trace`, ``overlap`` not an
+        :class:`~timeline.analysis.overlap.Overlap`, ``top`` not an int (each named).
     """
+    check_instance(trace, Trace, argument="trace", fix="pass timeline.load(...) or Analysed.trace")
+    check_instance(overlap, Overlap, argument="overlap", fix="pass timeline.compute_overlap(trace.events)")
+    check_optional_int(top, argument="top")
     summary = _overlap_summary(trace, overlap, top=top)
     summary["dimensions"] = None
     from timeline.results.dimensions import has_groups

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from timeline.arguments import check_instance
 from timeline.whatif.bucketing import BucketPolicy
 from timeline.whatif.compression import Compression
 from timeline.whatif.costs import Algorithm
@@ -146,7 +147,13 @@ def build_whatif_report(
 
     ``dimension_bandwidths``: per bandwidth, the links of named dimensions (the bandwidth is then
     the other collectives'); ``dimension_latencies``: ``α`` of named dimensions.
+
+    Raises
+    ------
+    TypeError
+        ``graph`` is not a :class:`~timeline.whatif.graph.TraceGraph` (named).
     """
+    check_instance(graph, TraceGraph, argument="graph", fix="pass the graph of timeline's what-if session")
     check = self_replay(graph)
     if iterations is not None:
         from timeline.whatif.replay import replay
