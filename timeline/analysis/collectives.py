@@ -593,8 +593,7 @@ def match_collectives(
     events = check_events(events)
     declared = groups if groups is not None else _no_rows(PROCESS_GROUPS_SCHEMA)
     attribution_warnings: list[str] = []
-    if windows is None:
-        windows = assign_iterations(events)
+    windows = assign_iterations(events) if windows is None else windows
     modes = rank_modes(events)
     communication, group_list, settled = _attribution(
         events,
