@@ -127,6 +127,18 @@ def _terminations() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def _no_rust_backtraces() -> None:
+    """Turn off the backtrace polars' Rust code prints when it panics (``RUST_BACKTRACE`` set by the user).
+
+    A damaged Parquet file can make polars panic; timeline reports that as one ``error:`` line,
+    which a Rust backtrace of dozens of lines on stderr would bury. Rust reads the variable at its
+    first panic; the command's worker processes inherit it.
+    """
+    for name in ("RUST_BACKTRACE", "POLARS_BACKTRACE"):
+        if os.environ.get(name, "0") != "0":
+            os.environ[name] = "0"
+
+
 def _escape_unprintable_output() -> None:
     """Write what the output's encoding cannot hold escaped (a name that is not UTF-8), never fail on it."""
     for stream in (sys.stdout, sys.stderr):
@@ -252,6 +264,7 @@ class TimelineGroup(TyperGroup):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         _escape_unprintable_output()
+        _no_rust_backtraces()
         try:
             with _terminations(), _guarded_stdout():
                 done = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
