@@ -33,6 +33,8 @@ from typing import Any
 from bokeh.application import Application
 from bokeh.application.handlers.function import FunctionHandler
 from bokeh.document import Document
+from bokeh.events import DocumentReady, Event
+from bokeh.models.widgets import Div
 from bokeh.resources import Component, ResourceAttr, Resources
 from bokeh.server.server import BaseServer
 from bokeh.server.tornado import BokehTornado
@@ -41,6 +43,7 @@ from bokeh.server.views.static_handler import StaticHandler
 from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop
 from tornado.platform.asyncio import BaseAsyncIOLoop
+from tornado.web import HTTPError
 
 from timeline.errors import UsageError
 from timeline.report.dashboard import build_dashboard
@@ -71,7 +74,28 @@ class _PageResources(Resources):
         )
 
 
+class _ReportStaticHandler(StaticHandler):
+    """bokeh's static files; a path no file can have (a NUL byte) is a 400, not a 500 with a traceback."""
+
+    def parse_url_path(self, url_path: str) -> str:
+        if "\0" in url_path:
+            raise HTTPError(400, "not a file name")
+        return str(super().parse_url_path(url_path))
+
+    def validate_absolute_path(self, root: str, absolute_path: str) -> str | None:
+        try:
+            return super().validate_absolute_path(root, absolute_path)
+        except ValueError:  # a name the system refuses (embedded null byte and the like)
+            raise HTTPError(400, "not a file name") from None
+
+
 class _ReportTornado(BokehTornado):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for rule in self.wildcard_router.rules:  # bokeh's static files, served by the careful handler
+            if rule.target is StaticHandler:
+                rule.target = _ReportStaticHandler
+
     def resources(self, absolute_url: str | bool | None = None) -> Resources:
         base = super().resources(absolute_url)
         if base.mode not in ("server", "server-dev"):
@@ -229,14 +253,33 @@ def _layout(data: ReportData | dict[str, Any], files: int | None) -> Any:
     return build_dashboard(data, mode="live", files=files).layout
 
 
+_LOADING = "<i>timeline: drawing the report…</i>"
+
+
 def make_application(
     data: ReportData | dict[str, Any], *, files: int | None = None, title: str = "timeline report"
 ) -> Application:
-    """Return the bokeh application: each session gets its own live dashboard document."""
+    """Return the bokeh application: each session gets its own live dashboard document.
+
+    A session's dashboard is built once its page has loaded in a browser (``DocumentReady``, over
+    the page's websocket), not when the page is asked for: building one takes 0.4-2 s of the one
+    thread that serves every request, and a request that never opens the page (a crawler, a burst
+    of 100 ``GET /``) got one built each, the server unresponsive for minutes and its memory
+    tripled. The page itself holds a "drawing" line, replaced by the dashboard.
+    """
 
     def make_document(doc: Document) -> None:
-        doc.add_root(_layout(data, files))
+        waiting = Div(text=_LOADING, name="report_loading")
+        doc.add_root(waiting)
         doc.title = title
+
+        def draw(_event: Event) -> None:
+            if waiting.document is not doc:
+                return  # drawn already (the event comes once per page load)
+            doc.remove_root(waiting)
+            doc.add_root(_layout(data, files))
+
+        doc.on_event(DocumentReady, draw)
 
     return Application(FunctionHandler(make_document))
 
