@@ -439,3 +439,48 @@ def test_ctrl_c_while_convert_writes_leaves_no_partial_file(
     assert result.exit_code == 130
     assert result.stderr == "interrupted\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+# --- slow but correct: a key 100,000 deep, 5,000 tiny rank files ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a" + ".a" * 100_000 + " = 1\n",  # 18 s in Python's TOML reader (quadratic in the parts)
+        "[" + ".".join(["t"] * 100_000) + "]\nmax = 1\n",
+        '"q".' * 40 + "k = 1\n",
+    ],
+)
+def test_a_budget_key_of_too_many_parts_is_refused_before_toml_reads_it(text: str, tmp_path: Path) -> None:
+    from timeline.budgets.budget_file import read_budget_file
+    from timeline.errors import BudgetError
+
+    budget = tmp_path / "deep.toml"
+    budget.write_text("# a comment\n" + text)
+    with pytest.raises(BudgetError) as raised:
+        read_budget_file(budget)
+    assert str(raised.value) == (
+        f"{budget}:2: a key of more than 32 dotted parts; a budget file needs no more than a few levels "
+        "(see docs/ci.md)"
+    )
+
+
+def test_a_key_of_a_few_parts_is_still_read(tmp_path: Path) -> None:
+    from timeline.budgets.budget_file import read_budget_file
+
+    budget = tmp_path / "pyproject.toml"
+    budget.write_text('[tool.timeline]\n[[tool.timeline.budgets]]\nmetric = "step_ns"\nmax = 1\n')
+    assert [b.metric.name for b in read_budget_file(budget).budgets] == ["step_ns"]
+
+
+def test_many_small_files_are_parsed_in_worker_processes(tmp_path: Path) -> None:
+    # 5,000 one-kernel traces took 92 s parsed in one process (about 18 ms of polars queries each)
+    from timeline import policy
+
+    files = [tmp_path / f"rank{r}.json" for r in range(policy.PARALLEL_MIN_FILES)]
+    for path in files:
+        path.write_text("{}")
+    assert policy.parses_in_parallel(files, workers=2)
+    assert not policy.parses_in_parallel(files[:-1], workers=2)  # a few bytes each: one process
+    assert not policy.parses_in_parallel(files, workers=1)
