@@ -19,7 +19,7 @@ import pytest
 
 import timeline
 from tests.builders import SAMPLES, TRACES
-from timeline.errors import TimelineError, UsageError
+from timeline.errors import RankError, TimelineError, UsageError
 
 API: Any = timeline
 """The library, untyped: these tests give it what its signatures refuse."""
@@ -113,10 +113,10 @@ def test_a_path_like_is_a_path() -> None:
     [
         (
             2**40,
-            UsageError,
+            RankError,
             "rank: 1099511627776 is not a rank; a rank is an integer from 0 to 2,147,483,647",
         ),
-        (-1, UsageError, "rank: -1 is not a rank; a rank is an integer from 0 to 2,147,483,647"),
+        (-1, RankError, "--rank -1: a rank is an index from 0 to world_size - 1; pass 0 or more"),
         (True, TypeError, "rank: True is not an int"),
         (1.0, TypeError, "rank: 1.0 is not an int"),
         ("1", TypeError, "rank: '1' is not an int"),

@@ -7,8 +7,9 @@ Takes what a notebook or script passes to :func:`timeline.load`, :func:`timeline
 - :class:`TypeError` naming the argument for a value of the wrong type (``analyze(b"run/")``, a
   ``str`` where a list of patterns is expected, a pandas frame or a ``LazyFrame`` where the events
   frame is expected), with what to pass instead;
-- :class:`~timeline.errors.UsageError` naming the argument for a value of the right type that
-  cannot be used (a rank out of range, an events frame without the columns of
+- a :class:`~timeline.errors.TimelineError` naming the argument for a value of the right type that
+  cannot be used (:class:`~timeline.errors.RankError`: a rank beyond the ``Int32`` rank column;
+  :class:`~timeline.errors.UsageError`: an events frame without the columns of
   :data:`timeline.schema.EVENTS_SCHEMA` or with another type in one of them).
 
 Without these checks a misuse surfaced deep inside polars (``ColumnNotFoundError`` with a query
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from timeline.errors import UsageError
+from timeline.errors import RankError, UsageError
 
 if TYPE_CHECKING:
     import polars as pl
@@ -115,18 +116,20 @@ def check_patterns(patterns: object, *, argument: str) -> tuple[str, ...]:
 
 
 def check_rank(rank: object, *, argument: str = "rank") -> int | None:
-    """Return a rank (or None): an ``int`` from 0 to :data:`RANK_MAX`.
+    """Return a rank (or None): an ``int`` of at most :data:`RANK_MAX`.
+
+    A negative rank is refused later, with the files' world size in the message.
 
     Raises
     ------
     TypeError
         Not an ``int`` (a ``bool`` or a ``float`` neither).
-    UsageError
-        Out of the range a rank has.
+    RankError
+        Above the largest rank the ``rank`` column holds (polars failed on it with ``ComputeError``).
     """
     value = check_optional_int(rank, argument=argument)
-    if value is not None and not 0 <= value <= RANK_MAX:
-        raise UsageError(f"{argument}: {value} is not a rank; a rank is an integer from 0 to {RANK_MAX:,}")
+    if value is not None and value > RANK_MAX:
+        raise RankError(f"{argument}: {value} is not a rank; a rank is an integer from 0 to {RANK_MAX:,}")
     return value
 
 
