@@ -287,7 +287,8 @@ def find_budget_file(directory: str | Path = ".") -> Path:
     pyproject = base / "pyproject.toml"
     if pyproject.is_file():
         try:
-            text = pyproject.read_text(encoding="utf-8", errors="replace")
+            with pyproject.open("rb") as handle:  # a regular file: at most what read_budget_file reads
+                text = handle.read(MAX_BUDGET_BYTES + 1).decode("utf-8", errors="replace")
         except OSError:
             text = ""
         # A textual test: a broken pyproject.toml that mentions timeline is reported by read_budget_file.
