@@ -13,6 +13,7 @@ line asking for a bug report, Ctrl-C into ``interrupted``, SIGTERM and SIGHUP in
 
 from __future__ import annotations
 
+import codecs
 import errno
 import gc
 import io
@@ -139,12 +140,30 @@ def _no_rust_backtraces() -> None:
             os.environ[name] = "0"
 
 
+_ESCAPE = "timeline-escape"
+"""The codec error handler of the command's stdout and stderr (:func:`_escaped`)."""
+
+
+def _escaped(error: UnicodeError) -> tuple[str, int]:
+    r"""Escape what an encoding cannot hold: a byte of a name not UTF-8 as ``\xff``, others as Python."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    return "".join(map(_escaped_character, error.object[error.start : error.end])), error.end
+
+
+def _escaped_character(c: str) -> str:
+    if "\udc80" <= c <= "\udcff":  # a byte Python decoded as a lone surrogate
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return c.encode("ascii", "backslashreplace").decode()
+
+
 def _escape_unprintable_output() -> None:
     """Write what the output's encoding cannot hold escaped (a name that is not UTF-8), never fail on it."""
+    codecs.register_error(_ESCAPE, _escaped)
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
-            reconfigure(errors="backslashreplace")
+        if reconfigure is not None and getattr(stream, "errors", None) in ("strict", "backslashreplace"):
+            reconfigure(errors=_ESCAPE)
 
 
 class _StdoutError(OSError):
@@ -207,7 +226,7 @@ def _guarded_stdout() -> Iterator[None]:
     sys.stdout = io.TextIOWrapper(
         _GuardedWriter(buffer),
         encoding=stream.encoding,
-        errors="backslashreplace" if stream.errors == "strict" else stream.errors,
+        errors=_ESCAPE if stream.errors in ("strict", "backslashreplace") else stream.errors,
         line_buffering=stream.line_buffering,
     )
     try:

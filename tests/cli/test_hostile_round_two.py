@@ -228,6 +228,22 @@ def test_a_name_that_is_not_utf8_is_read_and_printed_escaped(
         assert "runs\\\\xfe/rank1\\\\xff.json.gz" in result.stdout  # JSON escapes the backslash
 
 
+@pytest.mark.parametrize("output", ["o\udcff.parquet", "o\udcff.d", "o\udcff.json", "o\udcff.html"])
+def test_an_output_name_that_is_not_utf8_is_written_and_read_back(
+    output: str, odd_name: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / output
+    command = {".parquet": ["convert"], ".d": ["convert", "--partition-by-rank"], ".html": ["report"]}
+    args = command.get(target.suffix, ["convert", "--to", "perfetto"])
+    written = _run(*args, odd_name, "-o", target, env=STRICT)
+    assert written.returncode == 0, written.stderr
+    assert "o\\xff" in written.stdout + written.stderr  # the name as written, escaped
+    assert target.exists()
+    if target.suffix in (".parquet", ".d"):
+        read = _run("analyze", "--json", target, env=STRICT)
+        assert read.returncode == 0, read.stderr
+
+
 def test_a_missing_name_that_is_not_utf8_is_one_error_line(tmp_path: Path) -> None:
     missing = tmp_path / os.fsdecode(b"gone\xff.json")
     line = _one_error_line(_run("analyze", missing, env=STRICT))

@@ -134,9 +134,9 @@ def _write_unit(task: _WriteTask) -> _UnitWritten:
         directory.mkdir(exist_ok=True)
         target = directory / f"unit-{task.index}.parquet"
         groups = trace.groups.filter(pl.col("rank") == rank)
-        Trace(
-            events=events, files=files, warnings=trace.warnings if i == 0 else (), groups=groups
-        ).write_parquet(target)
+        warnings = trace.warnings if i == 0 else ()
+        with target.open("wb") as handle:  # a file object: polars takes no path that is not UTF-8
+            write_parquet(handle, events=events, files=files, warnings=warnings, groups=groups)
         parts.append((rank, target))
     return _UnitWritten(
         files=trace.files,
