@@ -202,3 +202,18 @@ def test_a_summary_of_the_right_arguments_is_built() -> None:
     analysed = API.analyze(Path(GLOO))
     summary = API.build_summary(analysed.trace, analysed.overlap)
     assert [row["rank"] for row in summary["ranks"]] == [0, 1]
+
+
+def test_integers_of_another_width_and_text_for_categories_are_read(events: pl.DataFrame) -> None:
+    widened = events.with_columns(pl.col("rank").cast(pl.Int64), pl.col("name").cast(pl.String))
+    assert timeline.compute_overlap(widened).ranks.equals(timeline.compute_overlap(events).ranks)
+
+
+def test_a_value_that_does_not_fit_its_column_is_refused(events: pl.DataFrame) -> None:
+    too_large = events.with_columns(pl.lit(2**40, dtype=pl.Int64).alias("rank"))
+    error = _refused(lambda: timeline.compute_overlap(too_large))
+    assert isinstance(error, UsageError)
+    assert str(error).startswith("events: the columns rank cannot be read as the events frame's types (")
+    unknown_kind = events.with_columns(pl.lit("teleport").alias("kind"))
+    error = _refused(lambda: timeline.compute_overlap(unknown_kind))
+    assert str(error).startswith("events: the columns kind cannot be read as the events frame's types (")

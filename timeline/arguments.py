@@ -166,7 +166,7 @@ def check_instance(value: object, kind: type[Any], *, argument: str, fix: str) -
 def check_events(events: object, *, argument: str = "events") -> pl.DataFrame:
     """Return the canonical events frame (:data:`timeline.schema.EVENTS_SCHEMA`), checked by its schema.
 
-    Only the schema is read (no pass over the rows).
+    The frame timeline builds is returned as it is, its schema only read (no pass over the rows).
 
     Raises
     ------
@@ -174,7 +174,9 @@ def check_events(events: object, *, argument: str = "events") -> pl.DataFrame:
         Not a polars ``DataFrame`` (a ``LazyFrame``: collect it; a pandas frame: build the events
         with :func:`timeline.load`).
     UsageError
-        A column of the schema missing, or of another type.
+        A column of the schema missing, or of a type that does not hold its values (a ``str`` rank);
+        integers of another width and text for a category are cast (strictly: a value that does
+        not fit is this error too).
     """
     import polars as pl
 
@@ -196,11 +198,34 @@ def check_events(events: object, *, argument: str = "events") -> pl.DataFrame:
             "timeline.load(...), or a frame of timeline.schema.EVENTS_SCHEMA"
         )
         raise UsageError(msg)
-    for name, dtype in EVENTS_SCHEMA.items():
-        if schema[name] != dtype:
+    differ = {name: dtype for name, dtype in EVENTS_SCHEMA.items() if schema[name] != dtype}
+    if not differ:
+        return events  # the frame timeline builds: nothing to do
+    for name, dtype in differ.items():
+        if not _castable(schema[name], dtype):
             msg = (
                 f"{argument}.{name}: {schema[name]}, where the events frame has {dtype}; cast it "
                 "(frame.cast(timeline.schema.EVENTS_SCHEMA)) or pass Trace.events"
             )
             raise UsageError(msg)
-    return events
+    try:
+        return events.with_columns(pl.col(name).cast(dtype, strict=True) for name, dtype in differ.items())
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+        names = ", ".join(differ)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        msg = f"{argument}: the columns {names} cannot be read as the events frame's types ({first})"
+        raise UsageError(msg) from None
+
+
+def _castable(actual: pl.DataType, expected: pl.DataType) -> bool:
+    """Whether a column of ``actual`` type holds what one of ``expected`` type does, told apart by its values.
+
+    Integers of another width (a value out of range then fails the strict cast), and text as a
+    category or enum (a word outside an enum fails it); never text as a number or the reverse.
+    """
+    import polars as pl
+
+    if expected.is_integer():
+        return actual.is_integer()
+    text = (pl.String, pl.Categorical, pl.Enum)
+    return isinstance(expected, text) and (isinstance(actual, text) or actual == pl.String)
