@@ -50,6 +50,7 @@ __all__ = [
     "input_paths",
     "is_dataset",
     "is_pattern",
+    "is_trace_name",
     "manifest_windows",
     "plan_inputs",
     "plan_units",
@@ -74,6 +75,14 @@ _RANK_IN_NAME = re.compile(r"(?<![a-z0-9])(?:rank|worker)[-_]?(\d+)(?![0-9])", r
 _RANK_ENDING_NAME = re.compile(r"(?<![0-9])(\d{1,9})(?:\.json|\.pkl|\.pickle)?$", re.IGNORECASE)
 _PARTITION = re.compile(r"^rank=(\d+)$")
 _PART = re.compile(r"^part-(\d+)\.parquet$")
+
+
+def is_trace_name(name: str) -> bool:
+    """Whether a directory's reader takes a file of this name as a trace (``*.json[.gz]``, ``*.parquet``).
+
+    Not the capture ``manifest.json``. (A directory's Flight Recorder dumps are recognised by content.)
+    """
+    return name.lower().endswith(_TRACE_SUFFIXES) and name not in _NOT_TRACES
 
 
 def is_pattern(path: str | Path) -> bool:
@@ -158,9 +167,7 @@ def _directory_traces(path: Path, text: str) -> list[Path]:
     members = sorted(
         p
         for p in path.iterdir()
-        if p.is_file()
-        and p.name not in _NOT_TRACES
-        and (p.name.lower().endswith(_TRACE_SUFFIXES) or _is_dump_file(p))
+        if p.is_file() and (is_trace_name(p.name) or (p.name not in _NOT_TRACES and _is_dump_file(p)))
     )
     if listed:
         # A capture run folder: exactly the files its manifest lists (stale traces of an

@@ -33,6 +33,7 @@ from typing import BinaryIO, TypeVar
 
 from timeline.errors import UsageError, shown
 from timeline.globs import glob_paths, has_magic
+from timeline.inputs import is_dataset, is_trace_name
 from timeline.paths import check_path, special_kind
 
 __all__ = [
@@ -53,8 +54,6 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _T = TypeVar("_T")
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")
 """How polars (Rust's ``std::io::Error``) ends the message of an error of the system."""
-_TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".json.tmp")
-"""The names a directory's reader takes (``timeline.inputs``): such a file in an input directory is read."""
 
 
 @contextmanager
@@ -155,8 +154,9 @@ def _read_by(target: Path, reads: Sequence[str | Path]) -> str | None:
 def _places(raw: str | Path) -> Iterator[tuple[Path, bool]]:
     """Yield what reading ``raw`` reads: ``(path, whether anything inside it is read too)``.
 
-    A pattern gives its matches; a directory itself, its trace files, and (a Parquet dataset, a
-    ``rank=N`` folder) everything in it. Errors are left to the reader, which reports them.
+    A pattern gives its matches; a directory itself, the files its reader takes as traces
+    (:func:`timeline.inputs.is_trace_name`), and (a Parquet dataset, a ``rank=N`` folder of one)
+    everything in it. Errors are left to the reader, which reports them.
     """
     text = os.fspath(raw)
     try:
@@ -179,23 +179,13 @@ def _places(raw: str | Path) -> Iterator[tuple[Path, bool]]:
     if not is_dir:
         yield path, False
         return
-    yield path, _is_dataset_like(path)
+    yield path, is_dataset(path) or path.resolve().name.startswith("rank=")
     try:
-        members = [p for p in path.iterdir() if p.name.lower().endswith(_TRACE_SUFFIXES)]
+        members = [p for p in path.iterdir() if is_trace_name(p.name)]
     except OSError:
         return
     for member in members:
         yield member, False
-
-
-def _is_dataset_like(directory: Path) -> bool:
-    """Whether a directory read holds ``rank=N`` partitions (a dataset), or is one of them."""
-    if directory.resolve().name.startswith("rank="):
-        return True
-    try:
-        return any(child.name.startswith("rank=") for child in directory.iterdir())
-    except OSError:
-        return False
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
