@@ -11,11 +11,14 @@ Each case runs the installed command on a real 8-rank run (8 copies of the 54 MB
 when the first rank's task has ended: the worker processes are then running. The signal goes to
 the command alone (not its process group: the workers must be stopped by the command). The test
 then waits, on each process's pidfd, for every process of the command's tree to end, and checks
-that ``/dev/shm`` holds nothing the command made.
+that ``/dev/shm`` holds nothing the command made: run as root, the command gets a ``/dev/shm`` of
+its own (a mount namespace), listed once it has ended; otherwise, what its processes held when
+signalled must be gone.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import pty
@@ -64,6 +67,7 @@ class Ended:
     stderr: str
     processes: list[int]
     shared: set[str]
+    left: list[str] | None
 
 
 def _tree(pid: int) -> list[int]:
@@ -132,13 +136,51 @@ def _rest_of(master: int) -> bytes:
     return out
 
 
+# The command runs in a mount namespace of its own whose /dev/shm is a tmpfs of its own, held by a
+# shell that lists it once the test says every process of the command has ended: what is listed is
+# exactly what the command left (the machine's other processes make and drop their own semaphores
+# in the shared /dev/shm meanwhile). The shell prints the command's pid first.
+_HOLDER = """mount -t tmpfs -o size=512m tmpfs /dev/shm || exit 97
+"$@" >/dev/null &
+echo "$!"
+wait "$!"
+code=$?
+read -r _
+ls -A /dev/shm
+exit "$code"
+"""
+
+
+@functools.cache
+def _private_shm() -> bool:
+    """Whether a command can be given a /dev/shm of its own (root, ``unshare``, mounts allowed)."""
+    try:
+        probe = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", "mount -t tmpfs tmpfs /dev/shm"],
+            capture_output=True,
+            check=False,
+            timeout=BOUND_S,
+        )
+    except OSError:
+        return False
+    return probe.returncode == 0
+
+
 def _signalled(args: list[str], sig: signal.Signals, cwd: Path) -> Ended:
-    """Run ``timeline ARGS``, send ``sig`` once its workers run, and wait for its whole tree to end."""
+    """Run ``timeline ARGS``, send ``sig`` once its workers run, and wait for its whole tree to end.
+
+    With a /dev/shm of its own (:func:`_private_shm`), ``Ended.left`` lists what the command left
+    there; else None, and ``Ended.shared`` (what its processes held when signalled) is what to check.
+    """
     master, terminal = pty.openpty()
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
-    command = subprocess.Popen(
-        [*timeline_command(), *args],
-        stdin=subprocess.DEVNULL,
+    private = _private_shm()
+    argv = [*timeline_command(), *args]
+    if private:
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _HOLDER, "sh", *argv]
+    holder = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE if private else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=terminal,
         cwd=cwd,
@@ -146,27 +188,42 @@ def _signalled(args: list[str], sig: signal.Signals, cwd: Path) -> Ended:
         start_new_session=True,  # a process group of its own: the signal reaches the command alone
     )
     os.close(terminal)
+    assert holder.stdout is not None
     try:
+        pid = int(holder.stdout.readline()) if private else holder.pid
+        command = os.pidfd_open(pid)
         _read_until_a_rank_is_done(master)
-        processes = _tree(command.pid)
-        pidfds = [os.pidfd_open(pid) for pid in processes if Path(f"/proc/{pid}").exists()]
-        shared = _shared_files([command.pid, *processes])
-        command.send_signal(sig)
-        code = command.wait(BOUND_S)
-        stderr = _rest_of(master).decode(errors="replace")
-        for pidfd in pidfds:
+        processes = _tree(pid)
+        pidfds = [os.pidfd_open(child) for child in processes if Path(f"/proc/{child}").exists()]
+        shared = _shared_files([pid, *processes])
+        os.kill(pid, sig)
+        for pidfd in [command, *pidfds]:
             # readable once the process has ended (a zombie of an init that does not reap counts)
             ended, _, _ = select.select([pidfd], [], [], BOUND_S)
             assert ended, "a process of the command is still running"
             os.close(pidfd)
+        left = None
+        if private:
+            assert holder.stdin is not None
+            holder.stdin.write(b"\n")  # every process has ended: list what is left
+            holder.stdin.close()
+            left = holder.stdout.read().decode(errors="replace").split()
+        code = holder.wait(BOUND_S)
+        stderr = _rest_of(master).decode(errors="replace")  # the terminal's last writer is gone
     finally:
-        if command.poll() is None:
-            command.kill()
-            command.wait()
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
         os.close(master)
-        assert command.stdout is not None
-        command.stdout.close()
-    return Ended(code=code, stderr=stderr, processes=processes, shared=shared)
+        holder.stdout.close()
+    return Ended(code=code, stderr=stderr, processes=processes, shared=shared, left=left)
+
+
+def _left_behind(ended: Ended) -> list[str]:
+    """What the command left in /dev/shm: listed in its own, else what it held that still exists."""
+    if ended.left is not None:
+        return ended.left
+    return sorted(path for path in ended.shared if Path(path).exists())
 
 
 def _last_words(stderr: str) -> str:
@@ -174,24 +231,10 @@ def _last_words(stderr: str) -> str:
     return _ANSI.sub("", stderr).rstrip()
 
 
-def _unheld(before: set[str]) -> set[str]:
-    """Entries of /dev/shm made since ``before`` that no running process holds (left behind)."""
-    new = {str(entry) for entry in SHM.iterdir()} - before
-    if not new:
-        return set()
-    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-    return new - _shared_files(pids)
-
-
-@pytest.fixture
-def shm_before() -> set[str]:
-    return {str(entry) for entry in SHM.iterdir()}
-
-
 @REAL_RUN
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_a_signal_stops_analyze_of_8_ranks_and_its_workers(
-    eight_ranks: Path, tmp_path: Path, shm_before: set[str], sig: signal.Signals, code: int
+    eight_ranks: Path, tmp_path: Path, sig: signal.Signals, code: int
 ) -> None:
     ended = _signalled(["analyze", "--executor", "local", str(eight_ranks)], sig, tmp_path)
     assert ended.processes, "no worker process was running when the signal was sent"
@@ -199,13 +242,12 @@ def test_a_signal_stops_analyze_of_8_ranks_and_its_workers(
     assert _last_words(ended.stderr).endswith(f"terminated ({sig.name})")
     assert "Traceback" not in ended.stderr
     assert ended.shared, "the command held nothing in /dev/shm: its pool was not running"
-    assert {path for path in ended.shared if Path(path).exists()} == set()
-    assert _unheld(shm_before) == set()
+    assert _left_behind(ended) == []
 
 
 @REAL_RUN
 def test_sigterm_stops_convert_to_a_dataset_and_removes_its_partial_folder(
-    eight_ranks: Path, tmp_path: Path, shm_before: set[str]
+    eight_ranks: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -216,8 +258,7 @@ def test_sigterm_stops_convert_to_a_dataset_and_removes_its_partial_folder(
     assert ended.code == 143, ended.stderr
     assert _last_words(ended.stderr).endswith("terminated (SIGTERM)")
     assert sorted(p.name for p in out.iterdir()) == []  # neither the dataset nor a .partial folder
-    assert {path for path in ended.shared if Path(path).exists()} == set()
-    assert _unheld(shm_before) == set()
+    assert _left_behind(ended) == []
 
 
 # --- in-process: the boundary's exit code and message ------------------------------------------
