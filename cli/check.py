@@ -30,7 +30,6 @@ from cli.options import (
     RankRegexOption,
     RayAddressOption,
 )
-from timeline.errors import UsageError, shown
 
 if TYPE_CHECKING:
     from timeline.results.diagnosis import DiagnosisReport
@@ -114,6 +113,7 @@ def check_command(
             link_gbps=link_gbps, dimension=dimension, gpus_per_node=gpus_per_node, codec_gbps=codec_gbps
         )
         plan = plan_check(budget, options, baseline=baseline or (), markdown=markdown is not None)
+        _check_outputs(junit, markdown, reads=[*paths, plan.budgets.path, *(baseline or [])])
         echo_warnings(plan.warnings)
         inputs = inputs_of(
             paths,
@@ -183,8 +183,18 @@ def _print(
         typer.echo(render_github(report), nl=False)
 
 
+def _check_outputs(junit: Path | None, markdown: str | None, *, reads: list[str | Path]) -> None:
+    """Refuse a --junit or --markdown file that the check reads (a trace, the budget file, a baseline)."""
+    from timeline.outputs import check_output
+
+    if junit is not None:
+        check_output(junit, reads=reads, option="--junit")
+    if markdown is not None and markdown != "-":
+        check_output(markdown, reads=reads, option="--markdown")
+
+
 def _write(path: Path, text: str) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{shown(path)}: cannot write ({exc.strerror})") from None
+    """Write a report whole (:func:`timeline.outputs.write_output`): a failure leaves no file."""
+    from timeline.outputs import write_output
+
+    write_output(path, text)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from timeline.errors import TimelineError, one_line
+from timeline.errors import Terminated, TimelineError, one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -71,11 +71,17 @@ def interrupted() -> NoReturn:
     """End a command stopped by Ctrl-C: stop its worker processes, print ``interrupted``, exit code 130.
 
     Worker processes ignore Ctrl-C (:func:`timeline.workers.worker_environment`): they are
-    terminated here, so that the command ends now rather than once their tasks are done.
+    terminated here, so that the command ends now rather than once their tasks are done. Stopped
+    by SIGTERM or SIGHUP (the :class:`~timeline.errors.Terminated` being handled): the same, with
+    ``terminated (SIGTERM)`` and exit code 143 (129).
     """
     workers = sys.modules.get("timeline.workers")
     if workers is not None and workers.pools_started():
         workers.stop_workers()
+    ending = sys.exc_info()[1]
+    if isinstance(ending, Terminated):
+        typer.echo(ending.message, err=True)
+        raise typer.Exit(ending.exit_code)
     typer.echo("interrupted", err=True)
     raise typer.Exit(130)
 
@@ -258,16 +264,13 @@ def loading() -> Iterator[tuple[Callable[[str, int, int], None] | None, Callable
 def load(inputs: Inputs) -> Trace:
     """Load every event of the inputs in memory, with a progress bar; print the load warnings.
 
-    Also the run's own warning when the traces hold fewer ranks than the job
-    (:func:`~timeline.run.partial_run_note`), as every command that reads a run prints it.
+    For ``timeline convert``, which writes the events and computes no figure: the run's warning
+    that the traces hold fewer ranks than the job (a note on figures that compare ranks) is printed
+    by the commands that compute them (:func:`open_run`).
     """
-    from timeline.run import partial_run_note
-
     with loading() as (progress, warn):
         trace = inputs.load(progress=progress)
         warn(trace.warnings)
-        note = partial_run_note(trace.files)
-        warn(() if note is None else (note,))
     return trace
 
 

@@ -81,6 +81,7 @@ def convert_command(
     with user_errors():
         from timeline.execution.dataset import check_output, write_parquet_file
         from timeline.inputs import expand_datasets, expand_paths
+        from timeline.outputs import check_output as check_not_read
 
         read = inputs_of(
             paths,
@@ -92,9 +93,8 @@ def convert_command(
             no_cache=no_cache,
             cache_dir=cache_dir,
         )
-        target = output.resolve()
-        if target in expand_paths(expand_datasets(paths)):
-            fail(f"{output}: is one of the inputs; choose another output file (inputs are never modified)")
+        expand_paths(expand_datasets(paths))  # a missing input is named before the output
+        check_not_read(output, reads=paths, option="-o", any_kind=True)
         if to != "parquet":
             if partition_by_rank:
                 fail(f"--partition-by-rank: writes Parquet only, not --to {to}; drop one of the two options")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -73,11 +72,13 @@ def diff_command(
         fail("--json prints JSON on stdout; it cannot be combined with --markdown -")
     with user_errors():
         from timeline.budgets.runs import read_run
-        from timeline.errors import UsageError, shown
+        from timeline.outputs import check_output, write_output
         from timeline.render.markdown import render_diff_markdown
         from timeline.results.diff import build_diff
         from timeline.run import RunOptions
 
+        if markdown is not None and markdown != "-":
+            check_output(markdown, reads=[base, new], option="--markdown")
         inputs = inputs_of(
             [base],
             comm_kernels=comm_kernel,
@@ -95,10 +96,7 @@ def diff_command(
                 runs.append(run)
         diff = build_diff(runs[0], runs[1], k=noise_k)
         if markdown is not None and markdown != "-":
-            try:
-                Path(markdown).write_text(render_diff_markdown(diff), encoding="utf-8")
-            except OSError as exc:
-                raise UsageError(f"{shown(markdown)}: cannot write ({exc.strerror})") from None
+            write_output(markdown, render_diff_markdown(diff))
     echo_warnings(diff.warnings)
     if json_output:
         from timeline.render.json import render_json

@@ -85,6 +85,9 @@ def init_command(
             no_cache=no_cache,
             cache_dir=cache_dir,
         )
+        from timeline.outputs import check_output
+
+        check_output(target, reads=inputs.paths, option="-o", any_kind=True)
         with loading() as (progress, warn):
             run = read_run(inputs, RunOptions(), match=False, progress=progress, warn=warn)
         from timeline.budgets.starter import render_starter, starter_budgets, write_starter

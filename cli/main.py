@@ -8,17 +8,22 @@ about 15 ms for all of them); :data:`app` has every command.
 Every command ends with one of the exit codes of :data:`EXIT_CODES` (``docs/cli.md``): the
 application's group, :class:`TimelineGroup`, is the one boundary that turns what reaches it into
 them (a usage error into one ``error:`` line, an unexpected exception into its traceback and a
-line asking for a bug report, Ctrl-C into ``interrupted``).
+line asking for a bug report, Ctrl-C into ``interrupted``, SIGTERM and SIGHUP into ``terminated``).
 """
 
 from __future__ import annotations
 
+import codecs
 import errno
 import gc
+import io
 import os
+import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any, BinaryIO
 
 import typer
 from typer.core import TyperGroup
@@ -35,7 +40,7 @@ from cli.init import init_command
 from cli.report import report_command, serve_command
 from cli.seed import seed_command
 from cli.whatif import whatif_command
-from timeline.errors import one_line
+from timeline.errors import Terminated, one_line
 
 __all__ = ["COMMANDS", "EXIT_CODES", "TimelineGroup", "app", "exit_now", "main", "make_app", "run"]
 
@@ -44,8 +49,10 @@ EXIT_CODES: Mapping[int, str] = {
     1: "timeline check: a budget is exceeded (or has no data to be measured on)",
     2: "bad input or usage: one 'error:' line on stderr",
     3: "an internal error (a bug in timeline): its traceback and a line asking for a report",
+    129: "ended by SIGHUP (the terminal closed): as Ctrl-C, 'terminated (SIGHUP)'",
     130: "interrupted (Ctrl-C)",
     141: "stdout was closed before the output was written (a pipe into head)",
+    143: "ended by SIGTERM (a scheduler, timeout, CI): as Ctrl-C, 'terminated (SIGTERM)'",
 }
 """Every exit code a command ends with, and what it means (``docs/cli.md`` lists the same)."""
 
@@ -94,12 +101,154 @@ def _stdout_closed() -> int:
     return 141
 
 
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+"""The signals that end a command as Ctrl-C does (:class:`~timeline.errors.Terminated`)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextmanager
+def _terminations() -> Iterator[None]:
+    """End the command on SIGTERM or SIGHUP as on Ctrl-C, with exit code 143 or 129 (128 + the signal).
+
+    Python's default for both is to die at once: worker processes, the resource tracker, shared
+    memory and partial files were left behind. A signal ignored when the command starts (``nohup``
+    ignores SIGHUP) stays ignored; the handlers in place before are put back when the command ends.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for sig in TERMINATING:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, _terminate)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _no_rust_backtraces() -> None:
+    """Turn off the backtrace polars' Rust code prints when it panics (``RUST_BACKTRACE`` set by the user).
+
+    A damaged Parquet file can make polars panic; timeline reports that as one ``error:`` line,
+    which a Rust backtrace of dozens of lines on stderr would bury. Rust reads the variable at its
+    first panic; the command's worker processes inherit it.
+    """
+    for name in ("RUST_BACKTRACE", "POLARS_BACKTRACE"):
+        if os.environ.get(name, "0") != "0":
+            os.environ[name] = "0"
+
+
+_ESCAPE = "timeline-escape"
+"""The codec error handler of the command's stdout and stderr (:func:`_escaped`)."""
+
+
+def _escaped(error: UnicodeError) -> tuple[str, int]:
+    r"""Escape what an encoding cannot hold: a byte of a name not UTF-8 as ``\xff``, others as Python."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    return "".join(map(_escaped_character, error.object[error.start : error.end])), error.end
+
+
+def _escaped_character(c: str) -> str:
+    if "\udc80" <= c <= "\udcff":  # a byte Python decoded as a lone surrogate
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return c.encode("ascii", "backslashreplace").decode()
+
+
+def _escape_unprintable_output() -> None:
+    """Write what the output's encoding cannot hold escaped (a name that is not UTF-8), never fail on it."""
+    codecs.register_error(_ESCAPE, _escaped)
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) in ("strict", "backslashreplace"):
+            reconfigure(errors=_ESCAPE)
+
+
+class _StdoutError(OSError):
+    """A write to stdout failed (not a closed pipe: that is :class:`BrokenPipeError`)."""
+
+
+class _GuardedWriter(io.BufferedIOBase):
+    """stdout's binary buffer, whose failed writes raise :class:`_StdoutError` (and a closed pipe, as before).
+
+    An :class:`OSError` from anywhere else is a bug (exit code 3); one from stdout is the place the
+    output was sent to (a full disk, ``/dev/full``): one ``error:`` line, exit code 2.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        super().__init__()
+        self._raw = raw
+
+    def write(self, data: Any) -> int:
+        try:
+            return self._raw.write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _StdoutError(exc.errno, exc.strerror) from exc
+
+    def flush(self) -> None:
+        try:
+            self._raw.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _StdoutError(exc.errno, exc.strerror) from exc
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    def isatty(self) -> bool:
+        return self._raw.isatty()
+
+    def close(self) -> None:
+        """Flush, and leave the real stdout open (the interpreter closes it)."""
+        if not self.closed:
+            with suppress(OSError, ValueError):
+                self.flush()
+        super().close()
+
+
+@contextmanager
+def _guarded_stdout() -> Iterator[None]:
+    """Replace the process's stdout, while the command runs, by one whose failed writes say so."""
+    stream = sys.stdout
+    buffer = getattr(stream, "buffer", None)
+    if stream is not sys.__stdout__ or buffer is None or not isinstance(stream, io.TextIOWrapper):
+        yield  # a test runner's stdout: left as it is
+        return
+    stream.flush()
+    sys.stdout = io.TextIOWrapper(
+        _GuardedWriter(buffer),
+        encoding=stream.encoding,
+        errors=_ESCAPE if stream.errors in ("strict", "backslashreplace") else stream.errors,
+        line_buffering=stream.line_buffering,
+    )
+    try:
+        yield
+    finally:
+        guarded, sys.stdout = sys.stdout, stream
+        with suppress(OSError, ValueError):
+            guarded.flush()
+
+
 class TimelineGroup(TyperGroup):
     """The application's group: the command line's one boundary, where every exit code is decided.
 
     - a usage error of click (an unknown option, ``--top -5``): one ``error:`` line, exit code 2;
     - Ctrl-C (``KeyboardInterrupt``, ``typer.Abort``): ``interrupted``, exit code 130;
+    - SIGTERM and SIGHUP (:class:`~timeline.errors.Terminated`, raised by the handlers
+      :func:`_terminations` installs): as Ctrl-C, ``terminated (SIGTERM)``, exit code 143 (129);
     - stdout closed by its reader (``| head``): exit code 141, no message;
+    - stdout that cannot be written (a full disk, ``/dev/full``): one ``error:`` line, exit code 2;
     - any other exception is a bug: its traceback, then
       ``error: internal error in timeline X.Y: this is a bug, please report it ...``, exit code 3.
 
@@ -110,9 +259,15 @@ class TimelineGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         """Run the command; Ctrl-C and a closed stdout end it here with their exit codes."""
         try:
-            return super().invoke(ctx)
+            done = super().invoke(ctx)
+            sys.stdout.flush()  # what is left to write fails here, where its exit code is decided
+            return done
         except KeyboardInterrupt:
             interrupted()
+        except _StdoutError as exc:  # a full disk, /dev/full, an I/O error: said once, the rest dropped
+            _stdout_closed()
+            typer.echo(f"error: cannot write to stdout ({exc.strerror or exc})", err=True)
+            raise typer.Exit(2) from None
         except OSError as exc:
             if exc.errno != errno.EPIPE:
                 raise
@@ -130,8 +285,11 @@ class TimelineGroup(TyperGroup):
         """Run the application and exit with one of :data:`EXIT_CODES` (``standalone_mode=False``: return)."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        _escape_unprintable_output()
+        _no_rust_backtraces()
         try:
-            done = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+            with _terminations(), _guarded_stdout():
+                done = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
             code = done if isinstance(done, int) else 0
         except _USAGE_ERROR as exc:
             if type(exc).__name__ == "NoArgsIsHelpError":  # ``timeline`` alone: the help, as usage
@@ -143,6 +301,9 @@ class TimelineGroup(TyperGroup):
             message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
             typer.echo(f"error: {one_line(message)}", err=True)
             code = 2
+        except Terminated as exc:  # SIGTERM or SIGHUP while the command line starts or ends
+            typer.echo(exc.message, err=True)
+            code = exc.exit_code
         except (typer.Abort, KeyboardInterrupt):
             typer.echo("interrupted", err=True)
             code = 130

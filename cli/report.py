@@ -271,13 +271,12 @@ def report_command(
     _require_report_extra("report")
     with user_errors():
         from timeline.inputs import expand_paths
+        from timeline.outputs import check_output
 
         options = run_options(codec_gbps=codec_gbps)
-        if output.resolve() in {p.resolve() for p in expand_paths([*paths, *([compare] if compare else [])])}:
-            fail(
-                f"{shown(output)}: is one of the inputs; choose another output file (inputs are never "
-                "modified)"
-            )
+        reads = [*paths, *([compare] if compare else [])]
+        expand_paths(reads)  # a missing input is named before the output
+        check_output(output, reads=reads, option="-o")
         flight, paths = _flight(paths, rank, rank_regex, compare)
         if flight is not None:
             from timeline.report.flight_view import write_flight_report

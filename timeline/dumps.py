@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-from timeline import policy
+from timeline import arguments, policy
 from timeline.errors import RankError, UsageError
 from timeline.importers.files import read_trace_bytes
 from timeline.importers.flight_recorder import (
@@ -29,6 +29,7 @@ from timeline.importers.flight_recorder import (
     parse_flight_recorder,
 )
 from timeline.inputs import PathsLike, claim_rank, expand_inputs, rank_from_dump_name, split_dumps
+from timeline.paths import path_text
 
 __all__ = ["DUMP_FILES_SCHEMA", "Dumps", "load_dumps", "read_dump"]
 
@@ -94,7 +95,7 @@ def read_dump(path: Path) -> DumpResult:
             "(MAX_DUMP_BYTES); not a dump torch writes"
         )
         raise UsageError(msg) from None
-    result = parse_flight_recorder(data, source=str(path))
+    result = parse_flight_recorder(data, source=path_text(path))
     result.warnings[:0] = warnings
     return result
 
@@ -138,11 +139,16 @@ def load_dumps(
 
     Raises
     ------
+    TypeError
+        An argument of the wrong type, named (bytes are not a path).
     TimelineError
         A missing input, a file that is not a dump, a dump whose rank cannot be told, two dumps of
         one rank, a pickle asking for a class, a dump of another major version.
     """
-    path_list = expand_inputs(paths, rank=rank)
+    checked = arguments.check_paths(paths)
+    rank = arguments.check_rank(rank)
+    arguments.check_optional_text(rank_regex, argument="rank_regex")
+    path_list = expand_inputs(checked, rank=rank)
     dumps, others = split_dumps(path_list)
     if others:
         msg = (
@@ -193,7 +199,7 @@ def _combine(
         rows.append(
             {
                 "rank": r,
-                "path": str(path),
+                "path": path_text(path),
                 "rank_from": rank_from,
                 "encoding": result.encoding,
                 "version": result.version,

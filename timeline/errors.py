@@ -7,10 +7,14 @@ The command line turns these into one ``error:`` line and exit code 2.
 
 from __future__ import annotations
 
+import re
+import signal
+
 __all__ = [
     "BudgetError",
     "ManifestError",
     "RankError",
+    "Terminated",
     "TimelineError",
     "TraceContentError",
     "TraceFormatError",
@@ -49,6 +53,34 @@ class ManifestError(TimelineError):
     """A capture run's ``manifest.json`` cannot be used: unreadable, not JSON, another format, bad fields."""
 
 
+class Terminated(KeyboardInterrupt):
+    """The command was told to end by SIGTERM (a scheduler, ``timeout``, CI) or SIGHUP (a closed terminal).
+
+    A :class:`KeyboardInterrupt`, so that it unwinds exactly as Ctrl-C does (every ``finally`` runs,
+    nothing that catches :class:`Exception` swallows it), and the command line ends it as it ends
+    Ctrl-C: worker processes stopped, partial files removed, with its own exit code and message.
+
+    Parameters
+    ----------
+    signum
+        The signal received.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number, as a shell reports a signal's end: 143 (SIGTERM), 129 (SIGHUP)."""
+        return 128 + self.signum
+
+    @property
+    def message(self) -> str:
+        """What the command line prints: ``terminated (SIGTERM)``."""
+        return f"terminated ({signal.Signals(self.signum).name})"
+
+
 def position_of(data: bytes, offset: int) -> tuple[int, int]:
     """Return the 1-based ``(line, column)`` of byte ``offset`` in ``data``.
 
@@ -84,7 +116,7 @@ def shown(path: object) -> str:
     ('runs/rank0.json', "'a\\nb.json'")
     """
     text = str(path)
-    return text if text.isprintable() else repr(text)
+    return text if text.isprintable() else _bytes_escaped(repr(text))
 
 
 def one_line(message: str) -> str:
@@ -100,4 +132,15 @@ def one_line(message: str) -> str:
     """
     if message.isprintable():
         return message
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    return "".join(c if c.isprintable() else _bytes_escaped(repr(c)[1:-1]) for c in message)
+
+
+# ``repr`` writes a byte of a file name that is not UTF-8 (decoded by Python as a lone surrogate,
+# U+DC80-U+DCFF) as ``\udcff``; the byte itself is ``\xff``. Only an escape that is one (an odd
+# number of backslashes before it) is rewritten.
+_SURROGATE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\udc([89a-f][0-9a-f])")
+
+
+def _bytes_escaped(text: str) -> str:
+    r"""Return ``repr`` text with each escaped byte that is not UTF-8 written as that byte (``\xff``)."""
+    return _SURROGATE_ESCAPE.sub(r"\1\\x\2", text)

@@ -21,7 +21,6 @@ Every command and :func:`timeline.load` go through here, so these rules and thei
 
 from __future__ import annotations
 
-import glob
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,8 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from timeline.errors import RankError, UsageError
+from timeline.globs import glob_paths
 from timeline.importers.manifest import MANIFEST_NAME, read_manifest
 from timeline.importers.result import FileResult, HeldRank, ImportOptions
+from timeline.paths import check_path, path_text
 
 if TYPE_CHECKING:
     import polars as pl
@@ -49,6 +50,7 @@ __all__ = [
     "input_paths",
     "is_dataset",
     "is_pattern",
+    "is_trace_name",
     "manifest_windows",
     "plan_inputs",
     "plan_units",
@@ -74,6 +76,14 @@ _RANK_IN_NAME = re.compile(r"(?<![a-z0-9])(?:rank|worker)[-_]?(\d+)(?![0-9])", r
 _RANK_ENDING_NAME = re.compile(r"(?<![0-9])(\d{1,9})(?:\.json|\.pkl|\.pickle)?$", re.IGNORECASE)
 _PARTITION = re.compile(r"^rank=(\d+)$")
 _PART = re.compile(r"^part-(\d+)\.parquet$")
+
+
+def is_trace_name(name: str) -> bool:
+    """Whether a directory's reader takes a file of this name as a trace (``*.json[.gz]``, ``*.parquet``).
+
+    Not the capture ``manifest.json``. (A directory's Flight Recorder dumps are recognised by content.)
+    """
+    return name.lower().endswith(_TRACE_SUFFIXES) and name not in _NOT_TRACES
 
 
 def is_pattern(path: str | Path) -> bool:
@@ -129,14 +139,15 @@ def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
     found: list[Path] = []
     for raw in paths:
         text = str(raw)
+        check_path(text)
         path = Path(text)
         if path.is_dir():
             found.extend(_directory_traces(path, text))
         elif path.is_file():
             found.append(path)
         elif is_pattern(text):
-            # glob.glob, not Path.glob: users pass absolute patterns too
-            matches = sorted(Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file())  # noqa: PTH207
+            # bounded, never through a link into a folder already walked (glob.glob loops forever)
+            matches = sorted(Path(m) for m in glob_paths(text) if Path(m).is_file())
             if not matches:
                 raise UsageError(f"{text}: pattern matches no file")
             found.extend(matches)
@@ -157,9 +168,7 @@ def _directory_traces(path: Path, text: str) -> list[Path]:
     members = sorted(
         p
         for p in path.iterdir()
-        if p.is_file()
-        and p.name not in _NOT_TRACES
-        and (p.name.lower().endswith(_TRACE_SUFFIXES) or _is_dump_file(p))
+        if p.is_file() and (is_trace_name(p.name) or (p.name not in _NOT_TRACES and _is_dump_file(p)))
     )
     if listed:
         # A capture run folder: exactly the files its manifest lists (stale traces of an
@@ -233,11 +242,17 @@ def _partitions(directory: Path) -> list[tuple[int, Path]]:
 
 
 def is_dataset(path: str | Path) -> bool:
-    """Whether ``path`` is a directory of ``rank=N/*.parquet`` partitions (``timeline convert``)."""
+    """Whether ``path`` is a directory of ``rank=N/*.parquet`` partitions (``timeline convert``).
+
+    A path the system cannot name (:func:`timeline.paths.check_path`) or examine is not one.
+    """
     directory = Path(path)
-    if not directory.is_dir():
+    try:
+        if not directory.is_dir():
+            return False
+        return any(any(p.suffix == ".parquet" for p in part.iterdir()) for _, part in _partitions(directory))
+    except OSError:
         return False
-    return any(any(p.suffix == ".parquet" for p in part.iterdir()) for _, part in _partitions(directory))
 
 
 def dataset_parts(path: str | Path) -> list[Path]:
@@ -570,14 +585,14 @@ def unit_claims(
     """
     claims: dict[int, str] = {}
     horovod: list[str] = []
-    own = {str(p) for p in paths}
+    own = {path_text(p) for p in paths}
     for row in files.iter_rows(named=True):
         if row["format"] == "horovod":
             if row["path"] in own:
                 horovod.append(row["path"])
             continue
         if row["rank"] is not None:
-            claims.setdefault(int(row["rank"]), str(paths[0]) if len(paths) == 1 else row["path"])
+            claims.setdefault(int(row["rank"]), path_text(paths[0]) if len(paths) == 1 else row["path"])
     return tuple(claims.items()), tuple(horovod)
 
 

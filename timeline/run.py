@@ -781,6 +781,9 @@ def analyze(
 
     Raises
     ------
+    TypeError
+        An argument of the wrong type, named: ``analyze(b"run/")`` (bytes are not a path),
+        ``comm_kernels="gemm"`` (a str, not a list of patterns: pass ``["gemm"]``).
     TimelineError
         Bad input, an unknown executor, ``ray`` missing.
 
@@ -790,25 +793,26 @@ def analyze(
     >>> run = timeline.analyze("runs/exp1/")  # doctest: +SKIP
     >>> run.diagnosis.summary  # doctest: +SKIP
     """
+    from timeline import arguments
     from timeline.importers.cache import resolve_cache
 
-    raw = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    raw = arguments.check_paths(paths)
     inputs = Inputs(
         paths=[str(p) for p in raw],
-        rank=rank,
-        rank_regex=rank_regex,
-        comm_kernels=tuple(comm_kernels),
-        include_python=include_python,
-        executor=executor,
-        ray_address=ray_address,
-        iteration_range=iteration_range,
+        rank=arguments.check_rank(rank),
+        rank_regex=arguments.check_optional_text(rank_regex, argument="rank_regex"),
+        comm_kernels=arguments.check_patterns(comm_kernels, argument="comm_kernels"),
+        include_python=arguments.check_flag(include_python, argument="include_python"),
+        executor=arguments.check_optional_text(executor, argument="executor"),
+        ray_address=arguments.check_optional_text(ray_address, argument="ray_address"),
+        iteration_range=arguments.check_optional_text(iteration_range, argument="iteration_range"),
         cache=resolve_cache(cache),
     )
     options = RunOptions(
-        align=align,
+        align=arguments.check_flag(align, argument="align"),
         link_gbps=link_gbps,
         dimensions=dict(dimensions or {}),
-        gpus_per_node=gpus_per_node,
+        gpus_per_node=arguments.check_optional_int(gpus_per_node, argument="gpus_per_node"),
         codec_gbps=codec_gbps,
     )
     return Run(inputs, options, needs=Needs(communication=True, graph=True), progress=progress).read()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from timeline import policy
+from timeline import arguments, policy
 from timeline.errors import TraceContentError
 from timeline.importers.result import FileResult, ImportOptions
 from timeline.importers.rules import ClassificationRules
@@ -35,6 +35,7 @@ from timeline.inputs import (
     resolve_rank,
     several_timelines_error,
 )
+from timeline.paths import path_text
 from timeline.plausibility import CLOCKS_SCHEMA, check_events, clock_note, clock_rows
 from timeline.schema import FILES_SCHEMA, PROCESS_GROUPS_SCHEMA
 
@@ -185,6 +186,8 @@ def load(
 
     Raises
     ------
+    TypeError
+        An argument of the wrong type, named (``load(b"run/")``: bytes are not a path).
     TimelineError
         Bad input: a missing file, unreadable or unknown content, a file with no rank among several,
         two files claiming one rank, a rank outside the world size, files that disagree on the world
@@ -192,7 +195,16 @@ def load(
     """
     from timeline.importers.cache import resolve_cache
 
-    path_list = expand_inputs(paths, rank=rank)
+    checked = arguments.check_paths(paths)
+    rank = arguments.check_rank(rank)
+    arguments.check_optional_text(rank_regex, argument="rank_regex")
+    if rules is not None:
+        fix = "pass timeline.ClassificationRules(...) or leave it out"
+        arguments.check_instance(rules, ClassificationRules, argument="rules", fix=fix)
+    arguments.check_flag(include_python, argument="include_python")
+    arguments.check_optional_int(workers, argument="workers")
+    arguments.check_optional_text(iteration_range, argument="iteration_range")
+    path_list = expand_inputs(checked, rank=rank)
     options = ImportOptions(
         rules=rules or ClassificationRules(),
         include_python=include_python,
@@ -280,14 +292,14 @@ def _combine(
                 if isinstance(r, int) and row.get("format") != "horovod":
                     claim_rank(owner, r, path, windows)
             file_rows.extend(stored)
-            events, found = check_events(result.events, source=str(path))
+            events, found = check_events(result.events, source=path_text(path))
             warnings.extend(found)
             on: dict[tuple[int, str], str] = {
                 (row["rank"], str(row["format"])): row["clock"]
                 for row in stored
                 if isinstance(row.get("rank"), int) and isinstance(row.get("clock"), str)
             }
-            clocks.append(clock_rows(events, path=str(path), clock=on))
+            clocks.append(clock_rows(events, path=path_text(path), clock=on))
             frames.append(events)
             if result.groups is not None:
                 groups.append(result.groups)
@@ -310,9 +322,9 @@ def _combine(
         )
         if result.claims_rank:
             claim_rank(owner, file_rank, path, windows)
-        events, found = check_events(events, source=str(path))
+        events, found = check_events(events, source=path_text(path))
         warnings.extend(found)
-        clocks.append(clock_rows(events, path=str(path), clock=result.clock))
+        clocks.append(clock_rows(events, path=path_text(path), clock=result.clock))
         frames.append(events)
         file_rows.append(row)
         if result.groups is not None:
@@ -364,7 +376,7 @@ def _rank_file(
     events = result.events.with_columns(pl.col("rank").fill_null(file_rank))
     row: dict[str, object] = {
         "rank": file_rank,
-        "path": str(path),
+        "path": path_text(path),
         "format": result.format,
         "rank_from": rank_from,
         "world_size": result.world_size,

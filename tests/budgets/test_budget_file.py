@@ -417,7 +417,7 @@ def test_file_errors(in_tmp: Path) -> None:
         read_budget_file("nope.toml")
     (in_tmp / "dir.toml").mkdir()
     with pytest.raises(
-        BudgetError, match=r"^dir\.toml: is a directory; pass the budget file \(timeline\.toml\)$"
+        BudgetError, match=r"^dir\.toml: is a directory, not a regular file; pass the budget file itself$"
     ):
         read_budget_file("dir.toml")
     Path("latin1.toml").write_bytes(b'[[budgets]]\nname = "caf\xe9"\n')

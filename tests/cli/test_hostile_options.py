@@ -135,7 +135,7 @@ def test_shown_escapes_only_what_does_not_print() -> None:
     assert shown(Path("ründe/ränk0.json")) == "ründe/ränk0.json"
     assert shown("a\nb.json") == "'a\\nb.json'"
     assert shown("a\tb\x1b[31m.json") == "'a\\tb\\x1b[31m.json'"
-    assert shown("bad\udcff.json") == "'bad\\udcff.json'"  # a byte that is not UTF-8
+    assert shown("bad\udcff.json") == "'bad\\xff.json'"  # a byte that is not UTF-8: the byte (#42)
 
 
 def test_one_line_escapes_control_characters() -> None:

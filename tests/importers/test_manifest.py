@@ -32,7 +32,7 @@ def test_reads_the_sample_manifest() -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (None, "cannot read"),
+        (None, "no such manifest"),
         (b"{not json", "not a timeline.capture manifest"),
         (b"[1, 2]", "not a timeline.capture manifest"),
         (b'{"format": "someone-else/3"}', "manifest format 'someone-else/3', expected 'timeline.capture/1'"),

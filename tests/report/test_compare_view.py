@@ -116,9 +116,12 @@ def test_the_dashboard_has_a_compare_tab_of_the_diffs_numbers(expected: dict[str
 
 
 def test_the_served_app_document_has_the_compare_tab(expected: dict[str, Any]) -> None:
+    from bokeh.events import DocumentReady
+
     from timeline.report.server import make_application
 
     doc = make_application(compare_data()).create_document()
+    doc.callbacks.trigger_event(DocumentReady())  # the page loaded: the dashboard is drawn (#42)
     tabs: Any = doc.select_one({"name": "report_tabs"})
     assert [panel.title for panel in tabs.tabs] == ["Gantt", "Compare"]
     bars: Any = doc.select_one({"name": "compare_bars"})

@@ -53,6 +53,7 @@ from timeline.analysis.schemas import (
     ITERATION_UTILISATION_SCHEMA,
     POINT_TO_POINT_SCHEMA,
 )
+from timeline.arguments import check_events
 from timeline.schema import PROCESS_GROUPS_SCHEMA, validate
 
 __all__ = [
@@ -547,9 +548,9 @@ def match_collectives(
     >>> match = match_collectives(trace.events, groups=trace.groups)  # doctest: +SKIP
     >>> match.collectives.select("group", "collective", "start_skew_ns", "last_rank")  # doctest: +SKIP
     """
+    events = check_events(events)
     attribution_warnings: list[str] = []
-    if windows is None:
-        windows = assign_iterations(events)
+    windows = assign_iterations(events) if windows is None else windows
     modes = rank_modes(events)
     communication, group_list, settled = _attribution(
         events,

@@ -42,6 +42,7 @@ from timeline.analysis.iterations import (
     with_iterations,
 )
 from timeline.analysis.schemas import COMM_INTERVALS_SCHEMA, COMM_STATE
+from timeline.arguments import check_events
 from timeline.schema import (
     COLLECTIVE_EXPOSURE_SCHEMA,
     ITERATION_OVERLAP_SCHEMA,
@@ -366,7 +367,15 @@ def compute_overlap(events: pl.DataFrame) -> Overlap:
     >>> from timeline import load  # doctest: +SKIP
     >>> overlap = compute_overlap(load("sample_traces/ddp_gloo").events)  # doctest: +SKIP
     >>> overlap.ranks.select("rank", "exposed_comm_ns")  # doctest: +SKIP
+
+    Raises
+    ------
+    TypeError
+        ``events`` is not a polars ``DataFrame`` (:func:`timeline.arguments.check_events`).
+    UsageError
+        ``events`` lacks a column of the events frame, or holds one of another type.
     """
+    events = check_events(events)
     return overlap_with_modes(events, rank_modes(events))
 
 

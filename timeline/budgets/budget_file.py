@@ -22,10 +22,13 @@ from typing import cast
 from timeline.analysis.links import parse_link_gbps
 from timeline.budgets.metrics import Metric, get_metric, registered_metrics
 from timeline.errors import BudgetError, UsageError, position_of, shown
+from timeline.paths import read_regular_file
 from timeline.results.verdicts import Over
 
 __all__ = [
     "AGGREGATES",
+    "MAX_BUDGET_BYTES",
+    "MAX_KEY_PARTS",
     "Budget",
     "BudgetFile",
     "Over",
@@ -37,6 +40,16 @@ __all__ = [
     "read_budget_file",
 ]
 
+MAX_BUDGET_BYTES = 4 << 20
+"""The largest budget file read, 4 MiB (a budget file holds a few kilobytes; a ``pyproject.toml`` tens)."""
+MAX_KEY_PARTS = 32
+"""The most dotted parts of a key or table name (``tool.timeline.budgets`` has three). Python's TOML
+reader takes time quadratic in them: a key 100,000 parts deep took 18 s to be refused."""
+# a key or table header of more than MAX_KEY_PARTS parts, bare or quoted, at the start of a line
+_KEY_PART = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
+_DEEP_KEY = re.compile(
+    rf"^[ \t]*\[{{0,2}}[ \t]*(?:{_KEY_PART}[ \t]*\.[ \t]*){{{MAX_KEY_PARTS}}}", re.MULTILINE
+)
 
 AGGREGATES: tuple[str, ...] = ("max", "min", "mean", "p50", "p90", "p99")
 """The named aggregates; any percentile ``pNN`` (``p95``, ``p99.9``) is accepted too."""
@@ -272,7 +285,8 @@ def find_budget_file(directory: str | Path = ".") -> Path:
     pyproject = base / "pyproject.toml"
     if pyproject.is_file():
         try:
-            text = pyproject.read_text(encoding="utf-8", errors="replace")
+            with pyproject.open("rb") as handle:  # a regular file: at most what read_budget_file reads
+                text = handle.read(MAX_BUDGET_BYTES + 1).decode("utf-8", errors="replace")
         except OSError:
             text = ""
         # A textual test: a broken pyproject.toml that mentions timeline is reported by read_budget_file.
@@ -304,18 +318,15 @@ def read_budget_file(path: str | Path) -> BudgetFile:
     source = str(path)
     file = Path(path)
     try:
-        data = file.read_bytes()
-    except FileNotFoundError:
-        raise BudgetError(f"{source}: no such budget file") from None
-    except IsADirectoryError:
-        raise BudgetError(f"{source}: is a directory; pass the budget file (timeline.toml)") from None
-    except OSError as exc:
-        raise BudgetError(f"{source}: cannot read the budget file ({exc.strerror})") from None
+        data = read_regular_file(file, limit=MAX_BUDGET_BYTES, error=BudgetError, what="budget file")
+    except UsageError as exc:  # a path the system cannot name
+        raise BudgetError(str(exc)) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line, col = position_of(data, exc.start)
         raise BudgetError(f"{source}:{line}:{col}: not UTF-8 text; save the budget file as UTF-8") from None
+    _check_key_depth(source, text)
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -655,6 +666,18 @@ def _show(value: object) -> str:
     if isinstance(value, int | float):
         return repr(value)
     return f"a {type(value).__name__}"
+
+
+def _check_key_depth(source: str, text: str) -> None:
+    """Refuse a key or table name of more than :data:`MAX_KEY_PARTS` dotted parts, before TOML reads it."""
+    deep = _DEEP_KEY.search(text)
+    if deep is not None:
+        line = text.count("\n", 0, deep.start()) + 1
+        msg = (
+            f"{shown(source)}:{line}: a key of more than {MAX_KEY_PARTS} dotted parts; a budget file "
+            "needs no more than a few levels (see docs/ci.md)"
+        )
+        raise BudgetError(msg)
 
 
 def _toml_message(source: str, text: str, exc: tomllib.TOMLDecodeError) -> str:

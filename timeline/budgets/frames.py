@@ -20,6 +20,7 @@ import polars as pl
 
 from timeline.analysis.schemas import DIMENSION_EXPOSURE_SCHEMA
 from timeline.errors import TraceFormatError
+from timeline.paths import path_text, read_regular_file
 from timeline.results.base import Row
 from timeline.results.diagnosis import DiagnosisReport, Verdict
 from timeline.results.dimensions import DimensionRow
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DIMENSION_ROWS_SCHEMA",
     "FINDINGS_SCHEMA",
+    "MAX_SUMMARY_BYTES",
     "JobFacts",
     "MetricFrames",
     "findings_frame",
@@ -282,6 +284,9 @@ def _in_windows(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.filter(pl.col("iteration").is_not_null() | pl.col("iteration").is_null().all())
 
 
+MAX_SUMMARY_BYTES = 1 << 30
+"""The largest summary JSON read, 1 GiB (``timeline analyze --json`` of 1,024 ranks writes a few MB)."""
+
 FINDINGS_SCHEMA = pl.Schema(
     {
         "cause": pl.String(),
@@ -336,10 +341,7 @@ def read_summary(path: str | Path) -> MetricFrames:
         Unreadable, not JSON, or not a summary of this layout version.
     """
     source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise TraceFormatError(f"{source}: cannot read the summary ({exc.strerror})") from None
+    data = read_regular_file(path, limit=MAX_SUMMARY_BYTES, error=TraceFormatError, what="summary")
     try:
         summary = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
@@ -348,7 +350,7 @@ def read_summary(path: str | Path) -> MetricFrames:
         ) from None
     if not isinstance(summary, dict):
         raise TraceFormatError(f"{source}: not a summary of timeline analyze --json")
-    return frames_from_summary(summary, label=source)
+    return frames_from_summary(summary, label=path_text(path))
 
 
 def frames_from_summary(summary: Mapping[str, Any] | Summary, *, label: str) -> MetricFrames:

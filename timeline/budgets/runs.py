@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from timeline.paths import check_path, path_text
+
 if TYPE_CHECKING:
     from timeline.budgets.frames import MetricFrames
     from timeline.run import Inputs, RunOptions
@@ -41,7 +43,10 @@ def is_summary_file(path: str | Path) -> bool:
 def summary_path(inputs: Inputs) -> str | None:
     """Return the path the inputs name when it is one summary JSON (:func:`is_summary_file`), else None."""
     paths = inputs.paths
-    if len(paths) == 1 and Path(paths[0]).is_file() and is_summary_file(paths[0]):
+    if len(paths) != 1:
+        return None
+    check_path(paths[0])  # a name too long: one error, not the OSError Path.is_file raises
+    if Path(paths[0]).is_file() and is_summary_file(paths[0]):
         return paths[0]
     return None
 
@@ -86,7 +91,11 @@ def read_run(
     from timeline.budgets.frames import frames_of_run
 
     frames = frames_of_run(
-        run, label=" ".join(inputs.paths), matched=match, dimensions=dimensions, diagnosed=findings
+        run,
+        label=" ".join(map(path_text, inputs.paths)),
+        matched=match,
+        dimensions=dimensions,
+        diagnosed=findings,
     )
     if warn is not None:
         warn(frames.warnings)

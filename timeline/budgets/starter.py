@@ -26,7 +26,6 @@ renames it there, and replaces only a file that ``timeline init`` (or, before it
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Literal, cast
 from timeline.budgets.budget_file import Scope
 from timeline.budgets.metrics import Metric, get_metric
 from timeline.errors import TraceContentError, UsageError, shown
+from timeline.outputs import write_output
 from timeline.units import format_value
 
 if TYPE_CHECKING:
@@ -468,18 +468,5 @@ def write_starter(path: str | Path, text: str, *, force: bool) -> None:
     """
     target = Path(path)
     check_starter_target(target, force=force)
-    partial = target.with_name(f".{target.name}.{secrets.token_hex(6)}.partial")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        descriptor = os.open(partial, flags, 0o666)
-    except OSError as exc:
-        raise UsageError(f"{shown(path)}: cannot write ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        check_starter_target(target, force=force)  # again: it may have changed meanwhile
-        partial.replace(target)
-    except OSError as exc:
-        raise UsageError(f"{shown(path)}: cannot write ({exc.strerror or exc})") from None
-    finally:
-        partial.unlink(missing_ok=True)
+    # again once written, before the rename: it may have changed meanwhile
+    write_output(target, text, check=lambda: check_starter_target(target, force=force))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import shutil
 import stat
 from collections.abc import Callable
@@ -43,6 +42,13 @@ from timeline.inputs import (
     expand_inputs,
     plan_units,
     unit_claims,
+)
+from timeline.outputs import (
+    create_beside,
+    is_output_error,
+    output_error,
+    signals_deferred,
+    written_beside,
 )
 from timeline.trace import Trace
 
@@ -128,9 +134,9 @@ def _write_unit(task: _WriteTask) -> _UnitWritten:
         directory.mkdir(exist_ok=True)
         target = directory / f"unit-{task.index}.parquet"
         groups = trace.groups.filter(pl.col("rank") == rank)
-        Trace(
-            events=events, files=files, warnings=trace.warnings if i == 0 else (), groups=groups
-        ).write_parquet(target)
+        warnings = trace.warnings if i == 0 else ()
+        with target.open("wb") as handle:  # a file object: polars takes no path that is not UTF-8
+            write_parquet(handle, events=events, files=files, warnings=warnings, groups=groups)
         parts.append((rank, target))
     return _UnitWritten(
         files=trace.files,
@@ -193,13 +199,13 @@ def write_dataset(
     units = plan_units(path_list, options=options, rank=rank, rank_regex=rank_regex)
     if executor is None:
         executor = LocalExecutor()
-    scratch, _ = _create_beside(target, _new_directory)
-    tasks = [_WriteTask(unit=u, index=i, scratch=scratch) for i, u in enumerate(units)]
-
     report = named_progress(progress, [unit.paths[0].name for unit in units])
-
+    scratch: Path | None = None
     try:
-        written = list(executor.map(_write_unit, tasks, progress=report))
+        with signals_deferred():  # an interruption never falls between the mkdir and the record
+            scratch, _ = create_beside(target, _new_directory)
+        tasks = [_WriteTask(unit=u, index=i, scratch=scratch) for i, u in enumerate(units)]
+        written = _written_units(executor, tasks, target, report)
         check_claims([w.horovod for w in written], [w.claims for w in written])
         # part-0, part-1 … per rank, in the order of the inputs
         counts: dict[int, int] = {}
@@ -211,7 +217,8 @@ def write_dataset(
         check_output(target, dataset=True, force=force)  # again: it may have changed meanwhile
         _replace_directory(scratch, target)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     files = pl.concat([w.files for w in written], how="vertical")
     return Written(
         path=target,
@@ -220,6 +227,19 @@ def write_dataset(
         files=files,
         warnings=tuple(x for w in written for x in w.warnings),
     )
+
+
+def _written_units(
+    executor: Executor, tasks: list[_WriteTask], target: Path, report: Callable[[int, int], None] | None
+) -> list[_UnitWritten]:
+    """Run the tasks that write each unit's parts; a failure to write (a full disk) is one error."""
+    try:
+        return list(executor.map(_write_unit, tasks, progress=report))
+    except Exception as exc:
+        failed = is_output_error(exc)
+        if failed is None:
+            raise
+        raise output_error(target, failed) from None
 
 
 def write_parquet_file(trace: Trace, output: str | Path, *, force: bool = False) -> None:
@@ -257,17 +277,13 @@ def _write_beside(target: Path, write: Callable[[BinaryIO], object], *, check: C
     """Write a new file beside ``target`` with ``write`` and rename it over ``target``.
 
     ``check`` (which raises when ``target`` may not be replaced) runs before and again after writing:
-    the output may have changed meanwhile.
+    the output may have changed meanwhile. Through :func:`timeline.outputs.written_beside`: a failure
+    to write (a full disk) is one error, and nothing is left under any name.
     """
     check()
-    partial, descriptor = _create_beside(target, _new_file)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            write(handle)
+    with written_beside(target) as (_, handle):
+        write(handle)
         check()
-        partial.replace(target)
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 def check_output(output: str | Path, *, dataset: bool, force: bool) -> None:
@@ -423,35 +439,8 @@ def _written_dataset(directory: Path) -> bool:
     return True
 
 
-def _create_beside(target: Path, create: Callable[[Path], _T]) -> tuple[Path, _T]:
-    """Create something new beside ``target``, named ``.NAME.partial-XXXXXXXX``, with ``create(path)``.
-
-    ``create`` must fail with ``FileExistsError`` when the name exists (``mkdir``, ``O_EXCL``): then
-    another name is tried, so nothing that was there is ever opened, followed or removed.
-
-    Raises
-    ------
-    UsageError
-        A directory that cannot be written.
-    """
-    for _ in range(16):
-        path = target.with_name(f".{target.name}.partial-{secrets.token_hex(4)}")
-        try:
-            return path, create(path)
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise UsageError(f"{target.parent}: cannot write there: {exc.strerror or exc}") from exc
-    raise UsageError(f"{target.parent}: cannot create a new file there (every name tried exists)")
-
-
 def _new_directory(path: Path) -> None:
     path.mkdir()
-
-
-def _new_file(path: Path) -> int:
-    """Create ``path`` and open it for writing: never an existing file, never through a link."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666)
 
 
 def _replace_directory(scratch: Path, target: Path) -> None:
@@ -459,13 +448,14 @@ def _replace_directory(scratch: Path, target: Path) -> None:
     if not os.path.lexists(target):
         scratch.rename(target)
         return
-    aside, _ = _create_beside(target, _new_directory)
-    moved = aside / target.name
-    target.rename(moved)  # a rename moves a link itself, never what it points to
-    try:
-        scratch.rename(target)
-    except OSError:
-        moved.rename(target)
-        aside.rmdir()
-        raise
-    shutil.rmtree(aside)
+    with signals_deferred():  # the old dataset is never left aside, whole or in part, by an interruption
+        aside, _ = create_beside(target, _new_directory)
+        moved = aside / target.name
+        target.rename(moved)  # a rename moves a link itself, never what it points to
+        try:
+            scratch.rename(target)
+        except OSError:
+            moved.rename(target)
+            aside.rmdir()
+            raise
+        shutil.rmtree(aside)

@@ -49,6 +49,7 @@ import msgspec
 
 from timeline.errors import TimelineError, UsageError
 from timeline.importers.result import Clock
+from timeline.paths import path_text
 
 if TYPE_CHECKING:
     import polars as pl
@@ -280,7 +281,7 @@ def _identity(path: Path) -> dict[str, Any] | None:
     except OSError:
         return None
     return {
-        "path": str(path.resolve()),
+        "path": path_text(path.resolve()),  # valid UTF-8 (a name that is not: its bytes as \\xNN)
         "size": status.st_size,
         "mtime_ns": status.st_mtime_ns,
         "ctime_ns": status.st_ctime_ns,
@@ -356,7 +357,7 @@ def read_through(path: Path, options: ImportOptions, parse: Callable[[], FileRes
         return parse()
     key = _Key(identity, _settings(options))
     entry = store.folder / key.name
-    found = _read_entry(entry, key, str(path))
+    found = _read_entry(entry, key, path_text(path))
     if found is not None:
         _mark_used(entry)
         return found
@@ -364,7 +365,7 @@ def read_through(path: Path, options: ImportOptions, parse: Callable[[], FileRes
     if result.format not in _CACHED:
         return result  # a Parquet file is a frame already
     if store.writable and store.folder not in _unwritable and _identity(path) == identity:
-        _write_entry(store, entry, key, result, str(path))
+        _write_entry(store, entry, key, result, path_text(path))
     return result
 
 

@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 
 from timeline.errors import TraceFormatError, UsageError
 from timeline.importers.result import TraceFormat
+from timeline.paths import path_text
 
 __all__ = [
     "BLANK_RUN_BYTES",
@@ -146,7 +147,7 @@ class TraceText(io.RawIOBase):
     def __init__(self, path: Path, *, source: str | None = None, block: int = _TEXT_BLOCK) -> None:
         super().__init__()
         self._text_block = max(block, BLANK_RUN_BYTES)
-        self.source = str(path) if source is None else source
+        self.source = path_text(path) if source is None else source
         self._raw = open_file(path)
         try:
             self.gzipped = self._raw.read(2) == _GZIP_MAGIC
@@ -365,7 +366,7 @@ def sniff_path(path: Path, *, source: str | None = None) -> TraceFormat:
     TraceFormatError
         Empty files, content that is not a trace, damaged gzip data.
     """
-    name = str(path) if source is None else source
+    name = path_text(path) if source is None else source
     with TraceText(path, source=name, block=_HEAD_BYTES) as text:
         head = text.read(_HEAD_BYTES)
         skipped = False

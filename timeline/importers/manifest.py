@@ -32,11 +32,13 @@ from pathlib import Path
 
 import msgspec
 
-from timeline.errors import ManifestError
+from timeline.errors import ManifestError, UsageError
+from timeline.paths import read_regular_file
 
 __all__ = [
     "MANIFEST_FORMAT",
     "MANIFEST_NAME",
+    "MAX_MANIFEST_BYTES",
     "Manifest",
     "RankEntry",
     "Schedule",
@@ -47,6 +49,8 @@ __all__ = [
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "timeline.capture/1"
+MAX_MANIFEST_BYTES = 64 << 20
+"""The largest manifest read, 64 MiB (one of 1,024 ranks, each with its windows, holds under 1 MB)."""
 
 
 class Schedule(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
@@ -122,9 +126,9 @@ def load_manifest(path: Path) -> Manifest:
         ``timeline.capture/1``, or has a field of the wrong type; the message names the file.
     """
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        data = read_regular_file(path, limit=MAX_MANIFEST_BYTES, error=ManifestError, what="manifest")
+    except UsageError as exc:  # a path the system cannot name
+        raise ManifestError(str(exc)) from None
     try:
         found = msgspec.json.decode(data, type=_Format).format
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:

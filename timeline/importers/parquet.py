@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import io
 import os
+import re
 import stat
 import struct
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +37,9 @@ import msgspec
 import polars as pl
 
 from timeline.errors import TraceFormatError
+from timeline.importers.panics import panic_notices_dropped
 from timeline.importers.result import FileResult
+from timeline.paths import path_text
 from timeline.schema import EVENTS_SCHEMA, PROCESS_GROUPS_SCHEMA, validate
 
 __all__ = ["Stored", "content_digest", "read_parquet", "read_stored", "write_parquet", "written_by_timeline"]
@@ -50,6 +54,8 @@ _DIGEST_SCHEME = "sha256-v1"
 """The digest's name and the version of its canonical form: ``sha256-v1:<64 hex digits>``."""
 
 _RECREATE = "re-create it with timeline convert"
+_PARTITION = re.compile(r"^rank=(\d+)$")
+"""The folder of a dataset's part files (:func:`timeline.execution.dataset.write_dataset`)."""
 
 _READ_ERRORS = (OSError, ValueError, pl.exceptions.PolarsError, pl.exceptions.PanicException)
 """What polars raises on a damaged file: its own errors, I/O errors, and panics of its Rust code."""
@@ -365,19 +371,23 @@ def read_parquet(path: Path) -> FileResult:
 
     A file with a digest must match it; a file without one (written by an older timeline) is read
     with a warning that it cannot be checked. Events that end before they start, or lack a start or
-    an end, are dropped and counted in a warning, as the JSON importers do.
+    an end, are dropped and counted in a warning, as the JSON importers do. The file is read once
+    into memory (:func:`_snapshot`), never mapped.
 
     Raises
     ------
     TraceFormatError
         An unreadable or damaged file, one not written by ``timeline convert``, broken metadata,
-        missing columns or columns of other types, content that does not match its digest.
+        missing columns or columns of other types, content that does not match its digest, a file
+        that changed while it was read, a dataset part holding another rank than its folder's.
     """
-    source = str(path)
-    metadata = _read_metadata(path)
+    source = path_text(path)
+    data = _snapshot(path, source)
+    metadata = _read_metadata(data, source)
     files, warnings = _decode_metadata(metadata, source)
     groups = _decode_groups(metadata, source)
-    events = _read_events(path, metadata)
+    events = _read_events(data, metadata, source, part=path)
+    del data
     if _DIGEST_KEY not in metadata:
         warnings.append(
             f"{source}: no content digest (written by an older timeline): its content cannot be verified; "
@@ -413,7 +423,7 @@ def read_stored(path: Path, *, digest: bool = True) -> Stored:
     """Read the events and metadata of a Parquet file written by :func:`write_parquet`, checking them.
 
     The content must match the file's digest; ``digest=False``: a file without one (an older
-    timeline's) is read unchecked.
+    timeline's) is read unchecked. Read once into memory, as :func:`read_parquet` reads.
 
     Raises
     ------
@@ -421,30 +431,32 @@ def read_stored(path: Path, *, digest: bool = True) -> Stored:
         An unreadable or damaged file, one not written by timeline, missing columns or columns of
         other types, no digest (unless ``digest=False``), content that does not match its digest.
     """
-    metadata = _read_metadata(path)
+    source = path_text(path)
+    data = _snapshot(path, source)
+    metadata = _read_metadata(data, source)
     if digest and _DIGEST_KEY not in metadata:
-        raise TraceFormatError(f"{path}: no content digest; {_RECREATE}")
-    _, warnings = _decode_metadata(metadata, str(path))
+        raise TraceFormatError(f"{source}: no content digest; {_RECREATE}")
+    _, warnings = _decode_metadata(metadata, source)
     return Stored(
-        events=_read_events(path, metadata),
+        events=_read_events(data, metadata, source),
         files_json=metadata[_FILES_KEY],
         warnings=warnings,
-        groups=_decode_groups(metadata, str(path)),
+        groups=_decode_groups(metadata, source),
         metadata=metadata,
     )
 
 
-def _read_metadata(path: Path) -> dict[str, str]:
-    """Return the key-value metadata of a Parquet file written by timeline.
+def _read_metadata(data: bytes, source: str) -> dict[str, str]:
+    """Return the key-value metadata of a Parquet file written by timeline (its bytes).
 
     Raises
     ------
     TraceFormatError
-        An unreadable file, or one not written by timeline.
+        A damaged file, or one not written by timeline.
     """
-    source = str(path)
     try:
-        metadata = pl.read_parquet_metadata(path)
+        with panic_notices_dropped():
+            metadata = pl.read_parquet_metadata(io.BytesIO(data))
     except _READ_ERRORS as exc:
         raise TraceFormatError(_damaged(source, exc)) from exc
     if _FILES_KEY not in metadata:
@@ -453,24 +465,94 @@ def _read_metadata(path: Path) -> dict[str, str]:
     return metadata
 
 
-def _read_events(path: Path, metadata: dict[str, str]) -> pl.DataFrame:
+def _read_events(
+    data: bytes, metadata: dict[str, str], source: str, *, part: Path | None = None
+) -> pl.DataFrame:
     """Return the events of a Parquet file written by timeline, checked against its digest if it has one.
+
+    ``part``: the file's path, for a dataset part's check that it holds its folder's rank (before
+    the digest: that error says what changed).
 
     Raises
     ------
     TraceFormatError
         Damaged data, missing columns or columns of other types, content that does not match.
     """
-    source = str(path)
     try:
-        raw = pl.read_parquet(path)
+        with panic_notices_dropped():  # a panic is reported as one error line, not above it too
+            raw = pl.read_parquet(data)
     except _READ_ERRORS as exc:
         raise TraceFormatError(_damaged(source, exc)) from exc
     events = _conform(raw, source)
+    if part is not None:
+        _check_folder_rank(events, part, source)
     expected = metadata.get(_DIGEST_KEY)
     if expected is not None:
         _check_digest(events, metadata, expected, source)
     return events
+
+
+def _check_folder_rank(events: pl.DataFrame, path: Path, source: str) -> None:
+    """Refuse a dataset part (``rank=N/part-K.parquet``) holding events of another rank than ``N``.
+
+    ``timeline convert --partition-by-rank`` writes each rank's events under its own folder; a part
+    whose ``rank`` column says otherwise was changed since (without a digest, nothing else tells).
+
+    Raises
+    ------
+    TraceFormatError
+        The first rank of the part that is not its folder's.
+    """
+    folder = _PARTITION.match(path.parent.name)
+    if folder is None:
+        return
+    expected = int(folder.group(1))
+    others = events.get_column("rank").unique().drop_nulls().sort().to_list()
+    wrong = [rank for rank in others if rank != expected]
+    if wrong:
+        msg = (
+            f"{source}: holds events of rank {wrong[0]} but its folder rank={expected} says rank "
+            f"{expected}; the dataset was changed after timeline convert wrote it: convert the original "
+            "traces again"
+        )
+        raise TraceFormatError(msg)
+
+
+def _snapshot(path: Path, source: str) -> bytes:
+    """Return the bytes of a Parquet file, read once, refusing a file that changed while it was read.
+
+    polars maps a file it is given by path into memory: a file truncated meanwhile (rewritten in
+    place) killed the process with SIGBUS, and the metadata and the columns, read in two opens,
+    could come from two versions. Read once, the bytes are one version; a size or modification time
+    that differs after the read from before says the file was being written.
+
+    Raises
+    ------
+    TraceFormatError
+        The file cannot be read, is not a regular file, or changed while it was read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        msg = f"{source}: cannot read: {exc.strerror or exc}; check that it exists and is readable"
+        raise TraceFormatError(msg) from None
+    with os.fdopen(fd, "rb") as handle:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):
+            raise TraceFormatError(f"{source}: not a regular file; pass the Parquet file itself")
+        try:
+            data = handle.read(before.st_size + 1)
+        except OSError as exc:
+            raise TraceFormatError(f"{source}: cannot read: {exc.strerror or exc}") from None
+        after = os.fstat(fd)
+    same = (before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns)
+    if not same or len(data) != before.st_size:
+        msg = (
+            f"{source}: changed while it was read (something is writing it); read it again once it "
+            "is complete"
+        )
+        raise TraceFormatError(msg)
+    return data
 
 
 def _damaged(source: str, exc: BaseException) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from timeline.errors import TraceFormatError
 from timeline.importers.files import ReadLimitError, TextTooLargeError, read_trace_bytes, sniff_path
 from timeline.importers.result import FileResult, ImportOptions
+from timeline.paths import path_text
 
 __all__ = ["REPAIR_MAX_BYTES", "parse_file", "parse_one"]
 
@@ -46,7 +47,7 @@ def parse_file(path: Path, options: ImportOptions, *, workers: int = 1) -> FileR
 
 def _parse(path: Path, options: ImportOptions, workers: int) -> FileResult:
     """Recognise the file's format and parse it."""
-    source = str(path)
+    source = path_text(path)
     from timeline.importers.nsys_export import is_report
 
     if is_report(path):

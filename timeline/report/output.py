@@ -1,8 +1,9 @@
 """Where a report is written: the output path checked before anything is drawn, and the file written whole.
 
-Takes the path the user gave (``-o``) and the page's HTML text; gives the written file. A page is
-written to a temporary file beside the target, then renamed over it, so that a reader never sees
-half a page. No bokeh here: ``timeline report`` checks its ``-o`` before it reads the traces.
+Takes the path the user gave (``-o``) and the page's HTML text; gives the written file, written
+whole by :func:`timeline.outputs.write_output` (the one writer of every file timeline writes: a
+temporary file beside the target renamed over it, so that a reader never sees half a page). No
+bokeh here: ``timeline report`` checks its ``-o`` before it reads the traces.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from timeline.errors import UsageError
+from timeline.outputs import write_output
 
 __all__ = ["writable", "write_html"]
 
@@ -25,21 +27,11 @@ def writable(path: str | Path) -> Path:
 
 
 def write_html(text: str, path: str | Path) -> Path:
-    """Write a standalone HTML page to ``path`` (through a temporary file beside it, then renamed).
+    """Write a standalone HTML page to ``path`` whole (:func:`timeline.outputs.write_output`).
 
     Raises
     ------
     UsageError
         If the folder of ``path`` does not exist or cannot be written.
     """
-    target = writable(path)
-    partial = target.with_name(f".{target.name}.partial")
-    try:
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(target)
-    except OSError as exc:
-        msg = f"{target}: cannot write the report ({exc.strerror or exc}); pick another -o"
-        raise UsageError(msg) from exc
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
+    return write_output(writable(path), text)

@@ -4,7 +4,7 @@ Takes :class:`~timeline.report.data.ReportData` (prepared once) and serves the `
 (or, given the Flight Recorder report of dumps, its page: :mod:`timeline.report.flight_view`)
 of :mod:`timeline.report.dashboard`, whose zoom and selection callbacks re-query the polars frames
 in this process. Binds ``127.0.0.1`` unless told otherwise: the page shows kernel names, sizes and
-timings of the job. Ctrl-C (SIGINT) or SIGTERM stops the server cleanly and returns.
+timings of the job. Ctrl-C (SIGINT), SIGTERM or SIGHUP stops the server cleanly and returns.
 
 The page pulls its data through a websocket, and a browser lets any web page open a websocket to
 any address (bokeh's session ids are not secret: a page can make one up). The only guard is the
@@ -33,6 +33,8 @@ from typing import Any
 from bokeh.application import Application
 from bokeh.application.handlers.function import FunctionHandler
 from bokeh.document import Document
+from bokeh.events import DocumentReady, Event
+from bokeh.models.widgets import Div
 from bokeh.resources import Component, ResourceAttr, Resources
 from bokeh.server.server import BaseServer
 from bokeh.server.tornado import BokehTornado
@@ -41,6 +43,7 @@ from bokeh.server.views.static_handler import StaticHandler
 from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop
 from tornado.platform.asyncio import BaseAsyncIOLoop
+from tornado.web import HTTPError
 
 from timeline.errors import UsageError
 from timeline.report.dashboard import build_dashboard
@@ -72,7 +75,28 @@ class _PageResources(Resources):
         )
 
 
+class _ReportStaticHandler(StaticHandler):
+    """bokeh's static files; a path no file can have (a NUL byte) is a 400, not a 500 with a traceback."""
+
+    def parse_url_path(self, url_path: str) -> str:
+        if "\0" in url_path:
+            raise HTTPError(400, "not a file name")
+        return str(super().parse_url_path(url_path))
+
+    def validate_absolute_path(self, root: str, absolute_path: str) -> str | None:
+        try:
+            return super().validate_absolute_path(root, absolute_path)
+        except ValueError:  # a name the system refuses (embedded null byte and the like)
+            raise HTTPError(400, "not a file name") from None
+
+
 class _ReportTornado(BokehTornado):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for rule in self.wildcard_router.rules:  # bokeh's static files, served by the careful handler
+            if rule.target is StaticHandler:
+                rule.target = _ReportStaticHandler
+
     def resources(self, absolute_url: str | bool | None = None) -> Resources:
         base = super().resources(absolute_url)
         if base.mode not in ("server", "server-dev"):
@@ -230,14 +254,33 @@ def _layout(data: ReportData | FlightReport, files: int | None) -> Any:
     return build_dashboard(data, mode="live", files=files).layout
 
 
+_LOADING = "<i>timeline: drawing the report…</i>"
+
+
 def make_application(
     data: ReportData | FlightReport, *, files: int | None = None, title: str = "timeline report"
 ) -> Application:
-    """Return the bokeh application: each session gets its own live dashboard document."""
+    """Return the bokeh application: each session gets its own live dashboard document.
+
+    A session's dashboard is built once its page has loaded in a browser (``DocumentReady``, over
+    the page's websocket), not when the page is asked for: building one takes 0.4-2 s of the one
+    thread that serves every request, and a request that never opens the page (a crawler, a burst
+    of 100 ``GET /``) got one built each, the server unresponsive for minutes and its memory
+    tripled. The page itself holds a "drawing" line, replaced by the dashboard.
+    """
 
     def make_document(doc: Document) -> None:
-        doc.add_root(_layout(data, files))
+        waiting = Div(text=_LOADING, name="report_loading")
+        doc.add_root(waiting)
         doc.title = title
+
+        def draw(_event: Event) -> None:
+            if waiting.document is not doc:
+                return  # drawn already (the event comes once per page load)
+            doc.remove_root(waiting)
+            doc.add_root(_layout(data, files))
+
+        doc.on_event(DocumentReady, draw)
 
     return Application(FunctionHandler(make_document))
 
@@ -251,7 +294,7 @@ def serve_report(
     allow_origins: Sequence[str] = (),
     on_ready: Callable[[Listening], None] | None = None,
 ) -> None:
-    """Serve the report until SIGINT or SIGTERM, then stop cleanly and return.
+    """Serve the report until SIGINT, SIGTERM or SIGHUP, then stop cleanly and return.
 
     Parameters
     ----------
@@ -299,9 +342,9 @@ def serve_report(
     http.add_sockets(sockets)
     loop = IOLoop.current()
     server = BaseServer(loop, app, http)
-    # Ctrl-C and SIGTERM stop the event loop from inside it (no KeyboardInterrupt mid-callback).
+    # Ctrl-C, SIGTERM and SIGHUP stop the event loop from inside it (no KeyboardInterrupt mid-callback).
     events = loop.asyncio_loop if isinstance(loop, BaseAsyncIOLoop) else asyncio.get_event_loop()
-    signals = (signal.SIGINT, signal.SIGTERM)
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     for sig in signals:
         events.add_signal_handler(sig, loop.stop)
     advice = _OriginAdvice()

@@ -20,6 +20,7 @@ import polars as pl
 
 from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP, CollectiveMatch, implausible_warning
 from timeline.analysis.horovod_phases import analyze_horovod, attribute_horovod_phases, horovod_limitations
+from timeline.arguments import check_run
 from timeline.errors import UsageError
 from timeline.results.base import Result, Row, rows_of
 from timeline.trace import Trace
@@ -878,9 +879,12 @@ def build_collectives_report(run: Run, *, rank_rows: bool = True) -> Collectives
 
     Raises
     ------
+    TypeError
+        ``run`` is not a :class:`~timeline.run.Run` (named).
     UsageError
         No communication events in the traces.
     """
+    check_run(run)
     trace = run.trace
     has_horovod = trace.events.filter(pl.col("source") == "horovod").height > 0
     if not run.kineto_communication and not has_horovod:

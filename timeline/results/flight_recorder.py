@@ -20,6 +20,7 @@ import msgspec
 import polars as pl
 
 from timeline.analysis.flight_recorder import FlightAnalysis, analyze_dumps, match_profiler_collectives
+from timeline.arguments import check_events, check_instance
 from timeline.dumps import Dumps
 from timeline.importers.collectives import normalise_collective
 from timeline.importers.flight_recorder import split_profiling_name
@@ -660,7 +661,17 @@ def build_flight_report(dumps: Dumps, *, events: pl.DataFrame | None = None) -> 
     -------
     FlightReport
         Its keys are documented in ``docs/flight-recorder.md`` (*The report's layout*).
+
+    Raises
+    ------
+    TypeError
+        ``dumps`` is not a :class:`~timeline.dumps.Dumps`, ``events`` not the events frame (named).
+    UsageError
+        ``events`` without the columns of the events frame.
     """
+    check_instance(dumps, Dumps, argument="dumps", fix="pass timeline.load_dumps(...)")
+    if events is not None:
+        events = check_events(events)
     analysis = analyze_dumps(dumps.entries, dumps.status, dumps.groups, ranks=dumps.ranks)
     findings = flight_findings(analysis)
     return FlightReport(

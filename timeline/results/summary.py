@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 import polars as pl
 
 from timeline.analysis.overlap import Overlap
+from timeline.arguments import check_optional_int, check_run
 from timeline.results.base import Result, Row, rows_of
 from timeline.results.collectives import ClockOffset, FileRow, Utilisation, utilisation_summary
 from timeline.results.diagnosis import Verdict
@@ -282,7 +283,14 @@ def build_summary(run: Run, *, top: int = 10, findings: bool = True) -> Summary:
     ``findings=False``), ``flight_recorder`` (null: the command sets it), then
     ``iterations_across_ranks`` and ``iterations_by_exposure``. Every figure is one of the run's
     facts (:class:`timeline.run.Run`).
+
+    Raises
+    ------
+    TypeError
+        ``run`` not a :class:`~timeline.run.Run`, ``top`` not an int (each named).
     """
+    check_run(run)
+    check_optional_int(top, argument="top")
     trace, overlap = run.trace, run.overlap
     warnings = [*run.warnings, *overlap.warnings]
     dimensions = None

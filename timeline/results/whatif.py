@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
+from timeline.arguments import check_instance
 from timeline.results.base import Result, Row, rows_of
 from timeline.results.collectives import CollectiveCost
 
@@ -398,9 +399,17 @@ def build_whatif_report(
     -------
     WhatIfReport
         The self-replay (under ``settings.iterations``), one scenario per combination, the targets.
+
+    Raises
+    ------
+    TypeError
+        ``graph`` is not a :class:`~timeline.whatif.graph.TraceGraph` (named).
     """
+    from timeline.whatif.graph import TraceGraph as Graph
     from timeline.whatif.replay import Scenario, cost_fit, replay, self_replay
     from timeline.whatif.sweep import sweep
+
+    check_instance(graph, Graph, argument="graph", fix="pass the run's graph: timeline.analyze(...).graph")
 
     if settings.iterations is None:
         check = self_replay(graph)
