@@ -99,7 +99,7 @@ def collectives_command(
         return
     from timeline.render.terminal.collectives import render_collectives_report
 
-    render_collectives_report(report, console(150), limit=limit)
+    render_collectives_report(report, console(), limit=limit)
 
 
 def _flight_progress(
@@ -117,4 +117,4 @@ def _flight_progress(
         return
     from timeline.render.terminal.flight_recorder import render_flight_progress
 
-    render_flight_progress(flight, console(150), limit=limit)
+    render_flight_progress(flight, console(), limit=limit)

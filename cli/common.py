@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from timeline.trace import Trace
 
 __all__ = [
+    "PIPED_WIDTH",
     "check_regex",
+    "colour_off",
     "console",
     "echo_warnings",
     "fail",
@@ -38,6 +40,7 @@ __all__ = [
     "load",
     "loading",
     "open_run",
+    "output_width",
     "progress_bar",
     "run_options",
     "user_errors",
@@ -116,12 +119,46 @@ def echo_warnings(warnings: Iterable[str]) -> None:
         typer.echo(f"warning: {one_line(warning)}", err=True)
 
 
-def console(min_width: int) -> Console:
-    """Return the console the terminal renderers draw on: at least ``min_width`` columns.
+PIPED_WIDTH = 120
+"""The width of output that goes to a file or a pipe, unless ``COLUMNS`` says otherwise: stable for scripts."""
 
-    A stdout closed by its reader (``| head``) raises :class:`BrokenPipeError`, which the command
-    line's boundary (:class:`cli.main.TimelineGroup`) ends with exit code 141; rich's own handling
-    would exit with 1, the code of an exceeded budget.
+
+def output_width() -> int:
+    """Return the width the terminal renderers fit: ``COLUMNS``, else the terminal's, else :data:`PIPED_WIDTH`.
+
+    Never under :data:`~timeline.render.terminal.tables.MIN_WIDTH` (60): a narrower terminal gets
+    60-column lines.
+    """
+    import os
+    import shutil
+
+    from timeline.render.terminal.tables import MIN_WIDTH
+
+    given = os.environ.get("COLUMNS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        width = int(given)
+    elif sys.stdout.isatty():
+        width = shutil.get_terminal_size((PIPED_WIDTH, 24)).columns
+    else:
+        width = PIPED_WIDTH
+    return max(width, MIN_WIDTH)
+
+
+def colour_off(no_color: bool = False) -> bool:
+    """Whether output is plain text: ``--no-color``, or ``NO_COLOR`` set to anything but empty (no-color.org)."""
+    import os
+
+    return no_color or bool(os.environ.get("NO_COLOR"))
+
+
+def console(_unused: int | None = None, *, no_color: bool = False) -> Console:
+    """Return the console the terminal renderers draw on, :func:`output_width` wide.
+
+    Styles (bold, colours) only on a terminal, and never with ``--no-color`` or ``NO_COLOR``
+    (:func:`colour_off`): then not one escape code is written. A stdout closed by its reader
+    (``| head``) raises :class:`BrokenPipeError`, which the command line's boundary
+    (:class:`cli.main.TimelineGroup`) ends with exit code 141; rich's own handling would exit with 1,
+    the code of an exceeded budget.
     """
     import errno
 
@@ -132,7 +169,14 @@ def console(min_width: int) -> Console:
             self.quiet = True
             raise BrokenPipeError(errno.EPIPE, "stdout closed by its reader")
 
-    return _Console(highlight=False, soft_wrap=False, width=max(Console().width, min_width))
+    plain = colour_off(no_color)
+    return _Console(
+        highlight=False,
+        soft_wrap=False,
+        width=output_width(),
+        no_color=plain,
+        color_system=None if plain else "auto",
+    )
 
 
 def inputs_of(

@@ -92,4 +92,4 @@ def diff_command(
     else:
         from timeline.render.terminal.diff import render_diff
 
-        render_diff(diff, console(190))
+        render_diff(diff, console())

@@ -117,7 +117,7 @@ def seed_command(
         return
     from timeline.render.terminal.whatif import render_seed_report
 
-    render_seed_report(report, console(150))
+    render_seed_report(report, console())
 
 
 def _seed_report(

@@ -195,7 +195,7 @@ def _print_report(report: WhatIfReport, *, json_output: bool) -> None:
         return
     from timeline.render.terminal.whatif import render_whatif_report
 
-    render_whatif_report(report, console(150))
+    render_whatif_report(report, console())
 
 
 def _refuse_backward_profiles(paths: list[str]) -> None:
