@@ -32,6 +32,7 @@ __all__ = [
     "colour_off",
     "console",
     "echo_warnings",
+    "emit",
     "fail",
     "flight_dumps",
     "flight_inputs",
@@ -120,19 +121,19 @@ def echo_warnings(warnings: Iterable[str]) -> None:
 
 
 PIPED_WIDTH = 120
-"""The width of output that goes to a file or a pipe, unless ``COLUMNS`` says otherwise: stable for scripts."""
+"""The width of output to a file or a pipe, unless ``COLUMNS`` says otherwise: stable for scripts."""
 
 
 def output_width() -> int:
-    """Return the width the terminal renderers fit: ``COLUMNS``, else the terminal's, else :data:`PIPED_WIDTH`.
+    """Return the width the terminal renderers fit: ``COLUMNS``, the terminal's, or :data:`PIPED_WIDTH`.
 
-    Never under :data:`~timeline.render.terminal.tables.MIN_WIDTH` (60): a narrower terminal gets
+    Never under :data:`~timeline.render.terminal.layout.MIN_WIDTH` (60): a narrower terminal gets
     60-column lines.
     """
     import os
     import shutil
 
-    from timeline.render.terminal.tables import MIN_WIDTH
+    from timeline.render.terminal.layout import MIN_WIDTH
 
     given = os.environ.get("COLUMNS", "").strip()
     if given.isdigit() and int(given) > 0:
@@ -145,7 +146,7 @@ def output_width() -> int:
 
 
 def colour_off(no_color: bool = False) -> bool:
-    """Whether output is plain text: ``--no-color``, or ``NO_COLOR`` set to anything but empty (no-color.org)."""
+    """Return whether output is plain: ``--no-color``, or ``NO_COLOR`` set and not empty (no-color.org)."""
     import os
 
     return no_color or bool(os.environ.get("NO_COLOR"))
@@ -177,6 +178,66 @@ def console(_unused: int | None = None, *, no_color: bool = False) -> Console:
         no_color=plain,
         color_system=None if plain else "auto",
     )
+
+
+def write_text(path: str, text: str) -> None:
+    """Write a file the user asked for (``--csv``, ``--markdown``): one ``error:`` line when it cannot be.
+
+    Raises
+    ------
+    UsageError
+        The file cannot be written (its folder is missing, it is a directory, no permission).
+    """
+    from timeline.errors import UsageError, shown
+
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{shown(path)}: cannot write ({exc.strerror})") from None
+
+
+def emit(
+    result: Any,
+    draw: Callable[[Console], None],
+    *,
+    json_output: bool = False,
+    markdown: str | None = None,
+    csv: str | None = None,
+    title: str,
+    top: int = 20,
+    no_color: bool = False,
+) -> None:
+    """Print a result as the options ask: JSON, markdown or CSV (``-``), else drawn on the console.
+
+    ``--markdown FILE`` and ``--csv FILE`` are written besides. ``draw`` draws the terminal tables;
+    the markdown is :func:`~timeline.render.tabular.render_tables_markdown`'s, under ``title``, the
+    first ``top`` rows of each table.
+    """
+    if sum([json_output, markdown == "-", csv == "-"]) > 1:
+        fail("--json, --markdown - and --csv - each print on stdout: choose one")
+    with user_errors():
+        if csv is not None:
+            from timeline.render.tabular import render_csv
+
+            text = render_csv(result)
+            if csv == "-":
+                typer.echo(text, nl=False)
+                return
+            write_text(csv, text)
+        if markdown is not None:
+            from timeline.render.tabular import render_tables_markdown
+
+            text = render_tables_markdown(result, title=title, top=top)
+            if markdown == "-":
+                typer.echo(text, nl=False)
+                return
+            write_text(markdown, text)
+    if json_output:
+        from timeline.render.json import render_json
+
+        typer.echo(render_json(result))
+        return
+    draw(console(no_color=no_color))
 
 
 def inputs_of(
@@ -218,24 +279,34 @@ def run_options(
     dimension: Sequence[str] | None = None,
     gpus_per_node: int | None = None,
     codec_gbps: float | None = None,
+    ranks: str | None = None,
+    iterations: str | None = None,
 ) -> RunOptions:
-    """Return the :class:`RunOptions` of a command's options (``--link-gbps`` and ``--dimension`` parsed).
+    """Return the :class:`RunOptions` of a command's options (links, dimensions and selections parsed).
 
     Raises
     ------
     UsageError
-        A link or a dimension label that does not parse.
+        A link, a dimension label, or a ``--ranks``/``--iterations`` list that does not parse.
     """
     from timeline.analysis.dimension_labels import parse_dimension_overrides
     from timeline.analysis.links import parse_link_gbps
     from timeline.run import RunOptions
+    from timeline.selection import parse_numbers
 
+    link = parse_link_gbps(link_gbps) if link_gbps is not None else None
+    if link_gbps is not None and link is not None:
+        from timeline.analysis.links import describe_link
+
+        typer.echo(f"note: {describe_link(link_gbps, link)}", err=True)
     return RunOptions(
         align=align,
-        link_gbps=parse_link_gbps(link_gbps) if link_gbps is not None else None,
+        link_gbps=link,
         dimensions=parse_dimension_overrides(list(dimension or [])),
         gpus_per_node=gpus_per_node,
         codec_gbps=codec_gbps,
+        ranks=parse_numbers(ranks, "--ranks"),
+        iterations=parse_numbers(iterations, "--iterations"),
     )
 
 

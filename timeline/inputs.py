@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from timeline.errors import RankError, UsageError
 from timeline.importers.manifest import MANIFEST_NAME, read_manifest
 from timeline.importers.result import FileResult, ImportOptions
+from timeline.selection import Selection
 
 if TYPE_CHECKING:
     import polars as pl
@@ -534,6 +535,9 @@ class Unit:
     only_file: bool = False
     """The unit's file is the only file of the inputs: naming no rank, it is rank 0
     (:func:`resolve_rank`)."""
+    selection: Selection = field(default_factory=Selection)
+    """The ranks and iterations the run keeps (``--ranks``, ``--iterations``): a task keeps only
+    their events and overlap rows (:mod:`timeline.selection`)."""
 
 
 def plan_units(

@@ -37,7 +37,7 @@ __all__ = ["format_bytes", "render_clock_offsets", "render_collectives_report", 
 
 
 def _name(header: str, drop: int = 0, *, wrap: bool = False) -> Col:
-    """A column of names (left-aligned)."""
+    """Return a column of names (left-aligned)."""
     return Col(header, justify="left", drop=drop, wrap=wrap)
 
 
@@ -190,7 +190,7 @@ def _render_collective_table(report: CollectivesReport, console: Console, *, lim
     title = "Collectives across ranks"
     if len(collectives) > limit:
         shown = [collectives[i] for i in report.collectives_by_wait[:limit]]
-        title += f" (the {limit} with the most wait of {len(collectives)}; --json for all)"
+        title += f" (the {limit} with the most wait of {len(collectives)}; --top N or --json for all)"
     show_group = any(row.group is not None for row in collectives)
     show_dimension = any(row.dimension for row in collectives)
     columns = [
@@ -210,6 +210,7 @@ def _render_collective_table(report: CollectivesReport, console: Console, *, lim
     ]
     if link is not None:
         columns.append(Col("busbw/link", drop=8))
+        title += f"; busbw/link against the {link:g} Gbit/s link"
     rows = []
     for row in shown:
         cells = [
@@ -317,7 +318,9 @@ def _render_ambiguity(ambiguity: Sequence[Ambiguity], console: Console) -> None:
         ]
         for row in ambiguity
     ]
-    title = "Collectives matched across no rank: their process group, or their place in its order, is ambiguous"
+    title = (
+        "Collectives matched across no rank: their process group, or their place in its order, is ambiguous"
+    )
     print_table(console, title, columns, rows)
 
 
@@ -330,7 +333,7 @@ def _render_pairs(report: CollectivesReport, console: Console, *, limit: int) ->
     title = "Point-to-point: each send with its receive"
     if len(pairs) > limit:
         shown = [pairs[i] for i in report.pairs_by_wait[:limit]]
-        title += f" (the {limit} with the most wait of {len(pairs)}; --json for all)"
+        title += f" (the {limit} with the most wait of {len(pairs)}; --top N or --json for all)"
     columns = [
         Col("#", drop=9),
         _name("group", 7),
@@ -347,6 +350,7 @@ def _render_pairs(report: CollectivesReport, console: Console, *, limit: int) ->
     ]
     if link is not None:
         columns.append(Col("busbw/link", drop=4))
+        title += f"; busbw/link against the {link:g} Gbit/s link"
     rows = []
     for row in shown:
         cells = [
@@ -434,12 +438,14 @@ def _render_iterations(report: CollectivesReport, console: Console) -> None:
         if report.link_gbps is not None:
             columns += [Col("busbw/link", drop=7), Col("exposed", drop=2), Col("link could carry", drop=1)]
         rows = [_iteration_cells(row, report) for row in per_iteration]
-        print_table(console, "Per iteration", columns, rows)
+        link = report.link_gbps
+        title = "Per iteration" + ("" if link is None else f" (busbw/link against the {link:g} Gbit/s link)")
+        print_table(console, title, columns, rows)
         print_prose(
             console,
             "verdict: [bold]slow rank[/bold] = one rank arrives late and causes most of the wait "
             "(compare its compute); [bold]imbalance[/bold] = ranks arrive late by turns; "
-            "[bold]slow link[/bold] = the transfer itself dominates (compare busbw with --link-gbps)"
+            "[bold]slow link[/bold] = the transfer itself dominates (compare busbw with --link-gbps)",
         )
 
 
@@ -489,6 +495,7 @@ def _render_batches(
         ]
         if link is not None:
             columns.append(Col("busbw/link", drop=1))
+        against = "" if link is None else f"; busbw/link against the {link:g} Gbit/s link"
         rows = []
         for row in shown:
             cells = [
@@ -503,7 +510,7 @@ def _render_batches(
             if link is not None:
                 cells.append(format_ratio(row.link_utilisation_ratio))
             rows.append(cells)
-        print_table(console, f"Fused batches (the {len(shown)} largest of {total})", columns, rows)
+        print_table(console, f"Fused batches (the {len(shown)} largest of {total}{against})", columns, rows)
         if any(row.implausible for row in shown):
             print_prose(console, _IMPLAUSIBLE_NOTE, markup=False)
 

@@ -99,9 +99,8 @@ def figure_cells(metric: str, figure: Change) -> list[str]:
 
 def render_diff(diff: Diff, console: Console) -> None:
     """Print two runs compared: the medians, then per iteration, per rank and per collective."""
-    print_prose(
-        console, f"[bold]timeline diff[/bold] {escape(diff.base)} → {escape(diff.new)}: {escape(headline(diff))}"
-    )
+    where = f"{escape(diff.base)} → {escape(diff.new)}"
+    print_prose(console, f"[bold]timeline diff[/bold] {where}: {escape(headline(diff))}")
     columns = [
         Col("figure", justify="left"),
         Col("base"),
@@ -111,7 +110,8 @@ def render_diff(diff: Diff, console: Console) -> None:
         Col("noise", drop=2),
         Col("beyond noise", drop=1),
     ]
-    rows = [[METRIC_NAMES[metric], *figure_cells(metric, figure)] for metric, figure in diff.summary.figures()]
+    figures = diff.summary.figures()
+    rows = [[METRIC_NAMES[metric], *figure_cells(metric, figure)] for metric, figure in figures]
     print_table(console, "Median over iterations (of the median over ranks)", columns, rows)
     _render_iterations(diff, console)
     _render_ranks(diff, console)
@@ -141,7 +141,8 @@ def _render_iterations(diff: Diff, console: Console) -> None:
         ]
         for pair in diff.iterations
     ]
-    print_table(console, "Per iteration (paired by position; median over ranks; change NEW - BASE)", columns, rows)
+    title = "Per iteration (paired by position; median over ranks; change NEW - BASE)"
+    print_table(console, title, columns, rows)
 
 
 def _render_ranks(diff: Diff, console: Console) -> None:

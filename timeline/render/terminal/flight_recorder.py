@@ -53,7 +53,7 @@ def _wall_clock(ns: int | None) -> str:
 
 
 def _spaced(names: str) -> str:
-    """Return a list of names joined by ``/`` or ``,`` with a space after each, so that it wraps between names."""
+    """Return names joined by ``/`` or ``,`` with a space after each: it wraps between names."""
     return names.replace("/", "/ ").replace(",", ", ").replace("  ", " ")
 
 
@@ -214,8 +214,7 @@ def render_flight_progress(report: FlightReport, console: Console, *, limit: int
         for member in rows[:limit]
     ]
     console.print()
-    print_table(
-        console, "Progress per group and rank (last enqueued, started, completed)", columns, cells, markup=True
-    )
+    title = "Progress per group and rank (last enqueued, started, completed)"
+    print_table(console, title, columns, cells, markup=True)
     if len(rows) > limit:
         console.print(f"({len(rows) - limit} more rows: --top, or --json for all)")

@@ -107,13 +107,17 @@ first when the table is too wide."""
 
 
 def _settings_shown(columns: list[Col], rows: list[list[str]]) -> list[Col]:
-    """Return the columns with the settings that differ between scenarios never left out."""
+    """Return the columns with the settings that differ between scenarios never left out.
+
+    The link wraps only between the links of named dimensions (``tp=…, dp=…``), never inside one.
+    """
     from dataclasses import replace
 
-    return [
+    shown = [
         replace(column, drop=0) if 1 <= i <= 3 and len({r[i] for r in rows}) > 1 else column
         for i, column in enumerate(columns)
     ]
+    return [replace(shown[0], wrap=any(", " in r[0] for r in rows)), *shown[1:]]
 
 
 def _render_predictions(report: WhatIfReport, console: Console) -> None:
