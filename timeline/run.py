@@ -469,7 +469,7 @@ class Run:
     @property
     def own_warnings(self) -> tuple[str, ...]:
         """The run's own warnings, beside the load's: a partial run, the ranks and iterations selected."""
-        notes = () if self.partial is None else (self.partial,)
+        notes: tuple[str, ...] = () if self.partial is None else (self.partial,)
         selection = self.options.selection
         if not selection.everything:
             notes += (

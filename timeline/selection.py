@@ -108,7 +108,10 @@ def parse_numbers(text: str | None, option: str) -> tuple[int, ...] | None:
         if last < first:
             raise UsageError(f"{option} {text!r}: the range {item} runs backwards; write it {last}-{first}")
         if last > SELECTION_MAX or last - first >= _SPAN_MAX:
-            msg = f"{option} {text!r}: {item} is out of range (at most {_SPAN_MAX:,} numbers up to {SELECTION_MAX})"
+            msg = (
+                f"{option} {text!r}: {item} is out of range (at most {_SPAN_MAX:,} numbers, each up to "
+                f"{SELECTION_MAX})"
+            )
             raise UsageError(msg)
         numbers.update(range(first, last + 1))
     return tuple(sorted(numbers))
@@ -180,7 +183,7 @@ def _in_windows(frame: pl.DataFrame, windows: pl.DataFrame, *, whole: bool) -> p
         allow_exact_matches=not whole,  # an event that ends where a window starts is not in it
         check_sortedness=False,
     )
-    inside = pl.col("w_end") > pl.col("start_ns") if whole else pl.col("w_end") > pl.col("start_ns")
+    inside = pl.col("w_end") > pl.col("start_ns")
     rows = joined.filter(pl.col("w_start").is_not_null() & inside).get_column("_row").sort()
     return frame[rows]
 
