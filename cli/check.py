@@ -14,17 +14,31 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.common import echo_warnings, fail, inputs_of, loading, run_options, user_errors
+from cli.common import (
+    be_quiet,
+    echo_warnings,
+    fail,
+    inputs_of,
+    loading,
+    output_width,
+    run_options,
+    user_errors,
+)
 from cli.options import (
+    AlignOption,
     CommKernelOption,
     DimensionOption,
     ExecutorOption,
     GpusPerNodeOption,
     IncludePythonOption,
+    IterationsOption,
     LinkOption,
+    NoColorOption,
     PathsArgument,
+    QuietOption,
     RankOption,
     RankRegexOption,
+    RanksOption,
     RayAddressOption,
 )
 from timeline.errors import UsageError, shown
@@ -58,15 +72,6 @@ JunitOption = Annotated[
 GithubOption = Annotated[
     bool, typer.Option("--github", help="Also print GitHub Actions annotations (::error) for failed budgets.")
 ]
-MarkdownOption = Annotated[
-    str | None,
-    typer.Option(
-        "--markdown",
-        help="Write a markdown summary (for a pull-request comment or $GITHUB_STEP_SUMMARY) to this "
-        "file; '-' prints it instead of the table.",
-        show_default=False,
-    ),
-]
 
 
 def check_command(
@@ -76,8 +81,22 @@ def check_command(
     json_output: JsonVerdictsOption = False,
     junit: JunitOption = None,
     github: GithubOption = False,
-    markdown: MarkdownOption = None,
+    markdown: Annotated[
+        str | None,
+        typer.Option(
+            "--markdown",
+            metavar="FILE",
+            help="Write a markdown summary (for a pull-request comment or $GITHUB_STEP_SUMMARY) to this "
+            "file; '-' prints it instead of the table.",
+            show_default=False,
+        ),
+    ] = None,
     link_gbps: LinkOption = None,
+    align: AlignOption = False,
+    ranks: RanksOption = None,
+    iterations: IterationsOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -93,8 +112,11 @@ def check_command(
 
     Exit codes: 0 every budget holds, 1 a budget is exceeded or has no data,
     2 bad input, usage or a bad budget file (one 'error:' line on stderr), 3 a bug in timeline,
-    130 interrupted. Starter budgets: 'timeline init PATH...'. See docs/ci.md.
+    130 interrupted. Starter budgets: 'timeline init PATH...'. See docs/ci.md. --ranks and
+    --iterations select the run and its baseline alike. --quiet: nothing on stdout, and on stderr
+    only errors and why a budget failed. The table is plain text: --no-color changes nothing in it.
     """
+    be_quiet(quiet)
     if init or force:
         fail(f"{'--init' if init else '--force'} moved: write starter budgets with 'timeline init PATH...'")
     if json_output and (github or markdown == "-"):
@@ -102,7 +124,14 @@ def check_command(
     with user_errors():
         from timeline.budgets.checking import plan_check
 
-        options = run_options(link_gbps=link_gbps, dimension=dimension, gpus_per_node=gpus_per_node)
+        options = run_options(
+            link_gbps=link_gbps,
+            align=align,
+            dimension=dimension,
+            gpus_per_node=gpus_per_node,
+            ranks=ranks,
+            iterations=iterations,
+        )
         plan = plan_check(budget, options, baseline=baseline or (), markdown=markdown is not None)
         echo_warnings(plan.warnings)
         inputs = inputs_of(
@@ -125,6 +154,13 @@ def check_command(
 
         report = evaluate_budgets(plan.budgets, run, baseline=old, link_gbps=plan.link_gbps)
         _write_files(report, junit, markdown, run.diagnosis)
+    if quiet:
+        from timeline.render.terminal.verdicts import LABELS
+
+        for v in report.verdicts:
+            if v.status not in ("pass", "skip"):
+                typer.echo(f"{LABELS[v.status]} {v.name}: {v.message}", err=True)
+        raise typer.Exit(report.exit_code)
     _print(report, json_output=json_output, markdown=markdown == "-", github=github, diagnosis=run.diagnosis)
     raise typer.Exit(report.exit_code)
 
@@ -163,7 +199,7 @@ def _print(
     else:
         from timeline.render.terminal.verdicts import render_table
 
-        typer.echo(render_table(report), nl=False)
+        typer.echo(render_table(report, width=output_width()), nl=False)
     if github:
         from timeline.render.github import render_github
 

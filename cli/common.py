@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PIPED_WIDTH",
+    "be_quiet",
     "check_regex",
     "colour_off",
     "console",
@@ -40,6 +41,7 @@ __all__ = [
     "interrupted",
     "load",
     "loading",
+    "note",
     "open_run",
     "output_width",
     "progress_bar",
@@ -114,10 +116,27 @@ def progress_bar() -> Iterator[Callable[[str, int, int], None] | None]:
         bar.stop()
 
 
+_QUIET: list[bool] = [False]
+"""Whether ``--quiet`` was given: warnings and notes are not printed (errors always are)."""
+
+
+def be_quiet(quiet: bool) -> None:
+    """Print no warnings or notes from now on (``--quiet``): only errors, and what the command must say."""
+    _QUIET[0] = quiet
+
+
 def echo_warnings(warnings: Iterable[str]) -> None:
-    """Print warnings on stderr, one ``warning:`` line each."""
+    """Print warnings on stderr, one ``warning:`` line each (none with ``--quiet``)."""
+    if _QUIET[0]:
+        return
     for warning in warnings:
         typer.echo(f"warning: {one_line(warning)}", err=True)
+
+
+def note(text: str) -> None:
+    """Print a note on stderr, one ``note:`` line (none with ``--quiet``)."""
+    if not _QUIET[0]:
+        typer.echo(f"note: {one_line(text)}", err=True)
 
 
 PIPED_WIDTH = 120
@@ -298,7 +317,7 @@ def run_options(
     if link_gbps is not None and link is not None:
         from timeline.analysis.links import describe_link
 
-        typer.echo(f"note: {describe_link(link_gbps, link)}", err=True)
+        note(describe_link(link_gbps, link))
     return RunOptions(
         align=align,
         link_gbps=link,

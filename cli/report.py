@@ -20,9 +20,20 @@ from cli.common import (
     inputs_of,
     loading,
     open_run,
+    run_options,
     user_errors,
 )
-from cli.options import CommKernelOption, IncludePythonOption, PathsArgument, RankOption, RankRegexOption
+from cli.options import (
+    AlignOption,
+    CommKernelOption,
+    IncludePythonOption,
+    IterationsOption,
+    LinkOption,
+    PathsArgument,
+    RankOption,
+    RankRegexOption,
+    RanksOption,
+)
 from timeline.errors import shown
 
 if TYPE_CHECKING:
@@ -30,7 +41,7 @@ if TYPE_CHECKING:
     from timeline.report.server import Listening
     from timeline.results.diff import Diff
     from timeline.results.flight_recorder import FlightReport
-    from timeline.run import Inputs
+    from timeline.run import Inputs, RunOptions
 
 __all__ = ["report_command", "serve_command"]
 
@@ -85,7 +96,7 @@ CompareOption = Annotated[
 ]
 
 
-def _compare(base: str | None, inputs: Inputs) -> Diff | None:
+def _compare(base: str | None, inputs: Inputs, options: RunOptions) -> Diff | None:
     """Return ``timeline diff BASE NEW``'s result, NEW the report's run (all its ranks); None without BASE.
 
     BASE is read first, so a bad BASE stops before the report's traces are read.
@@ -96,27 +107,26 @@ def _compare(base: str | None, inputs: Inputs) -> Diff | None:
 
     from timeline.budgets.runs import read_run
     from timeline.results.diff import build_diff
-    from timeline.run import RunOptions
 
     whole = replace(inputs, rank=None, rank_regex=None)
     runs = []
     for paths in ([base], list(inputs.paths)):
         with loading() as (progress, warn):
             runs.append(
-                read_run(replace(whole, paths=paths), RunOptions(), match=True, progress=progress, warn=warn)
+                read_run(replace(whole, paths=paths), options, match=True, progress=progress, warn=warn)
             )
     diff = build_diff(runs[0], runs[1])
     echo_warnings(diff.warnings)
     return diff
 
 
-def _report_data(inputs: Inputs, compare: str | None) -> tuple[ReportData, int]:
+def _report_data(inputs: Inputs, compare: str | None, options: RunOptions) -> tuple[ReportData, int]:
     """Return the report's data of the inputs' run (and the comparison with ``compare``), and its files."""
     from timeline.report.data import build_report_data
     from timeline.run import Needs
 
-    diff = _compare(compare, inputs)
-    run = open_run(inputs, needs=Needs(communication=True, graph=True, every_event=True))
+    diff = _compare(compare, inputs, options)
+    run = open_run(inputs, options, needs=Needs(communication=True, graph=True, every_event=True))
     return build_report_data(run, compare=diff), run.trace.files.height
 
 
@@ -147,6 +157,10 @@ def serve_command(
             show_default=False,
         ),
     ] = None,
+    link_gbps: LinkOption = None,
+    align: AlignOption = False,
+    ranks: RanksOption = None,
+    iterations: IterationsOption = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -155,7 +169,8 @@ def serve_command(
 ) -> None:
     """Serve the interactive report (per-iteration Gantt of exposed communication) on localhost.
 
-    Prints the URL, serves until Ctrl-C, then stops cleanly.
+    Prints the URL, serves until Ctrl-C, then stops cleanly. It serves a page, not a result to
+    print: no --json or --markdown ('timeline analyze' prints them).
     Exit codes: 0 success (stopped with Ctrl-C), 2 bad input or usage, or the 'report' extra missing
     (one 'error:' line on stderr), 3 a bug in timeline.
     """
@@ -166,6 +181,7 @@ def serve_command(
         origins = list(allow_origin or ())
         parse_origins(origins)  # a bad one stops before the traces are read
         flight, paths = _flight(paths, rank, rank_regex, compare)
+        options = run_options(link_gbps=link_gbps, align=align, ranks=ranks, iterations=iterations)
         data: ReportData | FlightReport
         if flight is None:
             inputs = inputs_of(
@@ -175,7 +191,7 @@ def serve_command(
                 comm_kernels=comm_kernel,
                 include_python=include_python,
             )
-            data, files = _report_data(inputs, compare)
+            data, files = _report_data(inputs, compare, options)
         else:
             data, files = flight, len(flight.dumps.ranks)
 
@@ -194,6 +210,10 @@ def report_command(
             "-o", "--output", help="The HTML file to write (standalone: opens offline).", show_default=False
         ),
     ],
+    link_gbps: LinkOption = None,
+    align: AlignOption = False,
+    ranks: RanksOption = None,
+    iterations: IterationsOption = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -201,6 +221,8 @@ def report_command(
     compare: CompareOption = None,
 ) -> None:
     """Write the interactive report as one standalone HTML file, for a CI run or an issue.
+
+    It writes a page, not a result to print: no --json or --markdown ('timeline analyze' prints them).
 
     Exit codes: 0 success, 2 bad input or usage, or the 'report' extra missing (one 'error:' line on
     stderr), 3 a bug in timeline, 130 interrupted.
@@ -215,6 +237,7 @@ def report_command(
                 "modified)"
             )
         flight, paths = _flight(paths, rank, rank_regex, compare)
+        options = run_options(link_gbps=link_gbps, align=align, ranks=ranks, iterations=iterations)
         if flight is not None:
             from timeline.report.flight_view import write_flight_report
 
@@ -227,7 +250,7 @@ def report_command(
                 comm_kernels=comm_kernel,
                 include_python=include_python,
             )
-            data, files = _report_data(inputs, compare)
+            data, files = _report_data(inputs, compare, options)
             from timeline.report.export import write_report
 
             written = write_report(data, output, files=files)
