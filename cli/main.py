@@ -18,7 +18,7 @@ import gc
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -36,7 +36,17 @@ from cli.seed import seed_command
 from cli.whatif import whatif_command
 from timeline.errors import one_line
 
-__all__ = ["COMMANDS", "EXIT_CODES", "TimelineGroup", "app", "exit_now", "main", "make_app", "run"]
+__all__ = [
+    "COMMANDS",
+    "EXIT_CODES",
+    "TimelineGroup",
+    "app",
+    "exit_now",
+    "main",
+    "make_app",
+    "run",
+    "version_line",
+]
 
 EXIT_CODES: Mapping[int, str] = {
     0: "done",
@@ -171,6 +181,53 @@ def _group() -> None:
     """Keep a one-command application a group: ``timeline NAME ...`` as with every command."""
 
 
+def version_line() -> str:
+    """Return what ``timeline --version`` prints: the distribution's version, polars' and Python's.
+
+    Read from the installed distributions' metadata: no polars import. A source checkout that is not
+    installed says so, with the package's own version.
+    """
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("timeline-comm")
+    except PackageNotFoundError:
+        from timeline import __version__
+
+        ours = f"{__version__} (source checkout, not installed)"
+    try:
+        polars = version("polars")
+    except PackageNotFoundError:
+        polars = "not installed"
+    return f"timeline-comm {ours}, polars {polars}, Python {platform.python_version()}"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version_line())
+        raise typer.Exit(0)
+
+
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print timeline's version (the timeline-comm distribution) and polars' and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Answer whether communication is the bottleneck of your distributed training job.
+
+    Exposed vs hidden communication from PyTorch profiler traces and Horovod timelines. Output
+    follows the terminal's width (COLUMNS, or 120 columns when piped); NO_COLOR or --no-color
+    turns styles off. Shell completion: timeline --install-completion.
+    """
+
+
 def make_app(names: list[str] | None = None) -> typer.Typer:
     """Return the application with these commands (default: all of them)."""
     built = typer.Typer(
@@ -178,7 +235,8 @@ def make_app(names: list[str] | None = None) -> typer.Typer:
         help="Is communication the bottleneck of your distributed training job? "
         "Exposed vs hidden communication from PyTorch profiler traces and Horovod timelines.",
         no_args_is_help=True,
-        add_completion=False,
+        # typer's --install-completion and --show-completion (bash, zsh, fish, PowerShell)
+        add_completion=names is None,
         pretty_exceptions_enable=False,
         cls=TimelineGroup,
         # click's plain help: typer's rich help formatter costs 0.1-0.2 s of imports (markdown, pygments)
@@ -187,7 +245,9 @@ def make_app(names: list[str] | None = None) -> typer.Typer:
     chosen = list(COMMANDS) if names is None else names
     for name in chosen:
         built.command(name)(COMMANDS[name])
-    if len(chosen) == 1:
+    if names is None:
+        built.callback()(_root)
+    elif len(chosen) == 1:
         built.callback()(_group)
     return built
 
