@@ -335,6 +335,8 @@ class Run:
             from timeline.selection import check_selected
 
             check_selected(selection, ranks=_traced_ranks(read.trace.files), windows=read.overlap.windows)
+        if read.overlap.ranks.height == 0:
+            _refuse_nothing_measured(read.trace)
         return read
 
     def _in_memory(self, needs: Needs) -> _Read:
@@ -733,6 +735,27 @@ class Run:
 def _traced_ranks(files: pl.DataFrame) -> list[int]:
     ranks: list[int] = sorted(files.get_column("rank").unique().drop_nulls().to_list())
     return ranks
+
+
+def _refuse_nothing_measured(trace: Trace) -> None:
+    """Refuse inputs in which no rank has anything to measure (an error, never "measured on nothing").
+
+    Raises
+    ------
+    TraceContentError
+        Naming the file (or how many), what its events are, and what to give instead.
+    """
+    from timeline.errors import TraceContentError, shown
+
+    paths = trace.files.get_column("path").to_list()
+    where = shown(paths[0]) if len(paths) == 1 else f"the {len(paths)} input files"
+    kinds = sorted({str(kind) for kind in trace.events.get_column("kind").unique().to_list()})
+    held = f"its {trace.events.height:,} events are of kinds {', '.join(kinds)}" if kinds else "no events"
+    msg = (
+        f"{where}: no rank has compute, communication or memory copies to measure ({held}); give the "
+        "profiler traces of the ranks, or a Horovod timeline that holds its operations' phases"
+    )
+    raise TraceContentError(msg)
 
 
 def partial_run_note(files: pl.DataFrame) -> str | None:
