@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from timeline.render.terminal.layout import counted
 from timeline.render.terminal.tables import Col, print_prose, print_table
 from timeline.units import format_ns, format_ratio
 
@@ -161,14 +162,14 @@ def _render_collectives(report: CollectivesReport, console: Console, *, limit: i
     """Print the groups, the collectives matched across ranks, the pairs, the stragglers and verdicts."""
     collectives = report.collectives
     headline = (
-        f"[bold]timeline collectives[/bold]: {len(collectives)} logical collective(s) in "
-        f"{report.collective_groups} group(s) across {len(report.ranks)} rank(s)"
+        f"[bold]timeline collectives[/bold]: {counted(len(collectives), 'logical collective')} in "
+        f"{counted(report.collective_groups, 'group')} across {counted(len(report.ranks), 'rank')}"
     )
     if collectives:
         headline += f"; {_matched_line(report.complete_collectives, len(collectives), report.incomplete)}"
     pairs = report.point_to_point
     if pairs:
-        headline += f"; {len(pairs)} send/receive pair(s)"
+        headline += f"; {counted(len(pairs), 'send/receive pair')}"
     if report.ambiguous_events:
         ambiguous = report.ambiguous_events
         headline += f"; {ambiguous} collective(s) whose process group is ambiguous, matched across no rank"
@@ -454,8 +455,10 @@ def _render_horovod(horovod: Horovod, console: Console, *, limit: int, link: flo
     totals = horovod.totals
     print_prose(
         console,
-        f"[bold]horovod timeline[/bold]: {totals.tensors} tensor(s), {totals.operations} "
-        f"operation(s) in {totals.batches} fused batch(es), world size {_rank(totals.world_size)}",
+        f"[bold]horovod timeline[/bold]: {counted(totals.tensors, 'tensor')}, "
+        f"{counted(totals.operations, 'operation')} in "
+        f"{counted(totals.batches, 'fused batch', 'fused batches')}, "
+        f"world size {_rank(totals.world_size)} (the writer's timeline records every rank's phases)",
     )
     left_out = horovod.implausible_batches
     print_prose(

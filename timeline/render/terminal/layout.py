@@ -19,6 +19,7 @@ __all__ = [
     "MIN_WIDTH",
     "Col",
     "cell_width",
+    "counted",
     "fit_columns",
     "left_out_line",
     "plain_table",
@@ -52,6 +53,17 @@ class Col:
     justify: Literal["left", "right"] = "right"
     drop: int = _NEVER
     wrap: bool = False
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """Return a count with its noun: ``1 rank``, ``2 ranks``, ``3 batches`` (``plural`` when not noun + s).
+
+    Examples
+    --------
+    >>> counted(1, "rank"), counted(32, "rank"), counted(2, "batch", "batches")
+    ('1 rank', '32 ranks', '2 batches')
+    """
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def cell_width(text: str) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from timeline.render.terminal.layout import counted
 from timeline.render.terminal.tables import Col, print_prose, print_table
 from timeline.results.whatif import ScenarioRow, SeedReport, WhatIfReport
 from timeline.units import format_ns, format_ratio
@@ -36,6 +37,15 @@ def _latency(report: WhatIfReport) -> str:
     )
 
 
+def _ranks(report: WhatIfReport) -> str:
+    """Say which ranks were replayed, and whom they stand for (a Horovod timeline's writer: all)."""
+    modes = ", ".join(report.modes)
+    ranks = report.ranks
+    if "horovod" in report.modes and len(ranks) == 1 and report.world_size > 1:
+        return f"rank {ranks[0]} ({modes}: the timeline's writer, standing for all {report.world_size} ranks)"
+    return f"{counted(len(ranks), 'rank')} ({modes})"
+
+
 def _render_dimensions(report: WhatIfReport, console: Console) -> None:
     """Print the dimensions of the trace's collectives, when a setting names one."""
     if not report.names_dimensions:
@@ -62,8 +72,9 @@ def render_whatif_report(report: WhatIfReport, console: Console) -> None:
     link = _gbps(report.link_gbps) if report.link_gbps is not None else "unknown"
     print_prose(
         console,
-        f"what-if: {len(report.ranks)} rank(s) ({', '.join(report.modes)}), "
-        f"{len(report.iterations) or 'no'} iteration(s), {report.collectives} collectives; "
+        f"what-if: {_ranks(report)}, "
+        f"{counted(len(report.iterations), 'iteration') if report.iterations else 'no iteration'}, "
+        f"{counted(report.collectives, 'collective')}; "
         f"world size {report.world_size}; measured link {link} ({report.link_source}); "
         f"gradient-ready times from {report.gradient_source}",
         markup=False,
