@@ -24,6 +24,7 @@ from cli.options import (
     MarkdownOption,
     NoColorOption,
     PathsArgument,
+    VerboseOption,
     RankOption,
     RankRegexOption,
     RanksOption,
@@ -146,6 +147,7 @@ def whatif_command(
     json_output: JsonOption = False,
     markdown: MarkdownOption = None,
     no_color: NoColorOption = False,
+    verbose: VerboseOption = False,
     dimension: DimensionOption = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
@@ -204,7 +206,7 @@ def whatif_command(
     def draw(console: Console) -> None:
         from timeline.render.terminal.whatif import render_whatif_report
 
-        render_whatif_report(report, console)
+        render_whatif_report(report, console, verbose=verbose)
 
     emit(report, draw, json_output=json_output, markdown=markdown, title="timeline whatif", no_color=no_color)
 

@@ -66,8 +66,18 @@ def _sf(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def render_whatif_report(report: WhatIfReport, console: Console) -> None:
-    """Print the report as text and tables."""
+def fold_notes(notes: list[str] | tuple[str, ...], *, verbose: bool, about: str) -> list[str]:
+    """Return the note lines to print: each note with ``verbose`` or when there is one, else one line.
+
+    ``about``: what the notes are about, for the folded line (``how the replay was built``).
+    """
+    if verbose or len(notes) <= 1:
+        return [f"note: {note}" for note in notes]
+    return [f"notes: {len(notes)} on {about} (--verbose shows them)"]
+
+
+def render_whatif_report(report: WhatIfReport, console: Console, *, verbose: bool = False) -> None:
+    """Print the report as text and tables; the notes folded into one line unless ``verbose``."""
     check = report.self_replay
     link = _gbps(report.link_gbps) if report.link_gbps is not None else "unknown"
     print_prose(
@@ -79,8 +89,8 @@ def render_whatif_report(report: WhatIfReport, console: Console) -> None:
         f"gradient-ready times from {report.gradient_source}",
         markup=False,
     )
-    for note in report.notes:
-        print_prose(console, f"note: {note}", hang=6, markup=False)
+    for line in fold_notes(report.notes, verbose=verbose, about="how the replay was built"):
+        print_prose(console, line, hang=6, markup=False)
     max_error = check.max_error_ratio
     print_prose(
         console,
