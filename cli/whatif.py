@@ -24,11 +24,11 @@ from cli.options import (
     MarkdownOption,
     NoColorOption,
     PathsArgument,
-    VerboseOption,
     RankOption,
     RankRegexOption,
     RanksOption,
     RayAddressOption,
+    VerboseOption,
 )
 
 if TYPE_CHECKING:
