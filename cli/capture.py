@@ -67,6 +67,8 @@ def capture_command(
 ) -> None:
     """Capture PyTorch-profiler traces of a demo job on CPU processes, ready for `timeline analyze`.
 
+    It runs a job and writes its traces, not a result to print: no --ranks, --iterations, --json
+    or --markdown ('timeline analyze' reads the traces).
     Exit codes: 0 traces written; 2 bad arguments, --out already holds a run, or torch missing; 3 a bug
     in timeline; 130 interrupted.
     """
