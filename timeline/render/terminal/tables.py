@@ -10,6 +10,7 @@ word. :func:`titled_table` is the older, unfitted table.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -58,19 +59,29 @@ def print_table(
         print_prose(console, escape(left_out_line(left_out)), hang=1)
 
 
+_GLUE = "\ue000"
+"""Stands for a space that must not break (between a number and its unit) while a paragraph is wrapped."""
+_NUMBER_AND_UNIT = re.compile(
+    r"(?<=\d) (?=(?:ns|µs|ms|s|KiB|MiB|GiB|TiB|B|kB|MB|GB|TB|Gbit/s|GB/s|B/s|%|×)(?![\w/]))"
+)
+
+
 def print_prose(console: Console, text: str, *, indent: int = 0, hang: int = 2, markup: bool = True) -> None:
     """Print a paragraph wrapped at the console's width: ``indent`` spaces first, ``hang`` more after.
 
-    Lines break at spaces; a word longer than a whole line is the only one ever folded.
-    ``markup``: the text holds rich markup; else it is printed as it is.
+    Lines break at spaces, never between a number and its unit (``10.90 ms``); a word longer than a
+    whole line is the only one ever folded. ``markup``: the text holds rich markup; else it is
+    printed as it is.
     """
     body = Text.from_markup(text) if markup else Text(text)
+    glued = Text(_NUMBER_AND_UNIT.sub(_GLUE, body.plain), style=body.style, spans=list(body.spans))
     room = max(console.width - indent - hang, 20)
-    lines = body.wrap(console, room, overflow="fold")
+    lines = glued.wrap(console, room, overflow="fold")
     for k, line in enumerate(lines):
         line.rstrip()
+        whole = Text(line.plain.replace(_GLUE, " "), style=line.style, spans=list(line.spans))
         pad = " " * (indent if k == 0 else indent + hang)
-        console.print(Text(pad) + line, soft_wrap=True)
+        console.print(Text(pad) + whole, soft_wrap=True)
 
 
 def titled_table(
