@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from timeline.render.terminal.tables import print_prose
 from timeline.units import format_ns
 
 __all__ = [
@@ -65,8 +66,10 @@ def describe_finding(finding: Mapping[str, Any]) -> str:
     if gain is None:
         return f"{finding['cause']}{where}: no prediction ({finding['basis']})"
     step = finding.get("predicted_step_ns")
-    basis = "replay" if finding["basis"] == "replay" else "bound: at most"
-    return f"{finding['cause']}{where}: saves {gain:.0%} of the step, to {format_ns(step)} ({basis})"
+    if finding["basis"] == "replay":
+        return f"{finding['cause']}{where}: saves {gain:.0%} of the step, to {format_ns(step)} (replayed)"
+    # a bound: the most the fix could save (no replay of it), so "at most"
+    return f"{finding['cause']}{where}: saves at most {gain:.0%} of the step, to {format_ns(step)} (a bound)"
 
 
 def describe_verdict_figures(verdict: Mapping[str, Any]) -> str:
@@ -74,7 +77,10 @@ def describe_verdict_figures(verdict: Mapping[str, Any]) -> str:
     parts = []
     intensity = verdict.get("model_intensity_ns_per_byte")
     if intensity is not None:
-        parts.append(f"model intensity {intensity:.3g} ns of compute per gradient byte")
+        parts.append(
+            f"model intensity {intensity:.3g} ns of compute per gradient byte (the compute each byte "
+            "of gradient has to hide under)"
+        )
     hide = verdict.get("hide_bandwidth_gbps")
     if hide is not None:
         parts.append(f"communication would hide completely at about {hide:.3g} Gbit/s (link used in full)")
@@ -89,32 +95,43 @@ def render_findings(
     console: Console,
     *,
     shown: int | None = FINDINGS_SHOWN,
+    verbose: bool = False,
 ) -> None:
-    """Print the verdict, the first ``shown`` findings (None: all) and the notes.
+    """Print the verdict, the first ``shown`` findings (None: all) and the notes, wrapped to the console.
 
     The one renderer of findings in the terminal: the diagnosis of profiler traces (ranked by
     predicted gain) and the findings of Flight Recorder dumps (what was observed, no prediction).
+    Several notes are folded into one line counting them, unless ``verbose``.
     """
-    console.print(f"[bold]verdict[/bold]: {escape(verdict['summary'])}")
+    print_prose(console, f"[bold]verdict[/bold]: {escape(verdict['summary'])}")
     step = verdict.get("step_ns")
     iterations = verdict.get("iterations")
-    scope = "whole traces" if iterations is None else f"iteration(s) {', '.join(map(str, iterations))}"
+    many = iterations is not None and len(iterations) > 1
+    scope = (
+        "whole traces" if iterations is None else f"iteration{'s' if many else ''} {format_ranks(iterations)}"
+    )
     if findings and any(f.get("predicted_gain_ratio") is not None for f in findings):
         head = f"findings, by predicted gain ({scope}"
         head += f"; measured step {format_ns(step)})" if step is not None else ")"
-        console.print(head)
+        print_prose(console, head, markup=False)
     elif findings:
         console.print("findings")
     limit = len(findings) if shown is None else shown
     for k, finding in enumerate(findings[:limit], start=1):
-        console.print(f"  {k}. [bold]{escape(describe_finding(finding))}[/bold]")
-        console.print(f"     {escape(finding['summary'])}")
-        console.print(f"     fix: {escape(finding['fix'])}")
+        print_prose(console, f"{k}. [bold]{escape(describe_finding(finding))}[/bold]", indent=2, hang=3)
+        print_prose(console, finding["summary"], indent=5, hang=0, markup=False)
+        print_prose(console, f"fix: {finding['fix']}", indent=5, hang=5, markup=False)
     if len(findings) > limit:
         rest = ", ".join(f["cause"] for f in findings[limit:])
-        console.print(f"  … {len(findings) - limit} more ({escape(rest)}): --json lists every finding")
+        more = f"… {len(findings) - limit} more ({rest}): --json lists every finding"
+        print_prose(console, more, indent=2, markup=False)
     figures = describe_verdict_figures(verdict)
     if figures:
-        console.print(figures)
-    for note in verdict.get("notes") or []:
-        console.print(f"note: {escape(note)}")
+        print_prose(console, figures, markup=False)
+    notes = list(verdict.get("notes") or [])
+    if verbose or len(notes) <= 1:
+        for note in notes:
+            print_prose(console, f"note: {note}", hang=6, markup=False)
+    else:
+        kept = "what was not examined and how the figures were made"
+        print_prose(console, f"notes: {len(notes)} on {kept} (--verbose shows them)", markup=False)

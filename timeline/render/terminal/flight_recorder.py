@@ -61,8 +61,11 @@ def _seq(value: int | None) -> str:
     return "-" if value is None else f"#{value}"
 
 
-def render_flight_verdict(report: FlightReport, console: Console) -> None:
-    """Print the verdict and findings of the dumps, the roots and the groups that did not finish."""
+def render_flight_verdict(report: FlightReport, console: Console, *, verbose: bool = False) -> None:
+    """Print the verdict and findings of the dumps, the roots and the groups that did not finish.
+
+    ``verbose``: every note of the verdict, not one line counting them.
+    """
     dumps = report.dumps
     versions = ", ".join(dumps.versions) or "unknown"
     timing = "on" if dumps.timing else "off (no start or duration times)"
@@ -75,7 +78,7 @@ def render_flight_verdict(report: FlightReport, console: Console) -> None:
     console.print()
     # the one renderer of findings reads plain data until it reads the typed findings
     verdict, findings = msgspec.to_builtins(report.verdict), msgspec.to_builtins(report.findings)
-    render_findings(verdict, findings, console, shown=None)
+    render_findings(verdict, findings, console, shown=None, verbose=verbose)
     if report.roots:
         columns = [
             Col("rank"),
