@@ -171,7 +171,7 @@ def colour_off(no_color: bool = False) -> bool:
     return no_color or bool(os.environ.get("NO_COLOR"))
 
 
-def console(_unused: int | None = None, *, no_color: bool = False) -> Console:
+def console(*, no_color: bool = False) -> Console:
     """Return the console the terminal renderers draw on, :func:`output_width` wide.
 
     Styles (bold, colours) only on a terminal, and never with ``--no-color`` or ``NO_COLOR``
