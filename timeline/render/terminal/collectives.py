@@ -38,8 +38,8 @@ __all__ = ["format_bytes", "render_clock_offsets", "render_collectives_report", 
 
 
 def _name(header: str, drop: int = 0, *, wrap: bool = False) -> Col:
-    """Return a column of names (left-aligned)."""
-    return Col(header, justify="left", drop=drop, wrap=wrap)
+    """Return a column of names (left-aligned; a name too long for a narrow table is abbreviated)."""
+    return Col(header, justify="left", drop=drop, wrap=wrap, abbreviate=True)
 
 
 def format_bytes(value: float | None) -> str:
@@ -522,7 +522,7 @@ def _render_tensors(shown: Sequence[HorovodTensor], total: int, console: Console
     """Print each tensor's phases (``shown``: those with the most wire and negotiation time, of ``total``)."""
     if shown:
         columns = [
-            _name("tensor", wrap=True),
+            _name("tensor"),
             Col("ops", drop=6),
             Col("bytes", drop=5),
             Col("negotiation"),

@@ -122,10 +122,10 @@ def _matches(matches: FlightMatches, console: Console) -> None:
         return
     columns = [
         Col("rank"),
-        Col("group", justify="left", wrap=True),
+        Col("group", justify="left", wrap=True, abbreviate=True),
         Col("seq"),
-        Col("dump", justify="left", wrap=True),
-        Col("profiler", justify="left", wrap=True),
+        Col("dump", justify="left", wrap=True, abbreviate=True),
+        Col("profiler", justify="left", wrap=True, abbreviate=True),
         Col("dump bytes", drop=2),
         Col("profiler bytes", drop=1),
     ]
@@ -155,12 +155,12 @@ def _groups_table(
     shown = rows if limit is None else rows[:limit]
     title = "Groups that did not finish" if stopped_only else "Process groups"
     columns = [
-        Col("group", justify="left"),
-        Col("dimension", justify="left", wrap=True, drop=4),
+        Col("group", justify="left", abbreviate=True),
+        Col("dimension", justify="left", wrap=True, drop=4, abbreviate=True),
         Col("ranks", justify="left", wrap=True),
         Col("state", justify="left"),
         Col("at"),
-        Col("op", justify="left", wrap=True, drop=3),
+        Col("op", justify="left", wrap=True, drop=3, abbreviate=True),
         Col("not entered", justify="left", wrap=True),
         Col("not completed", justify="left", wrap=True, drop=1),
         Col("waiting", justify="left", wrap=True, drop=2),
@@ -190,7 +190,7 @@ def render_flight_progress(report: FlightReport, console: Console, *, limit: int
     _groups_table(report, console, stopped_only=False, limit=limit)
     rows = sorted(report.progress, key=attrgetter("order"))
     columns = [
-        Col("group", justify="left"),
+        Col("group", justify="left", abbreviate=True),
         Col("rank"),
         Col("state", justify="left"),
         Col("enqueued", drop=3),
@@ -198,7 +198,7 @@ def render_flight_progress(report: FlightReport, console: Console, *, limit: int
         Col("completed"),
         Col("outstanding", drop=4),
         Col("stopped at", drop=5),
-        Col("op", justify="left", wrap=True, drop=6),
+        Col("op", justify="left", wrap=True, drop=6, abbreviate=True),
         Col("waits on", justify="left", wrap=True, drop=1),
     ]
     cells = [

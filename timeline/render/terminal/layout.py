@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 __all__ = [
     "MIN_WIDTH",
     "Col",
+    "abbreviate",
+    "abbreviated",
     "cell_width",
     "counted",
     "fit_columns",
@@ -47,12 +49,39 @@ class Col:
         0: always shown; else the larger, the sooner it is left out when the table is too wide.
     wrap
         Its cells may wrap at their spaces (names, lists of ranks); numbers never do.
+    abbreviate
+        A name longer than the column can be is shortened in its middle, marked ``…`` (its start and
+        its end kept: a tensor's or kernel's name), rather than folded; never a number.
     """
 
     header: str
     justify: Literal["left", "right"] = "right"
     drop: int = _NEVER
     wrap: bool = False
+    abbreviate: bool = False
+
+
+ABBREVIATED_MIN = 12
+"""The narrowest an abbreviating column gets (its names shortened to this many characters)."""
+
+
+def abbreviate(word: str, width: int) -> str:
+    """Return a word shortened to ``width`` characters in its middle (a third of its start, the rest its end).
+
+    Examples
+    --------
+    >>> abbreviate("tower_0/v0/HorovodAllreduce_gradients_AddN_1_0", 20)
+    'tower_…ents_AddN_1_0'
+    """
+    if len(word) <= width:
+        return word
+    head = (width - 1) // 3
+    return word[:head] + "…" + word[len(word) - (width - 1 - head) :]
+
+
+def abbreviated(cell: str, width: int) -> str:
+    """Return a cell whose words longer than ``width`` are abbreviated (:func:`abbreviate`)."""
+    return " ".join(abbreviate(word, width) for word in cell.split(" "))
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
@@ -78,8 +107,13 @@ def _longest_word(text: str) -> int:
 
 
 def _min_width(column: Col, cells: list[str]) -> int:
-    """Return the narrowest a column can be: its longest header word and cell (word, if it wraps)."""
+    """Return the narrowest a column can be: its longest header word and cell (word, if it wraps).
+
+    An abbreviating column: :data:`ABBREVIATED_MIN`, or less when every cell (word) is shorter.
+    """
     longest = max((_longest_word(c) if column.wrap else cell_width(c) for c in cells), default=0)
+    if column.abbreviate:
+        longest = min(longest, ABBREVIATED_MIN)
     return max(_longest_word(column.header), longest, 1)
 
 
@@ -103,26 +137,29 @@ def fit_columns(
     """Return the columns shown (their indices) and their widths, for a table at most ``width`` wide.
 
     The columns that matter least are left out first (the highest ``drop``; of equals, the
-    rightmost), until the table fits at its natural widths or at its narrowest (headers wrapped at
-    spaces, wrapping columns at their longest word); then the columns that wrap are narrowed as
-    little as needed. A table that does not fit with the columns always shown loses those from the
-    right too (the first column stays): a cell is never cut. ``boxed``: drawn by rich with its
-    rules, else plain text with two spaces between columns.
+    rightmost), until the table fits with its headers wrapped at spaces and its names wrapped at
+    theirs; only then are names abbreviated (``abbreviate`` columns), and a table that does not fit
+    even so loses the columns always shown from the right too (the first column stays): a cell is
+    never cut. The widths are then narrowed as little as needed: headers first, then names.
+    ``boxed``: drawn by rich with its rules, else plain text with two spaces between columns.
     """
     cells = [[row[i] for row in rows] for i in range(len(columns))]
     natural = [_natural_width(c, cells[i]) for i, c in enumerate(columns)]
     narrowest = [_min_width(c, cells[i]) for i, c in enumerate(columns)]
+    whole_names = [_min_width(replace(c, abbreviate=False), cells[i]) for i, c in enumerate(columns)]
     shown = list(range(len(columns)))
 
     def fits(widths: Sequence[int]) -> bool:
         return _table_width([widths[i] for i in shown], boxed=boxed) <= width
 
-    while not fits(narrowest) and len(shown) > 1:
-        droppable = [i for i in shown if columns[i].drop != _NEVER] or shown[1:]
+    while not fits(whole_names) and any(columns[i].drop != _NEVER for i in shown):
+        droppable = [i for i in shown if columns[i].drop != _NEVER]
         shown.remove(max(droppable, key=lambda i: (columns[i].drop, i)))
+    while not fits(narrowest) and len(shown) > 1:
+        shown.remove(max(shown[1:]))
     widths = [natural[i] for i in shown]
     # narrow the widest first: headers wrapped at their spaces, then names at theirs; never a number
-    for floor in (_cells_floor(columns, cells, narrowest), narrowest):
+    for floor in (_cells_floor(columns, cells, narrowest), whole_names, narrowest):
         excess = _table_width(widths, boxed=boxed) - width
         while excess > 0:
             slack = [(widths[k] - floor[i], k) for k, i in enumerate(shown) if widths[k] > floor[i]]
@@ -150,6 +187,11 @@ def plain_table(columns: Sequence[Col], rows: Sequence[Sequence[str]], width: in
         shown, _ = fit_columns(columns, rows, width, boxed=False)
     header = [columns[i].header for i in shown]
     body = [[row[i] for i in shown] for row in rows]
+    if width is not None:
+        _, fitted = fit_columns(columns, rows, width, boxed=False)
+        for k, i in enumerate(shown):
+            if columns[i].abbreviate:
+                body = [[*r[:k], abbreviated(r[k], fitted[k]), *r[k + 1 :]] for r in body]
     widths = [max(cell_width(c) for c in column) for column in zip(header, *body, strict=True)]
 
     def line(cells: list[str]) -> str:

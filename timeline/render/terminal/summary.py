@@ -127,8 +127,8 @@ def _render_overlap(summary: dict[str, Any], console: Console) -> None:
     top = summary["top_collectives"]
     if top:
         columns = [
-            Col("collective", justify="left"),
-            Col("group", justify="left", drop=5),
+            Col("collective", justify="left", abbreviate=True),
+            Col("group", justify="left", drop=5, abbreviate=True),
             Col("bytes"),
             Col("calls", drop=3),
             Col("ranks", drop=4),

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from timeline.render.terminal.layout import MIN_WIDTH, Col, fit_columns, left_out_line
+from timeline.render.terminal.layout import MIN_WIDTH, Col, abbreviated, fit_columns, left_out_line
 
 __all__ = ["MIN_WIDTH", "Col", "print_prose", "print_table", "titled_table"]
 
@@ -33,12 +33,24 @@ def print_table(
 ) -> None:
     """Draw a table that fits the console: its title (wrapped), the table, the columns left out.
 
-    ``markup``: the cells hold rich markup (styles); else they are shown as they are.
+    ``markup``: the cells hold rich markup (styles); else they are shown as they are. The names of
+    an abbreviating column too long for it are shortened
+    (:func:`~timeline.render.terminal.layout.abbreviate`), shown without their styles.
     """
-    if not markup:
-        rows = [[escape(c) for c in row] for row in rows]
-    plain = [[Text.from_markup(c).plain for c in row] for row in rows]
+    plain = [[Text.from_markup(c).plain if markup else c for c in row] for row in rows]
     shown, widths = fit_columns(columns, plain, console.width)
+    width_of = dict(zip(shown, widths, strict=True))
+    rows = [
+        [
+            escape(abbreviated(plain[r][i], width_of[i]))
+            if columns[i].abbreviate and i in width_of
+            else cell
+            if markup
+            else escape(cell)
+            for i, cell in enumerate(row)
+        ]
+        for r, row in enumerate(rows)
+    ]
     if title:
         print_prose(console, f"[bold]{escape(title)}[/bold]", hang=2)
     table = Table(header_style="bold")
