@@ -27,7 +27,7 @@ from cli.analyze import analyze_command
 from cli.capture import capture_command
 from cli.check import check_command
 from cli.collectives import collectives_command
-from cli.common import interrupted
+from cli.common import be_quiet, interrupted
 from cli.convert import convert_command
 from cli.diff import diff_command
 from cli.init import init_command
@@ -118,6 +118,7 @@ class TimelineGroup(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         """Run the command; Ctrl-C and a closed stdout end it here with their exit codes."""
+        be_quiet(False)  # --quiet is a command's; a process that runs several starts each loud
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
