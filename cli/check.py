@@ -44,7 +44,10 @@ from cli.options import (
 from timeline.errors import UsageError, shown
 
 if TYPE_CHECKING:
+    from timeline.budgets.checking import CheckPlan
+    from timeline.budgets.frames import MetricFrames
     from timeline.results.verdicts import CheckReport
+    from timeline.run import Inputs
 
 __all__ = ["check_command"]
 
@@ -74,6 +77,18 @@ GithubOption = Annotated[
 ]
 
 
+CheckMarkdownOption = Annotated[
+    str | None,
+    typer.Option(
+        "--markdown",
+        metavar="FILE",
+        help="Write a markdown summary (for a pull-request comment or $GITHUB_STEP_SUMMARY) to this "
+        "file; '-' prints it instead of the table.",
+        show_default=False,
+    ),
+]
+
+
 def check_command(
     paths: PathsArgument,
     budget: BudgetOption = None,
@@ -81,16 +96,7 @@ def check_command(
     json_output: JsonVerdictsOption = False,
     junit: JunitOption = None,
     github: GithubOption = False,
-    markdown: Annotated[
-        str | None,
-        typer.Option(
-            "--markdown",
-            metavar="FILE",
-            help="Write a markdown summary (for a pull-request comment or $GITHUB_STEP_SUMMARY) to this "
-            "file; '-' prints it instead of the table.",
-            show_default=False,
-        ),
-    ] = None,
+    markdown: CheckMarkdownOption = None,
     link_gbps: LinkOption = None,
     align: AlignOption = False,
     ranks: RanksOption = None,
@@ -143,26 +149,38 @@ def check_command(
             executor=executor,
             ray_address=ray_address,
         )
-        with loading() as (progress, warn):
-            run = plan.read(inputs, progress=progress, warn=warn)
-        old = None
-        if plan.baseline:
-            with loading() as (progress, warn):
-                old = plan.read(inputs, baseline=True, progress=progress, warn=warn)
+        run, old = _read_runs(plan, inputs)
         # imported once the runs are read (they import polars): a large trace is read as policy says
         from timeline.budgets.evaluation import evaluate_budgets
 
         report = evaluate_budgets(plan.budgets, run, baseline=old, link_gbps=plan.link_gbps)
         _write_files(report, junit, markdown, run.diagnosis)
     if quiet:
-        from timeline.render.terminal.verdicts import LABELS
-
-        for v in report.verdicts:
-            if v.status not in ("pass", "skip"):
-                typer.echo(f"{LABELS[v.status]} {v.name}: {v.message}", err=True)
-        raise typer.Exit(report.exit_code)
-    _print(report, json_output=json_output, markdown=markdown == "-", github=github, diagnosis=run.diagnosis)
+        _print_failures(report)
+    else:
+        diagnosis = run.diagnosis
+        _print(report, json_output=json_output, markdown=markdown == "-", github=github, diagnosis=diagnosis)
     raise typer.Exit(report.exit_code)
+
+
+def _read_runs(plan: CheckPlan, inputs: Inputs) -> tuple[MetricFrames, MetricFrames | None]:
+    """Read the run, and its baseline when a budget compares with one, each with its progress bar."""
+    with loading() as (progress, warn):
+        run = plan.read(inputs, progress=progress, warn=warn)
+    old = None
+    if plan.baseline:
+        with loading() as (progress, warn):
+            old = plan.read(inputs, baseline=True, progress=progress, warn=warn)
+    return run, old
+
+
+def _print_failures(report: CheckReport) -> None:
+    """Print, on stderr, why each budget that did not hold failed (``--quiet``: nothing else)."""
+    from timeline.render.terminal.verdicts import LABELS
+
+    for v in report.verdicts:
+        if v.status not in ("pass", "skip"):
+            typer.echo(f"{LABELS[v.status]} {v.name}: {v.message}", err=True)
 
 
 def _write_files(

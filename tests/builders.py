@@ -14,6 +14,7 @@ import importlib.util
 import io
 import json
 import math
+import os
 import pickle
 import subprocess
 import sys
@@ -219,7 +220,11 @@ def timeline_command() -> list[str]:
 
 
 def run_timeline(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``timeline ARGS`` and return its exit code, stdout and stderr (never raises on failure)."""
+    """Run ``timeline ARGS`` and return its exit code, stdout and stderr (never raises on failure).
+
+    Its output is 200 columns wide (``COLUMNS``): a test reads whole lines whatever its own process
+    exports (pytest imports readline, which exports the terminal's ``COLUMNS``, often 80).
+    """
     return subprocess.run(
         [*timeline_command(), *map(str, args)],
         capture_output=True,
@@ -227,6 +232,7 @@ def run_timeline(*args: str | Path, cwd: Path | None = None) -> subprocess.Compl
         check=False,
         cwd=cwd,
         timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
     )
 
 

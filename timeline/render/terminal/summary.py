@@ -124,7 +124,11 @@ def _render_overlap(summary: dict[str, Any], console: Console) -> None:
             console, "[bold]worst[/bold]: no exposed communication: every collective ran under compute"
         )
 
-    top = summary["top_collectives"]
+    _render_top(summary["top_collectives"], console)
+
+
+def _render_top(top: list[dict[str, Any]], console: Console) -> None:
+    """Print the top exposed collectives (``--top``), and why an exposed time is unknown."""
     if top:
         columns = [
             Col("collective", justify="left", abbreviate=True),
