@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli.common import (
+    dumps_only,
     echo_warnings,
     emit,
     flight_dumps,
@@ -93,6 +94,7 @@ def analyze_command(
     with user_errors():
         loaded, flight, traces = _flight_of(paths, rank, rank_regex)
     if flight is not None and not traces:
+        dumps_only(ranks, iterations)
         _print(flight, out, verbose=verbose)
         return
     with user_errors():

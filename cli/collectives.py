@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cli.common import (
+    dumps_only,
     echo_warnings,
     emit,
     flight_dumps,
@@ -81,6 +82,7 @@ def collectives_command(
     with user_errors():
         dumps, traces = flight_inputs(paths, rank)
     if dumps and not traces:
+        dumps_only(ranks, iterations)
         _flight_progress(dumps, rank=rank, rank_regex=rank_regex, out=out)
         return
     with user_errors():

@@ -32,6 +32,7 @@ __all__ = [
     "check_regex",
     "colour_off",
     "console",
+    "dumps_only",
     "echo_warnings",
     "emit",
     "fail",
@@ -389,6 +390,19 @@ def open_run(
             first(run)
         warn(run.own_warnings)
     return run
+
+
+def dumps_only(ranks: str | None, iterations: str | None) -> None:
+    """Warn that ``--ranks`` and ``--iterations`` select profiler traces, not Flight Recorder dumps."""
+    given = [name for name, value in (("--ranks", ranks), ("--iterations", iterations)) if value is not None]
+    if given:
+        echo_warnings(
+            [
+                f"{' and '.join(given)} select{'' if len(given) > 1 else 's'} profiler traces; the "
+                "inputs are Flight Recorder dumps, "
+                "whose every rank and collective the report reads: not used"
+            ]
+        )
 
 
 def flight_inputs(paths: Sequence[str], rank: int | None = None) -> tuple[list[Path], list[Path]]:
