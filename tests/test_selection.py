@@ -98,7 +98,10 @@ def test_the_output_says_what_was_selected() -> None:
     summary = json.loads(result.stdout)
     assert sorted(r["rank"] for r in summary["ranks"]) == RANKS
     assert {r["iteration"] for r in summary["iterations"]} == set(ITERATIONS)
-    said = "warning: ranks 1-2 and iteration 3 selected (--ranks, --iterations): every figure is of the selection only"
+    said = (
+        "warning: ranks 1-2 and iteration 3 selected (--ranks, --iterations): every figure is of the "
+        "selection only"
+    )
     assert said in result.stderr.splitlines()
     assert said.removeprefix("warning: ") in summary["warnings"]
 

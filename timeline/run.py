@@ -475,7 +475,8 @@ class Run:
         selection = self.options.selection
         if not selection.everything:
             notes += (
-                f"{selection.describe()} selected (--ranks, --iterations): every figure is of the selection only",
+                f"{selection.describe()} selected (--ranks, --iterations): every figure is of the "
+                "selection only",
             )
         return notes
 
