@@ -292,3 +292,30 @@ def test_horovod_says_its_one_rank_stands_for_all() -> None:
     assert "rank 0 (the writer) stands for all 32 ranks (world size from the readiness ticks)" in out
     _, whatif, _ = invoke("whatif", PYTORCH_HOROVOD, env={"COLUMNS": "1000"})
     assert "what-if: rank 0 (horovod: the timeline's writer, standing for all 32 ranks)" in whatif
+
+
+@pytest.mark.parametrize("command", ["analyze", "collectives", "whatif"])
+def test_markdown_prints_the_tables_of_the_json(command: str, tmp_path: Path) -> None:
+    code, out, err = invoke(command, GLOO, "--markdown", "-")
+    assert code == 0, err
+    _, text, _ = invoke(command, GLOO, "--json")
+    result = json.loads(text)
+    assert out.startswith(f"## timeline {command}\n")
+    table = {"analyze": "iterations", "collectives": "collectives", "whatif": "scenarios"}[command]
+    block = out.split(f"### {table}", 1)[1].split("\n\n", 2)[1]
+    rows = [line for line in block.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    assert len(rows) - 1 == min(len(result[table]), 20)  # a header, then the first --top rows
+    if command == "analyze":
+        assert f"**verdict**: {result['verdict']['summary']}" in out
+        first = result["iterations"][0]
+        assert rows[1].startswith(f"| {first['rank']} | {first['iteration']} | ")
+    target = tmp_path / "out.md"
+    code, _, _ = invoke(command, GLOO, "--markdown", str(target))
+    assert code == 0
+    assert target.read_text() == out
+
+
+def test_two_outputs_on_stdout_are_refused() -> None:
+    code, out, err = invoke("analyze", GLOO, "--json", "--markdown", "-")
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1] == "error: --json, --markdown - and --csv - each print on stdout: choose one"
