@@ -16,6 +16,7 @@ import typer
 
 from cli.common import (
     be_quiet,
+    echo_link_of,
     echo_warnings,
     fail,
     inputs_of,
@@ -137,8 +138,10 @@ def check_command(
             gpus_per_node=gpus_per_node,
             ranks=ranks,
             iterations=iterations,
+            echo_link=False,
         )
         plan = plan_check(budget, options, baseline=baseline or (), markdown=markdown is not None)
+        echo_link_of(link_gbps, plan.options.link_gbps)
         echo_warnings(plan.warnings)
         inputs = inputs_of(
             paths,

@@ -33,6 +33,7 @@ __all__ = [
     "colour_off",
     "console",
     "dumps_only",
+    "echo_link_of",
     "echo_warnings",
     "emit",
     "fail",
@@ -301,8 +302,12 @@ def run_options(
     codec_gbps: float | None = None,
     ranks: str | None = None,
     iterations: str | None = None,
+    echo_link: bool = True,
 ) -> RunOptions:
     """Return the :class:`RunOptions` of a command's options (links, dimensions and selections parsed).
+
+    ``echo_link``: say the capacity ``--link-gbps`` names (:func:`echo_link`); a command that may not
+    use it says it itself once it knows.
 
     Raises
     ------
@@ -315,10 +320,8 @@ def run_options(
     from timeline.selection import parse_numbers
 
     link = parse_link_gbps(link_gbps) if link_gbps is not None else None
-    if link_gbps is not None and link is not None:
-        from timeline.analysis.links import describe_link
-
-        note(describe_link(link_gbps, link))
+    if echo_link:
+        echo_link_of(link_gbps, link)
     return RunOptions(
         align=align,
         link_gbps=link,
@@ -328,6 +331,14 @@ def run_options(
         ranks=parse_numbers(ranks, "--ranks"),
         iterations=parse_numbers(iterations, "--iterations"),
     )
+
+
+def echo_link_of(text: str | None, gbps: float | None) -> None:
+    """Say, in a note, the capacity ``--link-gbps TEXT`` names, as every figure derived from it uses it."""
+    if text is not None and gbps is not None:
+        from timeline.analysis.links import describe_link
+
+        note(describe_link(text, gbps))
 
 
 def check_regex(pattern: str, option: str) -> None:

@@ -1131,3 +1131,26 @@ def intersection_ns(x: list[tuple[int, int]], y: list[tuple[int, int]]) -> int:
         else:
             j += 1
     return total
+
+
+# --- commands rendered at several widths (tests/cli/test_widths.py, tests/test_docs.py) --------------
+
+_SAMPLES = REPO / "sample_traces"
+_FLIGHT = TRACES / "flight_recorder" / "nvrx_megatron16_gpu_error_1st"
+_HOROVOD_TF = TRACES / "horovod" / "andrewor14_tf-logs__horovod_timeline__e2205b98.json"
+_BUDGET = REPO / "tests" / "cli" / "golden" / "budget.toml"
+
+WIDTH_CASES: dict[str, tuple[str, ...]] = {
+    "analyze": ("analyze", str(_SAMPLES / "ddp_gloo")),
+    "analyze-mesh-link-align": ("analyze", str(_SAMPLES / "fsdp2_tp_gloo"), "--link-gbps", "10", "--align"),
+    "analyze-dlrm": ("analyze", str(PARAM)),
+    "analyze-horovod": ("analyze", str(_HOROVOD_TF)),
+    "collectives": ("collectives", str(_SAMPLES / "fsdp2_tp_gloo"), "--link-gbps", "100GB"),
+    "collectives-horovod": ("collectives", str(_HOROVOD_TF)),
+    "whatif": ("whatif", str(_SAMPLES / "ddp_gloo"), "-b", "1,10,100gbe", "-n", "2,8", "--link-gbps", "10"),
+    "check": ("check", str(_SAMPLES / "ddp_gloo"), "--budget", str(_BUDGET)),
+    "flight-recorder-verdict": ("analyze", str(_FLIGHT)),
+    "flight-recorder-progress": ("collectives", str(_FLIGHT)),
+}
+"""Commands whose output the width tests fit to 60-200 columns and the glossary test reads: analyze,
+collectives, whatif, check, the Flight Recorder verdict and progress, on samples and public traces."""

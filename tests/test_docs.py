@@ -124,7 +124,7 @@ def _printed_headers() -> set[str]:
     from typer.testing import CliRunner
 
     from tests.builders import TRACES
-    from tests.cli.test_widths import CASES
+    from tests.builders import WIDTH_CASES as CASES
 
     samples = REPO / "sample_traces"
     cases = [

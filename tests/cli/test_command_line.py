@@ -244,16 +244,26 @@ def test_whatif_iteration_is_now_iterations() -> None:
 # --- Horovod ----------------------------------------------------------------------------------
 
 
-def test_an_input_with_no_rank_to_measure_is_an_error() -> None:
-    for command in ("analyze", "collectives"):
-        code, out, err = invoke(command, SMDEBUG)
-        assert code == 2
-        assert out == ""
-        assert err.splitlines()[-1] == (
-            f"error: {Path(SMDEBUG).resolve()}: no rank has compute, communication or memory copies to "
-            "measure (its 23 events are of kinds instant, negotiation); give the profiler traces of the "
-            "ranks, or a Horovod timeline that holds its operations' phases"
-        )
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", SMDEBUG],
+        ["collectives", SMDEBUG],
+        ["whatif", SMDEBUG],
+        ["check", SMDEBUG, "--budget", BUDGET],
+        ["diff", GLOO, SMDEBUG],
+    ],
+    ids=["analyze", "collectives", "whatif", "check", "diff"],
+)
+def test_an_input_with_no_rank_to_measure_is_an_error(args: list[str]) -> None:
+    code, out, err = invoke(*args)
+    assert code == 2
+    assert out == ""
+    assert err.splitlines()[-1] == (
+        f"error: {Path(SMDEBUG).resolve()}: no rank has compute, communication or memory copies to "
+        "measure (its 23 events are of kinds instant, negotiation); give the profiler traces of the "
+        "ranks, or a Horovod timeline that holds its operations' phases"
+    )
 
 
 def test_horovod_notes_fold_into_one_counted_line() -> None:

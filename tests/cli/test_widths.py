@@ -19,26 +19,9 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from tests.builders import PARAM, REPO, TRACES
+from tests.builders import WIDTH_CASES as CASES
 
 WIDTHS = (60, 80, 120, 200)
-SAMPLES = REPO / "sample_traces"
-FLIGHT = TRACES / "flight_recorder" / "nvrx_megatron16_gpu_error_1st"
-HOROVOD_TF = TRACES / "horovod" / "andrewor14_tf-logs__horovod_timeline__e2205b98.json"
-BUDGET = REPO / "tests" / "cli" / "golden" / "budget.toml"
-
-CASES: dict[str, tuple[str, ...]] = {
-    "analyze": ("analyze", str(SAMPLES / "ddp_gloo")),
-    "analyze-mesh-link-align": ("analyze", str(SAMPLES / "fsdp2_tp_gloo"), "--link-gbps", "10", "--align"),
-    "analyze-dlrm": ("analyze", str(PARAM)),
-    "analyze-horovod": ("analyze", str(HOROVOD_TF)),
-    "collectives": ("collectives", str(SAMPLES / "fsdp2_tp_gloo"), "--link-gbps", "100GB"),
-    "collectives-horovod": ("collectives", str(HOROVOD_TF)),
-    "whatif": ("whatif", str(SAMPLES / "ddp_gloo"), "-b", "1,10,100gbe", "-n", "2,8", "--link-gbps", "10"),
-    "check": ("check", str(SAMPLES / "ddp_gloo"), "--budget", str(BUDGET)),
-    "flight-recorder-verdict": ("analyze", str(FLIGHT)),
-    "flight-recorder-progress": ("collectives", str(FLIGHT)),
-}
 
 _RULES = re.compile(r"[┏┓┗┛┡┩┃━╇┳┻╋│─┼└┘┌┐├┤┬┴]")
 _EDGES = "()[]{},;:."

@@ -457,7 +457,7 @@ def _render_horovod(horovod: Horovod, console: Console, *, limit: int, link: flo
         console,
         f"[bold]horovod timeline[/bold]: {counted(totals.tensors, 'tensor')}, "
         f"{counted(totals.operations, 'operation')} in "
-        f"{counted(totals.batches, 'fused batch', 'fused batches')}, "
+        f"{counted(totals.batches, 'fused batch', plural='fused batches')}, "
         f"world size {_rank(totals.world_size)} (the writer's timeline records every rank's phases)",
     )
     left_out = horovod.implausible_batches

@@ -84,12 +84,12 @@ def abbreviated(cell: str, width: int) -> str:
     return " ".join(abbreviate(word, width) for word in cell.split(" "))
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
+def counted(n: int, noun: str, *, plural: str | None = None) -> str:
     """Return a count with its noun: ``1 rank``, ``2 ranks``, ``3 batches`` (``plural`` when not noun + s).
 
     Examples
     --------
-    >>> counted(1, "rank"), counted(32, "rank"), counted(2, "batch", "batches")
+    >>> counted(1, "rank"), counted(32, "rank"), counted(2, "batch", plural="batches")
     ('1 rank', '32 ranks', '2 batches')
     """
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
