@@ -136,3 +136,11 @@ def test_counted() -> None:
     assert counted(1, "rank") == "1 rank"
     assert counted(0, "rank") == "0 ranks"
     assert counted(1234, "event") == "1,234 events"
+
+
+def test_a_column_of_unknowns_goes_before_any_other() -> None:
+    columns = [Col("rank"), Col("step"), Col("compute"), Col("comm", drop=1)]
+    rows = [["0", "183.872 s", "-", "47.559 s"]]
+    # 4 + 9 + 7 + 8 + 3*4 + 1 = 41: one column must go; "compute" (never dropped, but unknown) goes
+    shown, _ = fit_columns(columns, rows, 40)
+    assert shown == [0, 1, 3]

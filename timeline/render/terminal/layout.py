@@ -33,6 +33,10 @@ MIN_WIDTH = 60
 
 _NEVER = 0
 """``Col.drop`` of a column that is never left out."""
+_UNKNOWN = ("-", "")
+"""The cells of a figure that is not known."""
+_UNKNOWN_FIRST = 1_000_000
+"""The rank of a column whose every cell is unknown: left out before any other."""
 
 
 @dataclass(frozen=True)
@@ -136,11 +140,12 @@ def fit_columns(
 ) -> tuple[list[int], list[int]]:
     """Return the columns shown (their indices) and their widths, for a table at most ``width`` wide.
 
-    The columns that matter least are left out first (the highest ``drop``; of equals, the
-    rightmost), until the table fits with its headers wrapped at spaces and its names wrapped at
-    theirs; only then are names abbreviated (``abbreviate`` columns), and a table that does not fit
-    even so loses the columns always shown from the right too (the first column stays): a cell is
-    never cut. The widths are then narrowed as little as needed: headers first, then names.
+    The columns that matter least are left out first (a column of unknowns only, ``-``, before
+    any; then the highest ``drop``; of equals, the rightmost), until the table fits with its headers
+    wrapped at spaces and its names wrapped at theirs; only then are names abbreviated
+    (``abbreviate`` columns), and a table that does not fit even so loses the columns always shown
+    from the right too (the first column stays): a cell is never cut. The widths are then narrowed
+    as little as needed: headers first, then names.
     ``boxed``: drawn by rich with its rules, else plain text with two spaces between columns.
     """
     cells = [[row[i] for row in rows] for i in range(len(columns))]
@@ -148,13 +153,18 @@ def fit_columns(
     narrowest = [_min_width(c, cells[i]) for i, c in enumerate(columns)]
     whole_names = [_min_width(replace(c, abbreviate=False), cells[i]) for i, c in enumerate(columns)]
     shown = list(range(len(columns)))
+    # a column of unknowns only ("-") says least of all: it goes first, whatever its rank
+    rank = [
+        _UNKNOWN_FIRST if i > 0 and cells[i] and all(c in _UNKNOWN for c in cells[i]) else c.drop
+        for i, c in enumerate(columns)
+    ]
 
     def fits(widths: Sequence[int]) -> bool:
         return _table_width([widths[i] for i in shown], boxed=boxed) <= width
 
-    while not fits(whole_names) and any(columns[i].drop != _NEVER for i in shown):
-        droppable = [i for i in shown if columns[i].drop != _NEVER]
-        shown.remove(max(droppable, key=lambda i: (columns[i].drop, i)))
+    while not fits(whole_names) and any(rank[i] != _NEVER for i in shown):
+        droppable = [i for i in shown if rank[i] != _NEVER]
+        shown.remove(max(droppable, key=lambda i: (rank[i], i)))
     while not fits(narrowest) and len(shown) > 1:
         shown.remove(max(shown[1:]))
     widths = [natural[i] for i in shown]
