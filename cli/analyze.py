@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from cli.common import (
-    console,
+    dumps_only,
     echo_warnings,
+    emit,
     flight_dumps,
     flight_inputs,
     inputs_of,
@@ -17,27 +18,35 @@ from cli.common import (
     user_errors,
 )
 from cli.options import (
-    ROWS_MAX,
     AlignOption,
     CacheDirOption,
     CodecOption,
     CommKernelOption,
+    CsvOption,
     DimensionOption,
     ExecutorOption,
     GpusPerNodeOption,
     IncludePythonOption,
     IterationRangeOption,
+    IterationsOption,
     JsonOption,
     LinkOption,
+    MarkdownOption,
     NoCacheOption,
+    NoColorOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
+    RanksOption,
     RayAddressOption,
+    TopOption,
+    VerboseOption,
 )
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from rich.console import Console
 
     from timeline.dumps import Dumps
     from timeline.results.flight_recorder import FlightReport
@@ -48,9 +57,11 @@ __all__ = ["analyze_command"]
 def analyze_command(
     paths: PathsArgument,
     json_output: JsonOption = False,
-    top: Annotated[
-        int, typer.Option("--top", min=1, max=ROWS_MAX, help="How many top exposed collectives to list.")
-    ] = 10,
+    markdown: MarkdownOption = None,
+    csv: CsvOption = None,
+    top: TopOption = None,
+    ranks: RanksOption = None,
+    iterations: IterationsOption = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -72,20 +83,27 @@ def analyze_command(
             help="Leave out the verdict and the findings (what limits the job and what would fix it).",
         ),
     ] = False,
+    verbose: VerboseOption = False,
+    no_color: NoColorOption = False,
 ) -> None:
     """Measure communication hidden under compute and exposed (stretching the step), per rank and iteration.
 
     First the verdict and the findings: what limits the job and what would fix it, each fix ranked by
     the gain the what-if replay predicts (docs/diagnosis.md). Given PyTorch Flight Recorder dumps: why
-    the job stopped (which ranks, in which group and collective, and how), as a verdict and findings.
+    the job stopped (which ranks, in which group and collective, and how), as a verdict and findings
+    (--ranks and --iterations select profiler traces, not dumps). --top: the top exposed collectives
+    listed (default 10).
 
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
     """
+    out = {"json_output": json_output, "markdown": markdown, "csv": csv, "no_color": no_color}
+    shown = top if top is not None else 10
     with user_errors():
         loaded, flight, traces = _flight_of(paths, rank, rank_regex)
     if flight is not None and not traces:
-        _print(flight, json_output)
+        dumps_only(ranks, iterations)
+        _print(flight, out, verbose=verbose)
         return
     with user_errors():
         from timeline.run import Needs
@@ -96,6 +114,8 @@ def analyze_command(
             dimension=dimension,
             gpus_per_node=gpus_per_node,
             codec_gbps=codec_gbps,
+            ranks=ranks,
+            iterations=iterations,
         )
         given = [str(p) for p in traces] if flight is not None else paths
         inputs = inputs_of(
@@ -114,7 +134,7 @@ def analyze_command(
         # communication per dimension, the utilisation, --align, dumps and the findings, whose tasks
         # also return the what-if graph's parts
         run = open_run(inputs, options, needs=Needs(communication=True, graph=not no_findings))
-        summary = run.summary_data(top=top, findings=not no_findings)
+        summary = run.summary_data(top=shown, findings=not no_findings)
         if flight is not None and loaded is not None:
             from timeline.results.flight_recorder import profiler_matches
 
@@ -122,16 +142,17 @@ def analyze_command(
             summary.flight_recorder = flight
     # the load warnings and the run's were printed while loading; the analysis' own follow
     echo_warnings(summary.warnings[len(run.warnings) :])
-    if json_output:
-        from timeline.render.json import render_json
 
-        typer.echo(render_json(summary))
-        return
-    if flight is not None:
-        _print(flight, json_output)
-    from timeline.render.terminal.summary import render_summary
+    def draw(console: Console) -> None:
+        if flight is not None:
+            from timeline.render.terminal.flight_recorder import render_flight_verdict
 
-    render_summary(summary, console(120))
+            render_flight_verdict(flight, console)
+        from timeline.render.terminal.summary import render_summary
+
+        render_summary(summary, console, verbose=verbose)
+
+    emit(summary, draw, title="timeline analyze", top=shown, **out)  # type: ignore[arg-type]
 
 
 def _flight_of(
@@ -147,13 +168,12 @@ def _flight_of(
     return loaded, build_flight_report(loaded), traces
 
 
-def _print(flight: FlightReport, json_output: bool) -> None:
-    """Print the dumps' report alone (``--json``), or its verdict and findings (and profiler matches)."""
-    if json_output:
-        from timeline.render.json import render_json
+def _print(flight: FlightReport, out: dict[str, Any], *, verbose: bool) -> None:
+    """Print the dumps' report alone, as --json, --markdown or --csv ask, else its verdict and findings."""
 
-        typer.echo(render_json(flight))
-        return
-    from timeline.render.terminal.flight_recorder import render_flight_verdict
+    def draw(console: Console) -> None:
+        from timeline.render.terminal.flight_recorder import render_flight_verdict
 
-    render_flight_verdict(flight, console(120))
+        render_flight_verdict(flight, console, verbose=verbose)
+
+    emit(flight, draw, title="Flight Recorder dumps", **out)

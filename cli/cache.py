@@ -31,7 +31,8 @@ def cache_command(action: ActionArgument = "show", cache_dir: CacheDirOption = N
     """Show the cache of the traces' frames (folder, entries, sizes, total), or clear it.
 
     A trace file's events are kept there as Parquet after its first read; later commands on the same,
-    unchanged file read them instead of decoding the JSON again. See docs/cache.md.
+    unchanged file read them instead of decoding the JSON again. It shows a folder, not a result of
+    a run: no --ranks, --iterations, --json or --markdown. See docs/cache.md.
 
     Exit codes: 0 done, 2 usage (an unknown action, a folder that cannot be cleared).
     """

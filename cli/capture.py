@@ -45,7 +45,8 @@ def capture_command(
     ranks: Annotated[
         int | None,
         typer.Option(
-            "--ranks",
+            "--world-size",
+            "-n",
             min=1,
             max=64,
             help="Number of processes (world size). Default: 2 for ddp, 4 for the other jobs (which need "
@@ -67,14 +68,25 @@ def capture_command(
     force: Annotated[
         bool, typer.Option("--force", help="Replace the traces and manifest of an earlier run in --out.")
     ] = False,
+    old_ranks: Annotated[
+        int | None, typer.Option("--ranks", hidden=True, help="Renamed --world-size.")
+    ] = None,
 ) -> None:
     """Capture PyTorch-profiler traces of a demo job on CPU processes, ready for `timeline analyze`.
 
+    It runs a job and writes its traces, not a result to print: no --ranks, --iterations, --json
+    or --markdown ('timeline analyze' reads the traces). The number of processes is --world-size
+    (-n), as in 'timeline whatif'; --ranks selects ranks in the commands that read traces.
     Exit codes: 0 traces written; 2 bad arguments, --out already holds a run, or torch missing; 3 a bug
     in timeline; 130 interrupted.
     """
     from timeline.capture import DemoSettings, run_demo
 
+    if old_ranks is not None:
+        fail(
+            f"--ranks {old_ranks}: the number of processes is now --world-size {old_ranks} (-n); --ranks "
+            "selects ranks in the commands that read traces"
+        )
     job = _runnable_job(
         demo, demo_job_name, ranks=ranks, grad_ready_markers=grad_ready_markers, out=out, force=force
     )

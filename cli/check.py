@@ -13,8 +13,19 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.common import echo_warnings, fail, inputs_of, loading, run_options, user_errors
+from cli.common import (
+    be_quiet,
+    echo_link_of,
+    echo_warnings,
+    fail,
+    inputs_of,
+    loading,
+    output_width,
+    run_options,
+    user_errors,
+)
 from cli.options import (
+    AlignOption,
     CacheDirOption,
     CodecOption,
     CommKernelOption,
@@ -23,17 +34,24 @@ from cli.options import (
     GpusPerNodeOption,
     IncludePythonOption,
     IterationRangeOption,
+    IterationsOption,
     LinkOption,
     NoCacheOption,
+    NoColorOption,
     PathsArgument,
+    QuietOption,
     RankOption,
     RankRegexOption,
+    RanksOption,
     RayAddressOption,
 )
 
 if TYPE_CHECKING:
+    from timeline.budgets.checking import CheckPlan
+    from timeline.budgets.frames import MetricFrames
     from timeline.results.diagnosis import DiagnosisReport
     from timeline.results.verdicts import CheckReport
+    from timeline.run import Inputs
 
 __all__ = ["check_command"]
 
@@ -61,10 +79,13 @@ JunitOption = Annotated[
 GithubOption = Annotated[
     bool, typer.Option("--github", help="Also print GitHub Actions annotations (::error) for failed budgets.")
 ]
-MarkdownOption = Annotated[
+
+
+CheckMarkdownOption = Annotated[
     str | None,
     typer.Option(
         "--markdown",
+        metavar="FILE",
         help="Write a markdown summary (for a pull-request comment or $GITHUB_STEP_SUMMARY) to this "
         "file; '-' prints it instead of the table.",
         show_default=False,
@@ -79,8 +100,13 @@ def check_command(
     json_output: JsonVerdictsOption = False,
     junit: JunitOption = None,
     github: GithubOption = False,
-    markdown: MarkdownOption = None,
+    markdown: CheckMarkdownOption = None,
     link_gbps: LinkOption = None,
+    align: AlignOption = False,
+    ranks: RanksOption = None,
+    iterations: IterationsOption = None,
+    quiet: QuietOption = False,
+    no_color: NoColorOption = False,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -100,8 +126,11 @@ def check_command(
 
     Exit codes: 0 every budget holds, 1 a budget is exceeded or has no data,
     2 bad input, usage or a bad budget file (one 'error:' line on stderr), 3 a bug in timeline,
-    130 interrupted. Starter budgets: 'timeline init PATH...'. See docs/ci.md.
+    130 interrupted. Starter budgets: 'timeline init PATH...'. See docs/ci.md. --ranks and
+    --iterations select the run and its baseline alike. --quiet: nothing on stdout, and on stderr
+    only errors and why a budget failed. The table is plain text: --no-color changes nothing in it.
     """
+    be_quiet(quiet)
     if init or force:
         fail(f"{'--init' if init else '--force'} moved: write starter budgets with 'timeline init PATH...'")
     if json_output and (github or markdown == "-"):
@@ -110,10 +139,18 @@ def check_command(
         from timeline.budgets.checking import plan_check
 
         options = run_options(
-            link_gbps=link_gbps, dimension=dimension, gpus_per_node=gpus_per_node, codec_gbps=codec_gbps
+            link_gbps=link_gbps,
+            align=align,
+            dimension=dimension,
+            gpus_per_node=gpus_per_node,
+            codec_gbps=codec_gbps,
+            ranks=ranks,
+            iterations=iterations,
+            echo_link=False,
         )
         plan = plan_check(budget, options, baseline=baseline or (), markdown=markdown is not None)
         _check_outputs(junit, markdown, reads=[*paths, plan.budgets.path, *(baseline or [])])
+        echo_link_of(link_gbps, plan.options.link_gbps)
         echo_warnings(plan.warnings)
         inputs = inputs_of(
             paths,
@@ -127,19 +164,38 @@ def check_command(
             no_cache=no_cache,
             cache_dir=cache_dir,
         )
-        with loading() as (progress, warn):
-            run = plan.read(inputs, progress=progress, warn=warn)
-        old = None
-        if plan.baseline:
-            with loading() as (progress, warn):
-                old = plan.read(inputs, baseline=True, progress=progress, warn=warn)
+        run, old = _read_runs(plan, inputs)
         # imported once the runs are read (they import polars): a large trace is read as policy says
         from timeline.budgets.evaluation import evaluate_budgets
 
         report = evaluate_budgets(plan.budgets, run, baseline=old, link_gbps=plan.link_gbps)
         _write_files(report, junit, markdown, run.diagnosis)
-    _print(report, json_output=json_output, markdown=markdown == "-", github=github, diagnosis=run.diagnosis)
+    if quiet:
+        _print_failures(report)
+    else:
+        diagnosis = run.diagnosis
+        _print(report, json_output=json_output, markdown=markdown == "-", github=github, diagnosis=diagnosis)
     raise typer.Exit(report.exit_code)
+
+
+def _read_runs(plan: CheckPlan, inputs: Inputs) -> tuple[MetricFrames, MetricFrames | None]:
+    """Read the run, and its baseline when a budget compares with one, each with its progress bar."""
+    with loading() as (progress, warn):
+        run = plan.read(inputs, progress=progress, warn=warn)
+    old = None
+    if plan.baseline:
+        with loading() as (progress, warn):
+            old = plan.read(inputs, baseline=True, progress=progress, warn=warn)
+    return run, old
+
+
+def _print_failures(report: CheckReport) -> None:
+    """Print, on stderr, why each budget that did not hold failed (``--quiet``: nothing else)."""
+    from timeline.render.terminal.verdicts import LABELS
+
+    for v in report.verdicts:
+        if v.status not in ("pass", "skip"):
+            typer.echo(f"{LABELS[v.status]} {v.name}: {v.message}", err=True)
 
 
 def _write_files(
@@ -176,7 +232,7 @@ def _print(
     else:
         from timeline.render.terminal.verdicts import render_table
 
-        typer.echo(render_table(report), nl=False)
+        typer.echo(render_table(report, width=output_width()), nl=False)
     if github:
         from timeline.render.github import render_github
 

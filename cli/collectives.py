@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from cli.common import (
-    console,
+    dumps_only,
     echo_warnings,
+    emit,
     flight_dumps,
     flight_inputs,
     inputs_of,
@@ -17,26 +16,35 @@ from cli.common import (
     user_errors,
 )
 from cli.options import (
-    ROWS_MAX,
     AlignOption,
     CacheDirOption,
     CommKernelOption,
+    CsvOption,
     DimensionOption,
     ExecutorOption,
     GpusPerNodeOption,
     IncludePythonOption,
     IterationRangeOption,
+    IterationsOption,
     JsonOption,
+    LimitAlias,
     LinkOption,
+    MarkdownOption,
     NoCacheOption,
+    NoColorOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
+    RanksOption,
     RayAddressOption,
+    TopOption,
+    top_of,
 )
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from rich.console import Console
 
 __all__ = ["collectives_command"]
 
@@ -44,17 +52,14 @@ __all__ = ["collectives_command"]
 def collectives_command(
     paths: PathsArgument,
     json_output: JsonOption = False,
+    markdown: MarkdownOption = None,
+    csv: CsvOption = None,
     link_gbps: LinkOption = None,
     align: AlignOption = False,
-    limit: Annotated[
-        int,
-        typer.Option(
-            "--limit",
-            min=1,
-            max=ROWS_MAX,
-            help="Rows per table (collectives, batches, tensors); --json has all.",
-        ),
-    ] = 20,
+    top: TopOption = None,
+    limit: LimitAlias = None,
+    ranks: RanksOption = None,
+    iterations: IterationsOption = None,
     dimension: DimensionOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     rank: RankOption = None,
@@ -66,25 +71,34 @@ def collectives_command(
     ray_address: RayAddressOption = None,
     no_cache: NoCacheOption = False,
     cache_dir: CacheDirOption = None,
+    no_color: NoColorOption = False,
 ) -> None:
     """Match every collective across the ranks of its process group: skew, wait vs transfer, bandwidth.
 
     Process groups and their dimensions, sends paired with receives, link utilisation, stragglers.
     Horovod timelines: per-tensor phases, fused batches and their bandwidth, negotiation wait per rank.
     Flight Recorder dumps: each process group's progress per rank (last enqueued, started, completed)
-    and where it stopped.
+    and where it stopped (--ranks and --iterations select profiler traces, not dumps).
 
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
     """
+    rows = top_of(top, limit, 20)
+    out = {"json_output": json_output, "markdown": markdown, "csv": csv, "top": rows, "no_color": no_color}
     with user_errors():
         dumps, traces = flight_inputs(paths, rank)
     if dumps and not traces:
-        _flight_progress(dumps, rank=rank, rank_regex=rank_regex, json_output=json_output, limit=limit)
+        dumps_only(ranks, iterations)
+        _flight_progress(dumps, rank=rank, rank_regex=rank_regex, out=out)
         return
     with user_errors():
         options = run_options(
-            align=align, link_gbps=link_gbps, dimension=dimension, gpus_per_node=gpus_per_node
+            align=align,
+            link_gbps=link_gbps,
+            dimension=dimension,
+            gpus_per_node=gpus_per_node,
+            ranks=ranks,
+            iterations=iterations,
         )
         inputs = inputs_of(
             paths,
@@ -99,31 +113,29 @@ def collectives_command(
             cache_dir=cache_dir,
         )
         run = open_run(inputs, options)
-        report = run.collectives_data(rank_rows=json_output)
+        report = run.collectives_data(rank_rows=json_output or csv is not None)
     echo_warnings(report.warnings[len(run.warnings) :])
-    if json_output:
-        from timeline.render.json import render_json
 
-        typer.echo(render_json(report))
-        return
-    from timeline.render.terminal.collectives import render_collectives_report
+    def draw(console: Console) -> None:
+        from timeline.render.terminal.collectives import render_collectives_report
 
-    render_collectives_report(report, console(150), limit=limit)
+        render_collectives_report(report, console, limit=rows)
+
+    emit(report, draw, title="timeline collectives", **out)  # type: ignore[arg-type]
 
 
 def _flight_progress(
-    dumps: list[Path], *, rank: int | None, rank_regex: str | None, json_output: bool, limit: int
+    dumps: list[Path], *, rank: int | None, rank_regex: str | None, out: dict[str, Any]
 ) -> None:
     """Print the Flight Recorder report of dumps: as JSON, or every group's state and member's progress."""
     with user_errors():
         from timeline.results.flight_recorder import build_flight_report
 
         flight = build_flight_report(flight_dumps(dumps, rank=rank, rank_regex=rank_regex))
-    if json_output:
-        from timeline.render.json import render_json
 
-        typer.echo(render_json(flight))
-        return
-    from timeline.render.terminal.flight_recorder import render_flight_progress
+    def draw(console: Console) -> None:
+        from timeline.render.terminal.flight_recorder import render_flight_progress
 
-    render_flight_progress(flight, console(150), limit=limit)
+        render_flight_progress(flight, console, limit=out["top"])
+
+    emit(flight, draw, title="Flight Recorder dumps", **out)

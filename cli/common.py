@@ -28,10 +28,16 @@ if TYPE_CHECKING:
     from timeline.trace import Trace
 
 __all__ = [
+    "PIPED_WIDTH",
+    "be_quiet",
     "cache_of",
     "check_regex",
+    "colour_off",
     "console",
+    "dumps_only",
+    "echo_link_of",
     "echo_warnings",
+    "emit",
     "fail",
     "flight_dumps",
     "flight_inputs",
@@ -39,7 +45,9 @@ __all__ = [
     "interrupted",
     "load",
     "loading",
+    "note",
     "open_run",
+    "output_width",
     "progress_bar",
     "run_options",
     "user_errors",
@@ -118,18 +126,69 @@ def progress_bar() -> Iterator[Callable[[str, int, int], None] | None]:
         bar.stop()
 
 
+_QUIET: list[bool] = [False]
+"""Whether ``--quiet`` was given: warnings and notes are not printed (errors always are)."""
+
+
+def be_quiet(quiet: bool) -> None:
+    """Print no warnings or notes from now on (``--quiet``): only errors, and what the command must say."""
+    _QUIET[0] = quiet
+
+
 def echo_warnings(warnings: Iterable[str]) -> None:
-    """Print warnings on stderr, one ``warning:`` line each."""
+    """Print warnings on stderr, one ``warning:`` line each (none with ``--quiet``)."""
+    if _QUIET[0]:
+        return
     for warning in warnings:
         typer.echo(f"warning: {one_line(warning)}", err=True)
 
 
-def console(min_width: int) -> Console:
-    """Return the console the terminal renderers draw on: at least ``min_width`` columns.
+def note(text: str) -> None:
+    """Print a note on stderr, one ``note:`` line (none with ``--quiet``)."""
+    if not _QUIET[0]:
+        typer.echo(f"note: {one_line(text)}", err=True)
 
-    A stdout closed by its reader (``| head``) raises :class:`BrokenPipeError`, which the command
-    line's boundary (:class:`cli.main.TimelineGroup`) ends with exit code 141; rich's own handling
-    would exit with 1, the code of an exceeded budget.
+
+PIPED_WIDTH = 120
+"""The width of output to a file or a pipe, unless ``COLUMNS`` says otherwise: stable for scripts."""
+
+
+def output_width() -> int:
+    """Return the width the terminal renderers fit: ``COLUMNS``, the terminal's, or :data:`PIPED_WIDTH`.
+
+    Never under :data:`~timeline.render.terminal.layout.MIN_WIDTH` (60): a narrower terminal gets
+    60-column lines.
+    """
+    import os
+    import shutil
+
+    from timeline.render.terminal.layout import MIN_WIDTH
+
+    given = os.environ.get("COLUMNS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        width = int(given)
+    elif sys.stdout.isatty():
+        width = shutil.get_terminal_size((PIPED_WIDTH, 24)).columns
+    else:
+        width = PIPED_WIDTH
+    return max(width, MIN_WIDTH)
+
+
+def colour_off(no_color: bool = False) -> bool:
+    """Return whether output is plain: ``--no-color``, or ``NO_COLOR`` set and not empty (no-color.org)."""
+    import os
+
+    return no_color or bool(os.environ.get("NO_COLOR"))
+
+
+def console(*, no_color: bool = False) -> Console:
+    """Return the console the terminal renderers draw on, :func:`output_width` wide.
+
+    Styles (bold, colours) only on a terminal, and never with ``--no-color`` or ``NO_COLOR``
+    (:func:`colour_off`): then not one escape code is written. A stdout closed by its reader
+    (``| head``) raises :class:`BrokenPipeError`, which the command line's boundary
+    (:class:`cli.main.TimelineGroup`) ends with exit code 141; rich's own handling would exit with 1,
+    the code of an exceeded budget.
     """
     import errno
 
@@ -140,7 +199,74 @@ def console(min_width: int) -> Console:
             self.quiet = True
             raise BrokenPipeError(errno.EPIPE, "stdout closed by its reader")
 
-    return _Console(highlight=False, soft_wrap=False, width=max(Console().width, min_width))
+    plain = colour_off(no_color)
+    return _Console(
+        highlight=False,
+        soft_wrap=False,
+        width=output_width(),
+        no_color=plain,
+        color_system=None if plain else "auto",
+    )
+
+
+def write_text(path: str, text: str) -> None:
+    """Write a file the user asked for (``--csv``, ``--markdown``): one ``error:`` line when it cannot be.
+
+    Raises
+    ------
+    UsageError
+        The file cannot be written (its folder is missing, it is a directory, no permission).
+    """
+    from timeline.errors import UsageError, shown
+
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{shown(path)}: cannot write ({exc.strerror})") from None
+
+
+def emit(
+    result: Any,
+    draw: Callable[[Console], None],
+    *,
+    json_output: bool = False,
+    markdown: str | None = None,
+    csv: str | None = None,
+    title: str,
+    top: int = 20,
+    no_color: bool = False,
+) -> None:
+    """Print a result as the options ask: JSON, markdown or CSV (``-``), else drawn on the console.
+
+    ``--markdown FILE`` and ``--csv FILE`` are written besides. ``draw`` draws the terminal tables;
+    the markdown is :func:`~timeline.render.tabular.render_tables_markdown`'s, under ``title``, the
+    first ``top`` rows of each table.
+    """
+    if sum([json_output, markdown == "-", csv == "-"]) > 1:
+        fail("--json, --markdown - and --csv - each print on stdout: choose one")
+    with user_errors():
+        if csv is not None:
+            from timeline.render.tabular import render_csv
+
+            text = render_csv(result)
+            if csv == "-":
+                typer.echo(text, nl=False)
+                return
+            write_text(csv, text)
+        if markdown is not None:
+            from timeline.render.tabular import render_tables_markdown
+
+            text = render_tables_markdown(result, title=title, top=top)
+            if markdown == "-":
+                typer.echo(text, nl=False)
+                return
+            write_text(markdown, text)
+    if json_output:
+        from timeline.render.json import render_json
+
+        typer.echo(render_json(result))
+        return
+    draw(console(no_color=no_color))
 
 
 def inputs_of(
@@ -215,29 +341,49 @@ def run_options(
     dimension: Sequence[str] | None = None,
     gpus_per_node: int | None = None,
     codec_gbps: float | None = None,
+    ranks: str | None = None,
+    iterations: str | None = None,
+    echo_link: bool = True,
 ) -> RunOptions:
-    """Return the :class:`RunOptions` of a command's options (``--link-gbps`` and ``--dimension`` parsed).
+    """Return the :class:`RunOptions` of a command's options (links, dimensions and selections parsed).
+
+    ``echo_link``: say the capacity ``--link-gbps`` names (:func:`echo_link`); a command that may not
+    use it says it itself once it knows.
 
     Raises
     ------
     UsageError
-        A link or a dimension label that does not parse.
+        A link, a dimension label, or a ``--ranks``/``--iterations`` list that does not parse.
     """
     from timeline.analysis.dimension_labels import parse_dimension_overrides
     from timeline.analysis.links import parse_link_gbps
     from timeline.run import RunOptions
+    from timeline.selection import parse_numbers
 
+    link = parse_link_gbps(link_gbps) if link_gbps is not None else None
+    if echo_link:
+        echo_link_of(link_gbps, link)
     if codec_gbps is not None:
         from timeline.whatif.settings import check_codec_gbps
 
         codec_gbps = check_codec_gbps(codec_gbps)
     return RunOptions(
         align=align,
-        link_gbps=parse_link_gbps(link_gbps) if link_gbps is not None else None,
+        link_gbps=link,
         dimensions=parse_dimension_overrides(list(dimension or [])),
         gpus_per_node=gpus_per_node,
         codec_gbps=codec_gbps,
+        ranks=parse_numbers(ranks, "--ranks"),
+        iterations=parse_numbers(iterations, "--iterations"),
     )
+
+
+def echo_link_of(text: str | None, gbps: float | None) -> None:
+    """Say, in a note, the capacity ``--link-gbps TEXT`` names, as every figure derived from it uses it."""
+    if text is not None and gbps is not None:
+        from timeline.analysis.links import describe_link
+
+        note(describe_link(text, gbps))
 
 
 def check_regex(pattern: str, option: str) -> None:
@@ -297,6 +443,19 @@ def open_run(
             first(run)
         warn(run.own_warnings)
     return run
+
+
+def dumps_only(ranks: str | None, iterations: str | None) -> None:
+    """Warn that ``--ranks`` and ``--iterations`` select profiler traces, not Flight Recorder dumps."""
+    given = [name for name, value in (("--ranks", ranks), ("--iterations", iterations)) if value is not None]
+    if given:
+        echo_warnings(
+            [
+                f"{' and '.join(given)} select{'' if len(given) > 1 else 's'} profiler traces; the "
+                "inputs are Flight Recorder dumps, "
+                "whose every rank and collective the report reads: not used"
+            ]
+        )
 
 
 def flight_inputs(paths: Sequence[str], rank: int | None = None) -> tuple[list[Path], list[Path]]:

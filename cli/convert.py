@@ -1,7 +1,10 @@
 """``timeline convert``: write the canonical events of traces as Parquet, or as Trace Event Format JSON.
 
-Parquet: one file, or a dataset by rank. JSON (``--to perfetto``): one file that Perfetto UI and
-chrome://tracing open.
+What is written is what the output's name says (:func:`output_form`): ``NAME.parquet`` one Parquet
+file; a directory name (``DIR/``, an existing directory, a name without a suffix, ``NAME.d``) or
+``--dataset`` a Parquet dataset by rank, which every command reads rank by rank; with ``--to
+perfetto``, ``NAME.json`` a Trace Event Format file that Perfetto UI and chrome://tracing open. Any
+other name is refused with the list of these forms.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from cli.common import fail, inputs_of, load, loading, user_errors
+from cli.common import be_quiet, fail, inputs_of, load, loading, user_errors
 from cli.options import (
     CacheDirOption,
     CommKernelOption,
@@ -19,6 +22,7 @@ from cli.options import (
     IterationRangeOption,
     NoCacheOption,
     PathsArgument,
+    QuietOption,
     RankOption,
     RankRegexOption,
 )
@@ -26,17 +30,58 @@ from cli.options import (
 if TYPE_CHECKING:
     from timeline.run import Inputs
 
-__all__ = ["convert_command"]
+__all__ = ["FORMS", "convert_command", "output_form"]
+
+FORMS = (
+    "-o NAME.parquet (one Parquet file), -o DIR/ or --dataset (a Parquet dataset by rank: DIR/rank=N/), "
+    "--to perfetto -o NAME.json (Trace Event Format for Perfetto UI and chrome://tracing)"
+)
+"""What ``timeline convert`` writes, named as an error lists them."""
+
+_DIRECTORY_SUFFIXES = ("", ".d")
+
+
+def output_form(
+    output: str, *, to: str, dataset: bool, dataset_option: str = "--dataset"
+) -> Literal["file", "dataset", "json"]:
+    """Return what an output's name asks for: one Parquet ``file``, a ``dataset`` by rank, or ``json``.
+
+    Raises
+    ------
+    UsageError
+        A name that is none of them (``x.csv``), ``--dataset`` with ``--to perfetto``, or a Parquet
+        name with ``--to perfetto``; the message lists the forms (:data:`FORMS`).
+    """
+    from timeline.errors import UsageError, shown
+
+    path = Path(output)
+    directory = output.endswith(("/", "\\")) or path.is_dir() or path.suffix.lower() in _DIRECTORY_SUFFIXES
+    if to != "parquet":
+        if dataset:
+            msg = f"{dataset_option}: writes Parquet only, not --to {to}; drop one of the two options"
+            raise UsageError(msg)
+        if path.suffix.lower() == ".json" and not directory:
+            return "json"
+        msg = f"{shown(output)}: --to {to} writes one JSON file: name it NAME.json; convert writes {FORMS}"
+        raise UsageError(msg)
+    if dataset or directory:
+        return "dataset"
+    if path.suffix.lower() == ".parquet":
+        return "file"
+    msg = f"{shown(output)}: convert does not write {path.suffix} files; it writes {FORMS}"
+    raise UsageError(msg)
 
 
 def convert_command(
     paths: PathsArgument,
     output: Annotated[
-        Path,
+        str,
         typer.Option(
             "-o",
             "--output",
-            help="The Parquet file to write, the dataset directory, or the JSON file (--to perfetto).",
+            metavar="OUT",
+            help="What to write, as its name says: NAME.parquet (one Parquet file), DIR/ or a name without "
+            "a suffix (a Parquet dataset by rank), NAME.json with --to perfetto. Other names are refused.",
         ),
     ],
     to: Annotated[
@@ -56,14 +101,18 @@ def convert_command(
             "convert); anything else is never replaced.",
         ),
     ] = False,
-    partition_by_rank: Annotated[
+    dataset: Annotated[
         bool,
         typer.Option(
-            "--partition-by-rank",
-            help="Write a Parquet dataset, OUTPUT/rank=N/part-0.parquet, one rank per task (the default when "
-            "OUTPUT has no suffix or is a directory).",
+            "--dataset",
+            help="Write a Parquet dataset by rank, OUT/rank=N/part-0.parquet, one rank per task, whatever "
+            "OUT's name (the default for DIR/, an existing directory, or a name without a suffix).",
         ),
     ] = False,
+    partition_by_rank: Annotated[
+        bool, typer.Option("--partition-by-rank", hidden=True, help="The old name of --dataset.")
+    ] = False,
+    quiet: QuietOption = False,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -75,9 +124,11 @@ def convert_command(
     """Write the canonical events frame of traces as Parquet; every command reads it back.
 
     With --to perfetto: a Trace Event Format JSON file for Perfetto UI and chrome://tracing.
+    It writes files, not a result to print: no --ranks, --iterations, --json or --markdown.
 
     Exit codes: 0 success, 2 bad input.
     """
+    be_quiet(quiet)
     with user_errors():
         from timeline.execution.dataset import check_output, write_parquet_file
         from timeline.inputs import expand_datasets, expand_paths
@@ -94,29 +145,36 @@ def convert_command(
             cache_dir=cache_dir,
         )
         expand_paths(expand_datasets(paths))  # a missing input is named before the output
-        check_not_read(output, reads=paths, option="-o", any_kind=True)
-        if to != "parquet":
-            if partition_by_rank:
-                fail(f"--partition-by-rank: writes Parquet only, not --to {to}; drop one of the two options")
-            if not output.parent.exists():
-                fail(f"{output.parent}: no such directory")
-            _write_perfetto(read, output, force=force)
+        target = Path(output)
+        check_not_read(target, reads=paths, option="-o", any_kind=True)
+        form = output_form(
+            output,
+            to=to,
+            dataset=dataset or partition_by_rank,
+            dataset_option="--dataset" if dataset else "--partition-by-rank",
+        )
+        if form == "json":
+            if not target.parent.exists():
+                fail(f"{target.parent}: no such directory")
+            _write_perfetto(read, target, force=force, quiet=quiet)
             return
-        dataset = partition_by_rank or output.suffix == "" or output.is_dir()
         # before loading: an output that cannot be written fails at once
-        check_output(output, dataset=dataset, force=force)
-        if not output.parent.exists():
-            fail(f"{output.parent}: no such directory")
-        if dataset:
-            _write_dataset(read, output, force=force)
+        check_output(target, dataset=form == "dataset", force=force)
+        if not target.parent.exists():
+            fail(f"{target.parent}: no such directory")
+        if form == "dataset":
+            _write_dataset(read, target, force=force, quiet=quiet)
             return
         trace = load(read)
-        write_parquet_file(trace, output, force=force)
-    typer.echo(f"wrote {trace.events.height:,} events of {len(trace.ranks)} rank(s) to {output}", err=True)
+        write_parquet_file(trace, target, force=force)
+    if not quiet:
+        typer.echo(
+            f"wrote {trace.events.height:,} events of {len(trace.ranks)} rank(s) to {output}", err=True
+        )
 
 
-def _write_dataset(inputs: Inputs, output: Path, *, force: bool) -> None:
-    """Write a Parquet dataset partitioned by rank (``--partition-by-rank``)."""
+def _write_dataset(inputs: Inputs, output: Path, *, force: bool, quiet: bool) -> None:
+    """Write a Parquet dataset partitioned by rank (``--dataset``)."""
     from timeline.execution.dataset import write_dataset
     from timeline.inputs import input_paths
 
@@ -131,14 +189,15 @@ def _write_dataset(inputs: Inputs, output: Path, *, force: bool) -> None:
             progress=progress,
         )
         warn(written.warnings)
-    typer.echo(
-        f"wrote {written.events:,} events of {len(written.ranks)} rank(s) to {output} "
-        f"(a Parquet dataset partitioned by rank)",
-        err=True,
-    )
+    if not quiet:
+        typer.echo(
+            f"wrote {written.events:,} events of {len(written.ranks)} rank(s) to {output} "
+            f"(a Parquet dataset partitioned by rank)",
+            err=True,
+        )
 
 
-def _write_perfetto(inputs: Inputs, output: Path, *, force: bool) -> None:
+def _write_perfetto(inputs: Inputs, output: Path, *, force: bool, quiet: bool) -> None:
     """Write the events, iterations and exposed and hidden communication as Trace Event Format JSON."""
     from timeline.analysis.iterations import assign_iterations
     from timeline.analysis.overlap import comm_intervals
@@ -151,6 +210,8 @@ def _write_perfetto(inputs: Inputs, output: Path, *, force: bool) -> None:
     events = trace.events
     document = render_perfetto(events, windows=assign_iterations(events), comm=comm_intervals(events))
     write_file(document, output, force=force, recognise=is_perfetto_export, kind=kind)
+    if quiet:
+        return
     typer.echo(
         f"wrote {events.height:,} events of {len(trace.ranks)} rank(s) and timeline's tracks to {output} "
         "(Trace Event Format JSON: open it in Perfetto UI or chrome://tracing)",

@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.common import console, echo_warnings, fail, inputs_of, loading, user_errors
+from cli.common import echo_warnings, emit, fail, inputs_of, loading, run_options, user_errors
 from cli.options import (
+    AlignOption,
     CacheDirOption,
     CommKernelOption,
+    CsvOption,
     IncludePythonOption,
     IterationRangeOption,
+    IterationsOption,
     JsonOption,
+    LinkOption,
     NoCacheOption,
+    NoColorOption,
+    RanksOption,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["diff_command"]
 
@@ -54,16 +63,23 @@ def diff_command(
     json_output: JsonOption = False,
     markdown: MarkdownOption = None,
     noise_k: NoiseKOption = 3.0,
+    csv: CsvOption = None,
+    link_gbps: LinkOption = None,
+    align: AlignOption = False,
+    ranks: RanksOption = None,
+    iterations: IterationsOption = None,
     comm_kernel: CommKernelOption = None,
     include_python: IncludePythonOption = False,
     iteration_range: IterationRangeOption = None,
     no_cache: NoCacheOption = False,
     cache_dir: CacheDirOption = None,
+    no_color: NoColorOption = False,
 ) -> None:
     """Compare two runs: step time, compute, exposed and hidden communication, busbw, and their noise.
 
     Iterations are paired by position (each run's sorted), ranks by number, collectives by kind.
-    See docs/diff.md.
+    --ranks and --iterations select both runs alike (iterations by their numbers in each run); a
+    summary JSON cannot be selected from. See docs/diff.md.
 
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
@@ -75,7 +91,6 @@ def diff_command(
         from timeline.outputs import check_output, write_output
         from timeline.render.markdown import render_diff_markdown
         from timeline.results.diff import build_diff
-        from timeline.run import RunOptions
 
         if markdown is not None and markdown != "-":
             check_output(markdown, reads=[base, new], option="--markdown")
@@ -87,24 +102,25 @@ def diff_command(
             no_cache=no_cache,
             cache_dir=cache_dir,
         )
+        options = run_options(link_gbps=link_gbps, align=align, ranks=ranks, iterations=iterations)
         runs = []
         for path in (base, new):
             with loading() as (progress, warn):
                 run = read_run(
-                    replace(inputs, paths=[path]), RunOptions(), match=True, progress=progress, warn=warn
+                    replace(inputs, paths=[path]), options, match=True, progress=progress, warn=warn
                 )
                 runs.append(run)
         diff = build_diff(runs[0], runs[1], k=noise_k)
         if markdown is not None and markdown != "-":
             write_output(markdown, render_diff_markdown(diff))
     echo_warnings(diff.warnings)
-    if json_output:
-        from timeline.render.json import render_json
-
-        typer.echo(render_json(diff))
-    elif markdown == "-":
+    if markdown == "-":
         typer.echo(render_diff_markdown(diff), nl=False)
-    else:
+        return
+
+    def draw(console: Console) -> None:
         from timeline.render.terminal.diff import render_diff
 
-        render_diff(diff, console(190))
+        render_diff(diff, console)
+
+    emit(diff, draw, json_output=json_output, csv=csv, title="timeline diff", no_color=no_color)

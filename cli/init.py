@@ -62,6 +62,8 @@ def init_command(
     """Write starter budgets from a run you are happy with: limits at its worst iteration plus a margin.
 
     Writes ./timeline.toml (or -o FILE) for 'timeline check'; the run itself passes every budget.
+    It writes a budget file, not a result to print: no --json or --markdown; the budgets hold for
+    every rank and iteration, so no --ranks or --iterations.
     Exit codes: 0 written, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted. See docs/ci.md.
     """

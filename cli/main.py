@@ -23,7 +23,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any, BinaryIO
+from typing import Annotated, Any, BinaryIO
 
 import typer
 from typer.core import TyperGroup
@@ -33,7 +33,7 @@ from cli.cache import cache_command
 from cli.capture import capture_command
 from cli.check import check_command
 from cli.collectives import collectives_command
-from cli.common import interrupted
+from cli.common import be_quiet, interrupted
 from cli.convert import convert_command
 from cli.diff import diff_command
 from cli.init import init_command
@@ -42,7 +42,17 @@ from cli.seed import seed_command
 from cli.whatif import whatif_command
 from timeline.errors import Terminated, one_line
 
-__all__ = ["COMMANDS", "EXIT_CODES", "TimelineGroup", "app", "exit_now", "main", "make_app", "run"]
+__all__ = [
+    "COMMANDS",
+    "EXIT_CODES",
+    "TimelineGroup",
+    "app",
+    "exit_now",
+    "main",
+    "make_app",
+    "run",
+    "version_line",
+]
 
 EXIT_CODES: Mapping[int, str] = {
     0: "done",
@@ -258,6 +268,7 @@ class TimelineGroup(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         """Run the command; Ctrl-C and a closed stdout end it here with their exit codes."""
+        be_quiet(False)  # --quiet is a command's; a process that runs several starts each loud
         try:
             done = super().invoke(ctx)
             sys.stdout.flush()  # what is left to write fails here, where its exit code is decided
@@ -334,6 +345,53 @@ def _group() -> None:
     """Keep a one-command application a group: ``timeline NAME ...`` as with every command."""
 
 
+def version_line() -> str:
+    """Return what ``timeline --version`` prints: the distribution's version, polars' and Python's.
+
+    Read from the installed distributions' metadata: no polars import. A source checkout that is not
+    installed says so, with the package's own version.
+    """
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("timeline-comm")
+    except PackageNotFoundError:
+        from timeline import __version__
+
+        ours = f"{__version__} (source checkout, not installed)"
+    try:
+        polars = version("polars")
+    except PackageNotFoundError:
+        polars = "not installed"
+    return f"timeline-comm {ours}, polars {polars}, Python {platform.python_version()}"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version_line())
+        raise typer.Exit(0)
+
+
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print timeline's version (the timeline-comm distribution) and polars' and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Answer whether communication is the bottleneck of your distributed training job.
+
+    Exposed vs hidden communication from PyTorch profiler traces and Horovod timelines. Output
+    follows the terminal's width (COLUMNS, or 120 columns when piped); NO_COLOR or --no-color
+    turns styles off. Shell completion: timeline --install-completion.
+    """
+
+
 def make_app(names: list[str] | None = None) -> typer.Typer:
     """Return the application with these commands (default: all of them)."""
     built = typer.Typer(
@@ -341,7 +399,8 @@ def make_app(names: list[str] | None = None) -> typer.Typer:
         help="Is communication the bottleneck of your distributed training job? "
         "Exposed vs hidden communication from PyTorch profiler traces and Horovod timelines.",
         no_args_is_help=True,
-        add_completion=False,
+        # typer's --install-completion and --show-completion (bash, zsh, fish, PowerShell)
+        add_completion=names is None,
         pretty_exceptions_enable=False,
         cls=TimelineGroup,
         # click's plain help: typer's rich help formatter costs 0.1-0.2 s of imports (markdown, pygments)
@@ -350,7 +409,9 @@ def make_app(names: list[str] | None = None) -> typer.Typer:
     chosen = list(COMMANDS) if names is None else names
     for name in chosen:
         built.command(name)(COMMANDS[name])
-    if len(chosen) == 1:
+    if names is None:
+        built.callback()(_root)
+    elif len(chosen) == 1:
         built.callback()(_group)
     return built
 

@@ -16,18 +16,28 @@ __all__ = [
     "CacheDirOption",
     "CodecOption",
     "CommKernelOption",
+    "CsvOption",
     "DimensionOption",
     "ExecutorOption",
     "GpusPerNodeOption",
     "IncludePythonOption",
     "IterationRangeOption",
+    "IterationsOption",
     "JsonOption",
+    "LimitAlias",
     "LinkOption",
+    "MarkdownOption",
     "NoCacheOption",
+    "NoColorOption",
     "PathsArgument",
+    "QuietOption",
     "RankOption",
     "RankRegexOption",
+    "RanksOption",
     "RayAddressOption",
+    "TopOption",
+    "VerboseOption",
+    "top_of",
 ]
 
 ROWS_MAX = 1_000_000
@@ -181,4 +191,97 @@ CacheDirOption = Annotated[
         "~/.cache/timeline.",
         show_default=False,
     ),
+]
+RanksOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ranks",
+        metavar="LIST",
+        help="Only these ranks: numbers and ranges, comma-separated (0-3,7). Every figure is of them "
+        "only; the output says so.",
+        show_default=False,
+    ),
+]
+
+IterationsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--iterations",
+        metavar="LIST",
+        help="Only these iterations (ProfilerStep numbers): numbers and ranges, comma-separated (2-4,7). "
+        "Per-iteration figures are those of the whole run; per-rank figures are sums over them.",
+        show_default=False,
+    ),
+]
+
+TopOption = Annotated[
+    int | None,
+    typer.Option(
+        "--top",
+        min=1,
+        max=ROWS_MAX,
+        metavar="N",
+        help="Rows per table where a list is cut (the largest first); --json has all.",
+        show_default=False,
+    ),
+]
+
+LimitAlias = Annotated[
+    int | None,
+    typer.Option("--limit", min=1, max=ROWS_MAX, hidden=True, help="The old name of --top."),
+]
+
+
+def top_of(top: int | None, limit: int | None, default: int) -> int:
+    """Return the rows ``--top`` asks for (``--limit``, its old name, also works); ``default`` without either.
+
+    Raises
+    ------
+    typer.BadParameter
+        Both given.
+    """
+    if top is not None and limit is not None:
+        raise typer.BadParameter("--limit is the old name of --top; give --top alone", param_hint="--limit")
+    return top if top is not None else limit if limit is not None else default
+
+
+MarkdownOption = Annotated[
+    str | None,
+    typer.Option(
+        "--markdown",
+        metavar="FILE",
+        help="Write the result as markdown (for a pull-request comment or $GITHUB_STEP_SUMMARY) to this "
+        "file; '-' prints it instead of the tables.",
+        show_default=False,
+    ),
+]
+
+CsvOption = Annotated[
+    str | None,
+    typer.Option(
+        "--csv",
+        metavar="FILE",
+        help="Also write the tables as one CSV file: a 'table' column names each row's table, the other "
+        "columns are the --json rows' fields (nanoseconds, ratios as fractions); '-' prints it instead "
+        "of the tables.",
+        show_default=False,
+    ),
+]
+
+NoColorOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-color",
+        help="Plain text, no colour or bold (also when NO_COLOR is set; piped output never has any).",
+    ),
+]
+
+QuietOption = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="Print nothing on success but errors (the exit code says the rest)."),
+]
+
+VerboseOption = Annotated[
+    bool,
+    typer.Option("--verbose", "-v", help="Print every note, not one line counting them."),
 ]

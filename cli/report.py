@@ -26,15 +26,19 @@ from cli.common import (
     user_errors,
 )
 from cli.options import (
+    AlignOption,
     CacheDirOption,
     CodecOption,
     CommKernelOption,
     IncludePythonOption,
     IterationRangeOption,
+    IterationsOption,
+    LinkOption,
     NoCacheOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
+    RanksOption,
 )
 from timeline.errors import shown
 
@@ -99,7 +103,7 @@ CompareOption = Annotated[
 ]
 
 
-def _compare(base: str | None, inputs: Inputs) -> Diff | None:
+def _compare(base: str | None, inputs: Inputs, options: RunOptions) -> Diff | None:
     """Return ``timeline diff BASE NEW``'s result, NEW the report's run (all its ranks); None without BASE.
 
     BASE is read first, so a bad BASE stops before the report's traces are read.
@@ -110,14 +114,13 @@ def _compare(base: str | None, inputs: Inputs) -> Diff | None:
 
     from timeline.budgets.runs import read_run
     from timeline.results.diff import build_diff
-    from timeline.run import RunOptions
 
     whole = replace(inputs, rank=None, rank_regex=None)
     runs = []
     for paths in ([base], list(inputs.paths)):
         with loading() as (progress, warn):
             runs.append(
-                read_run(replace(whole, paths=paths), RunOptions(), match=True, progress=progress, warn=warn)
+                read_run(replace(whole, paths=paths), options, match=True, progress=progress, warn=warn)
             )
     diff = build_diff(runs[0], runs[1])
     echo_warnings(diff.warnings)
@@ -159,7 +162,7 @@ def _report_data(
     from timeline.report.data import build_report_data
     from timeline.run import Needs
 
-    diff = _compare(compare, inputs)
+    diff = _compare(compare, inputs, options)
     run = open_run(inputs, options, needs=Needs(communication=True, graph=True, every_event=True))
     return build_report_data(run, compare=diff, helper=helper), run.trace.files.get_column("path").n_unique()
 
@@ -193,6 +196,10 @@ def serve_command(
             show_default=False,
         ),
     ] = None,
+    link_gbps: LinkOption = None,
+    align: AlignOption = False,
+    ranks: RanksOption = None,
+    iterations: IterationsOption = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -205,7 +212,8 @@ def serve_command(
 ) -> None:
     """Serve the interactive report (per-iteration Gantt of exposed communication) on localhost.
 
-    Prints the URL, serves until Ctrl-C, then stops cleanly.
+    Prints the URL, serves until Ctrl-C, then stops cleanly. It serves a page, not a result to
+    print: no --json or --markdown ('timeline analyze' prints them).
     Exit codes: 0 success (stopped with Ctrl-C), 2 bad input or usage, or the 'report' extra missing
     (one 'error:' line on stderr), 3 a bug in timeline.
     """
@@ -218,8 +226,10 @@ def serve_command(
 
         origins = list(allow_origin or ())
         parse_origins(origins)  # a bad one stops before the traces are read
-        options = run_options(codec_gbps=codec_gbps)
         flight, paths = _flight(paths, rank, rank_regex, compare)
+        options = run_options(
+            link_gbps=link_gbps, align=align, codec_gbps=codec_gbps, ranks=ranks, iterations=iterations
+        )
         data: ReportData | FlightReport
         if flight is None:
             inputs = inputs_of(
@@ -253,6 +263,10 @@ def report_command(
             "-o", "--output", help="The HTML file to write (standalone: opens offline).", show_default=False
         ),
     ],
+    link_gbps: LinkOption = None,
+    align: AlignOption = False,
+    ranks: RanksOption = None,
+    iterations: IterationsOption = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
     comm_kernel: CommKernelOption = None,
@@ -265,6 +279,8 @@ def report_command(
 ) -> None:
     """Write the interactive report as one standalone HTML file, for a CI run or an issue.
 
+    It writes a page, not a result to print: no --json or --markdown ('timeline analyze' prints them).
+
     Exit codes: 0 success, 2 bad input or usage, or the 'report' extra missing (one 'error:' line on
     stderr), 3 a bug in timeline, 130 interrupted.
     """
@@ -273,11 +289,13 @@ def report_command(
         from timeline.inputs import expand_paths
         from timeline.outputs import check_output
 
-        options = run_options(codec_gbps=codec_gbps)
         reads = [*paths, *([compare] if compare else [])]
         expand_paths(reads)  # a missing input is named before the output
         check_output(output, reads=reads, option="-o")
         flight, paths = _flight(paths, rank, rank_regex, compare)
+        options = run_options(
+            link_gbps=link_gbps, align=align, codec_gbps=codec_gbps, ranks=ranks, iterations=iterations
+        )
         if flight is not None:
             from timeline.report.flight_view import write_flight_report
 

@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.common import console, user_errors
-from cli.options import JsonOption
+from cli.common import emit, user_errors
+from cli.options import JsonOption, MarkdownOption, NoColorOption
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from timeline.results.whatif import SeedReport
 
 __all__ = ["seed_command"]
@@ -87,13 +89,16 @@ def seed_command(
     buckets: BucketsOption = "fusion:64:5",
     vector_add_cost: VectorAddCostOption = None,
     json_output: JsonOption = False,
+    markdown: MarkdownOption = None,
+    no_color: NoColorOption = False,
 ) -> None:
     """Predict the scaling factor of data-parallel training from a one-GPU backward profile.
 
     Runs the seed paper's simulator (Zhang et al., "Is Network the Bottleneck of Distributed
     Training?", NetAI 2020) on PROFILE.bk.log: buckets all-reduced one at a time on a ring over the
     full link, after the gradients they carry; one row per bandwidth, world size, compression ratio
-    and bucket policy. For a trace of your own job, use 'timeline whatif'.
+    and bucket policy. For a trace of your own job, use 'timeline whatif'. A backward profile has
+    no ranks and no iterations to select: no --ranks or --iterations.
 
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
@@ -110,14 +115,13 @@ def seed_command(
         )
     for note in report.notes:
         typer.echo(f"note: {note}", err=True)
-    if json_output:
-        from timeline.render.json import render_json
 
-        typer.echo(render_json(report))
-        return
-    from timeline.render.terminal.whatif import render_seed_report
+    def draw(console: Console) -> None:
+        from timeline.render.terminal.whatif import render_seed_report
 
-    render_seed_report(report, console(150))
+        render_seed_report(report, console)
+
+    emit(report, draw, json_output=json_output, markdown=markdown, title="timeline seed", no_color=no_color)
 
 
 def _seed_report(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.common import console, echo_warnings, inputs_of, open_run, user_errors
+from cli.common import echo_warnings, emit, inputs_of, open_run, user_errors
 from cli.options import (
     CacheDirOption,
     CommKernelOption,
@@ -21,15 +21,22 @@ from cli.options import (
     ExecutorOption,
     IncludePythonOption,
     IterationRangeOption,
+    IterationsOption,
     JsonOption,
+    MarkdownOption,
     NoCacheOption,
+    NoColorOption,
     PathsArgument,
     RankOption,
     RankRegexOption,
+    RanksOption,
     RayAddressOption,
+    VerboseOption,
 )
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from timeline.results.whatif import WhatIfReport
     from timeline.run import Inputs
     from timeline.whatif.settings import DimensionValues, Settings
@@ -120,11 +127,9 @@ TargetSfOption = Annotated[
         show_default=False,
     ),
 ]
-IterationOption = Annotated[
+IterationAlias = Annotated[
     list[int] | None,
-    typer.Option(
-        "--iteration", help="Average over these iterations only (ProfilerStep numbers); repeatable."
-    ),
+    typer.Option("--iteration", hidden=True, help="The old name of --iterations; repeatable."),
 ]
 
 
@@ -140,8 +145,13 @@ def whatif_command(
     algorithm: AlgorithmOption = "ring",
     codec_gbps: CodecGbpsOption = None,
     target_sf: TargetSfOption = None,
-    iteration: IterationOption = None,
+    iterations: IterationsOption = None,
+    iteration: IterationAlias = None,
+    ranks: RanksOption = None,
     json_output: JsonOption = False,
+    markdown: MarkdownOption = None,
+    no_color: NoColorOption = False,
+    verbose: VerboseOption = False,
     dimension: DimensionOption = None,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
@@ -158,15 +168,21 @@ def whatif_command(
     Replays the run's dependency graph (compute, gradient-ready times, collectives, waits) with
     other link bandwidths, world sizes, bucket sizes and compression ratios; first checks that the
     measured conditions reproduce the measured iteration time (self-replay error). A seed paper
-    backward profile (PROFILE.bk.log) is for 'timeline seed'.
+    backward profile (PROFILE.bk.log) is for 'timeline seed'. --iterations: the figures are
+    averages over those iterations of the replay of the whole run; --ranks: the run of those ranks
+    alone is replayed.
 
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
     """
     with user_errors():
         _refuse_backward_profiles(paths)
+        from timeline.selection import parse_numbers
         from timeline.whatif.settings import parse_measured_links, parse_settings
 
+        chosen = parse_numbers(iterations, "--iterations")
+        if iteration:
+            chosen = tuple(sorted({*(chosen or ()), *iteration}))
         settings = parse_settings(
             bandwidth=bandwidth,
             world_size=world_size,
@@ -176,7 +192,7 @@ def whatif_command(
             latency=latency,
             codec_gbps=codec_gbps,
             target_sf=target_sf,
-            iterations=iteration,
+            iterations=chosen,
         )
         measured = parse_measured_links(link_gbps)
         inputs = inputs_of(
@@ -191,21 +207,18 @@ def whatif_command(
             no_cache=no_cache,
             cache_dir=cache_dir,
         )
-        report = _whatif_report(inputs, settings, measured, efficiency=efficiency, dimension=dimension)
-    _print_report(report, json_output=json_output)
-
-
-def _print_report(report: WhatIfReport, *, json_output: bool) -> None:
-    """Print the report's warnings on stderr, then the report as JSON or as text and a table."""
+        selected = parse_numbers(ranks, "--ranks")
+        report = _whatif_report(
+            inputs, settings, measured, efficiency=efficiency, dimension=dimension, ranks=selected
+        )
     echo_warnings(report.warnings)
-    if json_output:
-        from timeline.render.json import render_json
 
-        typer.echo(render_json(report))
-        return
-    from timeline.render.terminal.whatif import render_whatif_report
+    def draw(console: Console) -> None:
+        from timeline.render.terminal.whatif import render_whatif_report
 
-    render_whatif_report(report, console(150))
+        render_whatif_report(report, console, verbose=verbose)
+
+    emit(report, draw, json_output=json_output, markdown=markdown, title="timeline whatif", no_color=no_color)
 
 
 def _refuse_backward_profiles(paths: list[str]) -> None:
@@ -235,10 +248,12 @@ def _whatif_report(
     *,
     efficiency: str | None,
     dimension: list[str] | None,
+    ranks: tuple[int, ...] | None = None,
 ) -> WhatIfReport:
     """Read the run's what-if graph with the measured links, pick the efficiency, and build the report.
 
     ``measured``: ``--link-gbps`` read (the link of every collective, the links of named dimensions).
+    ``ranks``: replay the run of these ranks alone (``--ranks``).
 
     Raises
     ------
@@ -252,7 +267,7 @@ def _whatif_report(
     from timeline.whatif.settings import check_dimensions, check_named, choose_efficiency
 
     link, by_dimension = measured
-    options = RunOptions(link_gbps=link, dimensions=parse_dimension_overrides(dimension or []))
+    options = RunOptions(link_gbps=link, dimensions=parse_dimension_overrides(dimension or []), ranks=ranks)
     built = open_run(inputs, options, first=lambda run: run.graph).graph
     check_named([("--link-gbps", d) for d, _ in by_dimension], built.dimensions)
     built = replace(built, dimension_links=by_dimension)
@@ -262,6 +277,7 @@ def _whatif_report(
         efficiency,
         link_known=built.link_gbps is not None or bool(by_dimension),
         bandwidths=[*settings.bandwidths, *named],
+        target=settings.target_sf is not None,
     )
     if note is not None:
         typer.echo(f"note: {note}", err=True)

@@ -10,7 +10,7 @@ Each sample is a run folder written by a demo job of ``timeline capture --demo``
 named ``rank<N>.2-4.pt.trace.json.gz`` (steps 2-4 recorded: wait 1, warmup 1, active 3,
 ``record_shapes=True``) and a ``manifest.json``. Timings differ from run to run, so regenerating
 changes the files; the event structure does not. Each sample is the same as
-``timeline capture --demo --demo-job JOB --ranks N --steps 6 --out sample_traces/NAME``.
+``timeline capture --demo --demo-job JOB --world-size N --steps 6 --out sample_traces/NAME``.
 
 - ``ddp_gloo/``: job ``ddp`` (an MLP under ``DistributedDataParallel(bucket_cap_mb=1)``), 2 ranks;
 - ``ddp_gloo_markers/``: the same with gradient-ready markers (``timeline.grad_ready:<param>:<bytes>``);

@@ -14,6 +14,7 @@ import importlib.util
 import io
 import json
 import math
+import os
 import pickle
 import subprocess
 import sys
@@ -247,7 +248,11 @@ def timeline_command() -> list[str]:
 
 
 def run_timeline(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``timeline ARGS`` and return its exit code, stdout and stderr (never raises on failure)."""
+    """Run ``timeline ARGS`` and return its exit code, stdout and stderr (never raises on failure).
+
+    Its output is 200 columns wide (``COLUMNS``): a test reads whole lines whatever its own process
+    exports (pytest imports readline, which exports the terminal's ``COLUMNS``, often 80).
+    """
     return subprocess.run(
         [*timeline_command(), *map(str, args)],
         capture_output=True,
@@ -255,6 +260,7 @@ def run_timeline(*args: str | Path, cwd: Path | None = None) -> subprocess.Compl
         check=False,
         cwd=cwd,
         timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
     )
 
 
@@ -1259,3 +1265,26 @@ def kineto_document(rows: list[dict[str, Any]], rank: int) -> dict[str, Any]:
              "ts": row["start_ns"] / 1000, "dur": (row["end_ns"] - row["start_ns"]) / 1000, "args": args}
         )  # fmt: skip
     return {"distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2}, "traceEvents": events}
+
+
+# --- commands rendered at several widths (tests/cli/test_widths.py, tests/test_docs.py) --------------
+
+_SAMPLES = REPO / "sample_traces"
+_FLIGHT = TRACES / "flight_recorder" / "nvrx_megatron16_gpu_error_1st"
+_HOROVOD_TF = TRACES / "horovod" / "andrewor14_tf-logs__horovod_timeline__e2205b98.json"
+_BUDGET = REPO / "tests" / "cli" / "golden" / "budget.toml"
+
+WIDTH_CASES: dict[str, tuple[str, ...]] = {
+    "analyze": ("analyze", str(_SAMPLES / "ddp_gloo")),
+    "analyze-mesh-link-align": ("analyze", str(_SAMPLES / "fsdp2_tp_gloo"), "--link-gbps", "10", "--align"),
+    "analyze-dlrm": ("analyze", str(PARAM)),
+    "analyze-horovod": ("analyze", str(_HOROVOD_TF)),
+    "collectives": ("collectives", str(_SAMPLES / "fsdp2_tp_gloo"), "--link-gbps", "100GB"),
+    "collectives-horovod": ("collectives", str(_HOROVOD_TF)),
+    "whatif": ("whatif", str(_SAMPLES / "ddp_gloo"), "-b", "1,10,100gbe", "-n", "2,8", "--link-gbps", "10"),
+    "check": ("check", str(_SAMPLES / "ddp_gloo"), "--budget", str(_BUDGET)),
+    "flight-recorder-verdict": ("analyze", str(_FLIGHT)),
+    "flight-recorder-progress": ("collectives", str(_FLIGHT)),
+}
+"""Commands whose output the width tests fit to 60-200 columns and the glossary test reads: analyze,
+collectives, whatif, check, the Flight Recorder verdict and progress, on samples and public traces."""

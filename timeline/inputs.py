@@ -32,6 +32,7 @@ from timeline.globs import glob_paths
 from timeline.importers.manifest import MANIFEST_NAME, read_manifest
 from timeline.importers.result import FileResult, HeldRank, ImportOptions
 from timeline.paths import check_path, path_text
+from timeline.selection import Selection
 
 if TYPE_CHECKING:
     import polars as pl
@@ -615,6 +616,9 @@ class Unit:
     only_file: bool = False
     """The unit's file is the only file of the inputs: naming no rank, it is rank 0
     (:func:`resolve_rank`)."""
+    selection: Selection = field(default_factory=Selection)
+    """The ranks and iterations the run keeps (``--ranks``, ``--iterations``): a task keeps only
+    their events and overlap rows (:mod:`timeline.selection`)."""
 
 
 def plan_units(

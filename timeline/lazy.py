@@ -25,6 +25,9 @@ def lazy_names(
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """Return ``__getattr__`` and ``__dir__`` for ``package``, importing each of ``names`` when first used.
 
+    ``dir(package)`` lists the public names (``names`` and the package's ``__all__``) and its
+    dunders, not what the package imports for itself (``annotations``, ``TYPE_CHECKING``, …).
+
     Parameters
     ----------
     package
@@ -50,7 +53,10 @@ def lazy_names(
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(namespace) | set(names))
+        # the public names and the module's dunders; not what the package imports for itself
+        public = namespace.get("__all__", ())
+        dunders = {name for name in namespace if name.startswith("__") and name.endswith("__")}
+        return sorted(set(names) | set(public) | dunders)
 
     return __getattr__, __dir__
 

@@ -27,6 +27,7 @@ from timeline.errors import TimelineError, UsageError
 from timeline.importers.result import ImportOptions
 from timeline.importers.rules import ClassificationRules
 from timeline.inputs import input_paths
+from timeline.selection import Selection
 
 if TYPE_CHECKING:
     import polars as pl
@@ -196,6 +197,9 @@ class RunOptions:
         Ranks per node (``--gpus-per-node``), else the hosts the traces name.
     codec_gbps
         The compression codec's throughput (encode and decode, each), for ``compression``.
+    ranks, iterations
+        Keep only these ranks' events and these iterations' windows (``--ranks``, ``--iterations``;
+        None: all), in memory and rank by rank alike (:mod:`timeline.selection`).
     """
 
     align: bool = False
@@ -203,6 +207,13 @@ class RunOptions:
     dimensions: Mapping[str, str] = field(default_factory=dict)
     gpus_per_node: int | None = None
     codec_gbps: float | None = None
+    ranks: tuple[int, ...] | None = None
+    iterations: tuple[int, ...] | None = None
+
+    @property
+    def selection(self) -> Selection:
+        """The ranks and iterations kept."""
+        return Selection(ranks=self.ranks, iterations=self.iterations)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -288,6 +299,10 @@ class Run:
 
         run = cls(Inputs(paths=[]), options)
         run.rank_by_rank = False
+        selection = run.options.selection
+        if not selection.everything:
+            run.__dict__["_read"] = run._selected(trace)
+            return run
         offsets = None
         if run.options.align:
             trace, offsets = align_events(trace)
@@ -312,6 +327,13 @@ class Run:
         read = self._by_rank(self.needs) if self.rank_by_rank else self._in_memory(self.needs)
         if self._warn is not None:
             self._warn(read.trace.warnings)
+        selection = self.options.selection
+        if not selection.everything:
+            from timeline.analysis.selection import check_selected
+
+            check_selected(selection, ranks=_traced_ranks(read.trace.files), windows=read.overlap.windows)
+        if read.overlap.ranks.height == 0:
+            _refuse_nothing_measured(read.trace)
         return read
 
     def _in_memory(self, needs: Needs) -> _Read:
@@ -319,6 +341,8 @@ class Run:
         trace = self.inputs.load(
             progress=self._progress, overlap_only=not (needs.communication or self.options.align)
         )
+        if not self.options.selection.everything:
+            return self._selected(trace)
         from timeline.analysis.overlap import compute_overlap
 
         offsets = None
@@ -326,13 +350,35 @@ class Run:
             trace, offsets = align_events(trace)
         return _Read(trace=trace, overlap=compute_overlap(trace.events), offsets=offsets)
 
+    def _selected(self, trace: Trace) -> _Read:
+        """Return the read of the selected ranks and iterations of a trace, as the rank-by-rank tasks do.
+
+        The overlap is measured on all the events, then restricted
+        (:func:`timeline.analysis.selection.restrict`); the clocks are aligned on the events kept, as
+        they are rank by rank.
+        """
+        from timeline.analysis.overlap import compute_overlap
+        from timeline.analysis.selection import restrict
+        from timeline.execution.reduce import shift_overlap
+
+        events, overlap = restrict(trace.events, compute_overlap(trace.events), self.options.selection)
+        trace, offsets = replace(trace, events=events), None
+        if self.options.align:
+            trace, offsets = align_events(trace)
+            overlap = shift_overlap(overlap, offsets)
+        return _Read(trace=trace, overlap=overlap, offsets=offsets)
+
     def _by_rank(self, needs: Needs) -> _Read:
         executor = self.inputs.runner(preload="timeline.execution.reduce")
         from timeline.execution.reduce import shift_overlap
 
         align = self.options.align
         analysis = self.inputs.run(
-            _reducer(communication=needs.communication or align or needs.graph, graph=needs.graph),
+            _reducer(
+                communication=needs.communication or align or needs.graph,
+                graph=needs.graph,
+                selection=self.options.selection,
+            ),
             executor=executor,
             progress=self._progress,
         )
@@ -422,8 +468,15 @@ class Run:
 
     @property
     def own_warnings(self) -> tuple[str, ...]:
-        """The run's own warnings, beside the load's: a partial run."""
-        return () if self.partial is None else (self.partial,)
+        """The run's own warnings, beside the load's: a partial run, the ranks and iterations selected."""
+        notes: tuple[str, ...] = () if self.partial is None else (self.partial,)
+        selection = self.options.selection
+        if not selection.everything:
+            notes += (
+                f"{selection.describe()} selected (--ranks, --iterations): every figure is of the "
+                "selection only",
+            )
+        return notes
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -571,9 +624,12 @@ class Run:
     def _graph_read(self) -> GraphAnalysis:
         """Rank by rank: every rank's what-if graph parts, from a read of their own (no overlap needed)."""
         executor = self.inputs.runner(preload="timeline.execution.graphs")
+        from functools import partial
+
         from timeline.execution.graphs import graph_files
 
-        parts = self.inputs.run(graph_files, executor=executor, progress=self._progress)
+        task = partial(graph_files, selection=self.options.selection)
+        parts = self.inputs.run(task, executor=executor, progress=self._progress)
         if self._warn is not None and "_read" not in self.__dict__:
             self._warn(parts.warnings)
         return parts
@@ -593,7 +649,9 @@ class Run:
         trace = self._complete.trace  # read first: nothing imports polars before the load
         from timeline.whatif.graph import trace_graph
 
-        return trace_graph(trace, link_gbps=options.link_gbps, overrides=options.dimensions)
+        # the selected iterations' windows, found on all the events (rank by rank: in each task)
+        windows = self.overlap.windows if options.iterations is not None else None
+        return trace_graph(trace, link_gbps=options.link_gbps, overrides=options.dimensions, windows=windows)
 
     @cached_property
     def diagnosis(self) -> Diagnosis:
@@ -689,6 +747,27 @@ def _traced_ranks(files: pl.DataFrame) -> list[int]:
     return ranks
 
 
+def _refuse_nothing_measured(trace: Trace) -> None:
+    """Refuse inputs in which no rank has anything to measure (an error, never "measured on nothing").
+
+    Raises
+    ------
+    TraceContentError
+        Naming the file (or how many), what its events are, and what to give instead.
+    """
+    from timeline.errors import TraceContentError, shown
+
+    paths = trace.files.get_column("path").to_list()
+    where = shown(paths[0]) if len(paths) == 1 else f"the {len(paths)} input files"
+    kinds = sorted({str(kind) for kind in trace.events.get_column("kind").unique().to_list()})
+    held = f"its {trace.events.height:,} events are of kinds {', '.join(kinds)}" if kinds else "no events"
+    msg = (
+        f"{where}: no rank has compute, communication or memory copies to measure ({held}); give the "
+        "profiler traces of the ranks, or a Horovod timeline that holds its operations' phases"
+    )
+    raise TraceContentError(msg)
+
+
 def partial_run_note(files: pl.DataFrame) -> str | None:
     """Return why a run is partial, from its file table, or None when its traces hold every rank.
 
@@ -709,13 +788,13 @@ def partial_run_note(files: pl.DataFrame) -> str | None:
     )
 
 
-def _reducer(*, communication: bool, graph: bool) -> Callable[..., Analysis]:
+def _reducer(*, communication: bool, graph: bool, selection: Selection) -> Callable[..., Analysis]:
     """Return :func:`~timeline.execution.reduce.analyze_files` with what its tasks keep."""
     from functools import partial
 
     from timeline.execution.reduce import analyze_files
 
-    return partial(analyze_files, communication=communication, graph=graph)
+    return partial(analyze_files, communication=communication, graph=graph, selection=selection)
 
 
 def _rank_list(ranks: Sequence[int]) -> str:
@@ -747,6 +826,8 @@ def analyze(
     dimensions: Mapping[str, str] | None = None,
     gpus_per_node: int | None = None,
     codec_gbps: float | None = None,
+    ranks: Sequence[int] | None = None,
+    iterations: Sequence[int] | None = None,
     progress: Progress | None = None,
     cache: bool | str | Path | Cache = True,
 ) -> Run:
@@ -765,7 +846,7 @@ def analyze(
         ``iteration_range``: the NVTX ranges that are an Nsight Systems export's iterations).
     executor, ray_address
         Read rank by rank on ``local`` processes or ``ray`` (a Ray address implies it).
-    align, link_gbps, dimensions, gpus_per_node, codec_gbps
+    align, link_gbps, dimensions, gpus_per_node, codec_gbps, ranks, iterations
         The :class:`RunOptions`.
     progress
         Called as ``progress(label, done, total)`` after each file or rank.
@@ -814,6 +895,8 @@ def analyze(
         dimensions=dict(dimensions or {}),
         gpus_per_node=arguments.check_optional_int(gpus_per_node, argument="gpus_per_node"),
         codec_gbps=codec_gbps,
+        ranks=None if ranks is None else tuple(sorted(set(ranks))),
+        iterations=None if iterations is None else tuple(sorted(set(iterations))),
     )
     return Run(inputs, options, needs=Needs(communication=True, graph=True), progress=progress).read()
 

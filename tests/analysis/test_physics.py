@@ -219,7 +219,7 @@ def test_collectives_on_one_traced_rank_of_eight_says_so() -> None:
     assert result.returncode == 0, result.stderr
     assert "matched on every rank" not in result.stdout
     assert (
-        "8 logical collective(s) in 1 group(s) across 1 rank(s); 8 matched on 1 of 8 ranks of their group: "
+        "8 logical collectives in 1 group across 1 rank; 8 matched on 1 of 8 ranks of their group: "
         "the other ranks' traces were not given" in " ".join(result.stdout.split())
     )
     assert "│   1/8 │" in result.stdout

@@ -81,7 +81,7 @@ def test_unknown_demo_job(tmp_path: Path) -> None:
 
 
 def test_mesh_job_with_an_odd_rank_count(tmp_path: Path) -> None:
-    code, out, err = _invoke("--demo", "--demo-job", "fsdp2_tp", "--ranks", "3", "--out", str(tmp_path / "r"))
+    code, out, err = _invoke("--demo", "--demo-job", "fsdp2_tp", "-n", "3", "--out", str(tmp_path / "r"))
     assert (code, out) == (2, "")
     assert err == (
         "error: ranks=3: the fsdp2_tp demo job runs on a device mesh with a dimension of 2; pass an even "

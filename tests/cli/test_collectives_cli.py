@@ -91,7 +91,7 @@ def test_param_tables() -> None:
     result = run_timeline("collectives", PARAM)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "8 logical collective(s) in 1 group(s) across 8 rank(s); 8 matched on every rank" in out
+    assert "8 logical collectives in 1 group across 8 ranks; 8 matched on every rank" in out
     assert "7.62 ms" in out
     assert "Who everyone waits for" in out
     assert "slow rank" in out

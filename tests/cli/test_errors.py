@@ -80,8 +80,8 @@ def test_analyze_prints_the_rank_table_and_the_worst_iteration() -> None:
     assert result.stderr == ""
     out = result.stdout
     assert out.startswith("verdict: ")  # #21: the verdict and the top findings come first
-    assert "timeline: 8 file(s), 8 rank(s), measured on gpu" in out.splitlines()
-    assert out.index("timeline: 8 file(s)") < out.index("Per rank (whole trace)")
+    assert "timeline: 8 files, 8 ranks, measured on gpu" in out.splitlines()
+    assert out.index("timeline: 8 files") < out.index("Per rank (whole trace)")
     assert "Per rank (whole trace)" in out
     assert "Per iteration" in out
     rank_rows = [line for line in out.splitlines() if line.startswith("│") and "gpu" in line]

@@ -232,7 +232,7 @@ def test_collectives_lists_every_groups_progress() -> None:
             continue
         group, rank, state = re.escape(row.group), row.rank, row.state
         line = (
-            rf"│ {group} +│ +{rank} │ +{state} │ +#{row.last_enqueued} │ +- │ "
+            rf"│ {group} +│ +{rank} │ +{state} +│ +#{row.last_enqueued} │ +- │ "
             rf"+#{row.last_completed} │ +{row.outstanding} │ +#{row.stop_seq} │"
         )
         assert re.search(line, result.stdout), line

@@ -40,6 +40,8 @@ def _inputs() -> list[Any]:
     amd = sorted((KINETO / "hta_amd_mi250").iterdir())
     paths += [pytest.param([f], id=f"kineto.hta_amd_mi250.{f.name}") for f in amd[:1]]
     for entry in sorted(HOROVOD.rglob("*.json")):
+        if entry.stem == "smdebug__horovod_timeline_small":  # nothing to measure: an error (tests/cli)
+            continue
         paths.append(pytest.param([entry], id=f"horovod.{entry.stem}"))
     for entry in sorted(SAMPLES.iterdir()):
         if entry.is_dir() and entry.name != "horovod":

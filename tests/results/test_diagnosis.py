@@ -109,7 +109,7 @@ def test_no_findings_leaves_them_out() -> None:
     assert summary["findings"] is None
     text = run_timeline("analyze", SAMPLE, "--no-findings").stdout
     assert "verdict" not in text
-    assert text.startswith("timeline: 2 file(s)")
+    assert text.startswith("timeline: 2 files")
 
 
 def test_analyze_prints_the_verdict_and_the_top_findings_before_the_tables(

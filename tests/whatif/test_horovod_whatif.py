@@ -122,7 +122,7 @@ def test_horovod_without_a_loop_is_one_window(tmp_path: Path) -> None:
 
 def test_cli_prints_the_notes_and_json_carries_them(tmp_path: Path) -> None:
     path = _loop_timeline(tmp_path / "timeline.json")
-    text = run_timeline("whatif", path, "--link-gbps", "10", "--bandwidth", "20")
+    text = run_timeline("whatif", path, "--link-gbps", "10", "--bandwidth", "20", "--verbose")
     assert text.returncode == 0, text.stderr
     assert "note: a Horovod timeline alone: it records no compute" in text.stdout
     assert "measured 1.00 ms/iteration; self-replay 1.00 ms (error 0.0%" in text.stdout
@@ -181,10 +181,12 @@ def test_cli_exit_codes_on_real_timelines() -> None:
     ):
         result = run_timeline("whatif", path)
         assert result.returncode == 0, result.stderr
-        assert "note: " in result.stdout
-    empty = run_timeline("whatif", SMDEBUG)  # negotiations only, never an operation
-    assert empty.returncode == 0, empty.stderr
-    assert "note: the timeline holds no operation" in empty.stdout
+        assert "(--verbose shows them)" in result.stdout
+        assert "note: " in run_timeline("whatif", path, "--verbose").stdout
+    # negotiations only, never an operation: nothing to measure, an error (#41)
+    empty = run_timeline("whatif", SMDEBUG)
+    assert empty.returncode == 2
+    assert "no rank has compute, communication or memory copies to measure" in empty.stderr
 
 
 @needs_shared

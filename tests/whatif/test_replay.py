@@ -72,7 +72,7 @@ def test_observed_efficiency_needs_the_measured_link_to_move_bandwidth() -> None
     graph = build_graph(gpu_run(gpu_rank()))
     with pytest.raises(UsageError, match="measured link is unknown"):
         replay(graph, scenario=Scenario(bandwidth_gbps=16))
-    with pytest.raises(UsageError, match="needs a bandwidth"):
+    with pytest.raises(UsageError, match="predicts on a link of known bandwidth"):
         replay(graph, scenario=Scenario(efficiency="full"))
     assert predicted_us(graph, Scenario(bandwidth_gbps=16, efficiency="full")) == pytest.approx(245)
     assert predicted_us(graph, Scenario(world_size=4)) == pytest.approx(370)  # relative: no link needed

@@ -67,6 +67,8 @@ __all__ = [
     "compute_negotiation_wait",
     "compute_tensor_phases",
     "continued_wire_phases",
+    "framework_advice",
+    "horovod_framework",
     "horovod_limitations",
     "horovod_wire_sets",
     "horovod_world_size",
@@ -526,14 +528,57 @@ def _negotiation_ticks(horovod: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def horovod_limitations(*, clock: str | None = None, with_framework_trace: bool = False) -> tuple[str, ...]:
-    """Return what a Horovod timeline cannot tell, and what would, one sentence each."""
+_TENSORFLOW_TENSOR = r"(?:^|/)Horovod(?:Allreduce|Broadcast|Allgather|Alltoall|Reducescatter)_"
+"""A tensor name of Horovod's TensorFlow (and Keras) ops: ``HorovodAllreduce_<grad>_0``, scoped or not."""
+_PYTORCH_TENSOR = r"^(?:allreduce|broadcast|allgather|alltoall|reducescatter|grouped_allreduce)\."
+"""A tensor name of Horovod's PyTorch ops: ``allreduce.<parameter>`` or ``allreduce.noname.N``."""
+
+
+def horovod_framework(events: pl.DataFrame) -> str | None:
+    """Return the framework a Horovod timeline came from, by its tensor names: ``tensorflow``, ``pytorch``.
+
+    Horovod names a tensor after the op that submitted it: TensorFlow's ``HorovodAllreduce_…``
+    (``horovod/tensorflow/mpi_ops.py``), PyTorch's ``allreduce.…`` (``horovod/torch/mpi_ops.py``).
+    None when neither (or both) is seen.
+    """
+    if "tensor" not in events.columns:
+        return None
+    names = (
+        events.filter(pl.col("source") == "horovod")
+        .select(pl.col("tensor").cast(pl.String))
+        .drop_nulls()
+        .unique()
+        .to_series()
+    )
+    tensorflow = bool(names.str.contains(_TENSORFLOW_TENSOR).any())
+    pytorch = bool(names.str.contains(_PYTORCH_TENSOR).any())
+    if tensorflow == pytorch:
+        return None
+    return "tensorflow" if tensorflow else "pytorch"
+
+
+def framework_advice(framework: str | None) -> str:
+    """Return how to measure exposed vs hidden communication beside a Horovod timeline of a framework."""
+    if framework == "tensorflow":
+        return (
+            "the timeline comes from TensorFlow, whose profiler traces timeline does not read: exposed "
+            "vs hidden communication cannot be measured for this job (a PyTorch job's profiler trace "
+            "of rank 0 can be loaded with its timeline)"
+        )
+    return "load the PyTorch profiler trace of rank 0 (the writer) of the same run together with the timeline"
+
+
+def horovod_limitations(
+    *, clock: str | None = None, with_framework_trace: bool = False, framework: str | None = None
+) -> tuple[str, ...]:
+    """Return what a Horovod timeline cannot tell, and what would, one sentence each.
+
+    ``framework``: the framework the timeline came from (:func:`horovod_framework`): the advice fits it.
+    """
     lines: list[str] = []
     if not with_framework_trace:
-        lines.append(
-            "exposed vs hidden communication: the timeline has no compute events; load the PyTorch "
-            "profiler trace of rank 0 (the writer) of the same run together with the timeline"
-        )
+        advice = framework_advice(framework)
+        lines.append(f"exposed vs hidden communication: the timeline has no compute events; {advice}")
     if clock is not None and clock != "epoch":
         lines.append(
             f"the timeline's clock is {clock!r} (Horovod < 0.20.1): it cannot be aligned with a framework "
@@ -595,7 +640,7 @@ def analyze_horovod(
         batches=batches,
         negotiation=compute_negotiation_wait(horovod),
         totals=validate(_with_total_rates(totals, link_gbps), HOROVOD_TOTALS_SCHEMA, what="horovod totals"),
-        limitations=horovod_limitations(clock=clock),
+        limitations=horovod_limitations(clock=clock, framework=horovod_framework(horovod)),
     )
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "LINK_PRESETS",
     "PHYSICAL_CEILING_GBPS",
     "bandwidth_ceiling",
+    "describe_link",
     "describe_presets",
     "parse_link_gbps",
 ]
@@ -187,6 +188,27 @@ def parse_link_gbps(text: str) -> float:
         msg = f"--link-gbps {text!r}: the bandwidth must be positive"
         raise UsageError(msg)
     return value
+
+
+def describe_link(text: str, gbps: float, *, option: str = "--link-gbps") -> str:
+    """Return the capacity an option's text names, as every figure derived from it uses it.
+
+    Examples
+    --------
+    >>> describe_link("100GB", 800.0)
+    'link 800 Gbit/s one direction (--link-gbps 100GB: bytes, 8 bits each)'
+    >>> describe_link("ib-hdr", 200.0)
+    'link 200 Gbit/s one direction (--link-gbps ib-hdr: a preset)'
+    """
+    key = _normalise(text)
+    if key in _PRESETS or key in _ALIASES:
+        how = ": a preset"
+    else:
+        match = _RATE.match(text)
+        unit = "" if match is None else match.group("unit")
+        is_bytes = unit.startswith("B") or unit.lower().startswith("byte")
+        how = ": bytes, 8 bits each" if is_bytes else ""
+    return f"link {gbps:g} Gbit/s one direction ({option} {text}{how})"
 
 
 def describe_presets() -> str:

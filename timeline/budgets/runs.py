@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from timeline.errors import UsageError
 from timeline.paths import check_path, path_text
 
 if TYPE_CHECKING:
@@ -77,6 +78,13 @@ def read_run(
     """
     summary = summary_path(inputs)
     if summary is not None:
+        if not options.selection.everything:
+            msg = (
+                f"{summary}: a summary JSON holds the figures it was written with; --ranks and "
+                "--iterations select from traces: give the traces, or write the summary with them "
+                "(timeline analyze TRACES --ranks ... --json)"
+            )
+            raise UsageError(msg)
         if warn is not None and (inputs.executor is not None or inputs.ray_address is not None):
             warn([f"{summary} is a summary JSON; --executor is not used for it"])
         from timeline.budgets.frames import read_summary

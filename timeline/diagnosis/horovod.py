@@ -47,7 +47,7 @@ __all__ = ["FUSION_POLICIES", "HOROVOD_NOTES", "diagnose_horovod", "horovod_only
 
 HOROVOD_NOTES = (
     "a Horovod timeline has no compute: exposed communication, input_stall, launch_bound, imbalance and "
-    "no_overlap need the framework's trace (load rank 0's PyTorch profiler trace with the timeline)",
+    "no_overlap need the framework's trace",
     "the step is the period of the training loop derived from the timeline (the all-reduce tensor "
     "negotiated most often), or the whole timeline without one",
 )
@@ -62,8 +62,11 @@ FUSION_POLICIES = ((64, 1.0), (64, 5.0), (128, 5.0), (16, 1.0))
 
 def diagnose_horovod(trace: Trace, *, link_gbps: float | None = None) -> Diagnosis:
     """Return the diagnosis of a Horovod timeline alone (findings with the notes of what it lacks)."""
-    notes = list(HOROVOD_NOTES)
+    from timeline.analysis.horovod_phases import framework_advice, horovod_framework
+
     events = trace.events
+    first, *rest = HOROVOD_NOTES
+    notes = [f"{first} ({framework_advice(horovod_framework(events))})", *rest]
     analysis = analyze_horovod(events, link_gbps=link_gbps)
     replayer, facts = _replays(trace, link_gbps, notes)
     if facts is None:

@@ -15,10 +15,12 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
+from timeline.analysis.selection import restrict_events
 from timeline.execution.reduce import UnitReduction, default_executor, load_unit, local_unit, run_units
 from timeline.executors import Executor
 from timeline.importers.result import ImportOptions
 from timeline.inputs import PathsLike, Unit, plan_inputs, unit_claims
+from timeline.selection import Selection
 from timeline.whatif.graph import (
     DEFAULT_RESUME_TOLERANCE_NS,
     GraphParts,
@@ -100,16 +102,19 @@ def graph_unit(unit: Unit) -> GraphReduction:
     trace = load_unit(unit)
     claims, horovod = unit_claims(unit.paths, trace.files)
     events = trace.events
+    event_ranks = tuple(events.get_column("rank").unique().drop_nulls().sort().to_list())
+    # --ranks, --iterations: the events of the selected windows, as the in-memory run's graph reads
+    events, windows = restrict_events(events, unit.selection)
     return GraphReduction(
         paths=unit.paths,
         files=trace.files,
         warnings=trace.warnings,
         claims=claims,
         horovod=horovod,
-        event_ranks=tuple(events.get_column("rank").unique().drop_nulls().sort().to_list()),
+        event_ranks=event_ranks,
         clocks=trace.clocks,
         groups=trace.groups,
-        parts=graph_parts(events, groups=trace.groups),
+        parts=graph_parts(events, windows=windows, groups=trace.groups),
     )
 
 
@@ -136,6 +141,7 @@ def graph_files(
     options: ImportOptions | None = None,
     rank: int | None = None,
     rank_regex: str | None = None,
+    selection: Selection | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> GraphAnalysis:
     """Reduce traces rank by rank to the parts of their what-if graph, on an executor.
@@ -151,6 +157,8 @@ def graph_files(
         Classification rules and whether to keep ``python_function`` events.
     rank, rank_regex
         As for :func:`timeline.trace.load`.
+    selection
+        Keep only these ranks and iterations (:mod:`timeline.selection`), in each task.
     progress
         Called as ``progress(label, done, total)`` after each task.
 
@@ -172,7 +180,8 @@ def graph_files(
     """
     units = plan_inputs(paths, options=options, rank=rank, rank_regex=rank_regex)
     executor = executor if executor is not None else default_executor(units)
-    units = [replace(u, communication=False) for u in local_unit(units, executor)]
+    chosen = selection if selection is not None else Selection()
+    units = [replace(u, communication=False, selection=chosen) for u in local_unit(units, executor)]
     parts = _Parts()
     collected = run_units(units, graph_unit, parts, executor, progress)
     return GraphAnalysis(

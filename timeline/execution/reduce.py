@@ -35,6 +35,7 @@ from isal import isal_zlib
 
 from timeline.analysis.iterations import rank_modes
 from timeline.analysis.overlap import Overlap, overlap_with_modes
+from timeline.analysis.selection import restrict, restrict_events
 from timeline.errors import UsageError
 from timeline.executors import Executor, LocalExecutor, named_progress
 from timeline.importers.result import ImportOptions
@@ -42,6 +43,7 @@ from timeline.inputs import PathsLike, Unit, check_claims, plan_inputs, unit_cla
 from timeline.plausibility import CLOCKS_SCHEMA
 from timeline.policy import small_input
 from timeline.schema import FILES_SCHEMA, PROCESS_GROUPS_SCHEMA
+from timeline.selection import Selection
 from timeline.trace import Trace, check_part_files, load_part
 
 if TYPE_CHECKING:
@@ -211,7 +213,8 @@ class Analysis:
             return Trace(events=self.communication.clear(), files=self.files.clear(), warnings=())
         merged = replace(chosen[0], paths=tuple(p for unit in chosen for p in unit.paths), workers=1)
         trace = load_unit(merged)
-        return replace(trace, events=trace.events.filter(pl.col("rank").is_in(sorted(wanted))))
+        events, _ = restrict_events(trace.events, merged.selection)
+        return replace(trace, events=events.filter(pl.col("rank").is_in(sorted(wanted))))
 
 
 def communication_events(events: pl.DataFrame) -> pl.DataFrame:
@@ -361,7 +364,11 @@ def reduce_unit(unit: Unit) -> RankReduction:
     """
     # CPU operators of GPU ranks are skipped: the overlap never reads them
     return _reduction(
-        unit.paths, load_unit(unit, overlap_only=True), communication=unit.communication, graph=unit.graph
+        unit.paths,
+        load_unit(unit, overlap_only=True),
+        communication=unit.communication,
+        graph=unit.graph,
+        selection=unit.selection,
     )
 
 
@@ -380,12 +387,17 @@ def load_unit(unit: Unit, *, overlap_only: bool = False) -> Trace:
     )
 
 
-def _reduction(paths: tuple[Path, ...], trace: Trace, *, communication: bool, graph: bool) -> RankReduction:
+def _reduction(
+    paths: tuple[Path, ...], trace: Trace, *, communication: bool, graph: bool, selection: Selection
+) -> RankReduction:
     events = trace.events
     claims, horovod = unit_claims(paths, trace.files)
+    event_ranks = tuple(events.get_column("rank").unique().drop_nulls().sort().to_list())
     # the modes of the overlap events are those of all the events: each rank keeps what decides its mode
     modes = rank_modes(events)
     overlap = overlap_with_modes(_overlap_events(events, modes), modes)
+    # --ranks, --iterations: as the in-memory read restricts the run's (timeline.run.Run)
+    events, overlap = restrict(events, overlap, selection)
     parts = None
     if graph:
         from timeline.diagnosis.facts import chosen_by_rank
@@ -398,7 +410,7 @@ def _reduction(paths: tuple[Path, ...], trace: Trace, *, communication: bool, gr
         warnings=trace.warnings,
         claims=claims,
         horovod=horovod,
-        event_ranks=tuple(events.get_column("rank").unique().drop_nulls().sort().to_list()),
+        event_ranks=event_ranks,
         clocks=trace.clocks,
         groups=trace.groups,
         overlap=overlap,
@@ -676,6 +688,7 @@ def analyze_files(
     rank_regex: str | None = None,
     communication: bool = True,
     graph: bool = False,
+    selection: Selection | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Analysis:
     """Analyse traces rank by rank on an executor; the same results as loading them all at once.
@@ -700,6 +713,8 @@ def analyze_files(
         Also keep each unit's what-if graph parts of the iterations the diagnosis replays
         (:attr:`Analysis.graph_parts`): ``Analysis.graph()`` then equals the graph the in-memory
         diagnosis builds (:func:`timeline.diagnosis.diagnosis.diagnosis_graph`).
+    selection
+        Keep only these ranks and iterations (:mod:`timeline.selection`), in each task.
     progress
         Called as ``progress(label, done, total)`` after each task.
 
@@ -723,7 +738,11 @@ def analyze_files(
     """
     units = plan_inputs(paths, options=options, rank=rank, rank_regex=rank_regex)
     executor = executor if executor is not None else default_executor(units)
-    units = [replace(u, communication=communication, graph=graph) for u in local_unit(units, executor)]
+    chosen = selection if selection is not None else Selection()
+    units = [
+        replace(u, communication=communication, graph=graph, selection=chosen)
+        for u in local_unit(units, executor)
+    ]
     views = _OverlapViews()
     collected = run_units(units, _reduce_packed, views, executor, progress)
     return _analysis_of(collected, views, graph=graph)

@@ -38,6 +38,32 @@ class Result(msgspec.Struct, kw_only=True, tag_field="kind"):
     version: int
     timeline: str = TIMELINE_VERSION
 
+    def __repr__(self) -> str:
+        """Return a short description: the kind, the layout version, each field's size, not its rows.
+
+        ``msgspec.to_builtins(result)`` and ``--json`` give every value.
+        """
+        parts = [f"kind={type(self).__struct_config__.tag!r}"]
+        parts += [f"{name}={_short(getattr(self, name))}" for name in self.__struct_fields__]
+        text = f"{type(self).__name__}({', '.join(parts)})"
+        return text if len(text) <= _REPR_MAX else text[: _REPR_MAX - 2] + "…)"
+
+
+_REPR_MAX = 400
+"""The longest ``repr()`` of a result."""
+
+
+def _short(value: Any) -> str:
+    """Return a value briefly: a number or short text as it is, a list by its length, a Struct by its type."""
+    if isinstance(value, (list, tuple)):
+        return f"[{len(value)} item{'s' if len(value) != 1 else ''}]"
+    if isinstance(value, dict):
+        return f"{{{len(value)} key{'s' if len(value) != 1 else ''}}}"
+    if isinstance(value, msgspec.Struct):
+        return f"{type(value).__name__}(…)"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:38] + "…" + text[-1]
+
 
 class Row(msgspec.Struct, kw_only=True, frozen=True):
     """One row of a result's table: plain typed fields, as its frame's columns."""

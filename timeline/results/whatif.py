@@ -359,6 +359,8 @@ def _targets(graph: TraceGraph, settings: Settings) -> list[Target]:
             )
         )
         for bandwidth in plain:
+            if bandwidth is None and graph.link_gbps is None and settings.efficiency != "observed":
+                continue  # no link to search a compression ratio at: -b names one
             at_link = settings.scenario(bandwidth_gbps=bandwidth, world_size=world)
             ratio = solve_compression(graph, target, scenario=at_link, iterations=iterations)
             targets.append(

@@ -436,8 +436,9 @@ def _notes(
         "(busy from each resume until the next batch was ready on every rank, idle from there until the "
         "operations outstanding ended when no tensor became ready in between)",
         loop_note,
-        f"rank {writer} (the writer) stands for all {world} rank(s) (world size from the readiness ticks); "
-        f"{ops.height} operation(s) in {batches.height} fused batch(es): {listing}; each transfer runs "
+        f"rank {writer} (the writer) stands for all {world} rank{'s' if world != 1 else ''} (world size "
+        f"from the readiness ticks); {ops.height} operation{'s' if ops.height != 1 else ''} in "
+        f"{batches.height} fused batch{'es' if batches.height != 1 else ''}: {listing}; each transfer runs "
         "from its first wire phase to the operation's end, what came before (waiting for data, "
         "initialisation, queue, copy in) is kept as measured",
     ]

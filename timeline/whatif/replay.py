@@ -800,14 +800,18 @@ def _work_ns(
             if measured_link is None:
                 msg = (
                     "the measured link is unknown, so the observed efficiency cannot move to another "
-                    "bandwidth: pass the link the trace ran on (--link-gbps, or link_gbps= when capturing) "
-                    "or use full efficiency"
+                    "bandwidth: pass the link the trace ran on (--link-gbps GBPS, e.g. --link-gbps 25, or "
+                    "link_gbps= when capturing), or predict on the full link: --efficiency full"
                 )
                 raise UsageError(msg)
             per_bit *= measured_link / (gbps * 1e9)
         return fixed + bits * per_bit
     if link is None:
-        msg = "full or given efficiency needs a bandwidth: pass one, or the measured link (--link-gbps)"
+        msg = (
+            f"--efficiency {scenario.efficiency} predicts on a link of known bandwidth, and the measured "
+            "link is unknown: name the bandwidths to predict with -b/--bandwidth (e.g. -b 25), or the "
+            "link the trace ran on with --link-gbps GBPS"
+        )
         raise UsageError(msg)
     fraction = 1.0 if scenario.efficiency == "full" else float(scenario.efficiency)
     return fixed + bits / (link * fraction) * 1e9

@@ -474,18 +474,19 @@ def _target_sf(value: float | None) -> float | None:
 
 
 def choose_efficiency(
-    efficiency: str | None, *, link_known: bool, bandwidths: list[float | None]
+    efficiency: str | None, *, link_known: bool, bandwidths: list[float | None], target: bool = False
 ) -> tuple[Efficiency, str | None]:
     """Return the link efficiency to predict with, and a note to show when it was chosen for the user.
 
     Given: as given. Else ``observed`` (each collective as in the trace), or ``full`` with a note when
-    the measured link is unknown and other bandwidths are asked for.
+    the measured link is unknown and other bandwidths are asked for, or a bandwidth is searched
+    (``target``: ``--target-sf``).
     """
     if efficiency is not None:
         return parse_efficiency(efficiency), None
-    if not link_known and any(b is not None for b in bandwidths):
+    if not link_known and (target or any(b is not None for b in bandwidths)):
         note = (
-            "the measured link is unknown (pass --link-gbps); predictions at other bandwidths assume "
+            "the measured link is unknown (pass --link-gbps GBPS); predictions at other bandwidths assume "
             "the full link (--efficiency full)"
         )
         return "full", note

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
 
-from timeline.render.terminal.tables import titled_table
+from timeline.render.terminal.layout import counted
+from timeline.render.terminal.tables import Col, print_prose, print_table
 from timeline.units import format_ns, format_ratio
 
 if TYPE_CHECKING:
@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 __all__ = ["format_bytes", "render_clock_offsets", "render_collectives_report", "render_utilisation"]
 
 
-def _table(title: str, columns: list[str]) -> Table:
-    return titled_table(title, columns, numeric_first=("rank", "#", "iteration", "batch"), no_wrap=True)
+def _name(header: str, drop: int = 0, *, wrap: bool = False) -> Col:
+    """Return a column of names (left-aligned; a name too long for a narrow table is abbreviated)."""
+    return Col(header, justify="left", drop=drop, wrap=wrap, abbreviate=True)
 
 
 def format_bytes(value: float | None) -> str:
@@ -88,13 +89,16 @@ def _rank(value: int | None) -> str:
 
 def render_clock_offsets(offsets: Sequence[ClockOffset], console: Console) -> None:
     """Print the estimated clock offsets (``--align``)."""
-    table = _table(
+    rows = [
+        [str(row.rank), format_ns(row.offset_ns), str(row.collectives), format_ns(row.mad_ns)]
+        for row in offsets
+    ]
+    print_table(
+        console,
         f"Clock offsets (vs rank {_rank(offsets[0].reference_rank)})" if offsets else "Clock offsets",
-        ["rank", "offset", "collectives", "noise (MAD)"],
+        [Col("rank"), Col("offset"), Col("collectives", drop=2), Col("noise (MAD)", drop=1)],
+        rows,
     )
-    for row in offsets:
-        table.add_row(str(row.rank), format_ns(row.offset_ns), str(row.collectives), format_ns(row.mad_ns))
-    console.print(table)
 
 
 def render_utilisation(utilisation: Utilisation, console: Console) -> None:
@@ -102,22 +106,19 @@ def render_utilisation(utilisation: Utilisation, console: Console) -> None:
     link = utilisation.link_gbps
     rows = utilisation.iterations
     if rows:
-        table = _table(
-            f"Link utilisation against {link:g} Gbit/s (bus bandwidth of the matched collectives)",
+        columns = [
+            Col("iteration"),
+            Col("collectives", drop=4),
+            Col("bytes", drop=3),
+            Col("transfer", drop=5),
+            Col("busbw Gbit/s"),
+            Col("busbw/link"),
+            Col("bus bytes/step·link", drop=2),
+            Col("exposed", drop=6),
+            Col("link could carry", drop=1),
+        ]
+        cells = [
             [
-                "iteration",
-                "collectives",
-                "bytes",
-                "transfer",
-                "busbw Gbit/s",
-                "busbw/link",
-                "bus bytes/step·link",
-                "exposed",
-                "link could carry",
-            ],
-        )
-        for row in rows:
-            table.add_row(
                 _rank(row.iteration),
                 str(row.collectives),
                 format_bytes(row.bytes),
@@ -127,19 +128,28 @@ def render_utilisation(utilisation: Utilisation, console: Console) -> None:
                 format_ratio(row.step_link_utilisation_ratio),
                 format_ns(row.exposed_comm_ns),
                 format_bytes(row.exposed_link_bytes),
-            )
-        console.print(table)
+            ]
+            for row in rows
+        ]
+        print_table(
+            console,
+            f"Link utilisation against {link:g} Gbit/s (bus bandwidth of the matched collectives)",
+            columns,
+            cells,
+        )
     horovod = utilisation.horovod
     if horovod is not None:
-        console.print(
+        print_prose(
+            console,
             f"horovod: {format_bytes(horovod.bytes)} over {format_ns(horovod.wire_ns)} "
             f"of wire (union): busbw {_gbps(horovod.busbw_gbps)} Gbit/s = "
-            f"{format_ratio(horovod.link_utilisation_ratio)} of {link:g} Gbit/s"
+            f"{format_ratio(horovod.link_utilisation_ratio)} of {link:g} Gbit/s",
+            markup=False,
         )
 
 
 def render_collectives_report(report: CollectivesReport, console: Console, *, limit: int = 20) -> None:
-    """Print the report of ``timeline collectives`` as tables."""
+    """Print the report of ``timeline collectives`` as tables fitted to the console (``limit``: rows each)."""
     if report.clock_offsets:
         render_clock_offsets(report.clock_offsets, console)
     if report.collectives or report.point_to_point or report.ambiguity:
@@ -152,18 +162,18 @@ def _render_collectives(report: CollectivesReport, console: Console, *, limit: i
     """Print the groups, the collectives matched across ranks, the pairs, the stragglers and verdicts."""
     collectives = report.collectives
     headline = (
-        f"[bold]timeline collectives[/bold]: {len(collectives)} logical collective(s) in "
-        f"{report.collective_groups} group(s) across {len(report.ranks)} rank(s)"
+        f"[bold]timeline collectives[/bold]: {counted(len(collectives), 'logical collective')} in "
+        f"{counted(report.collective_groups, 'group')} across {counted(len(report.ranks), 'rank')}"
     )
     if collectives:
         headline += f"; {_matched_line(report.complete_collectives, len(collectives), report.incomplete)}"
     pairs = report.point_to_point
     if pairs:
-        headline += f"; {len(pairs)} send/receive pair(s)"
+        headline += f"; {counted(len(pairs), 'send/receive pair')}"
     if report.ambiguous_events:
         ambiguous = report.ambiguous_events
         headline += f"; {ambiguous} collective(s) whose process group is ambiguous, matched across no rank"
-    console.print(headline)
+    print_prose(console, headline)
     _render_groups(report.groups, console)
     _render_ambiguity(report.ambiguity, console)
     if collectives:
@@ -181,27 +191,28 @@ def _render_collective_table(report: CollectivesReport, console: Console, *, lim
     title = "Collectives across ranks"
     if len(collectives) > limit:
         shown = [collectives[i] for i in report.collectives_by_wait[:limit]]
-        title += f" (the {limit} with the most wait of {len(collectives)}; --json for all)"
+        title += f" (the {limit} with the most wait of {len(collectives)}; --top N or --json for all)"
     show_group = any(row.group is not None for row in collectives)
     show_dimension = any(row.dimension for row in collectives)
     columns = [
-        "#",
-        *(("group",) if show_group else ()),
-        *(("dimension",) if show_dimension else ()),
-        "collective",
-        "iteration",
-        "ranks",
-        "bytes",
-        "start skew",
-        "end skew",
-        "transfer",
-        "max wait",
-        "last rank",
-        "busbw Gbit/s",
+        Col("#", drop=9),
+        *((_name("group", 7),) if show_group else ()),
+        *((_name("dimension", 4),) if show_dimension else ()),
+        _name("collective"),
+        Col("iteration"),
+        Col("ranks", drop=6),
+        Col("bytes"),
+        Col("start skew", drop=5),
+        Col("end skew", drop=3),
+        Col("transfer"),
+        Col("max wait"),
+        Col("last rank", drop=2),
+        Col("busbw Gbit/s", drop=1),
     ]
     if link is not None:
-        columns.append("busbw/link")
-    table = _table(title, columns)
+        columns.append(Col("busbw/link", drop=8))
+        title += f"; busbw/link against the {link:g} Gbit/s link"
+    rows = []
     for row in shown:
         cells = [
             str(row.collective_id),
@@ -220,10 +231,10 @@ def _render_collective_table(report: CollectivesReport, console: Console, *, lim
         ]
         if link is not None:
             cells.append(format_ratio(row.link_utilisation_ratio))
-        table.add_row(*cells)
-    console.print(table)
+        rows.append(cells)
+    print_table(console, title, columns, rows)
     if any(row.implausible for row in shown):
-        console.print(_IMPLAUSIBLE_NOTE)
+        print_prose(console, _IMPLAUSIBLE_NOTE, markup=False)
 
 
 def _ranks_text(ranks: Sequence[int] | None, truncated: bool | None) -> str:
@@ -245,24 +256,21 @@ def _render_groups(groups: Sequence[Group], console: Console) -> None:
     """Print the process group instances and what was matched on each (when the traces know groups)."""
     if not any(row.pg_name is not None for row in groups):
         return
-    table = _table(
-        "Process groups",
+    columns = [
+        _name("group"),
+        _name("dimension", 4),
+        _name("description", 6, wrap=True),
+        Col("size", drop=3),
+        _name("ranks", wrap=True),
+        _name("nodes", 7),
+        Col("collectives", drop=2),
+        _name("matched by", 8, wrap=True),
+        _name("group known by", 9, wrap=True),
+        Col("p2p pairs", drop=5),
+        Col("ambiguous", drop=1),
+    ]
+    rows = [
         [
-            "group",
-            "dimension",
-            "description",
-            "size",
-            "ranks",
-            "nodes",
-            "collectives",
-            "matched by",
-            "group known by",
-            "p2p pairs",
-            "ambiguous",
-        ],
-    )
-    for row in groups:
-        table.add_row(
             row.group or "-",
             row.dimension or "-",
             row.pg_desc or "-",
@@ -274,13 +282,17 @@ def _render_groups(groups: Sequence[Group], console: Console) -> None:
             row.attributed_by or "-",
             str(row.point_to_point),
             str(row.ambiguous),
-        )
-    console.print(table)
-    console.print(
+        ]
+        for row in groups
+    ]
+    print_table(console, "Process groups", columns, rows)
+    print_prose(
+        console,
         "collectives: complete/matched; group known by: named (the trace names it), only_group, size, "
         "peer (the only group of the rank that fits), timing (the other groups' members had no instance "
         "at that moment), thread (its gloo thread's other collectives), pairing (the other groups' peers "
-        "had no matching send or receive), none (no group known: one sequence per rank)"
+        "had no matching send or receive), none (no group known: one sequence per rank)",
+        markup=False,
     )
 
 
@@ -288,21 +300,29 @@ def _render_ambiguity(ambiguity: Sequence[Ambiguity], console: Console) -> None:
     """Print the collectives whose group could not be told, by the groups they could be on."""
     if not ambiguity:
         return
-    table = _table(
-        "Collectives matched across no rank: their process group, or their place in its order, is ambiguous",
-        ["could be on groups", "ambiguous", "collective", "events", "ranks", "size"],
-    )
-    for row in ambiguity:
-        sizes = row.group_size
-        table.add_row(
+    columns = [
+        _name("could be on groups", wrap=True),
+        _name("ambiguous"),
+        _name("collective"),
+        Col("events"),
+        _name("ranks", 2, wrap=True),
+        Col("size", drop=1),
+    ]
+    rows = [
+        [
             ", ".join(row.candidates) or "none that fits",
             "place" if row.matched_by == "unordered" else "group",
             row.collective or "-",
             str(row.events),
             _ranks_text(row.ranks, False),
-            ",".join(map(str, sizes)) if sizes else "-",
-        )
-    console.print(table)
+            ",".join(map(str, row.group_size)) if row.group_size else "-",
+        ]
+        for row in ambiguity
+    ]
+    title = (
+        "Collectives matched across no rank: their process group, or their place in its order, is ambiguous"
+    )
+    print_table(console, title, columns, rows)
 
 
 def _render_pairs(report: CollectivesReport, console: Console, *, limit: int) -> None:
@@ -314,12 +334,25 @@ def _render_pairs(report: CollectivesReport, console: Console, *, limit: int) ->
     title = "Point-to-point: each send with its receive"
     if len(pairs) > limit:
         shown = [pairs[i] for i in report.pairs_by_wait[:limit]]
-        title += f" (the {limit} with the most wait of {len(pairs)}; --json for all)"
-    columns = ["#", "group", "send → recv", "k", "iteration", "bytes", "transfer", "send wait", "recv wait"]
-    columns += ["recv − send start", "busbw Gbit/s", "nodes"]
+        title += f" (the {limit} with the most wait of {len(pairs)}; --top N or --json for all)"
+    columns = [
+        Col("#", drop=9),
+        _name("group", 7),
+        Col("send → recv"),
+        Col("k", drop=6),
+        Col("iteration"),
+        Col("bytes"),
+        Col("transfer"),
+        Col("send wait"),
+        Col("recv wait"),
+        Col("recv − send start", drop=3),
+        Col("busbw Gbit/s", drop=2),
+        _name("nodes", 5),
+    ]
     if link is not None:
-        columns.append("busbw/link")
-    table = _table(title, columns)
+        columns.append(Col("busbw/link", drop=4))
+        title += f"; busbw/link against the {link:g} Gbit/s link"
+    rows = []
     for row in shown:
         cells = [
             str(row.pair_id),
@@ -337,28 +370,34 @@ def _render_pairs(report: CollectivesReport, console: Console, *, limit: int) ->
         ]
         if link is not None:
             cells.append(format_ratio(row.link_utilisation_ratio))
-        table.add_row(*cells)
-    console.print(table)
+        rows.append(cells)
+    print_table(console, title, columns, rows)
 
 
 def _render_stragglers(report: CollectivesReport, console: Console, *, limit: int) -> None:
     """Print who everyone waits for."""
     ranking = report.stragglers.ranks
     if ranking:
-        table = _table(
-            "Who everyone waits for (synchronising collectives, whole trace)",
-            ["rank", "times last", "wait caused", "share", "own wait", "mean arrival lag"],
-        )
-        for row in ranking[:limit]:
-            table.add_row(
+        columns = [
+            Col("rank"),
+            Col("times last"),
+            Col("wait caused"),
+            Col("share of wait"),
+            Col("own wait", drop=2),
+            Col("mean arrival lag", drop=1),
+        ]
+        rows = [
+            [
                 str(row.rank),
                 str(row.times_last),
                 format_ns(row.caused_wait_ns),
                 format_ratio(row.caused_wait_ratio),
                 format_ns(row.waited_ns),
                 format_ns(row.mean_arrival_lag_ns),
-            )
-        console.print(table)
+            ]
+            for row in ranking[:limit]
+        ]
+        print_table(console, "Who everyone waits for (synchronising collectives, whole trace)", columns, rows)
 
 
 def _iteration_cells(row: StragglerIteration, report: CollectivesReport) -> list[str]:
@@ -388,43 +427,49 @@ def _render_iterations(report: CollectivesReport, console: Console) -> None:
     per_iteration = report.stragglers.iterations
     if per_iteration:
         columns = [
-            "iteration",
-            "straggler",
-            "wait caused",
-            "share",
-            "mean wait",
-            "transfer",
-            "verdict",
-            "busbw Gbit/s",
+            Col("iteration"),
+            Col("straggler"),
+            Col("wait caused", drop=4),
+            Col("share of wait", drop=5),
+            Col("mean wait"),
+            Col("transfer", drop=6),
+            _name("verdict"),
+            Col("busbw Gbit/s", drop=3),
         ]
         if report.link_gbps is not None:
-            columns += ["busbw/link", "exposed", "link could carry"]
-        table = _table("Per iteration", columns)
-        for row in per_iteration:
-            table.add_row(*_iteration_cells(row, report))
-        console.print(table)
-        console.print(
+            columns += [Col("busbw/link", drop=7), Col("exposed", drop=2), Col("link could carry", drop=1)]
+        rows = [_iteration_cells(row, report) for row in per_iteration]
+        link = report.link_gbps
+        title = "Per iteration" + ("" if link is None else f" (busbw/link against the {link:g} Gbit/s link)")
+        print_table(console, title, columns, rows)
+        print_prose(
+            console,
             "verdict: [bold]slow rank[/bold] = one rank arrives late and causes most of the wait "
             "(compare its compute); [bold]imbalance[/bold] = ranks arrive late by turns; "
-            "[bold]slow link[/bold] = the transfer itself dominates (compare busbw with --link-gbps)"
+            "[bold]slow link[/bold] = the transfer itself dominates (compare busbw with --link-gbps)",
         )
 
 
 def _render_horovod(horovod: Horovod, console: Console, *, limit: int, link: float | None) -> None:
     """Print the Horovod timeline's totals, batches, tensors, negotiation and attribution."""
     totals = horovod.totals
-    console.print(
-        f"[bold]horovod timeline[/bold]: {totals.tensors} tensor(s), {totals.operations} "
-        f"operation(s) in {totals.batches} fused batch(es), world size {_rank(totals.world_size)}"
+    print_prose(
+        console,
+        f"[bold]horovod timeline[/bold]: {counted(totals.tensors, 'tensor')}, "
+        f"{counted(totals.operations, 'operation')} in "
+        f"{counted(totals.batches, 'fused batch', plural='fused batches')}, "
+        f"world size {_rank(totals.world_size)} (the writer's timeline records every rank's phases)",
     )
     left_out = horovod.implausible_batches
-    console.print(
+    print_prose(
+        console,
         f"wire time {format_ns(totals.wire_ns)} (union over fused tensors; the sum over tensors would say "
         f"{format_ns(totals.wire_sum_ns)}) = {format_ratio(totals.wire_ratio)} of the "
         f"{format_ns(totals.span_ns)} timeline; {format_bytes(totals.bytes)} moved at algbw "
         f"{_gbps(totals.algbw_gbps)} / busbw {_gbps(totals.busbw_gbps)} Gbit/s"
         + ("" if link is None else f" = {format_ratio(totals.link_utilisation_ratio)} of {link:g} Gbit/s")
-        + (f" (without the {left_out} fused batch(es) faster than physics: !)" if left_out else "")
+        + (f" (without the {left_out} fused batch(es) faster than physics: !)" if left_out else ""),
+        markup=False,
     )
     batches = horovod.batches
     _render_batches([batches[i] for i in horovod.batches_by_bytes[:limit]], len(batches), console, link=link)
@@ -434,7 +479,7 @@ def _render_horovod(horovod: Horovod, console: Console, *, limit: int, link: flo
     _render_negotiation([negotiation[i] for i in horovod.negotiation_by_caused_wait[:limit]], console)
     _render_attribution(horovod.attribution, console)
     for line in horovod.limitations:
-        console.print(f"needs more than the timeline: {line}")
+        print_prose(console, f"needs more than the timeline: {line}", markup=False)
 
 
 def _render_batches(
@@ -442,10 +487,19 @@ def _render_batches(
 ) -> None:
     """Print the largest fused batches and their bandwidth (``shown``: the largest, of ``total``)."""
     if shown:
-        columns = ["batch", "collective", "tensors", "bytes", "wire", "algbw Gbit/s", "busbw Gbit/s"]
+        columns = [
+            Col("batch"),
+            _name("collective"),
+            Col("tensors", drop=3),
+            Col("bytes"),
+            Col("wire"),
+            Col("algbw Gbit/s", drop=2),
+            Col("busbw Gbit/s"),
+        ]
         if link is not None:
-            columns.append("busbw/link")
-        table = _table(f"Fused batches (the {len(shown)} largest of {total})", columns)
+            columns.append(Col("busbw/link", drop=1))
+        against = "" if link is None else f"; busbw/link against the {link:g} Gbit/s link"
+        rows = []
         for row in shown:
             cells = [
                 str(row.batch),
@@ -458,32 +512,29 @@ def _render_batches(
             ]
             if link is not None:
                 cells.append(format_ratio(row.link_utilisation_ratio))
-            table.add_row(*cells)
-        console.print(table)
+            rows.append(cells)
+        print_table(console, f"Fused batches (the {len(shown)} largest of {total}{against})", columns, rows)
         if any(row.implausible for row in shown):
-            console.print(_IMPLAUSIBLE_NOTE)
+            print_prose(console, _IMPLAUSIBLE_NOTE, markup=False)
 
 
 def _render_tensors(shown: Sequence[HorovodTensor], total: int, console: Console) -> None:
     """Print each tensor's phases (``shown``: those with the most wire and negotiation time, of ``total``)."""
     if shown:
-        table = _table(
-            f"Per-tensor phases (the {len(shown)} with the most wire + negotiation of {total})",
+        columns = [
+            _name("tensor"),
+            Col("ops", drop=6),
+            Col("bytes", drop=5),
+            Col("negotiation"),
+            Col("wait", drop=4),
+            Col("queue", drop=3),
+            Col("memcpy in", drop=2),
+            Col("wire"),
+            Col("memcpy out", drop=1),
+            Col("other", drop=7),
+        ]
+        rows = [
             [
-                "tensor",
-                "ops",
-                "bytes",
-                "negotiation",
-                "wait",
-                "queue",
-                "memcpy in",
-                "wire",
-                "memcpy out",
-                "other",
-            ],
-        )
-        for row in shown:
-            table.add_row(
                 row.tensor or f"pid {row.pid}",
                 str(row.operations),
                 format_bytes(row.bytes),
@@ -494,49 +545,55 @@ def _render_tensors(shown: Sequence[HorovodTensor], total: int, console: Console
                 format_ns(row.wire_ns),
                 format_ns(row.memcpy_out_ns),
                 format_ns(row.other_ns),
-            )
-        console.print(table)
+            ]
+            for row in shown
+        ]
+        title = f"Per-tensor phases (the {len(shown)} with the most wire + negotiation of {total})"
+        print_table(console, title, columns, rows)
 
 
 def _render_negotiation(shown: Sequence[HorovodNegotiation], console: Console) -> None:
     """Print the negotiation wait per rank (``shown``: the ranks that caused the most wait first)."""
     if shown:
-        table = _table(
-            "Negotiation wait per rank (from the readiness ticks)",
-            ["rank", "negotiations", "waited", "mean waited", "times last", "wait caused"],
-        )
-        for row in shown:
-            table.add_row(
+        columns = [
+            Col("rank"),
+            Col("negotiations", drop=3),
+            Col("waited"),
+            Col("mean waited", drop=2),
+            Col("times last", drop=1),
+            Col("wait caused"),
+        ]
+        rows = [
+            [
                 str(row.rank),
                 str(row.negotiations),
                 format_ns(row.waited_ns),
                 format_ns(row.mean_waited_ns),
                 str(row.times_last),
                 format_ns(row.caused_wait_ns),
-            )
-        console.print(table)
+            ]
+            for row in shown
+        ]
+        print_table(console, "Negotiation wait per rank (from the readiness ticks)", columns, rows)
 
 
 def _render_attribution(attribution: HorovodAttribution | None, console: Console) -> None:
     """Print the Horovod phases set against the writer rank's compute, per iteration."""
     if attribution is not None and attribution.iterations:
-        table = _table(
-            f"Horovod against rank {attribution.writer_rank}'s compute (profiler trace, wall clock)",
+        columns = [
+            Col("iteration"),
+            Col("step"),
+            Col("wire"),
+            Col("hidden", drop=5),
+            Col("exposed"),
+            Col("exposed/step"),
+            Col("negotiation", drop=4),
+            Col("queue", drop=3),
+            Col("memcpy", drop=2),
+            Col("NCCL kernels", drop=1),
+        ]
+        rows = [
             [
-                "iteration",
-                "step",
-                "wire",
-                "hidden",
-                "exposed",
-                "exposed/step",
-                "negotiation",
-                "queue",
-                "memcpy",
-                "NCCL kernels",
-            ],
-        )
-        for row in attribution.iterations:
-            table.add_row(
                 _rank(row.iteration),
                 format_ns(row.step_ns),
                 format_ns(row.wire_ns),
@@ -547,5 +604,8 @@ def _render_attribution(attribution: HorovodAttribution | None, console: Console
                 format_ns(row.queue_ns),
                 format_ns(row.memcpy_ns),
                 format_ns(row.kernel_comm_ns),
-            )
-        console.print(table)
+            ]
+            for row in attribution.iterations
+        ]
+        title = f"Horovod against rank {attribution.writer_rank}'s compute (profiler trace, wall clock)"
+        print_table(console, title, columns, rows)

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from timeline.render.terminal.tables import titled_table
+from timeline.render.terminal.tables import Col, print_prose, print_table
 from timeline.results.diff import TIME_METRICS, Change, Diff
 from timeline.units import format_ns
 
@@ -86,10 +85,6 @@ def headline(diff: Diff) -> str:
     return f"{diff.paired} iteration(s) paired by position; {verdict}"
 
 
-def _table(title: str, columns: list[str]) -> Table:
-    return titled_table(title, columns, numeric_first=("#", "rank"), no_wrap=True)
-
-
 def figure_cells(metric: str, figure: Change) -> list[str]:
     """Return a figure's cells: base, new, change, change %, noise, beyond noise."""
     return [
@@ -104,18 +99,24 @@ def figure_cells(metric: str, figure: Change) -> list[str]:
 
 def render_diff(diff: Diff, console: Console) -> None:
     """Print two runs compared: the medians, then per iteration, per rank and per collective."""
-    console.print(f"[bold]timeline diff[/bold] {escape(diff.base)} → {escape(diff.new)}: {headline(diff)}")
-    table = _table(
-        "Median over iterations (of the median over ranks)",
-        ["figure", "base", "new", "change", "change %", "noise", "beyond noise"],
-    )
-    for metric, figure in diff.summary.figures():
-        table.add_row(METRIC_NAMES[metric], *figure_cells(metric, figure))
-    console.print(table)
+    where = f"{escape(diff.base)} → {escape(diff.new)}"
+    print_prose(console, f"[bold]timeline diff[/bold] {where}: {escape(headline(diff))}")
+    columns = [
+        Col("figure", justify="left"),
+        Col("base"),
+        Col("new"),
+        Col("change"),
+        Col("change %", drop=3),
+        Col("noise", drop=2),
+        Col("beyond noise", drop=1),
+    ]
+    figures = diff.summary.figures()
+    rows = [[METRIC_NAMES[metric], *figure_cells(metric, figure)] for metric, figure in figures]
+    print_table(console, "Median over iterations (of the median over ranks)", columns, rows)
     _render_iterations(diff, console)
     _render_ranks(diff, console)
     _render_collectives(diff, console)
-    console.print(NOTE.format(k=diff.noise_k))
+    print_prose(console, NOTE.format(k=diff.noise_k), markup=False)
 
 
 def _iteration(value: int | None) -> str:
@@ -124,49 +125,66 @@ def _iteration(value: int | None) -> str:
 
 def _render_iterations(diff: Diff, console: Console) -> None:
     """Print each pair of iterations: the change of every figure."""
-    table = _table(
-        "Per iteration (paired by position; median over ranks; change NEW - BASE)",
-        ["#", "base iter", "new iter", *METRIC_NAMES.values()],
-    )
-    for pair in diff.iterations:
-        table.add_row(
+    names = list(METRIC_NAMES.values())
+    columns = [
+        Col("#"),
+        Col("base iteration", drop=6),
+        Col("new iteration", drop=7),
+        *(Col(name, drop=0 if k == 0 else k) for k, name in enumerate(names)),
+    ]
+    rows = [
+        [
             str(pair.position),
             _iteration(pair.base_iteration),
             _iteration(pair.new_iteration),
             *(format_change(m, figure) for m, figure in pair.metrics.figures()),
-        )
-    console.print(table)
+        ]
+        for pair in diff.iterations
+    ]
+    title = "Per iteration (paired by position; median over ranks; change NEW - BASE)"
+    print_table(console, title, columns, rows)
 
 
 def _render_ranks(diff: Diff, console: Console) -> None:
     """Print each rank's change of its median per-iteration times."""
     if not diff.ranks:
         return
-    table = _table(
-        "Per rank (median over its iterations; change NEW - BASE)",
-        ["rank", "iterations", *(METRIC_NAMES[m] for m in TIME_METRICS)],
-    )
-    for row in diff.ranks:
-        table.add_row(
+    columns = [
+        Col("rank"),
+        Col("iterations", drop=5),
+        *(Col(METRIC_NAMES[m], drop=0 if k == 0 else k) for k, m in enumerate(TIME_METRICS)),
+    ]
+    rows = [
+        [
             str(row.rank),
             f"{row.base_iterations} → {row.new_iterations}",
             *(format_change(m, figure) for m, figure in row.metrics.figures()),
-        )
-    console.print(table)
+        ]
+        for row in diff.ranks
+    ]
+    print_table(console, "Per rank (median over its iterations; change NEW - BASE)", columns, rows)
 
 
 def _render_collectives(diff: Diff, console: Console) -> None:
     """Print each kind of collective's median bus bandwidth."""
     if not diff.collectives:
         return
-    table = _table(
-        "Per collective (median busbw of the matched collectives)",
-        ["collective", "matched", "base", "new", "change", "change %", "noise", "beyond noise"],
-    )
-    for row in diff.collectives:
-        table.add_row(
+    columns = [
+        Col("collective", justify="left"),
+        Col("matched", drop=3),
+        Col("base"),
+        Col("new"),
+        Col("change"),
+        Col("change %", drop=2),
+        Col("noise", drop=1),
+        Col("beyond noise"),
+    ]
+    rows = [
+        [
             row.collective,
             f"{row.base_collectives} → {row.new_collectives}",
             *figure_cells("busbw_gbps", row.busbw_gbps),
-        )
-    console.print(table)
+        ]
+        for row in diff.collectives
+    ]
+    print_table(console, "Per collective (median busbw of the matched collectives)", columns, rows)

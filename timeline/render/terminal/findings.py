@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from rich.console import Console
 from rich.markup import escape
 
+from timeline.render.terminal.tables import print_prose
 from timeline.results.findings import hide_text
 from timeline.units import format_ns
 
@@ -115,9 +116,13 @@ def describe_finding(finding: FindingLike) -> str:
         return f"{finding.cause}{where}"  # what happened (a Flight Recorder dump), nothing to predict
     if gain is None:
         return f"{finding.cause}{where}: no prediction ({finding.basis})"
-    basis = {"replay": "replay", "assumption": "replay of an assumption"}.get(finding.basis, "bound: at most")
     step = format_ns(finding.predicted_step_ns)
-    return f"{finding.cause}{where}: saves {gain:.0%} of the step, to {step} ({basis})"
+    if finding.basis == "replay":
+        return f"{finding.cause}{where}: saves {gain:.0%} of the step, to {step} (replayed)"
+    if finding.basis == "assumption":
+        return f"{finding.cause}{where}: saves {gain:.0%} of the step, to {step} (replayed on an assumption)"
+    # a bound: the most the fix could save (no replay of it), so "at most"
+    return f"{finding.cause}{where}: saves at most {gain:.0%} of the step, to {step} (a bound)"
 
 
 def describe_verdict_figures(verdict: Verdict) -> str:
@@ -125,7 +130,10 @@ def describe_verdict_figures(verdict: Verdict) -> str:
     parts = []
     intensity = verdict.model_intensity_ns_per_byte
     if intensity is not None:
-        parts.append(f"model intensity {intensity:.3g} ns of compute per gradient byte")
+        parts.append(
+            f"model intensity {intensity:.3g} ns of compute per gradient byte (the compute each byte "
+            "of gradient has to hide under)"
+        )
     hide = verdict.hide_bandwidth_gbps
     if hide is not None:
         parts.append(f"{hide_text(hide)} (link used in full)")
@@ -140,32 +148,42 @@ def render_findings(
     console: Console,
     *,
     shown: int | None = FINDINGS_SHOWN,
+    verbose: bool = False,
 ) -> None:
-    """Print the verdict, the first ``shown`` findings (None: all) and the notes.
+    """Print the verdict, the first ``shown`` findings (None: all) and the notes, wrapped to the console.
 
-    The one renderer of the diagnosis' findings in the terminal (ranked by predicted gain).
+    The one renderer of the diagnosis' findings in the terminal (ranked by predicted gain). Several
+    notes are folded into one line counting them, unless ``verbose``.
     """
-    console.print(f"[bold]verdict[/bold]: {escape(verdict.summary)}")
+    print_prose(console, f"[bold]verdict[/bold]: {escape(verdict.summary)}")
     step = verdict.step_ns
     iterations = verdict.iterations
-    scope = "whole traces" if iterations is None else f"iteration(s) {', '.join(map(str, iterations))}"
+    many = iterations is not None and len(iterations) > 1
+    scope = (
+        "whole traces" if iterations is None else f"iteration{'s' if many else ''} {format_ranks(iterations)}"
+    )
     if findings and any(f.predicted_gain_ratio is not None for f in findings):
         head = f"findings, by predicted gain ({scope}"
         head += f"; measured step {format_ns(step)})" if step is not None else ")"
-        console.print(head)
+        print_prose(console, head, markup=False)
     elif findings:
         console.print("findings")
     _list_findings(findings, console, shown=shown)
     figures = describe_verdict_figures(verdict)
     if figures:
-        console.print(figures)
-    for note in verdict.notes:
-        console.print(f"note: {escape(note)}")
+        print_prose(console, figures, markup=False)
+    notes = list(verdict.notes)
+    if verbose or len(notes) <= 1:
+        for note in notes:
+            print_prose(console, f"note: {note}", hang=6, markup=False)
+    else:
+        kept = "what was not examined and how the figures were made"
+        print_prose(console, f"notes: {len(notes)} on {kept} (--verbose shows them)", markup=False)
 
 
 def render_observed_findings(summary: str, findings: Sequence[FindingLike], console: Console) -> None:
     """Print a verdict sentence and every finding: what Flight Recorder dumps show (no prediction)."""
-    console.print(f"[bold]verdict[/bold]: {escape(summary)}")
+    print_prose(console, f"[bold]verdict[/bold]: {escape(summary)}")
     if findings:
         console.print("findings")
     _list_findings(findings, console, shown=None)
@@ -175,9 +193,10 @@ def _list_findings(findings: Sequence[FindingLike], console: Console, *, shown: 
     """Print the first ``shown`` findings (None: all): headline, sentence, fix; then how many more."""
     limit = len(findings) if shown is None else shown
     for k, finding in enumerate(findings[:limit], start=1):
-        console.print(f"  {k}. [bold]{escape(describe_finding(finding))}[/bold]")
-        console.print(f"     {escape(finding.summary)}")
-        console.print(f"     fix: {escape(finding.fix)}")
+        print_prose(console, f"{k}. [bold]{escape(describe_finding(finding))}[/bold]", indent=2, hang=3)
+        print_prose(console, finding.summary, indent=5, hang=0, markup=False)
+        print_prose(console, f"fix: {finding.fix}", indent=5, hang=5, markup=False)
     if len(findings) > limit:
         rest = ", ".join(f.cause for f in findings[limit:])
-        console.print(f"  … {len(findings) - limit} more ({escape(rest)}): --json lists every finding")
+        more = f"… {len(findings) - limit} more ({rest}): --json lists every finding"
+        print_prose(console, more, indent=2, markup=False)

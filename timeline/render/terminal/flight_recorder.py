@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from timeline.render.terminal.findings import format_ranks, render_observed_findings
-from timeline.render.terminal.tables import titled_table
+from timeline.render.terminal.tables import Col, print_prose, print_table
 
 if TYPE_CHECKING:
     from timeline.results.flight_recorder import FlightMatches, FlightReport
@@ -51,31 +51,51 @@ def _wall_clock(ns: int | None) -> str:
     return f"{stamp}.{ns % 1_000_000_000 // 1_000_000:03d} UTC"
 
 
+def _spaced(names: str) -> str:
+    """Return names joined by ``/`` or ``,`` with a space after each: it wraps between names."""
+    return names.replace("/", "/ ").replace(",", ", ").replace("  ", " ")
+
+
 def _seq(value: int | None) -> str:
     return "-" if value is None else f"#{value}"
 
 
-def render_flight_verdict(report: FlightReport, console: Console) -> None:
-    """Print the verdict and findings of the dumps, the roots and the groups that did not finish."""
+def render_flight_verdict(report: FlightReport, console: Console, *, verbose: bool = False) -> None:
+    """Print the verdict and findings of the dumps, the roots and the groups that did not finish.
+
+    ``verbose``: every note of the verdict, not one line counting them.
+    """
     dumps = report.dumps
     versions = ", ".join(dumps.versions) or "unknown"
     timing = "on" if dumps.timing else "off (no start or duration times)"
-    console.print(
+    print_prose(
+        console,
         f"Flight Recorder dumps of {len(dumps.ranks)} ranks ({format_ranks(dumps.ranks)}), "
-        f"version {versions}, {dumps.entries:,} entries, timing {timing}\n"
+        f"version {versions}, {dumps.entries:,} entries, timing {timing}",
+        markup=False,
     )
+    console.print()
     render_observed_findings(report.verdict.summary, report.findings, console)
     if report.roots:
-        table = titled_table(
-            "\nRanks the others wait on",
-            ["rank", "stop", "groups stopped in", "ranks waiting on it", "stopped at"],
-            numeric_first=("rank",),
-            no_wrap=True,
-        )
-        for root in report.roots:
-            at = _wall_clock(root.stopped_at_ns)
-            table.add_row(str(root.rank), _styled(root.kind), str(root.groups), str(root.waited_on_by), at)
-        console.print(table)
+        columns = [
+            Col("rank"),
+            Col("stop", justify="left"),
+            Col("groups stopped in"),
+            Col("ranks waiting on it"),
+            Col("stopped at (UTC)", drop=1),
+        ]
+        rows = [
+            [
+                str(root.rank),
+                _styled(root.kind),
+                str(root.groups),
+                str(root.waited_on_by),
+                _wall_clock(root.stopped_at_ns),
+            ]
+            for root in report.roots
+        ]
+        console.print()
+        print_table(console, "Ranks the others wait on", columns, rows, markup=True)
         if report.first_stop is not None and len(report.roots) > 1:
             console.print(f"first to stop: rank {report.first_stop}")
     _groups_table(report, console, stopped_only=True)
@@ -92,27 +112,33 @@ def _matches(matches: FlightMatches, console: Console) -> None:
     differ = (
         f"{matches.different_collective:,} name another collective, {matches.different_bytes:,} another size"
     )
-    console.print(f"\nProfiler traces and dumps: {counts}; {differ}")
+    console.print()
+    print_prose(console, f"Profiler traces and dumps: {counts}; {differ}", markup=False)
     odd = [m for m in matches.rows if m.same_collective is False or m.same_bytes is False]
     if not odd:
         return
-    table = titled_table(
-        "Matched collectives that disagree",
-        ["rank", "group", "seq", "dump", "profiler", "dump bytes", "profiler bytes"],
-        numeric_first=("rank",),
-        no_wrap=True,
-    )
-    for match in odd[:10]:
-        table.add_row(
+    columns = [
+        Col("rank"),
+        Col("group", justify="left", wrap=True, abbreviate=True),
+        Col("seq"),
+        Col("dump", justify="left", wrap=True, abbreviate=True),
+        Col("profiler", justify="left", wrap=True, abbreviate=True),
+        Col("dump bytes", drop=2),
+        Col("profiler bytes", drop=1),
+    ]
+    rows = [
+        [
             str(match.rank),
-            escape(match.pg_name),
+            match.pg_name,
             _seq(match.seq),
-            escape(match.profiling_name or "-"),
-            escape(match.trace_name or "-"),
+            match.profiling_name or "-",
+            match.trace_name or "-",
             "-" if match.in_bytes is None else f"{match.in_bytes:,}",
             "-" if match.trace_in_bytes is None else f"{match.trace_in_bytes:,}",
-        )
-    console.print(table)
+        ]
+        for match in odd[:10]
+    ]
+    print_table(console, "Matched collectives that disagree", columns, rows)
 
 
 def _groups_table(
@@ -124,28 +150,22 @@ def _groups_table(
     if not rows:
         return
     shown = rows if limit is None else rows[:limit]
-    title = "\nGroups that did not finish" if stopped_only else "\nProcess groups"
-    table = titled_table(
-        title,
+    title = "Groups that did not finish" if stopped_only else "Process groups"
+    columns = [
+        Col("group", justify="left", abbreviate=True),
+        Col("dimension", justify="left", wrap=True, drop=4, abbreviate=True),
+        Col("ranks", justify="left", wrap=True),
+        Col("state", justify="left"),
+        Col("at"),
+        Col("op", justify="left", wrap=True, drop=3, abbreviate=True),
+        Col("not entered", justify="left", wrap=True),
+        Col("not completed", justify="left", wrap=True, drop=1),
+        Col("waiting", justify="left", wrap=True, drop=2),
+    ]
+    cells = [
         [
-            "group",
-            "dimension",
-            "ranks",
-            "state",
-            "at",
-            "op",
-            "not entered",
-            "not completed",
-            "waiting",
-        ],
-        numeric_first=(),
-    )
-    for column in (table.columns[1], table.columns[5]):  # long names: folded, never cut
-        column.overflow = "fold"
-    for group in shown:
-        table.add_row(
             escape(group.group),
-            escape(group.dimension or "-"),
+            escape(_spaced(group.dimension or "-")),
             format_ranks(group.group_ranks) if group.group_ranks is not None else "unknown",
             _styled(group.state),
             _seq(group.stop_seq),
@@ -153,35 +173,33 @@ def _groups_table(
             format_ranks(group.not_entered),
             format_ranks(group.not_completed),
             format_ranks(group.waiting or group.stalled),
-        )
-    console.print(table)
+        ]
+        for group in shown
+    ]
+    console.print()
+    print_table(console, title, columns, cells, markup=True)
     if len(rows) > len(shown):
-        console.print(f"({len(rows) - len(shown)} more groups: --limit, or --json for all)")
+        console.print(f"({len(rows) - len(shown)} more groups: --top, or --json for all)")
 
 
 def render_flight_progress(report: FlightReport, console: Console, *, limit: int) -> None:
     """Print every group instance's state, then each member's progress (in order), ``limit`` rows."""
     _groups_table(report, console, stopped_only=False, limit=limit)
     rows = sorted(report.progress, key=attrgetter("order"))
-    table = titled_table(
-        "\nProgress per group and rank (last enqueued, started, completed)",
+    columns = [
+        Col("group", justify="left", abbreviate=True),
+        Col("rank"),
+        Col("state", justify="left"),
+        Col("enqueued", drop=3),
+        Col("started", drop=2),
+        Col("completed"),
+        Col("outstanding", drop=4),
+        Col("stopped at", drop=5),
+        Col("op", justify="left", wrap=True, drop=6, abbreviate=True),
+        Col("waits on", justify="left", wrap=True, drop=1),
+    ]
+    cells = [
         [
-            "group",
-            "rank",
-            "state",
-            "enqueued",
-            "started",
-            "completed",
-            "outstanding",
-            "stopped at",
-            "op",
-            "waits on",
-        ],
-        numeric_first=(),
-        no_wrap=True,
-    )
-    for member in rows[:limit]:
-        table.add_row(
             escape(member.group),
             str(member.rank),
             _styled(member.state),
@@ -192,7 +210,11 @@ def render_flight_progress(report: FlightReport, console: Console, *, limit: int
             _seq(member.stop_seq),
             escape(member.stop_op or "-"),
             format_ranks(member.waits_on) if member.waits_on else "-",
-        )
-    console.print(table)
+        ]
+        for member in rows[:limit]
+    ]
+    console.print()
+    title = "Progress per group and rank (last enqueued, started, completed)"
+    print_table(console, title, columns, cells, markup=True)
     if len(rows) > limit:
-        console.print(f"({len(rows) - limit} more rows: --limit, or --json for all)")
+        console.print(f"({len(rows) - limit} more rows: --top, or --json for all)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from timeline.render.terminal.layout import Col, plain_table, wrap_plain
 from timeline.results.verdicts import CheckReport
 from timeline.units import format_value
 
@@ -24,13 +25,24 @@ def headline(report: CheckReport) -> str:
     return f"{checks}: {', '.join(parts)}"
 
 
-def render_table(report: CheckReport) -> str:
+_COLUMNS = [
+    Col("STATUS", justify="left"),
+    Col("CHECK", justify="left"),
+    Col("METRIC", justify="left", drop=3),
+    Col("VALUE"),
+    Col("LIMIT", justify="left", drop=1),
+    Col("WORST (rank, iteration)", justify="left", drop=2),
+]
+
+
+def render_table(report: CheckReport, *, width: int | None = None) -> str:
     """Return the PASS/FAIL table: one row per check with metric, value, limit and the worst sample.
 
     Below the table, a ``warning:`` line per doubt about the verdicts (a baseline of another job),
-    then one line per check that did not pass says why.
+    then one line per check that did not pass says why. ``width``: the table leaves out the columns
+    that matter least and the lines wrap with a hanging indent to fit it (None: every column, one
+    line each).
     """
-    header = ["STATUS", "CHECK", "METRIC", "VALUE", "LIMIT", "WORST (rank, iteration)"]
     rows = [
         [
             LABELS[v.status],
@@ -42,28 +54,18 @@ def render_table(report: CheckReport) -> str:
         ]
         for v in report.verdicts
     ]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    right = {3}
-
-    def line(cells: list[str]) -> str:
-        padded = [
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "  ".join(padded).rstrip()
-
-    out = [f"timeline check: {headline(report)}", line(header), *(line(r) for r in rows)]
+    out = [*wrap_plain(f"timeline check: {headline(report)}", width), *plain_table(_COLUMNS, rows, width)]
     if report.warnings:
-        out += ["", *(f"warning: {w}" for w in report.warnings)]
+        out += ["", *(line for w in report.warnings for line in wrap_plain(f"warning: {w}", width))]
     notes = [
         f"{LABELS[v.status]} {v.name}: {v.message}"
         for v in report.verdicts
         if v.status != "pass" or v.kind == "regression"
     ]
     if notes:
-        out += ["", *notes]
+        out += ["", *(line for note in notes for line in wrap_plain(note, width))]
     source = f"budgets: {report.budget_file}; run: {report.inputs}"
     if report.baseline is not None:
         source += f"; baseline: {report.baseline}"
-    out += ["", source]
+    out += ["", *wrap_plain(source, width)]
     return "\n".join(out) + "\n"
