@@ -89,7 +89,7 @@ def collectives_command(
         dumps, traces = flight_inputs(paths, rank)
     if dumps and not traces:
         dumps_only(ranks, iterations)
-        _flight_progress(dumps, rank=rank, rank_regex=rank_regex, out=out)
+        _flight_progress(dumps, rank=rank, rank_regex=rank_regex, limit=rows, out=out)
         return
     with user_errors():
         options = run_options(
@@ -125,7 +125,7 @@ def collectives_command(
 
 
 def _flight_progress(
-    dumps: list[Path], *, rank: int | None, rank_regex: str | None, out: dict[str, Any]
+    dumps: list[Path], *, rank: int | None, rank_regex: str | None, limit: int, out: dict[str, Any]
 ) -> None:
     """Print the Flight Recorder report of dumps: as JSON, or every group's state and member's progress."""
     with user_errors():
@@ -136,6 +136,6 @@ def _flight_progress(
     def draw(console: Console) -> None:
         from timeline.render.terminal.flight_recorder import render_flight_progress
 
-        render_flight_progress(flight, console, limit=out["top"])
+        render_flight_progress(flight, console, limit=limit)
 
     emit(flight, draw, title="Flight Recorder dumps", **out)

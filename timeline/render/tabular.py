@@ -153,11 +153,11 @@ def _verdict_lines(data: Mapping[str, Any]) -> list[str]:
     verdict, findings = data.get("verdict"), data.get("findings")
     lines: list[str] = []
     if isinstance(verdict, Mapping) and verdict.get("summary"):
-        lines += [f"**verdict**: {verdict['summary']}", ""]
+        lines += [f"**verdict**: {verdict.get('summary')}", ""]
     for k, finding in enumerate(findings if isinstance(findings, list) else [], start=1):
         lines.append(f"{k}. **{finding.get('cause')}**: {finding.get('summary')}")
         if finding.get("fix"):
-            lines.append(f"   fix: {finding['fix']}")
+            lines.append(f"   fix: {finding.get('fix')}")
     return [*lines, ""] if lines else []
 
 
