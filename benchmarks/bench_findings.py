@@ -210,7 +210,7 @@ BREAKDOWN_MODULES = (
     "timeline.diagnosis.parts",
     "timeline.diagnosis.replays",
     "timeline.whatif.graph",
-    "timeline.whatif.replay",
+    "timeline.whatif.engine",
     "timeline.whatif.transform",
     "timeline.run",
     "timeline.execution.reduce",

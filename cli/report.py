@@ -168,7 +168,7 @@ def _report_data(
 
 
 _DEFAULT_HOST = "127.0.0.1"
-SWEEP_PRELOAD = "timeline.whatif.sweep"
+SWEEP_PRELOAD = "timeline.whatif.sweeps"
 """The module the what-if sweep's helper imports first (polars and the replay)."""
 
 

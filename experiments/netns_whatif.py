@@ -20,7 +20,7 @@ What it does:
    the parent changes the rate. Alternating inside one job keeps the two rates under the same
    background load (this machine is shared; CPU contention moves compute times between runs);
 3. predicts the slow windows' iteration time from the fast windows' traces, replayed with the slow
-   rate (:func:`~timeline.whatif.replay.replay`, observed efficiency, link = the fast rate), and
+   rate (:func:`~timeline.whatif.engine.replay`, observed efficiency, link = the fast rate), and
    compares the median predicted iteration with the slow windows' measured median; also reports
    both self-replay errors and the reverse prediction (fast from slow);
 4. always deletes the namespaces (and with them the veth pair), even on failure.
@@ -220,7 +220,7 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str]) -> Exp
         raise RuntimeError(f"experiment: {why}")
     from timeline.trace import load
     from timeline.whatif.graph import trace_graph
-    from timeline.whatif.replay import Scenario, replay, self_replay
+    from timeline.whatif.engine import Scenario, replay, self_replay
 
     started = time.monotonic()
     load_before = os.getloadavg()[0]

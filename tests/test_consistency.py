@@ -288,7 +288,9 @@ def test_the_diagnosis_blames_the_rank_collectives_names(name: str) -> None:
             # the slow rank is collectives' first straggler; ranks nearly as late are named with it
             evidence = dict(finding.evidence or {})
             assert evidence["rank"] == top["rank"]
-            assert list(finding.ranks or ()) == sorted({top["rank"], *evidence["late_together_ranks"]})
+            together = evidence["late_together_ranks"]
+            assert isinstance(together, list)
+            assert list(finding.ranks or ()) == sorted({top["rank"], *together})
     report = _json("collectives", *_paths(name))
     assert report["stragglers"]["ranks"] == _plain(stragglers.to_dicts())
 

@@ -27,78 +27,8 @@ Names are imported when first used, so ``import timeline`` costs nothing until t
 >>> summary = timeline.build_summary(run)  # doctest: +SKIP
 """
 
-from __future__ import annotations
+from timeline.lazy import attach_stub
 
-from typing import TYPE_CHECKING
-
-from timeline.errors import (
-    BudgetError,
-    ManifestError,
-    RankError,
-    TimelineError,
-    TraceContentError,
-    TraceFormatError,
-    UsageError,
-)
-from timeline.lazy import lazy_names
-
-if TYPE_CHECKING:
-    from timeline.analysis.collectives import match_collectives
-    from timeline.analysis.overlap import Overlap, compute_overlap
-    from timeline.dumps import Dumps, load_dumps
-    from timeline.importers.rules import ClassificationRules
-    from timeline.results.collectives import build_collectives_report
-    from timeline.results.flight_recorder import build_flight_report
-    from timeline.results.summary import build_summary
-    from timeline.results.whatif import build_whatif_report
-    from timeline.run import Inputs, Run, RunOptions, analyze
-    from timeline.trace import Trace, load
-
-__all__ = [
-    "BudgetError",
-    "ClassificationRules",
-    "Dumps",
-    "Inputs",
-    "ManifestError",
-    "Overlap",
-    "RankError",
-    "Run",
-    "RunOptions",
-    "TimelineError",
-    "Trace",
-    "TraceContentError",
-    "TraceFormatError",
-    "UsageError",
-    "analyze",
-    "build_collectives_report",
-    "build_flight_report",
-    "build_summary",
-    "build_whatif_report",
-    "compute_overlap",
-    "load",
-    "load_dumps",
-    "match_collectives",
-]
 __version__ = "0.1.0"
 
-_LAZY = {
-    "ClassificationRules": "timeline.importers.rules",
-    "Dumps": "timeline.dumps",
-    "Inputs": "timeline.run",
-    "Overlap": "timeline.analysis.overlap",
-    "Run": "timeline.run",
-    "RunOptions": "timeline.run",
-    "Trace": "timeline.trace",
-    "analyze": "timeline.run",
-    "build_collectives_report": "timeline.results.collectives",
-    "build_flight_report": "timeline.results.flight_recorder",
-    "build_summary": "timeline.results.summary",
-    "build_whatif_report": "timeline.results.whatif",
-    "compute_overlap": "timeline.analysis.overlap",
-    "load": "timeline.trace",
-    "load_dumps": "timeline.dumps",
-    "match_collectives": "timeline.analysis.collectives",
-}
-
-
-__getattr__, __dir__ = lazy_names("timeline", _LAZY, globals())
+__getattr__, __dir__, __all__ = attach_stub(__name__, __file__)

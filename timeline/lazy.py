@@ -1,73 +1,78 @@
-"""Names of a package imported on first use (PEP 562), so that importing the package costs nothing.
+"""A package's public names, listed once in its stub and imported on first use (PEP 562).
 
-``timeline`` and its subpackages (``execution``, ``whatif``, ``budgets``, ``diagnosis``, ``report``)
-list their public names with the module each lives in; :func:`lazy_names` gives the package's
-``__getattr__`` and ``__dir__``.
+A package's ``__init__.pyi`` lists its public names as the imports that define them
+(``from timeline.run import Run as Run``): type checkers read the stub as the package's interface,
+and :func:`attach_stub` reads the same lines when the package is imported, to give it ``__all__``,
+``__getattr__`` (each name imported from its module when first used) and ``__dir__``. This is
+scientific-python's SPEC 1 layout (``lazy_loader.attach_stub``), in a few lines of our own.
+
+No public name of a package is also the name of one of its modules (a test checks), so importing a
+module never rebinds a public name.
 """
 
 from __future__ import annotations
 
-import sys
-import types
-from collections.abc import Callable, Collection, Mapping
+import ast
+from collections.abc import Callable
 from importlib import import_module
+from pathlib import Path
 from typing import Any
 
-__all__ = ["lazy_names"]
+__all__ = ["attach_stub"]
 
 
-def lazy_names(
-    package: str,
-    names: Mapping[str, str],
-    namespace: dict[str, Any],
-    *,
-    over_submodules: Collection[str] = (),
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """Return ``__getattr__`` and ``__dir__`` for ``package``, importing each of ``names`` when first used.
-
-    ``dir(package)`` lists the public names (``names`` and the package's ``__all__``) and its
-    dunders, not what the package imports for itself (``annotations``, ``TYPE_CHECKING``, …).
+def attach_stub(
+    package: str, init_file: str | None
+) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+    """Return ``__getattr__``, ``__dir__`` and ``__all__`` of ``package`` from its ``__init__.pyi``.
 
     Parameters
     ----------
     package
-        The package's name, for the error of a name it does not have.
-    names
-        Public name → the module that defines it.
-    namespace
-        The package's ``globals()``: a name once imported is kept there.
-    over_submodules
-        Public names that are also the names of submodules (``timeline.whatif.replay``, the function,
-        in its module ``timeline.whatif.replay``): importing the submodule would bind the package's
-        name to the module (the import system sets it on its package); the function stays there.
+        The package's name (its ``__name__``).
+    init_file
+        Its ``__init__.py`` (its ``__file__``); the stub lies beside it.
+
+    Returns
+    -------
+    tuple
+        ``__getattr__`` (imports a public name from its module, once), ``__dir__`` (the public
+        names) and ``__all__`` (the public names, in the stub's order).
+
+    Raises
+    ------
+    ValueError
+        A stub line that imports no public name the way the layout says (``from M import N as N``).
     """
-    if over_submodules:
-        _keep_over_submodules(sys.modules[package], frozenset(over_submodules))
+    if init_file is None:  # pragma: no cover - a package always has its file
+        raise ValueError(f"{package}: no __init__.py to find the stub beside")
+    stub = Path(init_file).with_suffix(".pyi")
+    names = _stub_names(stub)
 
     def __getattr__(name: str) -> Any:
         module = names.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(import_module(module), name)
-        namespace[name] = value
-        return value
+        return getattr(import_module(module), name)
 
     def __dir__() -> list[str]:
-        # the public names and the module's dunders; not what the package imports for itself
-        public = namespace.get("__all__", ())
-        dunders = {name for name in namespace if name.startswith("__") and name.endswith("__")}
-        return sorted(set(names) | set(public) | dunders)
+        return sorted(names)
 
-    return __getattr__, __dir__
+    return __getattr__, __dir__, list(names)
 
 
-def _keep_over_submodules(package: types.ModuleType, names: frozenset[str]) -> None:
-    """Make ``package`` ignore the import system binding ``names`` to its submodules of those names."""
-
-    class _Package(types.ModuleType):
-        def __setattr__(self, name: str, value: Any) -> None:
-            if name in names and isinstance(value, types.ModuleType):
-                return  # the submodule stays in sys.modules; the package's name is its function
-            super().__setattr__(name, value)
-
-    package.__class__ = _Package
+def _stub_names(stub: Path) -> dict[str, str]:
+    """Return each public name of a stub → the module that defines it, in the stub's order."""
+    names: dict[str, str] = {}
+    for node in ast.parse(stub.read_text(encoding="utf-8"), str(stub)).body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level or node.module is None:
+            raise ValueError(f"{stub}:{node.lineno}: import by the module's whole name")
+        for alias in node.names:
+            if alias.asname != alias.name:
+                raise ValueError(
+                    f"{stub}:{node.lineno}: a public name is written `{alias.name} as {alias.name}`"
+                )
+            names[alias.name] = node.module
+    return names

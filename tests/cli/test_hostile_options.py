@@ -23,7 +23,7 @@ from timeline.errors import UsageError
 GLOO = SAMPLES / "ddp_gloo"
 PASS_BUDGET = REPO / "tests" / "cli" / "golden" / "budget-pass.toml"
 
-replay_module = importlib.import_module("timeline.whatif.replay")
+replay_module = importlib.import_module("timeline.whatif.engine")
 
 
 def _invoke(*args: str | Path) -> Any:

@@ -70,7 +70,7 @@ _NEVER_IN_ANALYZE = (
 def test_analyze_with_findings_imports_the_replay_it_uses_and_nothing_else() -> None:
     modules = _modules("analyze", str(SAMPLES / "ddp_gloo"))
     assert "timeline.diagnosis.diagnosis" in modules  # the findings were made
-    assert "timeline.whatif.replay" in modules  # this run's findings replay its graph
+    assert "timeline.whatif.engine" in modules  # this run's findings replay its graph
     assert _under(modules, *_NEVER_IN_ANALYZE) == []
 
 

@@ -110,7 +110,7 @@ def test_the_sweep_shared_with_a_helper_process_is_the_sweep_of_one_call() -> No
     settings = Settings(bandwidths=list(BANDWIDTHS_GBPS), compressions=list(COMPRESSIONS), efficiency="full")
     expected = build_whatif_report(run.graph, settings, link_source="not recorded")
     helper = LocalExecutor(2)
-    helper.start(preload="timeline.whatif.sweep")
+    helper.start(preload="timeline.whatif.sweeps")
     try:
         assert helper.started
         shared = submit_whatif_sweep(run, helper).result(timeout=300)

@@ -16,9 +16,9 @@ import pytest
 from tests.builders import kineto_document, latency_bound_gloo_rank, make_events, run_timeline, write_json
 from timeline.whatif.bucketing import MEASURED, BucketPolicy, DDPBuckets
 from timeline.whatif.graph import TraceGraph, build_graph
-from timeline.whatif.replay import Scenario, cost_fit, replay
+from timeline.whatif.engine import Scenario, cost_fit, replay
 from timeline.whatif.settings import Settings
-from timeline.whatif.sweep import predict_buckets, sweep
+from timeline.whatif.sweeps import predict_buckets, sweep
 
 US = 1_000
 ALPHA_NS, BETA_NS_PER_BYTE = 10 * US, 0.8  # latency_bound_gloo_rank's (2 ranks: bus factor 1)

@@ -87,7 +87,7 @@ def test_a_horovod_timeline_alone_is_not_built_from_parts() -> None:
 
 
 def test_prediction_frames_follow_their_schemas() -> None:
-    from timeline.whatif.replay import PREDICTED_ITERATIONS_SCHEMA, PREDICTED_WINDOWS_SCHEMA
+    from timeline.whatif.engine import PREDICTED_ITERATIONS_SCHEMA, PREDICTED_WINDOWS_SCHEMA
 
     prediction = self_replay(trace_graph(load(KINETO / "param_dlrm_8rank")))
     assert prediction.windows.schema == PREDICTED_WINDOWS_SCHEMA

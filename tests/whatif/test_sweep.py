@@ -17,7 +17,7 @@ from timeline.whatif import (
     sweep,
 )
 from timeline.whatif.graph import TraceGraph, build_graph
-from timeline.whatif.replay import single_replay
+from timeline.whatif.engine import single_replay
 from timeline.whatif.settings import Settings
 
 

@@ -17,18 +17,6 @@ It imports the analyses, the what-if engine (only when a finding replays) and
 ``docs/diagnosis.md``.
 """
 
-from __future__ import annotations
+from timeline.lazy import attach_stub
 
-from typing import TYPE_CHECKING
-
-from timeline.lazy import lazy_names
-
-if TYPE_CHECKING:
-    from timeline.diagnosis.diagnosis import diagnose
-    from timeline.diagnosis.verdict import Diagnosis
-
-__all__ = ["Diagnosis", "diagnose"]
-
-_LAZY = {"Diagnosis": "timeline.diagnosis.verdict", "diagnose": "timeline.diagnosis.diagnosis"}
-
-__getattr__, __dir__ = lazy_names("timeline.diagnosis", _LAZY, globals())
+__getattr__, __dir__, __all__ = attach_stub(__name__, __file__)

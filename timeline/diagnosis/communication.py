@@ -185,7 +185,7 @@ def find_no_overlap(context: Context) -> Finding | None:
     gradients itself, its own buckets launched when ready; for one that sends each gradient alone
     (no bucketing at all), DDP, the better of its default buckets (each launched when its last
     gradient is ready, with the collectives' fitted fixed cost per call:
-    :func:`timeline.whatif.sweep.predict_buckets`) and its own calls launched when ready.
+    :func:`timeline.whatif.sweeps.predict_buckets`) and its own calls launched when ready.
     """
     facts = context.facts
     if (replay := _gradient_replay(context)) is None:
@@ -248,7 +248,7 @@ def find_no_overlap(context: Context) -> Finding | None:
 def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding | None:
     """Other bucket caps would start the gradient collectives earlier, or send fewer, larger ones.
 
-    The best of :data:`BUCKET_CAPS_MIB`, each replayed by :func:`timeline.whatif.sweep.predict_buckets`
+    The best of :data:`BUCKET_CAPS_MIB`, each replayed by :func:`timeline.whatif.sweeps.predict_buckets`
     (the computation of ``timeline whatif --buckets ddp:CAP``) with the fitted fixed cost per call.
     Where the trace cannot separate that cost from the time per byte, a note says so.
     """
@@ -311,9 +311,9 @@ def _gradient_cost_evidence(replayer: Replayer) -> dict[str, float | str | None]
     """Return the fitted cost of the gradient collectives: ``α`` per call, ``β`` per byte, their basis.
 
     Of the collective kind and process group most gradient collectives ran on
-    (:func:`timeline.whatif.replay.cost_fit` of the diagnosed iterations' graph).
+    (:func:`timeline.whatif.engine.cost_fit` of the diagnosed iterations' graph).
     """
-    from timeline.whatif.replay import cost_fit
+    from timeline.whatif.engine import cost_fit
 
     graph = replayer.graph
     cells = Counter((o.collective, o.group) for o in graph.ops if o.gradient and o.nbytes)
@@ -436,7 +436,7 @@ def find_link(context: Context) -> Finding | None:
         return None
     if utilisation is None or facts.share(exposed) < MIN_SHARE:
         return None
-    from timeline.whatif.replay import Scenario
+    from timeline.whatif.engine import Scenario
 
     replayer = context.replayer
     link = context.link_gbps
@@ -507,7 +507,7 @@ def find_compression(context: Context) -> Finding | None:
     if not any(o.gradient and o.nbytes for o in replayer.graph.ops):
         return None
     from timeline.whatif.compression import Compression
-    from timeline.whatif.replay import Scenario
+    from timeline.whatif.engine import Scenario
 
     assumed = context.codec_gbps is None
     modes = set(replayer.graph.modes.values())

@@ -293,7 +293,7 @@ def _link(context: Context, totals: dict[str, object]) -> Finding | None:
         return None
     if wire / span < MIN_SHARE or context.replayer is None:
         return None
-    from timeline.whatif.replay import Scenario
+    from timeline.whatif.engine import Scenario
 
     replayer = context.replayer
     underused = utilisation < LINK_UNDERUSED_RATIO
@@ -334,7 +334,7 @@ def _fusion(context: Context) -> Finding | None:
     if replayer is None or not replayer.graph.gradients:
         return None
     from timeline.whatif.bucketing import FusionBuckets
-    from timeline.whatif.replay import Scenario
+    from timeline.whatif.engine import Scenario
 
     policies = [
         FusionBuckets(fusion_bytes=mib * 2**20, cycle_ns=round(ms * 1e6)) for mib, ms in FUSION_POLICIES

@@ -2,12 +2,12 @@
 
 Takes the run's what-if graph (:class:`~timeline.whatif.graph.TraceGraph`) and the diagnosed
 iterations; gives, for a changed graph (:mod:`timeline.whatif.transform`) or a scenario
-(:class:`~timeline.whatif.replay.Scenario`), the predicted step:
+(:class:`~timeline.whatif.engine.Scenario`), the predicted step:
 
 ``predicted = measured step × replayed step with the fix / replayed step as measured``
 
 each replayed step being the mean over the diagnosed iterations of the median over ranks of the
-replayed window (:func:`~timeline.whatif.replay.window_lengths`). The self-replay reproduces the
+replayed window (:func:`~timeline.whatif.engine.window_lengths`). The self-replay reproduces the
 measured step (``docs/whatif.md``), so the ratio is the replay's prediction; it also cancels what a
 graph restricted to a few iterations loses at their edges. Also: the idle intervals of a rank's
 windows (what a contraction removes first) and the bandwidth at which communication hides.
@@ -33,7 +33,7 @@ from timeline.stats import median
 if TYPE_CHECKING:
     from timeline.whatif.bucketing import BucketPolicy
     from timeline.whatif.graph import TraceGraph
-    from timeline.whatif.replay import Efficiency, Prediction, Scenario
+    from timeline.whatif.engine import Efficiency, Prediction, Scenario
 
 __all__ = ["Intervals", "Replayer", "WindowCut"]
 
@@ -95,7 +95,7 @@ class Replayer:
     """
 
     def __init__(self, graph: TraceGraph, iterations: Sequence[int | None], step_ns: int) -> None:
-        from timeline.whatif.replay import window_rows
+        from timeline.whatif.engine import window_rows
         from timeline.whatif.transform import restrict
 
         wanted = [i for i in iterations if i is not None]
@@ -135,7 +135,7 @@ class Replayer:
 
         The graph's own replay of a scenario is made once (rules and the bandwidth search ask again).
         """
-        from timeline.whatif.replay import window_lengths
+        from timeline.whatif.engine import window_lengths
 
         if graph is not None:  # a changed graph: its windows are recomputed (a contraction moves them)
             return self._step(window_lengths(graph, scenario=scenario))
@@ -156,10 +156,10 @@ class Replayer:
     ) -> list[tuple[int, Prediction]]:
         """Return, per bucketing policy, the predicted step (scaled) and the replay it comes from.
 
-        The replays are :func:`timeline.whatif.sweep.predict_buckets`'s, what ``timeline whatif
+        The replays are :func:`timeline.whatif.sweeps.predict_buckets`'s, what ``timeline whatif
         --buckets`` prints: the ``Prediction``'s ``iteration_ns`` is its figure for these iterations.
         """
-        from timeline.whatif.sweep import predict_buckets
+        from timeline.whatif.sweeps import predict_buckets
 
         out = []
         for prediction in predict_buckets(self.graph, policies, scenario=scenario):
@@ -178,7 +178,7 @@ class Replayer:
 
     def single_step(self) -> int:
         """Return ``T_single`` scaled likewise: the step without any communication."""
-        from timeline.whatif.replay import Scenario
+        from timeline.whatif.engine import Scenario
 
         return self.predict(scenario=Scenario(communication=False))
 
@@ -355,7 +355,7 @@ class Replayer:
         infinitely fast link, then bisects that decade on a log scale to ``rtol``. None when no
         collective has bytes (nothing scales with the link).
         """
-        from timeline.whatif.replay import Scenario
+        from timeline.whatif.engine import Scenario
 
         bits = self._bits()
         if bits <= 0:

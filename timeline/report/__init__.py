@@ -13,15 +13,6 @@ The library returns plot objects and shows them only when asked to in a notebook
 (:mod:`timeline.report.notebook`).
 """
 
-from __future__ import annotations
+from timeline.lazy import attach_stub
 
-from typing import TYPE_CHECKING
-
-from timeline.lazy import lazy_names
-
-if TYPE_CHECKING:
-    from timeline.report.notebook import show
-
-__all__ = ["show"]
-
-__getattr__, __dir__ = lazy_names("timeline.report", {"show": "timeline.report.notebook"}, globals())
+__getattr__, __dir__, __all__ = attach_stub(__name__, __file__)

@@ -21,7 +21,7 @@ from timeline.results.collectives import CollectiveCost
 
 if TYPE_CHECKING:
     from timeline.whatif.graph import TraceGraph
-    from timeline.whatif.replay import Prediction
+    from timeline.whatif.engine import Prediction
     from timeline.whatif.seed import BackwardProfile, SeedGrid, SeedResult, VectorAddCost
     from timeline.whatif.settings import Settings
 
@@ -51,7 +51,7 @@ REPORT_VERSION = 4
 ``dimension_latencies``. 3 (#36): ``kind`` and ``timeline`` first; ``self_replay`` gains
 ``measured_scaling_factor``. 4 (#37): ``costs``, the fixed cost per call and time per byte of each
 collective kind per process group that the replay charges merged and split collectives
-(:func:`~timeline.whatif.replay.cost_fit`); ``latency_s`` (report and scenarios) is null when not
+(:func:`~timeline.whatif.engine.cost_fit`); ``latency_s`` (report and scenarios) is null when not
 given: each collective keeps its fitted fixed cost.
 """
 SEED_REPORT_VERSION = 3
@@ -337,7 +337,7 @@ def _targets(graph: TraceGraph, settings: Settings) -> list[Target]:
 
     A target searches one link for every collective: link settings that name dimensions are not searched.
     """
-    from timeline.whatif.sweep import solve_bandwidth, solve_compression
+    from timeline.whatif.sweeps import solve_bandwidth, solve_compression
 
     target = settings.target_sf
     if target is None:
@@ -408,8 +408,8 @@ def build_whatif_report(
         ``graph`` is not a :class:`~timeline.whatif.graph.TraceGraph` (named).
     """
     from timeline.whatif.graph import TraceGraph as Graph
-    from timeline.whatif.replay import Scenario, cost_fit, replay, self_replay
-    from timeline.whatif.sweep import sweep
+    from timeline.whatif.engine import Scenario, cost_fit, replay, self_replay
+    from timeline.whatif.sweeps import sweep
 
     check_instance(graph, Graph, argument="graph", fix="pass the run's graph: timeline.analyze(...).graph")
 

@@ -4,7 +4,7 @@ Takes a compression ratio ``r`` and the codec's throughput; gives the extra time
 The model is the one of Agarwal et al., "On the Utility of Gradient Compression in Distributed
 Training Systems" (MLSys 2022): compression divides the bits on the wire by ``r``, but encoding
 runs on the training's own compute (before the bucket can leave) and decoding after the transfer
-(before the update can use the gradient). In the replay (:mod:`timeline.whatif.replay`):
+(before the update can use the gradient). In the replay (:mod:`timeline.whatif.engine`):
 
 - encode: ``bytes / codec`` inserted in the rank's compute timeline when the bucket is ready,
   delaying everything after it, the bucket's collective included;

@@ -1,7 +1,7 @@
 """The dependency graph of a traced run: compute, gradients, collectives and who waits for whom.
 
 Takes the canonical events frame (every rank, every iteration) and gives a :class:`TraceGraph`,
-the input of the replay (:mod:`timeline.whatif.replay`). Per rank, as measured:
+the input of the replay (:mod:`timeline.whatif.engine`). Per rank, as measured:
 
 - **compute**: the rank's compute timeline, the union of its compute intervals as the overlap
   analysis defines them (``docs/metrics.md``: kernels other than communication on GPU ranks; CPU
@@ -200,7 +200,7 @@ class Gradient(msgspec.Struct, frozen=True):
 
 @dataclass(frozen=True)
 class TraceGraph:
-    """The dependency graph of a run: the input of :func:`~timeline.whatif.replay.replay`.
+    """The dependency graph of a run: the input of :func:`~timeline.whatif.engine.replay`.
 
     Attributes
     ----------

@@ -276,7 +276,7 @@ def simulate_seed(
     ------
     UsageError
         A setting out of its range, or an iteration too long for ``Int64`` nanoseconds (more than
-        :data:`~timeline.whatif.replay.MAX_TIME_NS`).
+        :data:`~timeline.whatif.engine.MAX_TIME_NS`).
 
     Examples
     --------

@@ -6,8 +6,8 @@ sweeps), raising :class:`~timeline.errors.UsageError` with the option and the fi
 
 Every value is checked against a documented range (``docs/whatif.md``): finite, positive where a
 zero means nothing, and bounded so that predicted times stay well inside the ``Int64`` nanoseconds
-they are written in: a latency of at most :data:`~timeline.whatif.replay.MAX_LATENCY_S`, a world
-size of at most :data:`~timeline.whatif.replay.MAX_WORLD_SIZE`.
+they are written in: a latency of at most :data:`~timeline.whatif.engine.MAX_LATENCY_S`, a world
+size of at most :data:`~timeline.whatif.engine.MAX_WORLD_SIZE`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from timeline.whatif.costs import (
 )
 
 if TYPE_CHECKING:
-    from timeline.whatif.replay import Scenario
+    from timeline.whatif.engine import Scenario
 
 __all__ = [
     "DimensionValues",
@@ -227,7 +227,7 @@ class Settings:
     """The settings a what-if sweeps, read from their text (``timeline whatif``'s options); one value object.
 
     The defaults are the measured conditions: ``Settings()`` replays the trace as it ran.
-    :meth:`scenarios` packs every combination into a :class:`~timeline.whatif.replay.Scenario`, in
+    :meth:`scenarios` packs every combination into a :class:`~timeline.whatif.engine.Scenario`, in
     the order a sweep lists them, and :meth:`scenario` one of them (what a target's search starts from).
 
     Raises
@@ -290,7 +290,7 @@ class Settings:
 
         ``buckets``: default the first policy. The codec applies to every ratio above 1.
         """
-        from timeline.whatif.replay import Scenario
+        from timeline.whatif.engine import Scenario
 
         codec = self.codec_gbps * 1e9 / 8 if self.codec_gbps is not None else None
         return Scenario(

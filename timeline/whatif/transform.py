@@ -1,8 +1,8 @@
 """Changes to a run's graph that a fix would make, for the replay to re-time.
 
 Takes a :class:`~timeline.whatif.graph.TraceGraph` and gives another, to replay
-(:func:`~timeline.whatif.replay.replay`, :func:`~timeline.whatif.replay.window_lengths`) under the
-measured conditions or any :class:`~timeline.whatif.replay.Scenario`:
+(:func:`~timeline.whatif.engine.replay`, :func:`~timeline.whatif.engine.window_lengths`) under the
+measured conditions or any :class:`~timeline.whatif.engine.Scenario`:
 
 - :func:`restrict`: only some iterations (their windows, and the compute, collectives, waits and
   gradients in them): a replay of the median iteration costs a fraction of the whole trace's;

@@ -20,7 +20,7 @@ import polars as pl
 from timeline.whatif.bucketing import BucketPolicy
 from timeline.whatif.compression import Compression
 from timeline.whatif.graph import TraceGraph
-from timeline.whatif.replay import Prediction, Scenario, replay, single_replay
+from timeline.whatif.engine import Prediction, Scenario, replay, single_replay
 from timeline.whatif.settings import Settings
 
 __all__ = ["SWEEP_SCHEMA", "predict_buckets", "scenario_row", "solve_bandwidth", "solve_compression", "sweep"]
@@ -105,7 +105,7 @@ def predict_buckets(
     ``bucketing`` and ``no_overlap`` findings: the gradients regrouped by the policy in the order they
     became ready, each bucket launched when its last gradient is ready, and costing its kind's
     fixed cost per call and time per byte fitted from the trace
-    (:func:`~timeline.whatif.replay.cost_fit`).
+    (:func:`~timeline.whatif.engine.cost_fit`).
 
     Parameters
     ----------
