@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import nullcontext
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from timeline.errors import UsageError
 from timeline.workers import (
@@ -148,83 +148,101 @@ class LocalExecutor:
                 yield result
             return
         helpers = min(self.workers - 1, total - 1)
-        outcomes: dict[int, Future[R]] = {}
-        # Items are taken in order, one at a time, by whichever process is free: this one, or a
-        # helper whose task just finished (its next item is handed over from the pool's thread).
-        # Nothing waits in a helper's queue while this process could take it.
-        lock = threading.Lock()
-        taken = finished = 0
-        stop = False  # an item failed, or the map is closing: take no more
-
-        def take() -> int | None:
-            nonlocal taken
-            if stop or taken == total:
-                return None
-            taken += 1
-            return taken - 1
-
-        def report(ok: bool) -> None:
-            nonlocal finished, stop
-            with lock:
-                finished += 1
-                stop = stop or not ok  # every item before a failing one is taken: it raises in order
-                if progress:
-                    progress(finished, total)
-
-        def hand_over(pool: ProcessPoolExecutor) -> None:
-            with lock:
-                index = take()
-                if index is None:
-                    return
-                try:
-                    future = pool.submit(fn, items[index])
-                except Exception as exc:  # a broken pool: raised in order, as the task's own error
-                    future = Future()
-                    future.set_exception(exc)
-                outcomes[index] = future
-            future.add_done_callback(lambda done: finished_remotely(pool, done))
-
-        def finished_remotely(pool: ProcessPoolExecutor, future: Future[R]) -> None:
-            if future.cancelled():
-                return
-            report(future.exception() is None)
-            hand_over(pool)
-
         pool, self._started = self._started or process_pool(helpers), None
+        shared = _SharedItems(fn, items, progress)
         try:
             # the helpers start on these first submissions
             with worker_environment(polars_threads(self.workers), task=fn):
                 for _ in range(helpers):
-                    hand_over(pool)
-            given = 0  # results handed to the caller, in order: released here as they go
-            while True:
-                with lock:
-                    index = take()
-                if index is None:
-                    break
-                outcome = outcomes[index] = _run_here(fn, items[index])
-                report(outcome.exception() is None)
-                # the caller gets each result once those before it are in, not after the last task
-                while True:
-                    with lock:
-                        ready = given in outcomes and outcomes[given].done()
-                        future = outcomes.pop(given) if ready else None
-                    if future is None:
-                        break
-                    given += 1
-                    yield future.result()
-            for index in range(given, total):
-                with lock:
-                    future = outcomes.pop(index)
-                yield future.result()
+                    shared.hand_over(pool)
+            yield from shared.results()
         finally:
-            with lock:
-                stop = True
-            for future in list(outcomes.values()):
-                future.cancel()
+            shared.close()
             # The results are in: the helpers exit in the background (a Python process takes tens
             # of milliseconds to tear down its heap) rather than before the caller goes on.
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _SharedItems(Generic[T, R]):
+    """Items taken in order, one at a time, by whichever process is free: this one, or a helper.
+
+    A helper whose task just finished gets its next item from the pool's thread
+    (:meth:`hand_over`); nothing waits in a helper's queue while this process could take it. Every
+    item before a failing one is taken, so the failure raises in order.
+    """
+
+    def __init__(self, fn: Callable[[T], R], items: Sequence[T], progress: TaskProgress | None) -> None:
+        self.fn, self.items, self.progress = fn, items, progress
+        self.lock = threading.Lock()
+        self.outcomes: dict[int, Future[R]] = {}
+        self.taken = self.finished = 0
+        self.stop = False  # an item failed, or the map is closing: take no more
+
+    def take(self) -> int | None:
+        """Return the next item's index, or None when none is left to take (under the lock)."""
+        if self.stop or self.taken == len(self.items):
+            return None
+        self.taken += 1
+        return self.taken - 1
+
+    def report(self, ok: bool) -> None:
+        """Count an item finished (anywhere); a failure stops the taking."""
+        with self.lock:
+            self.finished += 1
+            self.stop = self.stop or not ok
+            if self.progress:
+                self.progress(self.finished, len(self.items))
+
+    def hand_over(self, pool: ProcessPoolExecutor) -> None:
+        """Submit the next item to the pool, if any is left; its end hands over the one after."""
+        with self.lock:
+            index = self.take()
+            if index is None:
+                return
+            try:
+                future = pool.submit(self.fn, self.items[index])
+            except Exception as exc:  # a broken pool: raised in order, as the task's own error
+                future = Future()
+                future.set_exception(exc)
+            self.outcomes[index] = future
+        future.add_done_callback(lambda done: self._finished_remotely(pool, done))
+
+    def _finished_remotely(self, pool: ProcessPoolExecutor, future: Future[R]) -> None:
+        if future.cancelled():
+            return
+        self.report(future.exception() is None)
+        self.hand_over(pool)
+
+    def results(self) -> Iterator[R]:
+        """Run items here while any is left, and yield every result in order as soon as it is in."""
+        given = 0  # results handed to the caller, in order: released here as they go
+        while True:
+            with self.lock:
+                index = self.take()
+            if index is None:
+                break
+            outcome = self.outcomes[index] = _run_here(self.fn, self.items[index])
+            self.report(outcome.exception() is None)
+            # the caller gets each result once those before it are in, not after the last task
+            while True:
+                with self.lock:
+                    ready = given in self.outcomes and self.outcomes[given].done()
+                    future = self.outcomes.pop(given) if ready else None
+                if future is None:
+                    break
+                given += 1
+                yield future.result()
+        for index in range(given, len(self.items)):
+            with self.lock:
+                future = self.outcomes.pop(index)
+            yield future.result()
+
+    def close(self) -> None:
+        """Take no more items and cancel those not started."""
+        with self.lock:
+            self.stop = True
+        for future in list(self.outcomes.values()):
+            future.cancel()
 
 
 def _run_here(fn: Callable[[T], R], item: T, future: Future[R] | None = None) -> Future[R]:
@@ -336,77 +354,20 @@ class RayExecutor:
         this process takes items itself, in order from the first, on a thread; Ray gets the items
         after the last one taken here. Joining a running cluster, every item is a Ray task.
         """
-        total = len(items)
-        lock = threading.Lock()
-        done = 0
-        stop = failed = False  # stop: Ray is up, an item failed, or the map is closing
-        here: list[Future[R]] = []  # the outcomes of the items taken here: items 0, 1, ...
-
-        def report() -> None:
-            nonlocal done
-            with lock:
-                done += 1
-                if progress:
-                    progress(done, total)
-
-        def take_here() -> None:
-            nonlocal stop, failed
-            while True:
-                with lock:
-                    if stop or len(here) == total:
-                        return
-                    future: Future[R] = Future()
-                    here.append(future)
-                    item = items[len(here) - 1]
-                _run_here(fn, item, future)
-                report()
-                if future.exception() is not None:
-                    with lock:
-                        stop = failed = True
-
+        here = _ItemsHere(fn, items, progress)
         taker: threading.Thread | None = None
-        if total > 1 and self._starts_local_instance():
-            taker = threading.Thread(target=take_here, name="timeline-items-while-ray-starts", daemon=True)
+        if len(items) > 1 and self._starts_local_instance():
+            taker = threading.Thread(target=here.take, name="timeline-items-while-ray-starts", daemon=True)
             taker.start()
-        pending: list[Any] = []
+        pending: list[Any] = []  # the Ray tasks not finished, filled by _remote_results
         try:
             try:
                 ray = self._ray()
             finally:
-                with lock:
-                    stop = True
-                    first_remote = total if failed else len(here)  # a failure raises, in order
-            from ray.exceptions import RayTaskError
-
-            # the settings of local worker processes (timeline.workers); one polars thread per task
-            # of one CPU. A Ray instance started by this executor has them already (see _ray).
-            options: dict[str, Any] = {"num_cpus": 1, "max_retries": 0}
-            if not self._local_instance:
-                options["runtime_env"] = {"env_vars": worker_settings(polars_threads=1)}
-            remote = ray.remote(**options)(fn)
-            refs: list[Any] = [remote.remote(item) for item in items[first_remote:]]
-            pending = list(refs)
-            for index in range(total):
-                if index < len(here):
-                    yield here[index].result()  # waits for the item this process still runs
-                    continue
-                ref = refs[index - first_remote]
-                refs[index - first_remote] = None  # the result leaves the object store once taken
-                while ref in pending:
-                    ready, pending = ray.wait(pending, num_returns=1)
-                    for _ in ready:
-                        report()
-                try:
-                    yield ray.get(ref)
-                except RayTaskError as exc:
-                    # the task's own exception (a TimelineError for bad input), not Ray's wrapper
-                    cause = getattr(exc, "cause", None)
-                    if isinstance(cause, BaseException):
-                        raise cause from None
-                    raise
+                first_remote = here.stop_taking()
+            yield from self._remote_results(ray, here, first_remote, pending)
         finally:
-            with lock:
-                stop = True
+            here.stop_taking()
             if pending:
                 import ray as ray_module
 
@@ -414,6 +375,78 @@ class RayExecutor:
                     ray_module.cancel(ref)
             if taker is not None:
                 taker.join()  # the item it runs, at most
+
+    def _remote_results(
+        self, ray: Any, here: _ItemsHere[T, R], first_remote: int, pending: list[Any]
+    ) -> Iterator[R]:
+        """Yield every item's result in order: those taken here, then the Ray tasks of the rest."""
+        from ray.exceptions import RayTaskError
+
+        # the settings of local worker processes (timeline.workers); one polars thread per task
+        # of one CPU. A Ray instance started by this executor has them already (see _ray).
+        options: dict[str, Any] = {"num_cpus": 1, "max_retries": 0}
+        if not self._local_instance:
+            options["runtime_env"] = {"env_vars": worker_settings(polars_threads=1)}
+        remote = ray.remote(**options)(here.fn)
+        refs: list[Any] = [remote.remote(item) for item in here.items[first_remote:]]
+        pending.extend(refs)
+        for index in range(len(here.items)):
+            if index < len(here.futures):
+                yield here.futures[index].result()  # waits for the item this process still runs
+                continue
+            ref = refs[index - first_remote]
+            refs[index - first_remote] = None  # the result leaves the object store once taken
+            while ref in pending:
+                ready, pending[:] = ray.wait(pending, num_returns=1)
+                for _ in ready:
+                    here.report()
+            try:
+                yield ray.get(ref)
+            except RayTaskError as exc:
+                # the task's own exception (a TimelineError for bad input), not Ray's wrapper
+                cause = getattr(exc, "cause", None)
+                if isinstance(cause, BaseException):
+                    raise cause from None
+                raise
+
+
+class _ItemsHere(Generic[T, R]):
+    """The items this process takes itself, in order from the first, while Ray starts."""
+
+    def __init__(self, fn: Callable[[T], R], items: Sequence[T], progress: TaskProgress | None) -> None:
+        self.fn, self.items, self.progress = fn, items, progress
+        self.lock = threading.Lock()
+        self.done = 0
+        self.stop = self.failed = False  # stop: Ray is up, an item failed, or the map is closing
+        self.futures: list[Future[R]] = []  # the outcomes of the items taken here: items 0, 1, ...
+
+    def report(self) -> None:
+        """Count an item finished (here or on Ray)."""
+        with self.lock:
+            self.done += 1
+            if self.progress:
+                self.progress(self.done, len(self.items))
+
+    def take(self) -> None:
+        """Run items here, in order, until Ray is up, an item fails or none is left."""
+        while True:
+            with self.lock:
+                if self.stop or len(self.futures) == len(self.items):
+                    return
+                future: Future[R] = Future()
+                self.futures.append(future)
+                item = self.items[len(self.futures) - 1]
+            _run_here(self.fn, item, future)
+            self.report()
+            if future.exception() is not None:
+                with self.lock:
+                    self.stop = self.failed = True
+
+    def stop_taking(self) -> int:
+        """Take no more items here; return the first item Ray runs (all taken here after a failure)."""
+        with self.lock:
+            self.stop = True
+            return len(self.items) if self.failed else len(self.futures)
 
 
 def make_executor(
