@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import polars as pl
 
@@ -275,69 +275,36 @@ def _combine(
     horovod_files = [p for r, p in zip(parsed, path_list, strict=True) if r.format == "horovod"]
     if len(horovod_files) > 1:
         raise several_timelines_error(horovod_files)
-    frames: list[pl.DataFrame] = []
-    file_rows: list[dict[str, object]] = []
-    clocks: list[pl.DataFrame] = []
-    groups: list[pl.DataFrame] = []
     warnings: list[str] = []
     owner: dict[int, Path] = {}
     # Files a capture manifest lists as successive windows of one rank may share that rank.
     windows = capture_windows(path_list)
+    parts: list[_Part] = []
     for result, path in zip(parsed, path_list, strict=True):
         warnings.extend(result.warnings)
-        if result.format == "parquet":
-            stored = result.stored_files or []
-            for row in stored:
-                r = row.get("rank")
-                if isinstance(r, int) and row.get("format") != "horovod":
-                    claim_rank(owner, r, path, windows)
-            file_rows.extend(stored)
-            events, found = check_events(result.events, source=path_text(path))
-            warnings.extend(found)
-            on: dict[tuple[int, str], str] = {
-                (row["rank"], str(row["format"])): row["clock"]
-                for row in stored
-                if isinstance(row.get("rank"), int) and isinstance(row.get("clock"), str)
-            }
-            clocks.append(clock_rows(events, path=path_text(path), clock=on))
-            frames.append(events)
-            if result.groups is not None:
-                groups.append(result.groups)
-            continue
-        if result.held_ranks is not None:
-            held_events, rows, held_groups = _held_file(
-                result, path, rank=rank, rank_regex=rank_regex, warnings=warnings, only_file=only_file
+        parts.append(
+            _file_part(
+                result,
+                path,
+                rank=rank,
+                rank_regex=rank_regex,
+                only_file=only_file,
+                claims=(owner, windows),
+                warnings=warnings,
             )
-            for row in rows:
-                claim_rank(owner, int(str(row["rank"])), path, windows)
-            held_events, found = check_events(held_events, source=str(path))
-            warnings.extend(found)
-            clocks.append(clock_rows(held_events, path=str(path), clock=result.clock))
-            frames.append(held_events)
-            file_rows.extend(rows)
-            groups.append(held_groups)
-            continue
-        file_rank, events, row = _rank_file(
-            result, path, rank=rank, rank_regex=rank_regex, warnings=warnings, only_file=only_file
         )
-        if result.claims_rank:
-            claim_rank(owner, file_rank, path, windows)
-        events, found = check_events(events, source=path_text(path))
-        warnings.extend(found)
-        clocks.append(clock_rows(events, path=path_text(path), clock=result.clock))
-        frames.append(events)
-        file_rows.append(row)
-        if result.groups is not None:
-            groups.append(result.groups.with_columns(rank=pl.lit(file_rank, dtype=pl.Int32)))
+    frames = [piece.events for piece in parts]
     events = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
     # one rank (a rank's task): ordered by time alone, which is cheaper than by two keys
     keys = ["start_ns"] if events.get_column("rank").n_unique() == 1 else ["rank", "start_ns"]
     events = events.sort(keys, maintain_order=True)
+    file_rows = [row for piece in parts for row in piece.rows]
     files = pl.DataFrame(file_rows, schema=FILES_SCHEMA) if file_rows else pl.DataFrame(schema=FILES_SCHEMA)
-    spans = pl.concat(clocks, how="vertical")
+    spans = pl.concat([piece.clocks for piece in parts], how="vertical")
     note = None if part else check_part_files(files, spans)
     if note is not None:
         warnings.append(note)
+    groups = [piece.groups for piece in parts if piece.groups is not None]
     declared = (
         pl.concat(groups, how="vertical").sort("rank", maintain_order=True)
         if groups
@@ -346,6 +313,68 @@ def _combine(
     return Trace(
         events=events, files=files, warnings=tuple(warnings), clocks=spans, clock_note=note, groups=declared
     )
+
+
+class _Part(NamedTuple):
+    """One file's share of a trace: its events (checked), files rows, clock spans and groups."""
+
+    events: pl.DataFrame
+    rows: list[dict[str, object]]
+    clocks: pl.DataFrame
+    groups: pl.DataFrame | None
+
+
+def _file_part(
+    result: FileResult,
+    path: Path,
+    *,
+    rank: int | None,
+    rank_regex: str | None,
+    only_file: bool,
+    claims: tuple[dict[int, Path], dict[Path, int]],
+    warnings: list[str],
+) -> _Part:
+    """Return a parsed file's share of the trace, its ranks claimed, its events checked.
+
+    ``claims``: the file that claimed each rank so far, and the capture windows that may share one.
+    """
+    owner, windows = claims
+    if result.format == "parquet":
+        stored = result.stored_files or []
+        for row in stored:
+            r = row.get("rank")
+            if isinstance(r, int) and row.get("format") != "horovod":
+                claim_rank(owner, r, path, windows)
+        events, found = check_events(result.events, source=path_text(path))
+        warnings.extend(found)
+        on: dict[tuple[int, str], str] = {
+            (row["rank"], str(row["format"])): row["clock"]
+            for row in stored
+            if isinstance(row.get("rank"), int) and isinstance(row.get("clock"), str)
+        }
+        return _Part(events, list(stored), clock_rows(events, path=path_text(path), clock=on), result.groups)
+    if result.held_ranks is not None:
+        held_events, rows, held_groups = _held_file(
+            result, path, rank=rank, rank_regex=rank_regex, warnings=warnings, only_file=only_file
+        )
+        for row in rows:
+            claim_rank(owner, int(str(row["rank"])), path, windows)
+        held_events, found = check_events(held_events, source=str(path))
+        warnings.extend(found)
+        return _Part(
+            held_events, rows, clock_rows(held_events, path=str(path), clock=result.clock), held_groups
+        )
+    file_rank, events, row = _rank_file(
+        result, path, rank=rank, rank_regex=rank_regex, warnings=warnings, only_file=only_file
+    )
+    if result.claims_rank:
+        claim_rank(owner, file_rank, path, windows)
+    events, found = check_events(events, source=path_text(path))
+    warnings.extend(found)
+    groups = (
+        None if result.groups is None else result.groups.with_columns(rank=pl.lit(file_rank, dtype=pl.Int32))
+    )
+    return _Part(events, [row], clock_rows(events, path=path_text(path), clock=result.clock), groups)
 
 
 def _rank_file(
