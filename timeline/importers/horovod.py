@@ -143,9 +143,33 @@ def parse_horovod(data: bytes, *, source: str, options: ImportOptions) -> FileRe
     ('relative', ['negotiation'], [5000])
     """
     del options  # Horovod names need no configurable rules (see Parameters).
+    warnings: list[str] = []
+    records = _records(data, source, warnings)
+    built = _Builder(source)
+    built.consume(records)
+    _refuse_rewrites(built, source)
+    warnings.extend(built.warnings())
+
+    events = built.frame(offset_us=built.epoch_start_us or 0)
+    return FileResult(
+        events=validate(events, EVENTS_SCHEMA, what=f"{source} (horovod)"),
+        format="horovod",
+        rank=None,
+        claims_rank=False,
+        # Ranks are 0-based: a tick of rank r means at least r + 1 workers (an excerpt may lack some).
+        world_size=None if built.highest_rank is None else built.highest_rank + 1,
+        clock=_clock(built),
+        warnings=warnings,
+    )
+
+
+def _records(data: bytes, source: str, warnings: list[str]) -> list[_Record]:
+    """Return a timeline's records, decoded (invalid UTF-8 replaced, a cut-off last record dropped).
+
+    Raises :class:`TraceFormatError` for records with no phase and for nesting too deep to decode.
+    """
     if data.startswith(_UTF8_BOM):
         data = b"   " + data[len(_UTF8_BOM) :]  # blanks keep error positions where they were
-    warnings: list[str] = []
     try:
         try:
             records, cut_off = _decode_records(data, source)
@@ -166,29 +190,16 @@ def parse_horovod(data: bytes, *, source: str, options: ImportOptions) -> FileRe
     elif all(record.ph is None for record in records):
         msg = f"{source}: the records have no `ph` (phase) field; {_EXPECTED}"
         raise TraceFormatError(msg)
-    built = _Builder(source)
-    built.consume(records)
-    _refuse_rewrites(built, source)
-    warnings.extend(built.warnings())
+    return records
 
-    clock: Clock
+
+def _clock(built: _Builder) -> Clock:
+    """Return the clock of a timeline's timestamps, from its header and the size of its first ones."""
     if built.epoch_start_us is not None:
-        clock = "epoch"
-    elif built.cycle_starts or (built.start and min(built.start) >= _BOOT_CLOCK_MIN_TS_US):
-        clock = "boot"
-    else:
-        clock = "relative"
-    events = built.frame(offset_us=built.epoch_start_us or 0)
-    return FileResult(
-        events=validate(events, EVENTS_SCHEMA, what=f"{source} (horovod)"),
-        format="horovod",
-        rank=None,
-        claims_rank=False,
-        # Ranks are 0-based: a tick of rank r means at least r + 1 workers (an excerpt may lack some).
-        world_size=None if built.highest_rank is None else built.highest_rank + 1,
-        clock=clock,
-        warnings=warnings,
-    )
+        return "epoch"
+    if built.cycle_starts or (built.start and min(built.start) >= _BOOT_CLOCK_MIN_TS_US):
+        return "boot"
+    return "relative"
 
 
 def _refuse_rewrites(built: _Builder, source: str) -> None:
