@@ -131,6 +131,22 @@ def horovod_frames(trace: Trace) -> HorovodFrames:
             {"rank": [writer], "start_ns": [first_ns], "end_ns": [last_ns]}, schema=_INTERVALS
         )
     windows, loop_note = _windows(ops, writer, first_ns, last_ns)
+    comm, signals = _comm_and_signals(ops, batches, writer=writer, world=world)
+    return HorovodFrames(
+        modes={writer: "horovod"},
+        windows=windows,
+        compute=compute,
+        comm=comm,
+        signals=signals,
+        world_size=world,
+        notes=_notes(ops, batches, world, writer, loop_note),
+    )
+
+
+def _comm_and_signals(
+    ops: pl.DataFrame, batches: pl.DataFrame, *, writer: int, world: int
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Return the graph's collectives (one per batch) and gradient signals (one per gradient tensor)."""
     comm = batches.select(
         rank=pl.lit(writer, dtype=pl.Int32),
         channel=pl.lit(HOROVOD_CHANNEL),
@@ -154,15 +170,7 @@ def horovod_frames(trace: Trace) -> HorovodFrames:
         .sort("ready_ns", maintain_order=True)
         .cast(_SIGNALS)  # type: ignore[arg-type]
     )
-    return HorovodFrames(
-        modes={writer: "horovod"},
-        windows=windows,
-        compute=compute,
-        comm=comm,
-        signals=signals,
-        world_size=world,
-        notes=_notes(ops, batches, world, writer, loop_note),
-    )
+    return comm, signals
 
 
 def _file_name(trace: Trace) -> str:
@@ -190,20 +198,7 @@ def horovod_operations(horovod: pl.DataFrame) -> pl.DataFrame:
     """
     spans = horovod.filter(pl.col("pid").is_not_null())
     kind = pl.col("kind").cast(pl.String)
-    ops = (
-        spans.filter(kind == "annotation")
-        .select(
-            "rank",
-            "pid",
-            tensor=pl.col("tensor").cast(pl.String),
-            collective=pl.col("collective").cast(pl.String),
-            nbytes="in_bytes",
-            op_start="start_ns",
-            op_end="end_ns",
-        )
-        .sort("op_start")
-        .with_columns(_prev_end=pl.col("op_end").shift(1).over("pid", order_by="op_start"))
-    )
+    ops = _annotated_operations(spans)
     negotiations = (
         spans.filter(kind == "negotiation")
         .select("pid", negotiation_ns="start_ns", _neg_end="end_ns")
@@ -233,20 +228,41 @@ def horovod_operations(horovod: pl.DataFrame) -> pl.DataFrame:
             ready_ns=pl.min_horizontal(ready, "op_start"),
             wire_ns=pl.coalesce("_first_wire", "op_start"),
             wire_end_ns=pl.coalesce("wire_end_ns", "op_end"),
-        ).select(
+        ).select(_OPERATION_COLUMNS)
+    )
+
+
+_OPERATION_COLUMNS = (
+    "rank",
+    "pid",
+    "tensor",
+    "collective",
+    "nbytes",
+    "op_start",
+    "op_end",
+    "negotiation_ns",
+    "ready_ns",
+    "wire_ns",
+    "wire_end_ns",
+    "wire_name",
+)
+
+
+def _annotated_operations(spans: pl.DataFrame) -> pl.DataFrame:
+    """Return each operation's annotation span, with the end of the one before it on its pid."""
+    return (
+        spans.filter(pl.col("kind").cast(pl.String) == "annotation")
+        .select(
             "rank",
             "pid",
-            "tensor",
-            "collective",
-            "nbytes",
-            "op_start",
-            "op_end",
-            "negotiation_ns",
-            "ready_ns",
-            "wire_ns",
-            "wire_end_ns",
-            "wire_name",
+            tensor=pl.col("tensor").cast(pl.String),
+            collective=pl.col("collective").cast(pl.String),
+            nbytes="in_bytes",
+            op_start="start_ns",
+            op_end="end_ns",
         )
+        .sort("op_start")
+        .with_columns(_prev_end=pl.col("op_end").shift(1).over("pid", order_by="op_start"))
     )
 
 
@@ -358,18 +374,7 @@ def _compute(batches: pl.DataFrame, writer: int, first_ns: int) -> pl.DataFrame:
 def _windows(ops: pl.DataFrame, writer: int, first_ns: int, last_ns: int) -> tuple[pl.DataFrame, str]:
     """Return the iteration windows (with ``window_id``) and a note saying how they were found."""
     gradient = ops.filter(pl.col("collective").is_in(GRADIENT_KINDS))
-    counts = (
-        gradient.group_by("pid")
-        .agg(n=pl.len(), first=pl.col("op_start").min(), tensor=pl.col("tensor").first())
-        # ties (fused tensors share their negotiation) broken by name: the same tensor on every run
-        .sort(
-            pl.col("n"),
-            pl.col("first"),
-            pl.col("tensor"),
-            pl.col("pid"),
-            descending=[True, False, False, False],
-        )
-    )
+    counts = _negotiation_counts(gradient)
     if counts.height and int(counts.item(0, "n")) >= 2:  # two negotiations: one period
         pid = counts.item(0, "pid")
         marks = (
@@ -416,6 +421,22 @@ def _windows(ops: pl.DataFrame, writer: int, first_ns: int, last_ns: int) -> tup
         .with_columns(pl.col("window_id").cast(pl.Int64))
     )
     return windows, note
+
+
+def _negotiation_counts(gradient: pl.DataFrame) -> pl.DataFrame:
+    """Return each gradient tensor's pid with its count of operations, the most negotiated first."""
+    return (
+        gradient.group_by("pid")
+        .agg(n=pl.len(), first=pl.col("op_start").min(), tensor=pl.col("tensor").first())
+        # ties (fused tensors share their negotiation) broken by name: the same tensor on every run
+        .sort(
+            pl.col("n"),
+            pl.col("first"),
+            pl.col("tensor"),
+            pl.col("pid"),
+            descending=[True, False, False, False],
+        )
+    )
 
 
 def _notes(
