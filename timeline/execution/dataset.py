@@ -22,7 +22,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -187,19 +187,33 @@ def write_dataset(
     """
     target = Path(output)
     path_list = expand_inputs(paths, rank=rank)
-    resolved = target.resolve()
-    if any(resolved == p or resolved in p.parents for p in path_list):
-        msg = (
-            f"{output}: holds some of the inputs; choose another output directory (inputs are never modified)"
-        )
-        raise UsageError(msg)
-    check_output(target, dataset=True, force=force)
-    if not target.parent.exists():
-        raise UsageError(f"{target.parent}: no such directory")
+    _check_target(target, path_list, force=force, given=output)
     units = plan_units(path_list, options=options, rank=rank, rank_regex=rank_regex)
-    if executor is None:
-        executor = LocalExecutor()
     report = named_progress(progress, [unit.paths[0].name for unit in units])
+    written, counts = _write_in_scratch(
+        units, target, executor=executor or LocalExecutor(), report=report, force=force
+    )
+    return Written(
+        path=target,
+        events=sum(w.events for w in written),
+        ranks=tuple(sorted(counts)),
+        files=pl.concat([w.files for w in written], how="vertical"),
+        warnings=tuple(x for w in written for x in w.warnings),
+    )
+
+
+def _write_in_scratch(
+    units: Sequence[Unit],
+    target: Path,
+    *,
+    executor: Executor,
+    report: Callable[[int, int], None] | None,
+    force: bool,
+) -> tuple[list[_UnitWritten], dict[int, int]]:
+    """Write every unit's parts in a scratch folder beside ``target``, then rename it ``target``.
+
+    Returns what each unit wrote and the count of parts per rank; the scratch folder never stays.
+    """
     scratch: Path | None = None
     try:
         with signals_deferred():  # an interruption never falls between the mkdir and the record
@@ -207,26 +221,40 @@ def write_dataset(
         tasks = [_WriteTask(unit=u, index=i, scratch=scratch) for i, u in enumerate(units)]
         written = _written_units(executor, tasks, target, report)
         check_claims([w.horovod for w in written], [w.claims for w in written])
-        # part-0, part-1 … per rank, in the order of the inputs
-        counts: dict[int, int] = {}
-        for w in written:
-            for part_rank, part in w.parts:
-                n = counts.get(part_rank, 0)
-                part.rename(part.with_name(f"part-{n}.parquet"))
-                counts[part_rank] = n + 1
+        counts = _number_parts(written)
         check_output(target, dataset=True, force=force)  # again: it may have changed meanwhile
         _replace_directory(scratch, target)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    files = pl.concat([w.files for w in written], how="vertical")
-    return Written(
-        path=target,
-        events=sum(w.events for w in written),
-        ranks=tuple(sorted(counts)),
-        files=files,
-        warnings=tuple(x for w in written for x in w.warnings),
-    )
+    return written, counts
+
+
+def _check_target(target: Path, path_list: Sequence[Path], *, force: bool, given: str | Path) -> None:
+    """Refuse an output that holds inputs, one timeline may not replace, or one with no parent folder.
+
+    ``given``: the output as the user wrote it, for the message.
+    """
+    resolved = target.resolve()
+    if any(resolved == p or resolved in p.parents for p in path_list):
+        msg = (
+            f"{given}: holds some of the inputs; choose another output directory (inputs are never modified)"
+        )
+        raise UsageError(msg)
+    check_output(target, dataset=True, force=force)
+    if not target.parent.exists():
+        raise UsageError(f"{target.parent}: no such directory")
+
+
+def _number_parts(written: Sequence[_UnitWritten]) -> dict[int, int]:
+    """Name each rank's parts part-0, part-1 … in the order of the inputs; return the count per rank."""
+    counts: dict[int, int] = {}
+    for w in written:
+        for part_rank, part in w.parts:
+            n = counts.get(part_rank, 0)
+            part.rename(part.with_name(f"part-{n}.parquet"))
+            counts[part_rank] = n + 1
+    return counts
 
 
 def _written_units(
