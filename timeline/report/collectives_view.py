@@ -332,6 +332,21 @@ def _scope_select(views: pl.DataFrame, view: int | None) -> tuple[Any, int | str
     return scope, first
 
 
+def _section_header(report: CollectivesReport) -> Any:
+    """Return the section's header: how many logical collectives on how many ranks, then the warnings."""
+    from bokeh.models.widgets import Div
+
+    from timeline.report.layout import STRETCH
+
+    counts = f"{len(report.collectives)} logical collectives on {len(report.wait_by_rank)} ranks"
+    notes = "".join(f"<br>{html.escape(w)}" for w in report.warnings)
+    return Div(
+        text=f"<b>Collectives across ranks</b>: {counts} (definitions: docs/collectives.md){notes}",
+        sizing_mode=STRETCH,
+        name="collectives_header",
+    )
+
+
 def build_collectives_section(
     report: CollectivesReport | None,
     views: pl.DataFrame,
@@ -360,7 +375,6 @@ def build_collectives_section(
         return None
     from bokeh.layouts import column
     from bokeh.models import CustomJS
-    from bokeh.models.widgets import Div
 
     from timeline.report.layout import STRETCH, side_by_side
 
@@ -375,13 +389,7 @@ def build_collectives_section(
         select.js_on_change("value", CustomJS(args={"scope": scope, "select": select}, code=_FOLLOW_JS))
     heatmap = build_wait_heatmap(report)
     table = build_collective_table(report)
-    counts = f"{len(report.collectives)} logical collectives on {len(report.wait_by_rank)} ranks"
-    notes = "".join(f"<br>{html.escape(w)}" for w in report.warnings)
-    header = Div(
-        text=f"<b>Collectives across ranks</b>: {counts} (definitions: docs/collectives.md){notes}",
-        sizing_mode=STRETCH,
-        name="collectives_header",
-    )
+    header = _section_header(report)
     costs = build_cost_table(report)
     layout = column(
         header,

@@ -407,17 +407,23 @@ def build_dashboard(
             on_ready = _wire_standalone(data, gantt, select, rank_filter)
 
     header = _header(data, files, shown=len(shown) if ranks is None else None)
-    layout: Any = _gantt_tab(data, gantt, (select, rank_filter), breakdown, (heatmap, summary), header)
+    gantt_tab = _gantt_tab(data, gantt, (select, rank_filter), breakdown, (heatmap, summary), header)
+    layout = _with_tabs(data, gantt_tab)
+    return Dashboard(layout=layout, gantt=gantt, select=select, ranks=rank_filter, on_ready=on_ready)
+
+
+def _with_tabs(data: ReportData, gantt_tab: Any) -> Any:
+    """Return the Gantt's tab alone, or in tabs with the what-if and compare panels when there are any."""
     # Tabs when there is more than the Gantt: the predicted scaling factor vs bandwidth, BASE vs this run.
-    panels = [TabPanel(child=layout, title="Gantt")]
+    panels = [TabPanel(child=gantt_tab, title="Gantt")]
     whatif = whatif_of(data)  # last: a helper process may still be computing it
     if whatif is not None:
         panels.append(TabPanel(child=build_whatif_panel(whatif), title="What-if"))
     if data.compare is not None:
         panels.append(TabPanel(child=build_compare_panel(data.compare), title="Compare"))
-    if len(panels) > 1:
-        layout = Tabs(tabs=panels, sizing_mode=STRETCH, name="report_tabs")
-    return Dashboard(layout=layout, gantt=gantt, select=select, ranks=rank_filter, on_ready=on_ready)
+    if len(panels) == 1:
+        return gantt_tab
+    return Tabs(tabs=panels, sizing_mode=STRETCH, name="report_tabs")
 
 
 def _gantt_tab(

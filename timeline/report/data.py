@@ -330,6 +330,16 @@ def _drawn_events(events: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
         .then(pl.col("tid"))
         .otherwise(pl.col("pid"))
     )
+    return frame.with_columns(
+        _base=base,
+        _sort=sort_key.fill_null(0),
+        style=_style(),
+    )
+
+
+def _style() -> pl.Expr:
+    """Return the drawing style of an event: by its Horovod phase, or by its kind in a profiler trace."""
+    kind = pl.col("kind")
     horovod_style = (
         pl.when(kind == "negotiation")
         .then(pl.lit("negotiation"))
@@ -352,11 +362,7 @@ def _drawn_events(events: pl.DataFrame, modes: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("memcpy/memset"))
         .otherwise(pl.lit("sync/wait"))
     )
-    return frame.with_columns(
-        _base=base,
-        _sort=sort_key.fill_null(0),
-        style=pl.when(pl.col("mode") == "horovod").then(horovod_style).otherwise(kineto_style).cast(STYLE),
-    )
+    return pl.when(pl.col("mode") == "horovod").then(horovod_style).otherwise(kineto_style).cast(STYLE)
 
 
 def _lanes(drawn: pl.DataFrame, exposed_ranks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -707,25 +713,36 @@ def level_of_detail(segments: pl.DataFrame, *, start_ns: int, end_ns: int, pixel
         _top=pl.col("style") == _EXPOSED
     )
     whole = visible.filter(pl.col("dur_ns") >= bin_ns)
-    lanes = ["rank", "lane_id", "_top", "_chunk"]
     small = (
         visible.filter(pl.col("dur_ns") < bin_ns)
         .with_columns(_chunk=(pl.col("start_ns") - start_ns) // (_RUN_PIXELS * bin_ns))
         .sort("lane_id", "_top", "start_ns")  # a lane is on one rank; chunks follow start
     )
+    merged = _merged_runs(_with_runs(small, start_ns=start_ns, bin_ns=bin_ns))
+    columns = [*BARS_SCHEMA.names(), "_top"]
+    bars = pl.concat([whole.select(columns), merged.select(columns)], how="vertical_relaxed")
+    return validate(bars.sort("_top", "start_ns", "lane_id"), BARS_SCHEMA, what="bars")
+
+
+def _with_runs(small: pl.DataFrame, *, start_ns: int, bin_ns: int) -> pl.DataFrame:
+    """Return ``small`` (sorted by lane and start) with ``_run``, the run of short segments each joins."""
     # Runs without window functions: in the sorted frame, lift each (lane, chunk) group above the
     # previous one by ``lift`` so that one running maximum of the ends serves every group.
-    group = pl.struct(lanes).rle_id().cast(pl.Int64)
+    group = pl.struct(["rank", "lane_id", "_top", "_chunk"]).rle_id().cast(pl.Int64)
     end = pl.col("end_ns") - start_ns
     last_end = small.select(pl.col("end_ns").max()).item()
     lift = max((start_ns if last_end is None else int(last_end)) - start_ns, 0) + bin_ns + 1
     reach = (end + group * lift).cum_max().shift(1) - group * lift
     first = group != group.shift(1)
-    small = small.with_columns(
+    return small.with_columns(
         _run=(first.fill_null(True) | (pl.col("start_ns") - start_ns - reach >= bin_ns))
         .cast(pl.UInt32)
         .cum_sum()
     )
+
+
+def _merged_runs(small: pl.DataFrame) -> pl.DataFrame:
+    """Return one bar per run of ``small``: its extent, its sums, the style and name of most of its time."""
     keys = ["rank", "lane_id", "_top", "_run"]
     dominant = (
         small.group_by([*keys, "style", "name"], maintain_order=True)
@@ -736,7 +753,7 @@ def level_of_detail(segments: pl.DataFrame, *, start_ns: int, end_ns: int, pixel
             name=pl.col("name").get(pl.col("_busy").arg_max()),
         )
     )
-    merged = (
+    return (
         small.group_by(keys)
         .agg(
             start_ns=pl.col("start_ns").min(),
@@ -749,20 +766,19 @@ def level_of_detail(segments: pl.DataFrame, *, start_ns: int, end_ns: int, pixel
             exposed_ns=pl.when(pl.col("exposed_ns").is_not_null().any()).then(pl.col("exposed_ns").sum()),
         )
         .join(dominant, on=keys, how="inner")
-        .with_columns(
-            collective=pl.when(pl.col("_collectives").list.len() == 1)
-            .then(pl.col("_collectives").list.first())
-            .when(pl.col("_collectives").list.len() > 1)
-            .then(pl.lit("mixed")),
-            dimension=pl.when(pl.col("_dimensions").list.len() == 1)
-            .then(pl.col("_dimensions").list.first())
-            .when(pl.col("_dimensions").list.len() > 1)
-            .then(pl.lit("mixed")),
-        )
+        .with_columns(collective=_one_or_mixed("_collectives"), dimension=_one_or_mixed("_dimensions"))
     )
-    columns = [*BARS_SCHEMA.names(), "_top"]
-    bars = pl.concat([whole.select(columns), merged.select(columns)], how="vertical_relaxed")
-    return validate(bars.sort("_top", "start_ns", "lane_id"), BARS_SCHEMA, what="bars")
+
+
+def _one_or_mixed(values: str) -> pl.Expr:
+    """Return the one value of the list column ``values``, ``mixed`` for several, null for none."""
+    found = pl.col(values)
+    return (
+        pl.when(found.list.len() == 1)
+        .then(found.list.first())
+        .when(found.list.len() > 1)
+        .then(pl.lit("mixed"))
+    )
 
 
 def view_bars(

@@ -145,7 +145,6 @@ def build_flight_page(report: FlightReport) -> Any:
     """
     from bokeh.layouts import column
     from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Range1d
-    from bokeh.models.annotations import Legend, LegendItem
     from bokeh.models.widgets import Div
     from bokeh.plotting import figure
 
@@ -183,6 +182,19 @@ def build_flight_page(report: FlightReport) -> Any:
     plot.add_tools(HoverTool(renderers=[cell], tooltips=_TOOLTIPS))
     plot.xaxis.axis_label = "rank (the number in a cell: collectives its peers completed and it did not)"
     plot.xaxis.ticker = ranks
+    _add_state_legend(plot, report, ranks=ranks, groups=groups)
+    return column(
+        Div(text=_findings_html(report), sizing_mode=STRETCH, name="flight_findings"),
+        plot,
+        sizing_mode=STRETCH,
+        name="flight_page",
+    )
+
+
+def _add_state_legend(plot: Any, report: FlightReport, *, ranks: list[int], groups: list[str]) -> None:
+    """Add the legend of the states present below ``plot``: a swatch of each state's colour."""
+    from bokeh.models.annotations import Legend, LegendItem
+
     states = {m.state for m in report.progress}
     present = [s for s in STATE_COLOURS if s in states]
     items = []
@@ -193,12 +205,6 @@ def build_flight_page(report: FlightReport) -> Any:
         )
         items.append(LegendItem(label=state.replace("_", " "), renderers=[swatch]))
     plot.add_layout(Legend(items=items, orientation="horizontal", location="top_left"), "below")
-    return column(
-        Div(text=_findings_html(report), sizing_mode=STRETCH, name="flight_findings"),
-        plot,
-        sizing_mode=STRETCH,
-        name="flight_page",
-    )
 
 
 def render_flight_html(report: FlightReport, *, title: str = "timeline: Flight Recorder dumps") -> str:

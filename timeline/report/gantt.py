@@ -287,6 +287,13 @@ def build_gantt(
         x_axis_label="ms since the start of the iteration (earliest rank)",
         toolbar_location="right",
     )
+    _draw_bars(fig, source)
+    _style_lanes(fig)
+    return GanttPlot(figure=fig, source=source, x_range=x_range, y_range=y_range, title=title)
+
+
+def _draw_bars(fig: Any, source: ColumnDataSource) -> None:
+    """Draw the bars of ``source`` on ``fig`` in their styles' colours, with their tooltip."""
     renderer = fig.hbar(
         y="y",
         left="left",
@@ -318,13 +325,16 @@ def build_gantt(
             formatters={"@dur_us": number, "@bytes": number, "@exposed_us": number},
         )
     )
+
+
+def _style_lanes(fig: Any) -> None:
+    """Set the fonts of the lane labels and remove the horizontal grid lines."""
     for axis in fig.yaxis:
         axis.update(
             major_label_text_font_size="8pt", group_text_font_size="9pt", group_label_orientation="horizontal"
         )
     for grid in fig.ygrid:
         grid.update(grid_line_color=None)
-    return GanttPlot(figure=fig, source=source, x_range=x_range, y_range=y_range, title=title)
 
 
 def gantt_legend(data: ReportData) -> str:

@@ -181,6 +181,24 @@ def _named(address: str) -> str:
     return f"[{address}]" if ":" in address else address
 
 
+def _bound_names(bound: Sequence[str]) -> tuple[list[str], bool]:
+    """Return the origin names of the bound addresses, and whether one of them is every address."""
+    names: list[str] = []
+    wildcard = False
+    for address in bound:
+        ip = _ip(address)
+        if ip is None:
+            names.append(address.lower())
+        elif ip.is_unspecified:
+            wildcard = True
+            names += ["localhost", "127.0.0.1", "[::1]"]
+        elif ip in (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")):
+            names += ["localhost", _named(str(ip))]
+        else:
+            names.append(_named(str(ip)))
+    return names, wildcard
+
+
 def listening_of(
     host: str, bound: Sequence[str], port: int, *, allow_origins: Sequence[str] = ()
 ) -> Listening:
@@ -209,19 +227,7 @@ def listening_of(
     UsageError
         A bad ``allow_origins`` entry (:func:`parse_origins`).
     """
-    names: list[str] = []
-    wildcard = False
-    for address in bound:
-        ip = _ip(address)
-        if ip is None:
-            names.append(address.lower())
-        elif ip.is_unspecified:
-            wildcard = True
-            names += ["localhost", "127.0.0.1", "[::1]"]
-        elif ip in (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")):
-            names += ["localhost", _named(str(ip))]
-        else:
-            names.append(_named(str(ip)))
+    names, wildcard = _bound_names(bound)
     machine = socket.gethostname().lower()
     if wildcard and _ORIGIN.fullmatch(machine):
         names.append(machine)
@@ -318,12 +324,7 @@ def serve_report(
         If the address cannot be bound (port in use, unknown host), or an origin is not ``HOST[:PORT]``.
     """
     parse_origins(allow_origins)  # a bad one stops before anything listens
-    try:
-        sockets, bound = bind_sockets(host, port)
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        msg = f"cannot listen on {host}:{port} ({reason}); pass another --port or --host"
-        raise UsageError(msg) from exc
+    sockets, bound = _bound_sockets(host, port)
     # Build one dashboard now: the first page then opens without waiting for imports, and a bug
     # shows before the URL is printed.
     try:
@@ -342,6 +343,27 @@ def serve_report(
     http.add_sockets(sockets)
     loop = IOLoop.current()
     server = BaseServer(loop, app, http)
+    _serve_until_stopped(server, loop, listening=listening, on_ready=on_ready)
+
+
+def _bound_sockets(host: str, port: int) -> tuple[list[socket.socket], int]:
+    """Return the sockets listening on ``host:port`` and their port (UsageError: they cannot be bound)."""
+    try:
+        return bind_sockets(host, port)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        msg = f"cannot listen on {host}:{port} ({reason}); pass another --port or --host"
+        raise UsageError(msg) from exc
+
+
+def _serve_until_stopped(
+    server: BaseServer,
+    loop: IOLoop,
+    *,
+    listening: Listening,
+    on_ready: Callable[[Listening], None] | None,
+) -> None:
+    """Run ``server`` on ``loop`` until SIGINT, SIGTERM or SIGHUP stops the loop; then stop the server."""
     # Ctrl-C, SIGTERM and SIGHUP stop the event loop from inside it (no KeyboardInterrupt mid-callback).
     events = loop.asyncio_loop if isinstance(loop, BaseAsyncIOLoop) else asyncio.get_event_loop()
     signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
