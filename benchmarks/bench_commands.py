@@ -21,11 +21,12 @@ untimed run of each. Cases:
 - ``r8``: the commands on 8 ranks of that trace (``benchmarks/generate.py``'s rank-rewritten copies, made
   into ``--workdir``/``r8`` as ``bench_scale.py`` makes them).
 
-Commands: ``analyze``, ``collectives``, ``whatif``, ``check`` (``tests/cli/golden/budget.toml``),
-``diff`` (the input against itself) and ``report`` (``-o`` into a temporary folder). Reported per
-case and command: both medians with their min-max, the ratio this / base, and whether it stays within
-the target (at most 1.10). The Markdown goes to stdout; ``--out`` rewrites the section of that file
-between ``<!-- bench_commands:start -->`` and ``<!-- bench_commands:end -->``.
+Commands: ``analyze``, ``collectives``, ``whatif``, ``check``
+(``tests/cli/golden/budget-pass.toml``: budgets that hold, exit 0), ``diff`` (the input against
+itself) and ``report`` (``-o`` into a temporary folder). Reported per case and command: both medians
+with their min-max, the ratio this / base, and whether it stays within the target (at most 1.10).
+The Markdown goes to stdout; ``--out`` rewrites the section of that file between ``<!--
+bench_commands:start -->`` and ``<!-- bench_commands:end -->``.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ MARK_END = "<!-- bench_commands:end -->"
 HEADING = "## Every command, this checkout against its base (whole processes, side by side)"
 ALL_CASES = ("help", "sample", "single", "r8")
 ALL_COMMANDS = ("analyze", "collectives", "whatif", "check", "diff", "report")
-BUDGET = REPO / "tests" / "cli" / "golden" / "budget.toml"
+BUDGET = REPO / "tests" / "cli" / "golden" / "budget-pass.toml"  # budgets that hold: exit 0
 SAMPLE = REPO / "sample_traces" / "ddp_gloo"
 TARGET_RATIO = 1.10
 TARGET_HELP_S = 0.15

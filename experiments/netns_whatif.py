@@ -219,8 +219,8 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str]) -> Exp
     if why is not None:
         raise RuntimeError(f"experiment: {why}")
     from timeline.trace import load
-    from timeline.whatif.graph import trace_graph
     from timeline.whatif.engine import Scenario, replay, self_replay
+    from timeline.whatif.graph import trace_graph
 
     started = time.monotonic()
     load_before = os.getloadavg()[0]

@@ -15,8 +15,8 @@ import pytest
 
 from tests.builders import kineto_document, latency_bound_gloo_rank, make_events, run_timeline, write_json
 from timeline.whatif.bucketing import MEASURED, BucketPolicy, DDPBuckets
-from timeline.whatif.graph import TraceGraph, build_graph
 from timeline.whatif.engine import Scenario, cost_fit, replay
+from timeline.whatif.graph import TraceGraph, build_graph
 from timeline.whatif.settings import Settings
 from timeline.whatif.sweeps import predict_buckets, sweep
 

@@ -20,8 +20,8 @@ from tests.builders import SAMPLES
 from tests.generators.nccl import device_mesh_job, write_job
 from timeline.execution import LocalExecutor, graph_files
 from timeline.trace import load
-from timeline.whatif.graph import TraceGraph, combine_graph_parts, graph_from_parts, graph_parts, trace_graph
 from timeline.whatif.engine import Scenario, cost_fit, link_times, replay, self_replay
+from timeline.whatif.graph import TraceGraph, combine_graph_parts, graph_from_parts, graph_parts, trace_graph
 
 FSDP_TP = SAMPLES / "fsdp2_tp_gloo"
 SYNCHRONISING = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier"}

@@ -11,8 +11,8 @@ from tests.whatif.synthetic import US, gloo_rank, gpu_rank, gpu_run
 from timeline.errors import UsageError
 from timeline.whatif.bucketing import DDPBuckets, FusionBuckets
 from timeline.whatif.compression import Compression
-from timeline.whatif.graph import TraceGraph, build_graph
 from timeline.whatif.engine import Scenario, replay, self_replay, single_replay
+from timeline.whatif.graph import TraceGraph, build_graph
 
 # gpu_rank(): compute [0, 200) µs, all-reduce of 100 kB on [110, 250) (ready at 100, 10 µs launch
 # delay), the update [255, 300) waits for it (resume delay 5 µs). Link 8 Gbit/s: 0.8 Mbit in 140 µs.

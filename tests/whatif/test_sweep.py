@@ -16,8 +16,8 @@ from timeline.whatif import (
     solve_compression,
     sweep,
 )
-from timeline.whatif.graph import TraceGraph, build_graph
 from timeline.whatif.engine import single_replay
+from timeline.whatif.graph import TraceGraph, build_graph
 from timeline.whatif.settings import Settings
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from tests.builders import KINETO, SAMPLES, after_backward_rank, cpu, cpu_all_reduce_call, make_events, step
 from timeline.trace import load
-from timeline.whatif.graph import build_graph, trace_graph
 from timeline.whatif.engine import Scenario, replay, window_lengths
+from timeline.whatif.graph import build_graph, trace_graph
 from timeline.whatif.transform import contract, launch_when_ready, restrict
 
 US = 1_000

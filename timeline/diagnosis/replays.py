@@ -32,8 +32,8 @@ from timeline.stats import median
 
 if TYPE_CHECKING:
     from timeline.whatif.bucketing import BucketPolicy
-    from timeline.whatif.graph import TraceGraph
     from timeline.whatif.engine import Efficiency, Prediction, Scenario
+    from timeline.whatif.graph import TraceGraph
 
 __all__ = ["Intervals", "Replayer", "WindowCut"]
 

@@ -19,7 +19,6 @@ import msgspec
 import polars as pl
 
 from timeline.analysis.collectives import ALL_COMMUNICATION_GROUP, CollectiveMatch, implausible_warning
-from timeline.analysis.horovod_phases import analyze_horovod, attribute_horovod_phases, horovod_limitations
 from timeline.arguments import check_run
 from timeline.errors import UsageError
 from timeline.results.base import Result, Row, rows_of
@@ -671,6 +670,8 @@ def utilisation_summary(run: Run) -> Utilisation:
     horovod = None
     events = run.trace.events
     if events.filter(pl.col("source") == "horovod").height:
+        from timeline.analysis.horovod_phases import analyze_horovod
+
         analysis = analyze_horovod(events, link_gbps=link_gbps)
         horovod = rows_of(analysis.totals, HorovodTotals)[0]
         implausible += _implausible(analysis.batches)
@@ -830,6 +831,12 @@ def _matched(run: Run, *, rank_rows: bool) -> _Matched:
 
 def _horovod_section(run: Run, warnings: list[str]) -> Horovod:
     """Return the ``horovod`` object of the report; its warnings are added to ``warnings``."""
+    from timeline.analysis.horovod_phases import (
+        analyze_horovod,
+        attribute_horovod_phases,
+        horovod_limitations,
+    )
+
     trace, link_gbps = run.trace, run.options.link_gbps
     events = trace.events
     clock = _horovod_clock(trace)

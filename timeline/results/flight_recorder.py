@@ -14,18 +14,18 @@ report's attributes and compute nothing: the order in which groups and members a
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 import polars as pl
 
-from timeline.analysis.flight_recorder import FlightAnalysis, analyze_dumps, match_profiler_collectives
 from timeline.arguments import check_events, check_instance
-from timeline.dumps import Dumps
-from timeline.importers.collectives import normalise_collective
-from timeline.importers.flight_recorder import split_profiling_name
 from timeline.results.base import Result, Row, rows_of
 from timeline.results.findings import FINDINGS_VERSION, Basis, Finding, finding_dict, ranked
+
+if TYPE_CHECKING:
+    from timeline.analysis.flight_recorder import FlightAnalysis
+    from timeline.dumps import Dumps
 
 __all__ = [
     "FLIGHT_REPORT_VERSION",
@@ -92,6 +92,9 @@ def rank_list(ranks: list[int] | tuple[int, ...]) -> str:
 
 def _op(profiling_name: str | None) -> str | None:
     """Return the canonical collective of a profiling name (``nccl:_all_gather_base`` → ``all_gather``)."""
+    from timeline.importers.collectives import normalise_collective
+    from timeline.importers.flight_recorder import split_profiling_name
+
     name, _, _ = split_profiling_name(profiling_name)
     return name or normalise_collective(profiling_name)
 
@@ -669,6 +672,9 @@ def build_flight_report(dumps: Dumps, *, events: pl.DataFrame | None = None) -> 
     UsageError
         ``events`` without the columns of the events frame.
     """
+    from timeline.analysis.flight_recorder import analyze_dumps
+    from timeline.dumps import Dumps
+
     check_instance(dumps, Dumps, argument="dumps", fix="pass timeline.load_dumps(...)")
     if events is not None:
         events = check_events(events)
@@ -697,6 +703,8 @@ def profiler_matches(dumps: Dumps, events: pl.DataFrame) -> FlightMatches:
     ``different_bytes`` (matched pairs that disagree), ``rows``
     (:data:`~timeline.analysis.flight_recorder.FLIGHT_MATCHES_SCHEMA`).
     """
+    from timeline.analysis.flight_recorder import match_profiler_collectives
+
     matches = match_profiler_collectives(events, dumps.entries)
     traced = events.filter(
         (pl.col("kind") == "communication") & pl.col("seq").is_not_null() & pl.col("pg_name").is_not_null()

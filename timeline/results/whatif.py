@@ -20,8 +20,8 @@ from timeline.results.base import Result, Row, rows_of
 from timeline.results.collectives import CollectiveCost
 
 if TYPE_CHECKING:
-    from timeline.whatif.graph import TraceGraph
     from timeline.whatif.engine import Prediction
+    from timeline.whatif.graph import TraceGraph
     from timeline.whatif.seed import BackwardProfile, SeedGrid, SeedResult, VectorAddCost
     from timeline.whatif.settings import Settings
 
@@ -407,8 +407,8 @@ def build_whatif_report(
     TypeError
         ``graph`` is not a :class:`~timeline.whatif.graph.TraceGraph` (named).
     """
-    from timeline.whatif.graph import TraceGraph as Graph
     from timeline.whatif.engine import Scenario, cost_fit, replay, self_replay
+    from timeline.whatif.graph import TraceGraph as Graph
     from timeline.whatif.sweeps import sweep
 
     check_instance(graph, Graph, argument="graph", fix="pass the run's graph: timeline.analyze(...).graph")

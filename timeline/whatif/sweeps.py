@@ -19,8 +19,8 @@ import polars as pl
 
 from timeline.whatif.bucketing import BucketPolicy
 from timeline.whatif.compression import Compression
-from timeline.whatif.graph import TraceGraph
 from timeline.whatif.engine import Prediction, Scenario, replay, single_replay
+from timeline.whatif.graph import TraceGraph
 from timeline.whatif.settings import Settings
 
 __all__ = ["SWEEP_SCHEMA", "predict_buckets", "scenario_row", "solve_bandwidth", "solve_compression", "sweep"]
