@@ -639,7 +639,7 @@ def find_exposed_dimension(context: Context) -> Finding | None:
 
 
 def _exposed_per_dimension(context: Context) -> dict[str, int]:
-    """Return per named dimension its exposed communication: the mean over iterations of the median rank."""
+    """Return per named dimension its exposed communication (:func:`_mean_of_medians`)."""
     facts = context.facts
     exposure = context.exposure
     if exposure is None:
@@ -653,15 +653,10 @@ def _exposed_per_dimension(context: Context) -> dict[str, int]:
         exposure = exposure_by(context.overlap, labels)
     named = set(named_dimensions(exposure))
     whole = facts.iterations == (None,)
-    sums: dict[tuple[str, int | None, int], int] = defaultdict(int)
+    values: dict[str, list[tuple[int, int | None, int | None]]] = defaultdict(list)
     for dimension, iteration, rank, exposed in exposure.select(
         "dimension", "iteration", "rank", "exposed_ns"
     ).iter_rows():
-        key_iteration = None if whole else iteration
-        if dimension not in named or key_iteration not in facts.iterations:
-            continue
-        sums[(dimension, key_iteration, rank)] += int(exposed)
-    return {
-        d: mean_int(median(sums.get((d, i, r), 0) for r in facts.ranks) for i in facts.iterations)
-        for d in sorted({d for d, _i, _r in sums})
-    }
+        if dimension in named and (None if whole else iteration) in facts.iterations:
+            values[dimension].append((rank, iteration, exposed))
+    return {d: _mean_of_medians(context, values[d]) for d in sorted(values)}
