@@ -486,26 +486,29 @@ def fit_collective_costs(
         link = links.get(cell.dimension or "", link_gbps)
         latency = latencies.get(cell.dimension or "", latency_s)
         pool = pooled[link_key(cell.dimension)]
-        alpha, beta, alpha_se, beta_se, basis = _fit_cell(cell, pool, link, latency)
-        rows.append(
-            {
-                "collective": cell.collective,
-                "group": cell.group,
-                "dimension": cell.dimension,
-                "group_size": cell.group_size,
-                "calls": len(cell.xs),
-                "sizes": len(set(cell.xs)),
-                "bus_factor": cell.factor,
-                "alpha_ns": alpha,
-                "beta_ns_per_byte": beta,
-                "busbw_gbps": 8.0 / beta if beta else None,
-                "alpha_se_ns": alpha_se,
-                "beta_se_ns_per_byte": beta_se,
-                "median_ns": float(median(cell.ys)),
-                "basis": basis,
-            }
-        )
+        rows.append(_cost_row(cell, _fit_cell(cell, pool, link, latency)))
     return pl.DataFrame(rows, schema=COLLECTIVE_COSTS_SCHEMA)
+
+
+def _cost_row(cell: _Cell, fit: _Fit) -> dict[str, object]:
+    """Return a cell's row of :data:`COLLECTIVE_COSTS_SCHEMA` with its fitted ``α`` and ``β``."""
+    alpha, beta, alpha_se, beta_se, basis = fit
+    return {
+        "collective": cell.collective,
+        "group": cell.group,
+        "dimension": cell.dimension,
+        "group_size": cell.group_size,
+        "calls": len(cell.xs),
+        "sizes": len(set(cell.xs)),
+        "bus_factor": cell.factor,
+        "alpha_ns": alpha,
+        "beta_ns_per_byte": beta,
+        "busbw_gbps": 8.0 / beta if beta else None,
+        "alpha_se_ns": alpha_se,
+        "beta_se_ns_per_byte": beta_se,
+        "median_ns": float(median(cell.ys)),
+        "basis": basis,
+    }
 
 
 def cell_costs(fit: pl.DataFrame) -> dict[tuple[str, str | None], CellCost]:

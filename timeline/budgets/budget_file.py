@@ -381,6 +381,21 @@ def parse_budgets(
             if close:  # other keys may belong to other timeline settings
                 raise BudgetError(f"{source}:{prefix}{key}: unknown key; did you mean {close[0]!r}?")
     link_gbps = _link(document.get("link_gbps"), f"{source}:{prefix}link_gbps")
+    budgets = _budget_entries(document, source=source, prefix=prefix, text=text)
+    regressions = _regression_entries(document, source=source, prefix=prefix, text=text)
+    if not budgets and not regressions:
+        msg = (
+            f"{source}: no budgets; add a [[{prefix}budgets]] entry or a [{prefix}regression] table "
+            "(see docs/ci.md)"
+        )
+        raise BudgetError(msg)
+    return BudgetFile(path=source, budgets=budgets, regressions=regressions, link_gbps=link_gbps)
+
+
+def _budget_entries(
+    document: Mapping[str, object], *, source: str, prefix: str, text: str | None
+) -> tuple[Budget, ...]:
+    """Return the checked ``budgets`` array of a budget file, each entry with its line when known."""
     lines = _header_lines(text, prefix) if text is not None else []
     raw_budgets = document.get("budgets", [])
     if not isinstance(raw_budgets, list):
@@ -389,18 +404,24 @@ def parse_budgets(
             f"got {_show(raw_budgets)}"
         )
         raise BudgetError(msg)
-    budgets = tuple(
+    return tuple(
         _parse_budget(
             entry, where=f"{source}:{prefix}budgets[{i}]", line=lines[i] if i < len(lines) else None
         )
         for i, entry in enumerate(raw_budgets)
     )
+
+
+def _regression_entries(
+    document: Mapping[str, object], *, source: str, prefix: str, text: str | None
+) -> tuple[Regression, ...]:
+    """Return the checked ``regression`` table of a budget file, each entry with its line when known."""
     raw_regression = document.get("regression", {})
     if not isinstance(raw_regression, dict):
         got = _show(raw_regression)
         msg = f"{source}:{prefix}regression: must be a table ([{prefix}regression]), got {got}"
         raise BudgetError(msg)
-    regressions = tuple(
+    return tuple(
         _parse_regression(
             name,
             entry,
@@ -409,13 +430,6 @@ def parse_budgets(
         )
         for name, entry in raw_regression.items()
     )
-    if not budgets and not regressions:
-        msg = (
-            f"{source}: no budgets; add a [[{prefix}budgets]] entry or a [{prefix}regression] table "
-            "(see docs/ci.md)"
-        )
-        raise BudgetError(msg)
-    return BudgetFile(path=source, budgets=budgets, regressions=regressions, link_gbps=link_gbps)
 
 
 def _parse_budget(entry: object, *, where: str, line: int | None) -> Budget:

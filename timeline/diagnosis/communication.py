@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import polars as pl
 
 from timeline.analysis.dimensions import communication_labels, exposure_by, named_dimensions
 from timeline.analysis.intervals import merged, overlap_ns, union_intervals
 from timeline.analysis.links import PHYSICAL_CEILING_GBPS
-from timeline.diagnosis.context import Context, finding, predicted
+from timeline.diagnosis.context import Context, Prediction, finding, predicted
 from timeline.diagnosis.facts import mean_int
 from timeline.diagnosis.thresholds import (
     BUCKET_CAPS_MIB,
@@ -191,7 +191,6 @@ def find_no_overlap(context: Context) -> Finding | None:
     if (replay := _gradient_replay(context)) is None:
         return None
     exposed, replayer = replay
-    from timeline.whatif.bucketing import DDPBuckets
     from timeline.whatif.transform import launch_when_ready
 
     graph = replayer.graph
@@ -203,17 +202,7 @@ def find_no_overlap(context: Context) -> Finding | None:
     ]
     if not moved or max(moved) < MIN_GAIN * facts.step_ns:
         return None  # every collective leaves when its gradients are ready: bucketing's question
-    step = replayer.predict(ready)
-    as_run = "the job's own buckets, each launched when its gradients are ready"
-    replayed: int | None = None  # what `timeline whatif --buckets ddp:25` prints for these iterations
-    cost = _gradient_cost_evidence(replayer)
-    if not _sharded(graph) and _per_gradient(graph):
-        [(ddp, whatif)] = replayer.predict_buckets([DDPBuckets()])
-        if ddp < step:
-            step = ddp
-            as_run = "DDP's default bucket caps, each bucket launched when its last gradient is ready"
-            replayed = round(whatif.iteration_ns)
-            _note_inseparable(context, cost)
+    step, as_run, replayed, cost = _replayed_when_ready(context, replayer, ready)
     prediction = predicted(context, step, "replay")
     if prediction.gain_ratio < MIN_GAIN:
         return None
@@ -243,6 +232,29 @@ def find_no_overlap(context: Context) -> Finding | None:
         iterations=None,
         evidence=evidence,
     )
+
+
+def _replayed_when_ready(
+    context: Context, replayer: Replayer, ready: TraceGraph
+) -> tuple[int, str, int | None, dict[str, float | str | None]]:
+    """Return the step with the gradient collectives launched when ready, how it was run, and their cost.
+
+    ``(step, as run, the whatif figure or None, the cost evidence)``: the job's own buckets, or for
+    a job that sends each gradient alone DDP's default buckets when they are faster (what ``timeline
+    whatif --buckets ddp:25`` prints for these iterations).
+    """
+    from timeline.whatif.bucketing import DDPBuckets
+
+    graph = replayer.graph
+    step = replayer.predict(ready)
+    cost = _gradient_cost_evidence(replayer)
+    if not _sharded(graph) and _per_gradient(graph):
+        [(ddp, whatif)] = replayer.predict_buckets([DDPBuckets()])
+        if ddp < step:
+            _note_inseparable(context, cost)
+            as_run = "DDP's default bucket caps, each bucket launched when its last gradient is ready"
+            return ddp, as_run, round(whatif.iteration_ns), cost
+    return step, "the job's own buckets, each launched when its gradients are ready", None, cost
 
 
 def find_bucketing(context: Context, *, no_overlap: Finding | None) -> Finding | None:
@@ -436,8 +448,6 @@ def find_link(context: Context) -> Finding | None:
         return None
     if utilisation is None or facts.share(exposed) < MIN_SHARE:
         return None
-    from timeline.whatif.engine import Scenario
-
     replayer = context.replayer
     link = context.link_gbps
     evidence: dict[str, float | int | str | None] = {
@@ -447,50 +457,82 @@ def find_link(context: Context) -> Finding | None:
         "collectives": counted,
         "exposed_comm_ns": exposed,
     }
+    verdict: _LinkVerdict | None
     if utilisation < LINK_UNDERUSED_RATIO:
-        # the full link, each collective keeping its fitted fixed cost per call (fewer, larger
-        # collectives shorten that: bucketing)
-        prediction = predicted(context, replayer.predict(scenario=Scenario(efficiency="full")), "replay")
-        evidence.update(_gradient_cost_evidence(replayer))
-        cause, summary = (
-            "link_underused",
-            f"transfers reach {utilisation:.0%} of the {link:g} Gbit/s link (bus bandwidth "
-            f"{utilisation * link:.3g} Gbit/s) while {format_ns(exposed)} of communication per iteration is "
-            "exposed",
-        )
-        fix = "find what keeps transfers below the link (too few channels or connections, small messages, "
-        fix += "CPU-bound reductions, a slower path than the link: NCCL_DEBUG=INFO shows it)"
+        verdict = _link_underused(context, replayer, link=link, utilisation=utilisation, exposed=exposed)
     else:
-        # the link from which it no longer limits the step (at the efficiency the transfers reached)
-        faster = replayer.hide_bandwidth_gbps(efficiency="observed")
-        if faster is None:
-            return None
-        prediction = predicted(context, replayer.predict(scenario=Scenario(bandwidth_gbps=faster)), "replay")
-        cause, summary = (
-            "slow_link",
-            f"transfers run at {utilisation:.0%} of the {link:g} Gbit/s link and {format_ns(exposed)} of "
-            "communication per iteration is exposed: the link limits them",
-        )
-        fix = (
-            f"a faster link: from about {faster:.3g} Gbit/s (replayed) it no longer limits the step; or less "
-            "data on it (compression, larger batches)"
-        )
-        if faster > PHYSICAL_CEILING_GBPS:
-            fix = (
-                f"less data on the link (compression, larger batches): only a hypothetical link of about "
-                f"{faster:.3g} Gbit/s, beyond any that exists ({PHYSICAL_CEILING_GBPS:g} Gbit/s, NVLink 5), "
-                "would stop it limiting the step"
-            )
-        evidence["faster_link_gbps"] = faster
-    if prediction.gain_ratio < MIN_GAIN:
+        verdict = _slow_link(context, replayer, link=link, utilisation=utilisation, exposed=exposed)
+    if verdict is None or verdict.prediction.gain_ratio < MIN_GAIN:
         return None
+    evidence.update(verdict.evidence)
     return finding(
-        cause,
-        prediction,
-        summary=summary,
-        fix=fix,
+        verdict.cause,
+        verdict.prediction,
+        summary=verdict.summary,
+        fix=verdict.fix,
         evidence=evidence,
     )
+
+
+class _LinkVerdict(NamedTuple):
+    """What ``slow_link`` or ``link_underused`` would say: the cause, its prediction and its words."""
+
+    cause: str
+    prediction: Prediction
+    summary: str
+    fix: str
+    evidence: dict[str, float | str | None]
+    """Evidence added to the link's own."""
+
+
+def _link_underused(
+    context: Context, replayer: Replayer, *, link: float, utilisation: float, exposed: int
+) -> _LinkVerdict:
+    """Return ``link_underused``: the full link, each collective keeping its fitted fixed cost per call.
+
+    (Fewer, larger collectives shorten that cost: bucketing.)
+    """
+    from timeline.whatif.engine import Scenario
+
+    prediction = predicted(context, replayer.predict(scenario=Scenario(efficiency="full")), "replay")
+    summary = (
+        f"transfers reach {utilisation:.0%} of the {link:g} Gbit/s link (bus bandwidth "
+        f"{utilisation * link:.3g} Gbit/s) while {format_ns(exposed)} of communication per iteration is "
+        "exposed"
+    )
+    fix = "find what keeps transfers below the link (too few channels or connections, small messages, "
+    fix += "CPU-bound reductions, a slower path than the link: NCCL_DEBUG=INFO shows it)"
+    return _LinkVerdict("link_underused", prediction, summary, fix, _gradient_cost_evidence(replayer))
+
+
+def _slow_link(
+    context: Context, replayer: Replayer, *, link: float, utilisation: float, exposed: int
+) -> _LinkVerdict | None:
+    """Return ``slow_link``: the link from which it no longer limits the step (at the efficiency reached).
+
+    None when no link would hide the communication.
+    """
+    from timeline.whatif.engine import Scenario
+
+    faster = replayer.hide_bandwidth_gbps(efficiency="observed")
+    if faster is None:
+        return None
+    prediction = predicted(context, replayer.predict(scenario=Scenario(bandwidth_gbps=faster)), "replay")
+    summary = (
+        f"transfers run at {utilisation:.0%} of the {link:g} Gbit/s link and {format_ns(exposed)} of "
+        "communication per iteration is exposed: the link limits them"
+    )
+    fix = (
+        f"a faster link: from about {faster:.3g} Gbit/s (replayed) it no longer limits the step; or less "
+        "data on it (compression, larger batches)"
+    )
+    if faster > PHYSICAL_CEILING_GBPS:
+        fix = (
+            f"less data on the link (compression, larger batches): only a hypothetical link of about "
+            f"{faster:.3g} Gbit/s, beyond any that exists ({PHYSICAL_CEILING_GBPS:g} Gbit/s, NVLink 5), "
+            "would stop it limiting the step"
+        )
+    return _LinkVerdict("slow_link", prediction, summary, fix, {"faster_link_gbps": faster})
 
 
 def find_compression(context: Context) -> Finding | None:
@@ -566,33 +608,10 @@ def find_exposed_dimension(context: Context) -> Finding | None:
         context.unexamined.add("exposed_dimension")
         return None
     facts = context.facts
-    exposure = context.exposure
-    if exposure is None:
-        labels = communication_labels(
-            events,
-            groups=context.groups,
-            overrides=context.dimensions,
-            clocks=context.clocks,
-            windows=context.overlap.windows,
-        )
-        exposure = exposure_by(context.overlap, labels)
-    named = set(named_dimensions(exposure))
-    whole = facts.iterations == (None,)
-    sums: dict[tuple[str, int | None, int], int] = defaultdict(int)
-    for dimension, iteration, rank, exposed in exposure.select(
-        "dimension", "iteration", "rank", "exposed_ns"
-    ).iter_rows():
-        key_iteration = None if whole else iteration
-        if dimension not in named or key_iteration not in facts.iterations:
-            continue
-        sums[(dimension, key_iteration, rank)] += int(exposed)
-    dimensions = sorted({d for d, _i, _r in sums})
+    per_dimension = _exposed_per_dimension(context)
+    dimensions = sorted(per_dimension)
     if len(dimensions) < 2:
         return None
-    per_dimension = {
-        d: mean_int(median(sums.get((d, i, r), 0) for r in facts.ranks) for i in facts.iterations)
-        for d in dimensions
-    }
     total = sum(per_dimension.values())
     top = max(dimensions, key=lambda d: (per_dimension[d], d))
     exposed = per_dimension[top]
@@ -617,3 +636,27 @@ def find_exposed_dimension(context: Context) -> Finding | None:
             "exposed_comm_ns": exposed,
         },
     )
+
+
+def _exposed_per_dimension(context: Context) -> dict[str, int]:
+    """Return per named dimension its exposed communication (:func:`_mean_of_medians`)."""
+    facts = context.facts
+    exposure = context.exposure
+    if exposure is None:
+        labels = communication_labels(
+            context.events,
+            groups=context.groups,
+            overrides=context.dimensions,
+            clocks=context.clocks,
+            windows=context.overlap.windows,
+        )
+        exposure = exposure_by(context.overlap, labels)
+    named = set(named_dimensions(exposure))
+    whole = facts.iterations == (None,)
+    values: dict[str, list[tuple[int, int | None, int | None]]] = defaultdict(list)
+    for dimension, iteration, rank, exposed in exposure.select(
+        "dimension", "iteration", "rank", "exposed_ns"
+    ).iter_rows():
+        if dimension in named and (None if whole else iteration) in facts.iterations:
+            values[dimension].append((rank, iteration, exposed))
+    return {d: _mean_of_medians(context, values[d]) for d in sorted(values)}

@@ -325,50 +325,82 @@ def find_imbalance(context: Context, *, straggler: Finding | None) -> Finding | 
 def find_input_stall(context: Context) -> Finding | None:
     """Every rank idles (launch gaps, CPU ranks' dispatch gaps left out): data loading, host syncs."""
     facts = context.facts
-
-    def common_idle(dispatch: Mapping[tuple[int | None, int], Intervals]) -> dict[int | None, int]:
-        """Per iteration, the idle every rank has, less its launch gaps and these dispatch gaps."""
-        return {
-            i: min(
-                max(
-                    0,
-                    facts.value(r, i, "idle_ns")
-                    - context.launch_gap(r, i)
-                    - total_ns(dispatch.get((i, r), ())),
-                )
-                for r in facts.ranks
-            )
-            for i in facts.iterations
-        }
-
     # without the dispatch gaps first: they need the graph, which an idle-free job never builds
-    if not facts.ranks or facts.share(mean_int(common_idle({}).values())) < MIN_SHARE:
+    if not facts.ranks or facts.share(mean_int(_common_idle(context, {}).values())) < MIN_SHARE:
         return None
     dispatch = _dispatch_gaps(context)
-    common = common_idle(dispatch)
+    common = _common_idle(context, dispatch)
     stall = mean_int(common.values())
     if facts.share(stall) < MIN_SHARE:
         return None
-    if context.replayer is not None:
-        replayer = context.replayer
-        cuts = [
-            WindowCut(
-                r,
-                window,
-                common[i],
-                spare=context.launch_intervals.get((i, r), ()) + dispatch.get((i, r), ()),
-            )
-            for i in facts.iterations
-            for r in facts.ranks
-            if (window := replayer.window_of(r, i)) is not None and common[i] > 0
-        ]
-        prediction = predicted(context, replayer.predict(replayer.contracted(cuts)), "replay")
-    else:
-        prediction = predicted(context, facts.step_ns - stall, "bound")
+    prediction = _input_stall_prediction(context, common=common, dispatch=dispatch, stall=stall)
     if prediction.gain_ratio < MIN_GAIN:
         return None
+    return finding(
+        "input_stall",
+        prediction,
+        summary=(
+            f"every rank idles at least {format_ns(stall)} per iteration ({facts.share(stall):.0%} of the "
+            "step) outside compute and communication"
+        ),
+        fix="overlap data loading with compute (more DataLoader workers, pinned memory, prefetching) "
+        "and remove host synchronisations from the step",
+        ranks=None,
+        iterations=None,
+        evidence=_input_stall_evidence(context, dispatch=dispatch, stall=stall),
+    )
+
+
+def _common_idle(
+    context: Context, dispatch: Mapping[tuple[int | None, int], Intervals]
+) -> dict[int | None, int]:
+    """Per iteration, the idle every rank has, less its launch gaps and these dispatch gaps."""
+    facts = context.facts
+    return {
+        i: min(
+            max(
+                0,
+                facts.value(r, i, "idle_ns") - context.launch_gap(r, i) - total_ns(dispatch.get((i, r), ())),
+            )
+            for r in facts.ranks
+        )
+        for i in facts.iterations
+    }
+
+
+def _input_stall_prediction(
+    context: Context,
+    *,
+    common: Mapping[int | None, int],
+    dispatch: Mapping[tuple[int | None, int], Intervals],
+    stall: int,
+) -> Prediction:
+    """Return the step predicted with every rank's common idle removed (the replay, else the bound)."""
+    facts = context.facts
+    if context.replayer is None:
+        return predicted(context, facts.step_ns - stall, "bound")
+    replayer = context.replayer
+    cuts = [
+        WindowCut(
+            r,
+            window,
+            common[i],
+            spare=context.launch_intervals.get((i, r), ()) + dispatch.get((i, r), ()),
+        )
+        for i in facts.iterations
+        for r in facts.ranks
+        if (window := replayer.window_of(r, i)) is not None and common[i] > 0
+    ]
+    return predicted(context, replayer.predict(replayer.contracted(cuts)), "replay")
+
+
+def _input_stall_evidence(
+    context: Context, *, dispatch: Mapping[tuple[int | None, int], Intervals], stall: int
+) -> Evidence:
+    """Return the evidence of ``input_stall``: the idle, the common idle and the gaps left out of it."""
+    facts = context.facts
     idle = facts.median_mean("idle_ns")
-    evidence = {
+    return {
         "idle_ns": idle,
         "common_idle_ns": stall,
         "idle_ratio": facts.share(idle),
@@ -382,19 +414,6 @@ def find_input_stall(context: Context) -> Finding | None:
         ),
         "iterations": len(facts.iterations),
     }
-    return finding(
-        "input_stall",
-        prediction,
-        summary=(
-            f"every rank idles at least {format_ns(stall)} per iteration ({facts.share(stall):.0%} of the "
-            "step) outside compute and communication"
-        ),
-        fix="overlap data loading with compute (more DataLoader workers, pinned memory, prefetching) "
-        "and remove host synchronisations from the step",
-        ranks=None,
-        iterations=None,
-        evidence=evidence,
-    )
 
 
 def _dispatch_gaps(context: Context) -> dict[tuple[int | None, int], Intervals]:

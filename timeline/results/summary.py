@@ -293,19 +293,8 @@ def build_summary(run: Run, *, top: int = 10, findings: bool = True) -> Summary:
     check_optional_int(top, argument="top")
     trace, overlap = run.trace, run.overlap
     warnings = [*run.warnings, *overlap.warnings]
-    dimensions = None
-    if run.dimension_exposure is not None:
-        from timeline.results.dimensions import dimension_summary
-
-        dimensions = dimension_summary(run.dimension_exposure, overlap)
-    utilisation = None
-    if run.options.link_gbps is not None:
-        utilisation = utilisation_summary(run)
-        from timeline.analysis.collectives import implausible_warning
-
-        too_fast = implausible_warning(utilisation.implausible, run.options.link_gbps)
-        if too_fast is not None:
-            warnings.append(too_fast)
+    dimensions = _dimension_summary(run)
+    utilisation, too_fast = _link_utilisation(run)
     diagnosis = None
     if findings:
         from timeline.results.diagnosis import build_diagnosis
@@ -313,7 +302,7 @@ def build_summary(run: Run, *, top: int = 10, findings: bool = True) -> Summary:
         diagnosis = build_diagnosis(run.diagnosis)
     return Summary(
         files=rows_of(trace.files, FileRow),
-        warnings=warnings,
+        warnings=[*warnings, *too_fast],
         windows=_windows(overlap),
         ranks=rows_of(overlap.ranks.rename({"step_ns": "span_ns"}), RankRow),
         iterations=rows_of(overlap.iterations, IterationRow),
@@ -330,6 +319,26 @@ def build_summary(run: Run, *, top: int = 10, findings: bool = True) -> Summary:
         iterations_across_ranks=iterations_across_ranks(overlap.iterations),
         iterations_by_exposure=iterations_by_exposure(overlap.iterations),
     )
+
+
+def _dimension_summary(run: Run) -> DimensionSummary | None:
+    """Return the communication per dimension of the run, or None when no communication names one."""
+    if run.dimension_exposure is None:
+        return None
+    from timeline.results.dimensions import dimension_summary
+
+    return dimension_summary(run.dimension_exposure, run.overlap)
+
+
+def _link_utilisation(run: Run) -> tuple[Utilisation | None, list[str]]:
+    """Return the link's utilisation (None without its bandwidth) and the warning of transfers above it."""
+    if run.options.link_gbps is None:
+        return None, []
+    utilisation = utilisation_summary(run)
+    from timeline.analysis.collectives import implausible_warning
+
+    too_fast = implausible_warning(utilisation.implausible, run.options.link_gbps)
+    return utilisation, [] if too_fast is None else [too_fast]
 
 
 def _windows(overlap: Overlap) -> dict[str, Window]:

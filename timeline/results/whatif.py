@@ -20,6 +20,8 @@ from timeline.results.base import Result, Row, rows_of
 from timeline.results.collectives import CollectiveCost
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from timeline.whatif.engine import Prediction
     from timeline.whatif.graph import TraceGraph
     from timeline.whatif.seed import BackwardProfile, SeedGrid, SeedResult, VectorAddCost
@@ -407,16 +409,12 @@ def build_whatif_report(
     TypeError
         ``graph`` is not a :class:`~timeline.whatif.graph.TraceGraph` (named).
     """
-    from timeline.whatif.engine import Scenario, cost_fit, replay, self_replay
+    from timeline.whatif.engine import cost_fit
     from timeline.whatif.graph import TraceGraph as Graph
     from timeline.whatif.sweeps import sweep
 
     check_instance(graph, Graph, argument="graph", fix="pass the run's graph: timeline.analyze(...).graph")
-
-    if settings.iterations is None:
-        check = self_replay(graph)
-    else:
-        check = replay(graph, scenario=Scenario(), iterations=settings.iterations)
+    check = _replayed_unchanged(graph, iterations=settings.iterations)
     table = sweep(graph, settings)
     windows = graph.windows.get_column("iteration")
     return WhatIfReport(
@@ -443,6 +441,15 @@ def build_whatif_report(
         notes=list(graph.notes),
         warnings=[*graph.warnings, *check.warnings],
     )
+
+
+def _replayed_unchanged(graph: TraceGraph, *, iterations: Sequence[int] | None) -> Prediction:
+    """Return the self-replay of the graph: of every iteration, or of ``iterations`` only."""
+    from timeline.whatif.engine import Scenario, replay, self_replay
+
+    if iterations is None:
+        return self_replay(graph)
+    return replay(graph, scenario=Scenario(), iterations=iterations)
 
 
 def _seed_row(policy_label: str, result: SeedResult) -> SeedScenarioRow:
