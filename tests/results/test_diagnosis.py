@@ -129,12 +129,19 @@ def test_the_terminal_renderer_shows_every_finding_up_to_three_and_the_notes(
     diagnosis: DiagnosisReport,
 ) -> None:
     out = io.StringIO()
-    render_findings(diagnosis.verdict, diagnosis.findings, Console(file=out, width=400))
+    render_findings(diagnosis.verdict, diagnosis.findings, Console(file=out, width=400), verbose=True)
     text = out.getvalue()
     assert " ".join(diagnosis.verdict.summary.split()) in " ".join(text.split())
     for note in diagnosis.verdict.notes:
         assert f"note: {note}" in text
     assert text.count("     fix: ") == min(len(diagnosis.findings), FINDINGS_SHOWN)
+    # without --verbose, several notes are one line that counts them
+    folded = io.StringIO()
+    render_findings(diagnosis.verdict, diagnosis.findings, Console(file=folded, width=400))
+    notes = diagnosis.verdict.notes
+    if len(notes) > 1:
+        assert f"notes: {len(notes)} on " in folded.getvalue()
+        assert all(f"note: {note}" not in folded.getvalue() for note in notes)
 
 
 def test_the_markdown_lists_the_top_findings(diagnosis: DiagnosisReport) -> None:
