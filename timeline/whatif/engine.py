@@ -549,6 +549,35 @@ def _rebuild(
     """Replace the gradient collectives of the rebuilt windows by buckets of their gradients."""
     rebuilt = common.gradient_windows
     iteration_of = common.iteration_of(graph)
+    measured, grads = _rebuilt_members(graph, rebuilt=rebuilt)
+    shared = _fused_buckets(scenario.buckets, grads=grads, iteration_of=iteration_of)
+    groups: dict[tuple[object, object, int], list[int]] = defaultdict(list)
+    for key in sorted(rebuilt, key=lambda k: (k[0], -1 if k[1] is None else k[1])):
+        originals = measured[key]
+        members = sorted(grads.get(key, []), key=lambda g: g.ready_ns)
+        if not members:
+            continue
+        iteration = iteration_of.get(key[1]) if key[1] is not None else None
+        fused = shared.get(iteration)
+        bucket_ops = _bucket_ops(
+            graph, scenario, common, key=key, members=members, originals=originals, fused=fused
+        )
+        for k, op in enumerate(bucket_ops):
+            groups[(op.group, iteration if key[1] is not None else None, k)].append(len(ops))
+            new_of[key].append(len(ops))
+            ops.append(op)
+    for indices in groups.values():
+        for m in indices:
+            ops[m].instance = len(instances)
+        instances.append((len(indices) > 1, indices))
+    if any(o.nbytes is None for originals in measured.values() for o in originals):
+        warnings.append("gradient collectives without bytes: rebuilt buckets use the gradient-ready sizes")
+
+
+def _rebuilt_members(
+    graph: TraceGraph, *, rebuilt: set[tuple[int, int | None]]
+) -> tuple[dict[tuple[int, int | None], list[CommOp]], dict[tuple[int, int | None], list[Gradient]]]:
+    """Return the measured gradient collectives and the gradients of each rebuilt rank-window."""
     measured: dict[tuple[int, int | None], list[CommOp]] = defaultdict(list)
     for o in graph.ops:
         if o.gradient and (o.rank, o.window_id) in rebuilt:
@@ -557,70 +586,80 @@ def _rebuild(
     for g in graph.gradients:
         if (g.rank, g.window_id) in rebuilt:
             grads[(g.rank, g.window_id)].append(g)
-    work = common.work
-    # Fusion depends on timing: form its buckets on the gradients' latest ready time over ranks.
-    policy = scenario.buckets
+    return measured, grads
+
+
+def _fused_buckets(
+    policy: BucketPolicy,
+    *,
+    grads: dict[tuple[int, int | None], list[Gradient]],
+    iteration_of: dict[int, int | None],
+) -> dict[object, list[Bucket]]:
+    """Return fusion's buckets per iteration, formed on the gradients' latest ready time over ranks."""
     shared: dict[object, list[Bucket]] = {}
-    if isinstance(policy, FusionBuckets):
-        by_iteration: dict[object, list[list[Gradient]]] = defaultdict(list)
-        for key, members in grads.items():
-            by_iteration[iteration_of.get(key[1]) if key[1] is not None else None].append(members)
-        for iteration, per_rank in by_iteration.items():
-            if len({len(m) for m in per_rank}) != 1:
-                continue
-            latest = [
-                GradientReady(max(m[k].ready_ns for m in per_rank), per_rank[0][k].nbytes)
-                for k in range(len(per_rank[0]))
-            ]
-            shared[iteration] = make_buckets(policy, latest)
-    groups: dict[tuple[object, object, int], list[int]] = defaultdict(list)
-    for key in sorted(rebuilt, key=lambda k: (k[0], -1 if k[1] is None else k[1])):
-        originals = measured[key]
-        members = sorted(grads.get(key, []), key=lambda g: g.ready_ns)
-        if not members:
+    if not isinstance(policy, FusionBuckets):  # fusion depends on timing, the other policies do not
+        return shared
+    by_iteration: dict[object, list[list[Gradient]]] = defaultdict(list)
+    for key, members in grads.items():
+        by_iteration[iteration_of.get(key[1]) if key[1] is not None else None].append(members)
+    for iteration, per_rank in by_iteration.items():
+        if len({len(m) for m in per_rank}) != 1:
             continue
-        iteration = iteration_of.get(key[1]) if key[1] is not None else None
-        buckets, origins = _buckets_of(policy, members, shared.get(iteration))
-        if scenario.overlap == "none":  # everything leaves when the backward pass has ended
-            last = max([g.ready_ns for g in members] + [o.ready_ns for o in originals])
-            buckets = [msgspec.structs.replace(b, ready_ns=last) for b in buckets]
-        kind = mode([o.collective for o in originals]) if originals else "all_reduce"
-        channel = mode([o.channel for o in originals]) if originals else "gradients"
-        pool = mode([o.pool for o in originals]) if originals else f"{key[0]}/gradients"
-        group_size = max((o.group_size for o in originals), default=graph.world_size)
-        group = mode([o.group for o in originals]) if originals else None
-        dimension = mode([o.dimension for o in originals]) if originals else None
-        delay = max(0, _median_int([o.launch_delay_ns for o in originals]))
-        calibration = _calibration(originals, work, scenario, common.costs(graph))
-        by_id = {o.op_id: o for o in originals}
-        for k, bucket in enumerate(buckets):
-            groups[(group, iteration if key[1] is not None else None, k)].append(len(ops))
-            new_of[key].append(len(ops))
-            op = _Op(
-                rank=key[0],
-                window_id=key[1],
-                channel=channel,
-                pool=pool,
-                collective=kind,
-                nbytes=bucket.nbytes,
-                group_size=group_size,
-                ready_ns=bucket.ready_ns,
-                order_ns=bucket.ready_ns + delay,
-                launch_delay_ns=delay,
-                gradient=True,
-                calibration=calibration,
-                dimension=dimension,
-                group=group,
-            )
-            if origins and origins[k] in by_id:  # the measured collective, launched later: its own time
-                op.source, op.base_ns = by_id[origins[k]], work[origins[k]]
-            ops.append(op)
-    for indices in groups.values():
-        for m in indices:
-            ops[m].instance = len(instances)
-        instances.append((len(indices) > 1, indices))
-    if any(o.nbytes is None for originals in measured.values() for o in originals):
-        warnings.append("gradient collectives without bytes: rebuilt buckets use the gradient-ready sizes")
+        latest = [
+            GradientReady(max(m[k].ready_ns for m in per_rank), per_rank[0][k].nbytes)
+            for k in range(len(per_rank[0]))
+        ]
+        shared[iteration] = make_buckets(policy, latest)
+    return shared
+
+
+def _bucket_ops(
+    graph: TraceGraph,
+    scenario: Scenario,
+    common: _Shared,
+    *,
+    key: tuple[int, int | None],
+    members: list[Gradient],
+    originals: list[CommOp],
+    fused: list[Bucket] | None,
+) -> list[_Op]:
+    """Return the rebuilt bucket collectives of one rank-window (its gradients in ready order)."""
+    work = common.work
+    buckets, origins = _buckets_of(scenario.buckets, members, fused)
+    if scenario.overlap == "none":  # everything leaves when the backward pass has ended
+        last = max([g.ready_ns for g in members] + [o.ready_ns for o in originals])
+        buckets = [msgspec.structs.replace(b, ready_ns=last) for b in buckets]
+    kind = mode([o.collective for o in originals]) if originals else "all_reduce"
+    channel = mode([o.channel for o in originals]) if originals else "gradients"
+    pool = mode([o.pool for o in originals]) if originals else f"{key[0]}/gradients"
+    group_size = max((o.group_size for o in originals), default=graph.world_size)
+    group = mode([o.group for o in originals]) if originals else None
+    dimension = mode([o.dimension for o in originals]) if originals else None
+    delay = max(0, _median_int([o.launch_delay_ns for o in originals]))
+    calibration = _calibration(originals, work, scenario, common.costs(graph))
+    by_id = {o.op_id: o for o in originals}
+    out: list[_Op] = []
+    for k, bucket in enumerate(buckets):
+        op = _Op(
+            rank=key[0],
+            window_id=key[1],
+            channel=channel,
+            pool=pool,
+            collective=kind,
+            nbytes=bucket.nbytes,
+            group_size=group_size,
+            ready_ns=bucket.ready_ns,
+            order_ns=bucket.ready_ns + delay,
+            launch_delay_ns=delay,
+            gradient=True,
+            calibration=calibration,
+            dimension=dimension,
+            group=group,
+        )
+        if origins and origins[k] in by_id:  # the measured collective, launched later: its own time
+            op.source, op.base_ns = by_id[origins[k]], work[origins[k]]
+        out.append(op)
+    return out
 
 
 def _measured_fixed_ns(op: CommOp | _Op, work_ns: float, costs: _Costs) -> float:
@@ -1433,6 +1472,47 @@ def window_lengths(
     return {row["window_id"]: row["p_end"] - row["p_start"] for row in bounds}
 
 
+def _predicted_windows(
+    plan: _Plan, *, windows: pl.DataFrame, single: pl.DataFrame, exposure: pl.DataFrame
+) -> pl.DataFrame:
+    """Return the predicted windows of a replayed plan (:data:`PREDICTED_WINDOWS_SCHEMA`), by rank, window."""
+    busy = _link_busy(plan)
+    encode_total: dict[int, int] = defaultdict(int)
+    for op, encode in zip(plan.ops, plan.encode_ns, strict=True):
+        if op.window_id is not None:
+            encode_total[op.window_id] += encode
+    busy_frame = pl.DataFrame(
+        {"window_id": list(busy), "_busy": list(busy.values())},
+        schema={"window_id": pl.Int64, "_busy": pl.Int64},
+    )
+    encodes = pl.DataFrame(
+        {"window_id": list(encode_total), "_enc": list(encode_total.values())},
+        schema={"window_id": pl.Int64, "_enc": pl.Int64},
+    )
+    frame = (
+        windows.join(single, on="window_id", how="left")
+        .join(exposure, on=["rank", "window_id"], how="left")
+        .join(busy_frame, on="window_id", how="left")
+        .join(encodes, on="window_id", how="left")
+        .with_columns(
+            measured_ns=pl.col("end_ns") - pl.col("start_ns"),
+            predicted_ns=pl.col("p_end") - pl.col("p_start"),
+            comm_ns=pl.col("comm_ns").fill_null(0),
+            exposed_comm_ns=pl.col("exposed_comm_ns").fill_null(0),
+        )
+        .with_columns(
+            perfect_overlap_ns=pl.max_horizontal(
+                pl.col("single_ns") + pl.col("_enc").fill_null(0), pl.col("_busy").fill_null(0)
+            )
+        )
+    )
+    return (
+        frame.select(PREDICTED_WINDOWS_SCHEMA.names())
+        .cast(PREDICTED_WINDOWS_SCHEMA)
+        .sort("rank", "window_id")
+    )
+
+
 def replay(
     graph: TraceGraph,
     *,
@@ -1481,44 +1561,7 @@ def replay(
     if single is None:
         single = single_replay(graph)
     exposure = _exposure(graph, timeline, plan, windows)
-    busy = _link_busy(plan)
-    encode_total: dict[int, int] = defaultdict(int)
-    for op, encode in zip(plan.ops, plan.encode_ns, strict=True):
-        if op.window_id is not None:
-            encode_total[op.window_id] += encode
-    busy_frame = pl.DataFrame(
-        {
-            "window_id": list(busy),
-            "_busy": list(busy.values()),
-        },
-        schema={"window_id": pl.Int64, "_busy": pl.Int64},
-    )
-    encodes = pl.DataFrame(
-        {"window_id": list(encode_total), "_enc": list(encode_total.values())},
-        schema={"window_id": pl.Int64, "_enc": pl.Int64},
-    )
-    frame = (
-        windows.join(single, on="window_id", how="left")
-        .join(exposure, on=["rank", "window_id"], how="left")
-        .join(busy_frame, on="window_id", how="left")
-        .join(encodes, on="window_id", how="left")
-        .with_columns(
-            measured_ns=pl.col("end_ns") - pl.col("start_ns"),
-            predicted_ns=pl.col("p_end") - pl.col("p_start"),
-            comm_ns=pl.col("comm_ns").fill_null(0),
-            exposed_comm_ns=pl.col("exposed_comm_ns").fill_null(0),
-        )
-        .with_columns(
-            perfect_overlap_ns=pl.max_horizontal(
-                pl.col("single_ns") + pl.col("_enc").fill_null(0), pl.col("_busy").fill_null(0)
-            )
-        )
-    )
-    frame = (
-        frame.select(PREDICTED_WINDOWS_SCHEMA.names())
-        .cast(PREDICTED_WINDOWS_SCHEMA)
-        .sort("rank", "window_id")
-    )
+    frame = _predicted_windows(plan, windows=windows, single=single, exposure=exposure)
     return Prediction(
         scenario=scenario,
         windows=frame,
