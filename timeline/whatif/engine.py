@@ -787,6 +787,37 @@ def _per_bit_ns(
     return op.calibration
 
 
+def _observed_per_bit_ns(
+    op: _Op,
+    scenario: Scenario,
+    context: tuple[dict[str | None, float], _Costs],
+    *,
+    measured_fixed: float,
+    gbps: float | None,
+    link: float | None,
+    measured_link: float | None,
+    notes: set[str],
+) -> float:
+    """Return a collective's ns per bit of bandwidth term on its link (``gbps``), efficiency as observed."""
+    uniform, costs = context
+    per_bit = _per_bit_ns(op, scenario, uniform, costs, measured_fixed)
+    if per_bit is None:
+        notes.add("nocalibration")
+        per_bit = 1e9 / link if link else 0.0
+    elif op.source is None and (op.collective or "", op.group) not in costs:
+        notes.add("inseparable")
+    if gbps is not None:
+        if measured_link is None:
+            msg = (
+                "the measured link is unknown, so the observed efficiency cannot move to another "
+                "bandwidth: pass the link the trace ran on (--link-gbps GBPS, e.g. --link-gbps 25, or "
+                "link_gbps= when capturing), or predict on the full link: --efficiency full"
+            )
+            raise UsageError(msg)
+        per_bit *= measured_link / (gbps * 1e9)
+    return per_bit
+
+
 def _work_ns(
     op: _Op,
     graph: TraceGraph,
@@ -800,7 +831,7 @@ def _work_ns(
     (:func:`_per_bit_ns`), the bits at the scenario's world size and compression, the time per bit
     at its link (observed: scaled by measured link / new link; full or a fraction: the link's).
     """
-    uniform, costs = context
+    costs = context[1]
     n_measured = op.group_size
     n = (
         scenario.world_size
@@ -829,22 +860,22 @@ def _work_ns(
         return op.base_ns  # as measured, to the nanosecond
     measured_fixed, fixed = _fixed_ns(op, scenario, costs, n)
     if scenario.efficiency in ("observed", "uniform"):
-        per_bit = _per_bit_ns(op, scenario, uniform, costs, measured_fixed)
-        if per_bit is None:
-            notes.add("nocalibration")
-            per_bit = 1e9 / link if link else 0.0
-        elif op.source is None and (op.collective or "", op.group) not in costs:
-            notes.add("inseparable")
-        if gbps is not None:
-            if measured_link is None:
-                msg = (
-                    "the measured link is unknown, so the observed efficiency cannot move to another "
-                    "bandwidth: pass the link the trace ran on (--link-gbps GBPS, e.g. --link-gbps 25, or "
-                    "link_gbps= when capturing), or predict on the full link: --efficiency full"
-                )
-                raise UsageError(msg)
-            per_bit *= measured_link / (gbps * 1e9)
+        per_bit = _observed_per_bit_ns(
+            op,
+            scenario,
+            context,
+            measured_fixed=measured_fixed,
+            gbps=gbps,
+            link=link,
+            measured_link=measured_link,
+            notes=notes,
+        )
         return fixed + bits * per_bit
+    return fixed + _link_fraction_ns(scenario, bits=bits, link=link)
+
+
+def _link_fraction_ns(scenario: Scenario, *, bits: float, link: float | None) -> float:
+    """Return the bandwidth term of ``bits`` at the scenario's fraction of the link (``full``: all of it)."""
     if link is None:
         msg = (
             f"--efficiency {scenario.efficiency} predicts on a link of known bandwidth, and the measured "
@@ -853,7 +884,7 @@ def _work_ns(
         )
         raise UsageError(msg)
     fraction = 1.0 if scenario.efficiency == "full" else float(scenario.efficiency)
-    return fixed + bits / (link * fraction) * 1e9
+    return bits / (link * fraction) * 1e9
 
 
 # ----------------------------------------------------------------------------------------------
@@ -928,37 +959,10 @@ def _layout(plan: _Plan, communication: bool, servers: dict[str, int], origin: i
         values.sort()
     chain_ids = {rank: c for c, rank in enumerate(points)}
     times = [[t for t, _k, _i in values] for values in points.values()]
-    # Where each op's ready time sits in its rank's chain (skipping waits that depend on it).
-    waits_of_op: dict[int, set[int]] = defaultdict(set)
-    for w, (_wait, deps) in enumerate(plan.waits):
-        for d in deps:
-            waits_of_op[d].add(w)
     ready = [op.ready_ns - origin for op in ops]
     chain_of = [chain_ids.get(op.rank, -1) for op in ops]
-    anchor = [-1] * len(ops)
-    bisect_right = bisect.bisect_right
-    for i, c in enumerate(chain_of):
-        if c < 0:
-            continue
-        k = bisect_right(times[c], ready[i]) - 1
-        skipped = waits_of_op.get(i)
-        while k >= 0 and skipped:
-            _t, kind, index = points[ops[i].rank][k]
-            if kind != 0 or index not in skipped:
-                break
-            k -= 1
-        anchor[i] = k
-    pool_ids: dict[str, int] = {}
-    queues: list[list[int]] = []
-    for i, op in enumerate(ops):
-        p = pool_ids.get(op.pool)
-        if p is None:
-            p = pool_ids[op.pool] = len(queues)
-            queues.append([])
-        queues[p].append(i)
-    order = [op.order_ns for op in ops]
-    for queue in queues:  # by launch order, then index (a stable sort of indices in order)
-        queue.sort(key=order.__getitem__)
+    anchor = _anchors(plan, points=points, times=times, ready=ready, chain_of=chain_of)
+    pool_ids, queues = _pool_queues(ops)
     return _Layout(
         origin=origin,
         ready=ready,
@@ -979,6 +983,52 @@ def _layout(plan: _Plan, communication: bool, servers: dict[str, int], origin: i
         ranks_of=[sorted({ops[m].rank for m in members}) for _sync, members in plan.instances],
         sizes=[len(members) for _sync, members in plan.instances],
     )
+
+
+def _anchors(
+    plan: _Plan,
+    *,
+    points: dict[int, list[tuple[int, int, int]]],
+    times: list[list[int]],
+    ready: list[int],
+    chain_of: list[int],
+) -> list[int]:
+    """Return where each op's ready time sits in its rank's chain, past waits that depend on it (-1: none)."""
+    ops = plan.ops
+    waits_of_op: dict[int, set[int]] = defaultdict(set)
+    for w, (_wait, deps) in enumerate(plan.waits):
+        for d in deps:
+            waits_of_op[d].add(w)
+    anchor = [-1] * len(ops)
+    bisect_right = bisect.bisect_right
+    for i, c in enumerate(chain_of):
+        if c < 0:
+            continue
+        k = bisect_right(times[c], ready[i]) - 1
+        skipped = waits_of_op.get(i)
+        while k >= 0 and skipped:
+            _t, kind, index = points[ops[i].rank][k]
+            if kind != 0 or index not in skipped:
+                break
+            k -= 1
+        anchor[i] = k
+    return anchor
+
+
+def _pool_queues(ops: list[_Op]) -> tuple[dict[str, int], list[list[int]]]:
+    """Return each pool's index (in order of first op) and its ops by launch order, then index."""
+    pool_ids: dict[str, int] = {}
+    queues: list[list[int]] = []
+    for i, op in enumerate(ops):
+        p = pool_ids.get(op.pool)
+        if p is None:
+            p = pool_ids[op.pool] = len(queues)
+            queues.append([])
+        queues[p].append(i)
+    order = [op.order_ns for op in ops]
+    for queue in queues:  # by launch order, then index (a stable sort of indices in order)
+        queue.sort(key=order.__getitem__)
+    return pool_ids, queues
 
 
 _DONE = 1e-3  # ns of work left that count as finished (float rounding)
@@ -1070,16 +1120,26 @@ class _Simulation:
 
     # -- pools ------------------------------------------------------------------------------------
 
+    def _wake_timed_pools(self) -> None:
+        """Mark dirty the pools a server of which frees now (a lagging end they waited for)."""
+        timed = self.timed
+        while timed and timed[0][0] <= self.now:  # a server of the pool frees now
+            at, p = heapq.heappop(timed)
+            if self.timed_at[p] == at:
+                self.timed_at[p] = math.inf
+                self.dirty_pools.add(p)
+
+    def _look_again_at(self, free: float, p: int) -> None:
+        """Look at pool ``p`` again when its first server to free frees (``free``)."""
+        heapq.heappush(self.wakeups, free)
+        heapq.heappush(self.timed, (free, p))
+        self.timed_at[p] = free
+
     def _admit(self) -> bool:
         """Start each pool's next collectives while they are ready and a server is free."""
         now = self.now
         dirty = self.dirty_pools
-        timed = self.timed
-        while timed and timed[0][0] <= now:  # a server of the pool frees now
-            at, p = heapq.heappop(timed)
-            if self.timed_at[p] == at:
-                self.timed_at[p] = math.inf
-                dirty.add(p)
+        self._wake_timed_pools()
         if not dirty:
             return False
         changed = False
@@ -1117,11 +1177,8 @@ class _Simulation:
                 free = servers[k]
                 if free == math.inf:  # every server busy: one of the pool's collectives must end first
                     break
-                if free > now:
-                    # Known to free later (a lagging end): another server may free sooner; look again then.
-                    heapq.heappush(self.wakeups, free)
-                    heapq.heappush(timed, (free, p))
-                    self.timed_at[p] = free
+                if free > now:  # known to free later (a lagging end): another server may free sooner
+                    self._look_again_at(free, p)
                     break
                 start = max(float(ready), free) + layout.launch[i]
                 start = max(start, now)
