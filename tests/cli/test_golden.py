@@ -1,6 +1,9 @@
-"""Golden outputs: the commands print byte for byte what they printed at commit 66ccaa8
-(the run object of #36: one matching per run, the partial-run warning; before it, b607444 and
-fb33636, whose outputs #20 and #21 changed on purpose: regenerated here, nothing skipped).
+"""Golden outputs: the commands print byte for byte what they printed at commit bf369bb, whose
+outputs #37-#42 changed on purpose (the typed results' ``--json``: layout 4 with its kind and
+timeline's version, an unmeasured latency null; the words span, exposed/span and idle/span; the
+diagnosis' costs and its basis words; tables and prose fitted to the width, a column left out named;
+notes folded unless --verbose; the NCCL sample's new cases). Before it: 66ccaa8 (the run object of
+#36), b607444 and fb33636 (#20 and #21). Regenerated here, nothing skipped.
 
 Each file of ``tests/cli/golden/cases/`` is one case, made by ``tests/cli/golden/regenerate.py``
 (see its docstring; never run by the tests) from the CLI of a git revision run in a subprocess: the
