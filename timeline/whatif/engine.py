@@ -563,7 +563,7 @@ def _rebuild(
             graph, scenario, common, key=key, members=members, originals=originals, fused=fused
         )
         for k, op in enumerate(bucket_ops):
-            groups[(op.group, iteration if key[1] is not None else None, k)].append(len(ops))
+            groups[(op.group, iteration, k)].append(len(ops))
             new_of[key].append(len(ops))
             ops.append(op)
     for indices in groups.values():
