@@ -549,6 +549,35 @@ def _rebuild(
     """Replace the gradient collectives of the rebuilt windows by buckets of their gradients."""
     rebuilt = common.gradient_windows
     iteration_of = common.iteration_of(graph)
+    measured, grads = _rebuilt_members(graph, rebuilt=rebuilt)
+    shared = _fused_buckets(scenario.buckets, grads=grads, iteration_of=iteration_of)
+    groups: dict[tuple[object, object, int], list[int]] = defaultdict(list)
+    for key in sorted(rebuilt, key=lambda k: (k[0], -1 if k[1] is None else k[1])):
+        originals = measured[key]
+        members = sorted(grads.get(key, []), key=lambda g: g.ready_ns)
+        if not members:
+            continue
+        iteration = iteration_of.get(key[1]) if key[1] is not None else None
+        fused = shared.get(iteration)
+        bucket_ops = _bucket_ops(
+            graph, scenario, common, key=key, members=members, originals=originals, fused=fused
+        )
+        for k, op in enumerate(bucket_ops):
+            groups[(op.group, iteration, k)].append(len(ops))
+            new_of[key].append(len(ops))
+            ops.append(op)
+    for indices in groups.values():
+        for m in indices:
+            ops[m].instance = len(instances)
+        instances.append((len(indices) > 1, indices))
+    if any(o.nbytes is None for originals in measured.values() for o in originals):
+        warnings.append("gradient collectives without bytes: rebuilt buckets use the gradient-ready sizes")
+
+
+def _rebuilt_members(
+    graph: TraceGraph, *, rebuilt: set[tuple[int, int | None]]
+) -> tuple[dict[tuple[int, int | None], list[CommOp]], dict[tuple[int, int | None], list[Gradient]]]:
+    """Return the measured gradient collectives and the gradients of each rebuilt rank-window."""
     measured: dict[tuple[int, int | None], list[CommOp]] = defaultdict(list)
     for o in graph.ops:
         if o.gradient and (o.rank, o.window_id) in rebuilt:
@@ -557,70 +586,80 @@ def _rebuild(
     for g in graph.gradients:
         if (g.rank, g.window_id) in rebuilt:
             grads[(g.rank, g.window_id)].append(g)
-    work = common.work
-    # Fusion depends on timing: form its buckets on the gradients' latest ready time over ranks.
-    policy = scenario.buckets
+    return measured, grads
+
+
+def _fused_buckets(
+    policy: BucketPolicy,
+    *,
+    grads: dict[tuple[int, int | None], list[Gradient]],
+    iteration_of: dict[int, int | None],
+) -> dict[object, list[Bucket]]:
+    """Return fusion's buckets per iteration, formed on the gradients' latest ready time over ranks."""
     shared: dict[object, list[Bucket]] = {}
-    if isinstance(policy, FusionBuckets):
-        by_iteration: dict[object, list[list[Gradient]]] = defaultdict(list)
-        for key, members in grads.items():
-            by_iteration[iteration_of.get(key[1]) if key[1] is not None else None].append(members)
-        for iteration, per_rank in by_iteration.items():
-            if len({len(m) for m in per_rank}) != 1:
-                continue
-            latest = [
-                GradientReady(max(m[k].ready_ns for m in per_rank), per_rank[0][k].nbytes)
-                for k in range(len(per_rank[0]))
-            ]
-            shared[iteration] = make_buckets(policy, latest)
-    groups: dict[tuple[object, object, int], list[int]] = defaultdict(list)
-    for key in sorted(rebuilt, key=lambda k: (k[0], -1 if k[1] is None else k[1])):
-        originals = measured[key]
-        members = sorted(grads.get(key, []), key=lambda g: g.ready_ns)
-        if not members:
+    if not isinstance(policy, FusionBuckets):  # fusion depends on timing, the other policies do not
+        return shared
+    by_iteration: dict[object, list[list[Gradient]]] = defaultdict(list)
+    for key, members in grads.items():
+        by_iteration[iteration_of.get(key[1]) if key[1] is not None else None].append(members)
+    for iteration, per_rank in by_iteration.items():
+        if len({len(m) for m in per_rank}) != 1:
             continue
-        iteration = iteration_of.get(key[1]) if key[1] is not None else None
-        buckets, origins = _buckets_of(policy, members, shared.get(iteration))
-        if scenario.overlap == "none":  # everything leaves when the backward pass has ended
-            last = max([g.ready_ns for g in members] + [o.ready_ns for o in originals])
-            buckets = [msgspec.structs.replace(b, ready_ns=last) for b in buckets]
-        kind = mode([o.collective for o in originals]) if originals else "all_reduce"
-        channel = mode([o.channel for o in originals]) if originals else "gradients"
-        pool = mode([o.pool for o in originals]) if originals else f"{key[0]}/gradients"
-        group_size = max((o.group_size for o in originals), default=graph.world_size)
-        group = mode([o.group for o in originals]) if originals else None
-        dimension = mode([o.dimension for o in originals]) if originals else None
-        delay = max(0, _median_int([o.launch_delay_ns for o in originals]))
-        calibration = _calibration(originals, work, scenario, common.costs(graph))
-        by_id = {o.op_id: o for o in originals}
-        for k, bucket in enumerate(buckets):
-            groups[(group, iteration if key[1] is not None else None, k)].append(len(ops))
-            new_of[key].append(len(ops))
-            op = _Op(
-                rank=key[0],
-                window_id=key[1],
-                channel=channel,
-                pool=pool,
-                collective=kind,
-                nbytes=bucket.nbytes,
-                group_size=group_size,
-                ready_ns=bucket.ready_ns,
-                order_ns=bucket.ready_ns + delay,
-                launch_delay_ns=delay,
-                gradient=True,
-                calibration=calibration,
-                dimension=dimension,
-                group=group,
-            )
-            if origins and origins[k] in by_id:  # the measured collective, launched later: its own time
-                op.source, op.base_ns = by_id[origins[k]], work[origins[k]]
-            ops.append(op)
-    for indices in groups.values():
-        for m in indices:
-            ops[m].instance = len(instances)
-        instances.append((len(indices) > 1, indices))
-    if any(o.nbytes is None for originals in measured.values() for o in originals):
-        warnings.append("gradient collectives without bytes: rebuilt buckets use the gradient-ready sizes")
+        latest = [
+            GradientReady(max(m[k].ready_ns for m in per_rank), per_rank[0][k].nbytes)
+            for k in range(len(per_rank[0]))
+        ]
+        shared[iteration] = make_buckets(policy, latest)
+    return shared
+
+
+def _bucket_ops(
+    graph: TraceGraph,
+    scenario: Scenario,
+    common: _Shared,
+    *,
+    key: tuple[int, int | None],
+    members: list[Gradient],
+    originals: list[CommOp],
+    fused: list[Bucket] | None,
+) -> list[_Op]:
+    """Return the rebuilt bucket collectives of one rank-window (its gradients in ready order)."""
+    work = common.work
+    buckets, origins = _buckets_of(scenario.buckets, members, fused)
+    if scenario.overlap == "none":  # everything leaves when the backward pass has ended
+        last = max([g.ready_ns for g in members] + [o.ready_ns for o in originals])
+        buckets = [msgspec.structs.replace(b, ready_ns=last) for b in buckets]
+    kind = mode([o.collective for o in originals]) if originals else "all_reduce"
+    channel = mode([o.channel for o in originals]) if originals else "gradients"
+    pool = mode([o.pool for o in originals]) if originals else f"{key[0]}/gradients"
+    group_size = max((o.group_size for o in originals), default=graph.world_size)
+    group = mode([o.group for o in originals]) if originals else None
+    dimension = mode([o.dimension for o in originals]) if originals else None
+    delay = max(0, _median_int([o.launch_delay_ns for o in originals]))
+    calibration = _calibration(originals, work, scenario, common.costs(graph))
+    by_id = {o.op_id: o for o in originals}
+    out: list[_Op] = []
+    for k, bucket in enumerate(buckets):
+        op = _Op(
+            rank=key[0],
+            window_id=key[1],
+            channel=channel,
+            pool=pool,
+            collective=kind,
+            nbytes=bucket.nbytes,
+            group_size=group_size,
+            ready_ns=bucket.ready_ns,
+            order_ns=bucket.ready_ns + delay,
+            launch_delay_ns=delay,
+            gradient=True,
+            calibration=calibration,
+            dimension=dimension,
+            group=group,
+        )
+        if origins and origins[k] in by_id:  # the measured collective, launched later: its own time
+            op.source, op.base_ns = by_id[origins[k]], work[origins[k]]
+        out.append(op)
+    return out
 
 
 def _measured_fixed_ns(op: CommOp | _Op, work_ns: float, costs: _Costs) -> float:
@@ -748,6 +787,37 @@ def _per_bit_ns(
     return op.calibration
 
 
+def _observed_per_bit_ns(
+    op: _Op,
+    scenario: Scenario,
+    context: tuple[dict[str | None, float], _Costs],
+    *,
+    measured_fixed: float,
+    gbps: float | None,
+    link: float | None,
+    measured_link: float | None,
+    notes: set[str],
+) -> float:
+    """Return a collective's ns per bit of bandwidth term on its link (``gbps``), efficiency as observed."""
+    uniform, costs = context
+    per_bit = _per_bit_ns(op, scenario, uniform, costs, measured_fixed)
+    if per_bit is None:
+        notes.add("nocalibration")
+        per_bit = 1e9 / link if link else 0.0
+    elif op.source is None and (op.collective or "", op.group) not in costs:
+        notes.add("inseparable")
+    if gbps is not None:
+        if measured_link is None:
+            msg = (
+                "the measured link is unknown, so the observed efficiency cannot move to another "
+                "bandwidth: pass the link the trace ran on (--link-gbps GBPS, e.g. --link-gbps 25, or "
+                "link_gbps= when capturing), or predict on the full link: --efficiency full"
+            )
+            raise UsageError(msg)
+        per_bit *= measured_link / (gbps * 1e9)
+    return per_bit
+
+
 def _work_ns(
     op: _Op,
     graph: TraceGraph,
@@ -761,7 +831,7 @@ def _work_ns(
     (:func:`_per_bit_ns`), the bits at the scenario's world size and compression, the time per bit
     at its link (observed: scaled by measured link / new link; full or a fraction: the link's).
     """
-    uniform, costs = context
+    costs = context[1]
     n_measured = op.group_size
     n = (
         scenario.world_size
@@ -790,22 +860,22 @@ def _work_ns(
         return op.base_ns  # as measured, to the nanosecond
     measured_fixed, fixed = _fixed_ns(op, scenario, costs, n)
     if scenario.efficiency in ("observed", "uniform"):
-        per_bit = _per_bit_ns(op, scenario, uniform, costs, measured_fixed)
-        if per_bit is None:
-            notes.add("nocalibration")
-            per_bit = 1e9 / link if link else 0.0
-        elif op.source is None and (op.collective or "", op.group) not in costs:
-            notes.add("inseparable")
-        if gbps is not None:
-            if measured_link is None:
-                msg = (
-                    "the measured link is unknown, so the observed efficiency cannot move to another "
-                    "bandwidth: pass the link the trace ran on (--link-gbps GBPS, e.g. --link-gbps 25, or "
-                    "link_gbps= when capturing), or predict on the full link: --efficiency full"
-                )
-                raise UsageError(msg)
-            per_bit *= measured_link / (gbps * 1e9)
+        per_bit = _observed_per_bit_ns(
+            op,
+            scenario,
+            context,
+            measured_fixed=measured_fixed,
+            gbps=gbps,
+            link=link,
+            measured_link=measured_link,
+            notes=notes,
+        )
         return fixed + bits * per_bit
+    return fixed + _link_fraction_ns(scenario, bits=bits, link=link)
+
+
+def _link_fraction_ns(scenario: Scenario, *, bits: float, link: float | None) -> float:
+    """Return the bandwidth term of ``bits`` at the scenario's fraction of the link (``full``: all of it)."""
     if link is None:
         msg = (
             f"--efficiency {scenario.efficiency} predicts on a link of known bandwidth, and the measured "
@@ -814,7 +884,7 @@ def _work_ns(
         )
         raise UsageError(msg)
     fraction = 1.0 if scenario.efficiency == "full" else float(scenario.efficiency)
-    return fixed + bits / (link * fraction) * 1e9
+    return bits / (link * fraction) * 1e9
 
 
 # ----------------------------------------------------------------------------------------------
@@ -889,37 +959,10 @@ def _layout(plan: _Plan, communication: bool, servers: dict[str, int], origin: i
         values.sort()
     chain_ids = {rank: c for c, rank in enumerate(points)}
     times = [[t for t, _k, _i in values] for values in points.values()]
-    # Where each op's ready time sits in its rank's chain (skipping waits that depend on it).
-    waits_of_op: dict[int, set[int]] = defaultdict(set)
-    for w, (_wait, deps) in enumerate(plan.waits):
-        for d in deps:
-            waits_of_op[d].add(w)
     ready = [op.ready_ns - origin for op in ops]
     chain_of = [chain_ids.get(op.rank, -1) for op in ops]
-    anchor = [-1] * len(ops)
-    bisect_right = bisect.bisect_right
-    for i, c in enumerate(chain_of):
-        if c < 0:
-            continue
-        k = bisect_right(times[c], ready[i]) - 1
-        skipped = waits_of_op.get(i)
-        while k >= 0 and skipped:
-            _t, kind, index = points[ops[i].rank][k]
-            if kind != 0 or index not in skipped:
-                break
-            k -= 1
-        anchor[i] = k
-    pool_ids: dict[str, int] = {}
-    queues: list[list[int]] = []
-    for i, op in enumerate(ops):
-        p = pool_ids.get(op.pool)
-        if p is None:
-            p = pool_ids[op.pool] = len(queues)
-            queues.append([])
-        queues[p].append(i)
-    order = [op.order_ns for op in ops]
-    for queue in queues:  # by launch order, then index (a stable sort of indices in order)
-        queue.sort(key=order.__getitem__)
+    anchor = _anchors(plan, points=points, times=times, ready=ready, chain_of=chain_of)
+    pool_ids, queues = _pool_queues(ops)
     return _Layout(
         origin=origin,
         ready=ready,
@@ -940,6 +983,52 @@ def _layout(plan: _Plan, communication: bool, servers: dict[str, int], origin: i
         ranks_of=[sorted({ops[m].rank for m in members}) for _sync, members in plan.instances],
         sizes=[len(members) for _sync, members in plan.instances],
     )
+
+
+def _anchors(
+    plan: _Plan,
+    *,
+    points: dict[int, list[tuple[int, int, int]]],
+    times: list[list[int]],
+    ready: list[int],
+    chain_of: list[int],
+) -> list[int]:
+    """Return where each op's ready time sits in its rank's chain, past waits that depend on it (-1: none)."""
+    ops = plan.ops
+    waits_of_op: dict[int, set[int]] = defaultdict(set)
+    for w, (_wait, deps) in enumerate(plan.waits):
+        for d in deps:
+            waits_of_op[d].add(w)
+    anchor = [-1] * len(ops)
+    bisect_right = bisect.bisect_right
+    for i, c in enumerate(chain_of):
+        if c < 0:
+            continue
+        k = bisect_right(times[c], ready[i]) - 1
+        skipped = waits_of_op.get(i)
+        while k >= 0 and skipped:
+            _t, kind, index = points[ops[i].rank][k]
+            if kind != 0 or index not in skipped:
+                break
+            k -= 1
+        anchor[i] = k
+    return anchor
+
+
+def _pool_queues(ops: list[_Op]) -> tuple[dict[str, int], list[list[int]]]:
+    """Return each pool's index (in order of first op) and its ops by launch order, then index."""
+    pool_ids: dict[str, int] = {}
+    queues: list[list[int]] = []
+    for i, op in enumerate(ops):
+        p = pool_ids.get(op.pool)
+        if p is None:
+            p = pool_ids[op.pool] = len(queues)
+            queues.append([])
+        queues[p].append(i)
+    order = [op.order_ns for op in ops]
+    for queue in queues:  # by launch order, then index (a stable sort of indices in order)
+        queue.sort(key=order.__getitem__)
+    return pool_ids, queues
 
 
 _DONE = 1e-3  # ns of work left that count as finished (float rounding)
@@ -1031,16 +1120,26 @@ class _Simulation:
 
     # -- pools ------------------------------------------------------------------------------------
 
+    def _wake_timed_pools(self) -> None:
+        """Mark dirty the pools a server of which frees now (a lagging end they waited for)."""
+        timed = self.timed
+        while timed and timed[0][0] <= self.now:  # a server of the pool frees now
+            at, p = heapq.heappop(timed)
+            if self.timed_at[p] == at:
+                self.timed_at[p] = math.inf
+                self.dirty_pools.add(p)
+
+    def _look_again_at(self, free: float, p: int) -> None:
+        """Look at pool ``p`` again when its first server to free frees (``free``)."""
+        heapq.heappush(self.wakeups, free)
+        heapq.heappush(self.timed, (free, p))
+        self.timed_at[p] = free
+
     def _admit(self) -> bool:
         """Start each pool's next collectives while they are ready and a server is free."""
         now = self.now
         dirty = self.dirty_pools
-        timed = self.timed
-        while timed and timed[0][0] <= now:  # a server of the pool frees now
-            at, p = heapq.heappop(timed)
-            if self.timed_at[p] == at:
-                self.timed_at[p] = math.inf
-                dirty.add(p)
+        self._wake_timed_pools()
         if not dirty:
             return False
         changed = False
@@ -1078,11 +1177,8 @@ class _Simulation:
                 free = servers[k]
                 if free == math.inf:  # every server busy: one of the pool's collectives must end first
                     break
-                if free > now:
-                    # Known to free later (a lagging end): another server may free sooner; look again then.
-                    heapq.heappush(self.wakeups, free)
-                    heapq.heappush(timed, (free, p))
-                    self.timed_at[p] = free
+                if free > now:  # known to free later (a lagging end): another server may free sooner
+                    self._look_again_at(free, p)
                     break
                 start = max(float(ready), free) + layout.launch[i]
                 start = max(start, now)
@@ -1433,6 +1529,47 @@ def window_lengths(
     return {row["window_id"]: row["p_end"] - row["p_start"] for row in bounds}
 
 
+def _predicted_windows(
+    plan: _Plan, *, windows: pl.DataFrame, single: pl.DataFrame, exposure: pl.DataFrame
+) -> pl.DataFrame:
+    """Return the predicted windows of a replayed plan (:data:`PREDICTED_WINDOWS_SCHEMA`), by rank, window."""
+    busy = _link_busy(plan)
+    encode_total: dict[int, int] = defaultdict(int)
+    for op, encode in zip(plan.ops, plan.encode_ns, strict=True):
+        if op.window_id is not None:
+            encode_total[op.window_id] += encode
+    busy_frame = pl.DataFrame(
+        {"window_id": list(busy), "_busy": list(busy.values())},
+        schema={"window_id": pl.Int64, "_busy": pl.Int64},
+    )
+    encodes = pl.DataFrame(
+        {"window_id": list(encode_total), "_enc": list(encode_total.values())},
+        schema={"window_id": pl.Int64, "_enc": pl.Int64},
+    )
+    frame = (
+        windows.join(single, on="window_id", how="left")
+        .join(exposure, on=["rank", "window_id"], how="left")
+        .join(busy_frame, on="window_id", how="left")
+        .join(encodes, on="window_id", how="left")
+        .with_columns(
+            measured_ns=pl.col("end_ns") - pl.col("start_ns"),
+            predicted_ns=pl.col("p_end") - pl.col("p_start"),
+            comm_ns=pl.col("comm_ns").fill_null(0),
+            exposed_comm_ns=pl.col("exposed_comm_ns").fill_null(0),
+        )
+        .with_columns(
+            perfect_overlap_ns=pl.max_horizontal(
+                pl.col("single_ns") + pl.col("_enc").fill_null(0), pl.col("_busy").fill_null(0)
+            )
+        )
+    )
+    return (
+        frame.select(PREDICTED_WINDOWS_SCHEMA.names())
+        .cast(PREDICTED_WINDOWS_SCHEMA)
+        .sort("rank", "window_id")
+    )
+
+
 def replay(
     graph: TraceGraph,
     *,
@@ -1481,44 +1618,7 @@ def replay(
     if single is None:
         single = single_replay(graph)
     exposure = _exposure(graph, timeline, plan, windows)
-    busy = _link_busy(plan)
-    encode_total: dict[int, int] = defaultdict(int)
-    for op, encode in zip(plan.ops, plan.encode_ns, strict=True):
-        if op.window_id is not None:
-            encode_total[op.window_id] += encode
-    busy_frame = pl.DataFrame(
-        {
-            "window_id": list(busy),
-            "_busy": list(busy.values()),
-        },
-        schema={"window_id": pl.Int64, "_busy": pl.Int64},
-    )
-    encodes = pl.DataFrame(
-        {"window_id": list(encode_total), "_enc": list(encode_total.values())},
-        schema={"window_id": pl.Int64, "_enc": pl.Int64},
-    )
-    frame = (
-        windows.join(single, on="window_id", how="left")
-        .join(exposure, on=["rank", "window_id"], how="left")
-        .join(busy_frame, on="window_id", how="left")
-        .join(encodes, on="window_id", how="left")
-        .with_columns(
-            measured_ns=pl.col("end_ns") - pl.col("start_ns"),
-            predicted_ns=pl.col("p_end") - pl.col("p_start"),
-            comm_ns=pl.col("comm_ns").fill_null(0),
-            exposed_comm_ns=pl.col("exposed_comm_ns").fill_null(0),
-        )
-        .with_columns(
-            perfect_overlap_ns=pl.max_horizontal(
-                pl.col("single_ns") + pl.col("_enc").fill_null(0), pl.col("_busy").fill_null(0)
-            )
-        )
-    )
-    frame = (
-        frame.select(PREDICTED_WINDOWS_SCHEMA.names())
-        .cast(PREDICTED_WINDOWS_SCHEMA)
-        .sort("rank", "window_id")
-    )
+    frame = _predicted_windows(plan, windows=windows, single=single, exposure=exposure)
     return Prediction(
         scenario=scenario,
         windows=frame,

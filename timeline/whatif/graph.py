@@ -562,23 +562,9 @@ def graph_parts(
         a few percent of the events' size.
     """
     modes_frame = _conform(rank_modes(events), _MODES_SCHEMA)
-    modes = {
-        rank: mode
-        for rank, mode in zip(
-            modes_frame.get_column("rank").to_list(), modes_frame.get_column("mode").to_list(), strict=True
-        )
-        if mode != "horovod"
-    }
+    modes = _modes_with_compute(modes_frame)
     if not modes:  # Horovod timelines only (or nothing): no compute to build from
-        return GraphParts(
-            modes=modes_frame,
-            windows=ITERATIONS_SCHEMA.to_frame(),
-            compute=_INTERVALS_SCHEMA.to_frame(),
-            waits=_INTERVALS_SCHEMA.to_frame(),
-            comm=_COMM_SCHEMA.to_frame(),
-            markers=_SIGNALS_SCHEMA.to_frame(),
-            accumulate_grad=_SIGNALS_SCHEMA.to_frame(),
-        )
+        return _empty_parts(modes_frame)
     kept = list(modes)
     kept_modes = (
         modes_frame
@@ -590,15 +576,7 @@ def graph_parts(
         PROCESS_GROUPS_SCHEMA.to_frame() if groups is None else groups.filter(pl.col("rank").is_in(kept))
     )
     sets = activity_sets(events, kept_modes)
-    # By default assign_iterations(events), with the modes (those of the kept ranks) and sets above.
-    # It sorts by rank and start only: a total order makes tied windows rank-local.
-    windows = _collect(
-        (
-            _assign_iterations(events, kept_modes, sets).lazy()
-            if windows is None
-            else windows.lazy().filter(pl.col("rank").is_in(kept))
-        ).sort("rank", "start_ns", "end_ns", "iteration", maintain_order=True)
-    )
+    windows = _part_windows(events, kept_modes, kept=kept, sets=sets, windows=windows)
     compute, waits_union = _compute_and_waits(sets, modes)
     launches = _launches(events)
     progress = _progress_table(events, sets, launches)
@@ -614,6 +592,50 @@ def graph_parts(
         accumulate_grad=_conform(accumulate_grad, _SIGNALS_SCHEMA),
         unmatched_calls=unmatched,
         groups=_conform(declared, PROCESS_GROUPS_SCHEMA),
+    )
+
+
+def _modes_with_compute(modes_frame: pl.DataFrame) -> dict[int, str]:
+    """Return the mode of each rank of ``modes_frame`` that has compute events (not a Horovod timeline's)."""
+    return {
+        rank: mode
+        for rank, mode in zip(
+            modes_frame.get_column("rank").to_list(), modes_frame.get_column("mode").to_list(), strict=True
+        )
+        if mode != "horovod"
+    }
+
+
+def _empty_parts(modes_frame: pl.DataFrame) -> GraphParts:
+    """Return the parts of ranks without compute events: their modes, nothing else."""
+    return GraphParts(
+        modes=modes_frame,
+        windows=ITERATIONS_SCHEMA.to_frame(),
+        compute=_INTERVALS_SCHEMA.to_frame(),
+        waits=_INTERVALS_SCHEMA.to_frame(),
+        comm=_COMM_SCHEMA.to_frame(),
+        markers=_SIGNALS_SCHEMA.to_frame(),
+        accumulate_grad=_SIGNALS_SCHEMA.to_frame(),
+    )
+
+
+def _part_windows(
+    events: pl.DataFrame,
+    kept_modes: pl.DataFrame,
+    *,
+    kept: list[int],
+    sets: pl.DataFrame,
+    windows: pl.DataFrame | None,
+) -> pl.DataFrame:
+    """Return the iteration windows of the ``kept`` ranks, by rank and start (computed when not given)."""
+    # By default assign_iterations(events), with the modes (those of the kept ranks) and sets above.
+    # It sorts by rank and start only: a total order makes tied windows rank-local.
+    return _collect(
+        (
+            _assign_iterations(events, kept_modes, sets).lazy()
+            if windows is None
+            else windows.lazy().filter(pl.col("rank").is_in(kept))
+        ).sort("rank", "start_ns", "end_ns", "iteration", maintain_order=True)
     )
 
 
@@ -711,11 +733,39 @@ def combine_graph_parts(
     """
     warnings: list[str] = []
     modes = _replayable_modes(parts, warnings)
-    windows = _concat_by_rank([p.windows for p in parts], ITERATIONS_SCHEMA)
-    windows = pl.Series("window_id", range(windows.height), dtype=pl.Int64).to_frame().hstack(windows)
-    compute = _concat_by_rank([p.compute for p in parts], _INTERVALS_SCHEMA)
-    waits_union = _concat_by_rank([p.waits for p in parts], _INTERVALS_SCHEMA)
+    windows = _global_windows(parts)
+    comm = _attributed_comm(parts, clocks=clocks, windows=windows, overrides=overrides, warnings=warnings)
+    signals, source = _choose_gradient_signals(parts)
+    return assemble_graph(
+        modes,
+        windows=windows,
+        compute=_concat_by_rank([p.compute for p in parts], _INTERVALS_SCHEMA),
+        waits_union=_concat_by_rank([p.waits for p in parts], _INTERVALS_SCHEMA),
+        comm=comm,
+        signals=signals,
+        source=source,
+        world_size=world_size,
+        link_gbps=link_gbps,
+        resume_tolerance_ns=resume_tolerance_ns,
+        warnings=warnings,
+    )
 
+
+def _global_windows(parts: Sequence[GraphParts]) -> pl.DataFrame:
+    """Return the windows of every part, by rank, with their global ``window_id`` (the row index)."""
+    windows = _concat_by_rank([p.windows for p in parts], ITERATIONS_SCHEMA)
+    return pl.Series("window_id", range(windows.height), dtype=pl.Int64).to_frame().hstack(windows)
+
+
+def _attributed_comm(
+    parts: Sequence[GraphParts],
+    *,
+    clocks: pl.DataFrame | None,
+    windows: pl.DataFrame,
+    overrides: Mapping[str, str] | None,
+    warnings: list[str],
+) -> pl.DataFrame:
+    """Return the collectives of every part with their process groups (:func:`_attribute_collectives`)."""
     comm = _concat_by_rank([p.comm for p in parts], _COMM_SCHEMA)
     unmatched = sorted({r for p in parts for r in p.unmatched_calls})
     if unmatched:
@@ -724,22 +774,8 @@ def combine_graph_parts(
             "expected on CPU-only ranks, found otherwise; their collectives count as ready when they started"
         )
     declared = _concat_by_rank([p.groups for p in parts], PROCESS_GROUPS_SCHEMA)
-    comm = _attribute_collectives(
+    return _attribute_collectives(
         comm, declared, clocks=clocks, windows=windows, overrides=overrides, warnings=warnings
-    )
-    signals, source = _choose_gradient_signals(parts)
-    return assemble_graph(
-        modes,
-        windows=windows,
-        compute=compute,
-        waits_union=waits_union,
-        comm=comm,
-        signals=signals,
-        source=source,
-        world_size=world_size,
-        link_gbps=link_gbps,
-        resume_tolerance_ns=resume_tolerance_ns,
-        warnings=warnings,
     )
 
 
@@ -786,20 +822,7 @@ def assemble_graph(
     TraceGraph
     """
     world = _infer_world_size(comm, world_size, len(modes))
-    signals = _collect(_locate(signals.lazy(), windows, at="ready_ns"))
-    # the columns a graph without process groups lacks (a Horovod timeline's), as _numbered reads them
-    defaults = {"dimension": pl.lit(None, dtype=pl.String), "_lone": pl.lit(False), "_sub": pl.lit("")}
-    located = _locate(
-        comm.lazy().with_columns(
-            pl.col("group_size").fill_null(world),
-            *(default.alias(name) for name, default in defaults.items() if name not in comm.columns),
-        ),
-        windows,
-        at="start_ns",
-    )
-    ops, instances = _ops_and_instances(_flag_gradients(located, signals), warnings)
-    gradients = _gradients(ops, signals, source, warnings)
-    waits = _wait_points(ops, gradients, compute, waits_union, windows, modes, resume_tolerance_ns)
+    ops, instances, gradients = _ops_and_gradients(comm, signals, windows, world, source, warnings)
     return TraceGraph(
         ranks=tuple(sorted(modes)),
         modes=modes,
@@ -807,13 +830,42 @@ def assemble_graph(
         compute=compute,
         ops=ops,
         instances=instances,
-        waits=waits,
+        waits=_wait_points(ops, gradients, compute, waits_union, windows, modes, resume_tolerance_ns),
         gradients=gradients,
         gradient_source=source if gradients else "none",
         world_size=world,
         link_gbps=link_gbps,
         warnings=tuple(warnings),
         notes=tuple(notes),
+    )
+
+
+def _ops_and_gradients(
+    comm: pl.DataFrame,
+    signals: pl.DataFrame,
+    windows: pl.DataFrame,
+    world: int,
+    source: GradientSource,
+    warnings: list[str],
+) -> tuple[tuple[CommOp, ...], tuple[Instance, ...], tuple[Gradient, ...]]:
+    """Return the collectives, the logical collectives and the gradients, each located in its window."""
+    signals = _collect(_locate(signals.lazy(), windows, at="ready_ns"))
+    located = _located_comm(comm, windows, world=world)
+    ops, instances = _ops_and_instances(_flag_gradients(located, signals), warnings)
+    return ops, instances, _gradients(ops, signals, source, warnings)
+
+
+def _located_comm(comm: pl.DataFrame, windows: pl.DataFrame, *, world: int) -> pl.LazyFrame:
+    """Return the collectives with their window, group size (default: the world) and group columns."""
+    # the columns a graph without process groups lacks (a Horovod timeline's), as _numbered reads them
+    defaults = {"dimension": pl.lit(None, dtype=pl.String), "_lone": pl.lit(False), "_sub": pl.lit("")}
+    return _locate(
+        comm.lazy().with_columns(
+            pl.col("group_size").fill_null(world),
+            *(default.alias(name) for name, default in defaults.items() if name not in comm.columns),
+        ),
+        windows,
+        at="start_ns",
     )
 
 
@@ -951,6 +1003,14 @@ def _attribute_collectives(
                 "_op", "_group_size", "kind", "source"
             )
         )
+    return _with_order_doubt(joined, group_size=group_size)
+
+
+def _with_order_doubt(joined: pl.LazyFrame, *, group_size: pl.Expr) -> pl.DataFrame:
+    """Return the attributed collectives with ``group_size``, ``_lone`` and ``_sub``, some groups ambiguous.
+
+    ``joined``: the collectives by ``_op`` with their attributed group and the group's ``_group_size``.
+    """
     uneven = pl.col("collective").is_in(UNEVEN_COLLECTIVES).fill_null(True)
     sub = (
         pl.when(uneven)
@@ -1054,29 +1114,7 @@ def _comm_frame(
     And the CPU-only ranks whose ``c10d::`` calls and collectives do not match one to one.
     ``launches``: the events' :func:`_launches`.
     """
-    details = (
-        events.lazy()
-        .with_row_index("event")
-        .select(
-            "event",
-            "correlation",
-            "stream",
-            "tid",
-            "pid",
-            "device",
-            "in_bytes",
-            "out_bytes",
-            "group_size",
-            "pg_ranks",
-            "peer",
-            "group_peer",
-            collective=pl.col("collective").cast(pl.String),
-            group=pl.coalesce(pl.col("pg_name").cast(pl.String), pl.lit(ALL_COMMUNICATION_GROUP)),
-            name=pl.col("name").cast(pl.String),
-            pg_name=pl.col("pg_name").cast(pl.String),
-            pg_desc=pl.col("pg_desc").cast(pl.String),
-        )
-    )
+    details = _comm_details(events)
     gpu = pl.col("mode") == "gpu"
     comm = (
         sets.lazy()
@@ -1114,6 +1152,33 @@ def _comm_frame(
         *_ATTRIBUTION_COLUMNS,
     )
     return _collect(frame), unmatched
+
+
+def _comm_details(events: pl.DataFrame) -> pl.LazyFrame:
+    """Return what the graph reads of each event (``event``: its row), names and groups as strings."""
+    return (
+        events.lazy()
+        .with_row_index("event")
+        .select(
+            "event",
+            "correlation",
+            "stream",
+            "tid",
+            "pid",
+            "device",
+            "in_bytes",
+            "out_bytes",
+            "group_size",
+            "pg_ranks",
+            "peer",
+            "group_peer",
+            collective=pl.col("collective").cast(pl.String),
+            group=pl.coalesce(pl.col("pg_name").cast(pl.String), pl.lit(ALL_COMMUNICATION_GROUP)),
+            name=pl.col("name").cast(pl.String),
+            pg_name=pl.col("pg_name").cast(pl.String),
+            pg_desc=pl.col("pg_desc").cast(pl.String),
+        )
+    )
 
 
 def _gpu_ready(
@@ -1452,12 +1517,7 @@ def _gradients(
     alone after backward (every signal before the first collective) gives each collective its own
     gradient, not every gradient to the first and a gradient of its own bytes to each other.
     """
-    carriers: dict[tuple[int, int | None], list[CommOp]] = defaultdict(list)
-    for op in ops:
-        if op.gradient:
-            carriers[(op.rank, op.window_id)].append(op)
-    for group in carriers.values():
-        group.sort(key=lambda o: (o.ready_ns, o.start_ns))
+    carriers = _gradient_carriers(ops)
     readies = {key: [o.ready_ns for o in group] for key, group in carriers.items()}
     room = _carrier_room(carriers, signals)
     assigned: dict[int, list[tuple[int, object, object]]] = defaultdict(list)
@@ -1482,6 +1542,27 @@ def _gradients(
             f"{dropped} gradient-ready marker(s) after the last gradient collective of their "
             "iteration; ignored"
         )
+    gradients = _carried_gradients(carriers, assigned)
+    gradients.sort(key=lambda g: (g.rank, g.ready_ns))
+    return tuple(gradients)
+
+
+def _gradient_carriers(ops: tuple[CommOp, ...]) -> dict[tuple[int, int | None], list[CommOp]]:
+    """Return the gradient collectives of each rank and window, by ready time then start."""
+    carriers: dict[tuple[int, int | None], list[CommOp]] = defaultdict(list)
+    for op in ops:
+        if op.gradient:
+            carriers[(op.rank, op.window_id)].append(op)
+    for group in carriers.values():
+        group.sort(key=lambda o: (o.ready_ns, o.start_ns))
+    return carriers
+
+
+def _carried_gradients(
+    carriers: Mapping[tuple[int, int | None], list[CommOp]],
+    assigned: Mapping[int, list[tuple[int, object, object]]],
+) -> list[Gradient]:
+    """Return the gradients of each carrier: its assigned signals, else one gradient of its own bytes."""
     gradients: list[Gradient] = []
     for group in carriers.values():
         for op in group:
@@ -1511,8 +1592,7 @@ def _gradients(
                         name=str(param) if param is not None else f"gradient {k} of {op.op_id}",
                     )
                 )
-    gradients.sort(key=lambda g: (g.rank, g.ready_ns))
-    return tuple(gradients)
+    return gradients
 
 
 def _carrier_room(

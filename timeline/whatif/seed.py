@@ -286,8 +286,45 @@ def simulate_seed(
     (0.008, 0.556)
     """
     _check_settings(world_size, bandwidth_gbps, single_s, compression)
-    link = bandwidth_gbps * 1e9
-    n = world_size
+    times = _seed_times(profile, buckets, add_cost, world_size, bandwidth_gbps * 1e9, compression)
+    _check_fits(single_s, times.longest_comm_s)
+    return SeedResult(
+        model=profile.name,
+        world_size=world_size,
+        bandwidth_gbps=bandwidth_gbps,
+        compression=compression,
+        backward_s=times.backward_s,
+        comm_end_s=times.comm_end_s,
+        overhead_s=times.overhead_s,
+        comm_s=times.comm_s,
+        single_s=single_s,
+        scaling_factor=single_s / (single_s + times.overhead_s),
+        buckets=times.buckets,
+    )
+
+
+@dataclass(frozen=True)
+class _SeedTimes:
+    """A configuration's times (seconds), means over the profile's batches, and the longest comm."""
+
+    backward_s: float
+    comm_end_s: float
+    overhead_s: float
+    comm_s: float
+    longest_comm_s: float
+    buckets: int
+    """The buckets of the last batch."""
+
+
+def _seed_times(
+    profile: BackwardProfile,
+    buckets: DDPBuckets | FusionBuckets,
+    add_cost: VectorAddCost,
+    n: int,
+    link: float,
+    compression: float,
+) -> _SeedTimes:
+    """Return the times of the profile's batches on a ring of ``n`` over ``link`` bit/s (the seed paper's)."""
     backward: list[float] = []
     ends: list[float] = []
     comm: list[float] = []
@@ -311,27 +348,26 @@ def simulate_seed(
         comm.append(total)
         count = len(made)
     overhead = sum(max(0.0, e - b) for e, b in zip(ends, backward, strict=True)) / len(ends)
-    if (single_s + max(comm)) * 1e9 > MAX_TIME_NS:
-        years = (single_s + max(comm)) / (365.25 * 86_400)
+    return _SeedTimes(
+        backward_s=sum(backward) / len(backward),
+        comm_end_s=sum(ends) / len(ends),
+        overhead_s=overhead,
+        comm_s=sum(comm) / len(comm),
+        longest_comm_s=max(comm),
+        buckets=count,
+    )
+
+
+def _check_fits(single_s: float, longest_comm_s: float) -> None:
+    """Raise :class:`UsageError` when the longest predicted iteration overflows ``Int64`` nanoseconds."""
+    if (single_s + longest_comm_s) * 1e9 > MAX_TIME_NS:
+        years = (single_s + longest_comm_s) / (365.25 * 86_400)
         msg = (
             f"what-if: this scenario's predicted iteration lasts more than {years:.0f} years, longer than "
             "timeline's nanosecond times can hold; lower --world-size or --single-step-ms, or raise "
             "--bandwidth"
         )
         raise UsageError(msg)
-    return SeedResult(
-        model=profile.name,
-        world_size=world_size,
-        bandwidth_gbps=bandwidth_gbps,
-        compression=compression,
-        backward_s=sum(backward) / len(backward),
-        comm_end_s=sum(ends) / len(ends),
-        overhead_s=overhead,
-        comm_s=sum(comm) / len(comm),
-        single_s=single_s,
-        scaling_factor=single_s / (single_s + overhead),
-        buckets=count,
-    )
 
 
 def _check_settings(world_size: int, bandwidth_gbps: float, single_s: float, compression: float) -> None:
