@@ -747,6 +747,18 @@ def _traced_ranks(files: pl.DataFrame) -> list[int]:
     return ranks
 
 
+def _files_in_folder(paths: Sequence[str]) -> str:
+    """``FOLDER: the N input files (a.json, b.json, …)``: where several inputs are, for a message."""
+    import os
+
+    from timeline.errors import shown
+
+    folder = os.path.commonpath([str(Path(p).absolute().parent) for p in paths])
+    names = [shown(Path(p).name) for p in paths]
+    listed = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+    return f"{shown(folder)}: the {len(paths)} input files ({listed})"
+
+
 def _refuse_nothing_measured(trace: Trace) -> None:
     """Refuse inputs in which no rank has anything to measure (an error, never "measured on nothing").
 
@@ -758,7 +770,7 @@ def _refuse_nothing_measured(trace: Trace) -> None:
     from timeline.errors import TraceContentError, shown
 
     paths = trace.files.get_column("path").to_list()
-    where = shown(paths[0]) if len(paths) == 1 else f"the {len(paths)} input files"
+    where = shown(paths[0]) if len(paths) == 1 else _files_in_folder(paths)
     kinds = sorted({str(kind) for kind in trace.events.get_column("kind").unique().to_list()})
     held = f"its {trace.events.height:,} events are of kinds {', '.join(kinds)}" if kinds else "no events"
     msg = (

@@ -184,6 +184,7 @@ _HOROVOD_HEADER = (
     b'"args": {"start_time_since_epoch_in_micros": 1700000000000000}}, '
     b'{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "t"}}, '
 )
+_OVERHEAD_ONLY = b'{"traceEvents": [{"ph": "X", "cat": "overhead", "name": "Flush", "ts": 1, "dur": 2}]}'
 FOUND: tuple[FuzzCase, ...] = (
     # What this test found (minimal inputs), run first in every run: docs/fuzzing.md, "Findings".
     _found("rank0.json.gz", gzip.compress(_KINETO % (b"1", b""), mtime=0)[:20], "F1: gzip cut in its header"),
@@ -200,6 +201,16 @@ FOUND: tuple[FuzzCase, ...] = (
         _HOROVOD_HEADER + b'{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 1000.0, "pid": 1}, '
         b'{"ph": "X", "name": "0", "ts": 1005, "pid": 1, "dur": 0}, {"ph": "E", "ts": 1033, "pid": 1}]',
         "F3: one float ts in a Horovod timeline",
+    ),
+    FuzzCase(
+        files=tuple(
+            TraceFile(
+                name=f"rank{r}.json",
+                data=_OVERHEAD_ONLY,
+                how=f"F4: rank {r} of two with nothing to measure",
+            )
+            for r in (0, 1)
+        )
     ),
 )
 

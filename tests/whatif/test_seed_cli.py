@@ -32,8 +32,10 @@ PAPER = {
 }
 
 
-def seed(*args: str | Path) -> Result:
-    return CliRunner().invoke(cli.main.app, ["seed", *map(str, args)], prog_name="timeline")
+def seed(*args: str | Path, columns: int | None = None) -> Result:
+    """``timeline seed ARGS`` (``columns``: the terminal's width, else rich's default without one)."""
+    env = None if columns is None else {"COLUMNS": str(columns)}
+    return CliRunner().invoke(cli.main.app, ["seed", *map(str, args)], prog_name="timeline", env=env)
 
 
 def report_of(result: Result) -> SeedReport:
@@ -157,7 +159,8 @@ def test_numbers_against_a_hand_computation(tmp_path: Path) -> None:
     assert report.notes == []
 
     # The same numbers in the table.
-    text = seed(profile, "--single-step-ms", "20", "--world-size", "4", "--bandwidth", "8")
+    # wide enough for every column of the table (a narrower one leaves some out, and says so)
+    text = seed(profile, "--single-step-ms", "20", "--world-size", "4", "--bandwidth", "8", columns=250)
     assert text.exit_code == 0, text.stderr
     # Prose wraps at spaces, and folds a word longer than a line (a long temporary path): compare
     # without the whitespace.
