@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cli.common import (
+    OutputFlags,
+    RunFlags,
     dumps_only,
     echo_warnings,
     emit,
@@ -53,6 +55,14 @@ if TYPE_CHECKING:
 
 __all__ = ["analyze_command"]
 
+NoFindingsOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-findings",
+        help="Leave out the verdict and the findings (what limits the job and what would fix it).",
+    ),
+]
+
 
 def analyze_command(
     paths: PathsArgument,
@@ -76,13 +86,7 @@ def analyze_command(
     dimension: DimensionOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     codec_gbps: CodecOption = None,
-    no_findings: Annotated[
-        bool,
-        typer.Option(
-            "--no-findings",
-            help="Leave out the verdict and the findings (what limits the job and what would fix it).",
-        ),
-    ] = False,
+    no_findings: NoFindingsOption = False,
     verbose: VerboseOption = False,
     no_color: NoColorOption = False,
 ) -> None:
@@ -97,44 +101,48 @@ def analyze_command(
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
     """
-    out = {"json_output": json_output, "markdown": markdown, "csv": csv, "no_color": no_color}
-    shown = top if top is not None else 10
+    flags = RunFlags(
+        rank=rank,
+        rank_regex=rank_regex,
+        comm_kernels=comm_kernel,
+        include_python=include_python,
+        iteration_range=iteration_range,
+        executor=executor,
+        ray_address=ray_address,
+        no_cache=no_cache,
+        cache_dir=cache_dir,
+        align=align,
+        link_gbps=link_gbps,
+        dimension=dimension,
+        gpus_per_node=gpus_per_node,
+        codec_gbps=codec_gbps,
+        ranks=ranks,
+        iterations=iterations,
+    )
+    out = OutputFlags(json_output=json_output, markdown=markdown, csv=csv, no_color=no_color)
+    _analyze(paths, flags, out, top=10 if top is None else top, no_findings=no_findings, verbose=verbose)
+
+
+def _analyze(
+    paths: list[str], flags: RunFlags, out: OutputFlags, *, top: int, no_findings: bool, verbose: bool
+) -> None:
+    """Print the summary of the run of ``paths`` (with its dumps' report), or the Flight Recorder dumps'."""
     with user_errors():
-        loaded, flight, traces = _flight_of(paths, rank, rank_regex)
+        loaded, flight, traces = _flight_of(paths, flags.rank, flags.rank_regex)
     if flight is not None and not traces:
-        dumps_only(ranks, iterations)
+        dumps_only(flags.ranks, flags.iterations)
         _print(flight, out, verbose=verbose)
         return
     with user_errors():
         from timeline.run import Needs
 
-        options = run_options(
-            align=align,
-            link_gbps=link_gbps,
-            dimension=dimension,
-            gpus_per_node=gpus_per_node,
-            codec_gbps=codec_gbps,
-            ranks=ranks,
-            iterations=iterations,
-        )
-        given = [str(p) for p in traces] if flight is not None else paths
-        inputs = inputs_of(
-            given,
-            rank=rank,
-            rank_regex=rank_regex,
-            comm_kernels=comm_kernel,
-            include_python=include_python,
-            executor=executor,
-            ray_address=ray_address,
-            iteration_range=iteration_range,
-            no_cache=no_cache,
-            cache_dir=cache_dir,
-        )
+        options = run_options(flags)
+        inputs = inputs_of([str(p) for p in traces] if flight is not None else paths, flags)
         # rank by rank, the communication events are kept (a few thousand rows per rank) for the
         # communication per dimension, the utilisation, --align, dumps and the findings, whose tasks
         # also return the what-if graph's parts
         run = open_run(inputs, options, needs=Needs(communication=True, graph=not no_findings))
-        summary = run.summary_data(top=shown, findings=not no_findings)
+        summary = run.summary_data(top=top, findings=not no_findings)
         if flight is not None and loaded is not None:
             from timeline.results.flight_recorder import profiler_matches
 
@@ -152,7 +160,7 @@ def analyze_command(
 
         render_summary(summary, console, verbose=verbose)
 
-    emit(summary, draw, title="timeline analyze", top=shown, **out)  # type: ignore[arg-type]
+    emit(summary, draw, out, title="timeline analyze", top=top)
 
 
 def _flight_of(
@@ -168,7 +176,7 @@ def _flight_of(
     return loaded, build_flight_report(loaded), traces
 
 
-def _print(flight: FlightReport, out: dict[str, Any], *, verbose: bool) -> None:
+def _print(flight: FlightReport, out: OutputFlags, *, verbose: bool) -> None:
     """Print the dumps' report alone, as --json, --markdown or --csv ask, else its verdict and findings."""
 
     def draw(console: Console) -> None:
@@ -176,4 +184,4 @@ def _print(flight: FlightReport, out: dict[str, Any], *, verbose: bool) -> None:
 
         render_flight_verdict(flight, console, verbose=verbose)
 
-    emit(flight, draw, title="Flight Recorder dumps", **out)
+    emit(flight, draw, out, title="Flight Recorder dumps")

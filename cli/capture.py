@@ -23,54 +23,61 @@ __all__ = ["capture_command"]
 
 _TRACE_GLOB = "rank*.pt.trace.json.gz"
 
+DemoOption = Annotated[
+    bool,
+    typer.Option("--demo", help="Run a built-in demo job on CPU processes (gloo); see --demo-job."),
+]
+DemoJobOption = Annotated[
+    str,
+    typer.Option(
+        "--demo-job",
+        help="Which demo job: ddp (an MLP under DDP), fsdp2_tp (FSDP2 + tensor parallel on a "
+        "(ranks/2, 2) dp x tp mesh), pipeline (2 pipeline stages with send/recv, DDP on dp) or "
+        "expert (mixture of experts, all_to_all with uneven splits on ep).",
+    ),
+]
+OutOption = Annotated[
+    Path,
+    typer.Option("--out", help="Run folder to write the traces and manifest.json to."),
+]
+WorldSizeOption = Annotated[
+    int | None,
+    typer.Option(
+        "--world-size",
+        "-n",
+        min=1,
+        max=64,
+        help="Number of processes (world size). Default: 2 for ddp, 4 for the other jobs (which need "
+        "an even number, at least 4).",
+        show_default=False,
+    ),
+]
+StepsOption = Annotated[
+    int,
+    typer.Option("--steps", min=5, help="Training steps per rank; steps 2-4 are recorded."),
+]
+GradReadyMarkersOption = Annotated[
+    bool,
+    typer.Option(
+        "--grad-ready-markers",
+        help="Also record when each gradient is ready (timeline.grad_ready:<param>:<bytes> events).",
+    ),
+]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Replace the traces and manifest of an earlier run in --out.")
+]
+RanksAlias = Annotated[int | None, typer.Option("--ranks", hidden=True, help="Renamed --world-size.")]
+
 
 def capture_command(
-    demo: Annotated[
-        bool,
-        typer.Option("--demo", help="Run a built-in demo job on CPU processes (gloo); see --demo-job."),
-    ] = False,
-    demo_job_name: Annotated[
-        str,
-        typer.Option(
-            "--demo-job",
-            help="Which demo job: ddp (an MLP under DDP), fsdp2_tp (FSDP2 + tensor parallel on a "
-            "(ranks/2, 2) dp x tp mesh), pipeline (2 pipeline stages with send/recv, DDP on dp) or "
-            "expert (mixture of experts, all_to_all with uneven splits on ep).",
-        ),
-    ] = "ddp",
-    out: Annotated[
-        Path,
-        typer.Option("--out", help="Run folder to write the traces and manifest.json to."),
-    ] = Path("runs/demo"),
-    ranks: Annotated[
-        int | None,
-        typer.Option(
-            "--world-size",
-            "-n",
-            min=1,
-            max=64,
-            help="Number of processes (world size). Default: 2 for ddp, 4 for the other jobs (which need "
-            "an even number, at least 4).",
-            show_default=False,
-        ),
-    ] = None,
-    steps: Annotated[
-        int,
-        typer.Option("--steps", min=5, help="Training steps per rank; steps 2-4 are recorded."),
-    ] = 8,
-    grad_ready_markers: Annotated[
-        bool,
-        typer.Option(
-            "--grad-ready-markers",
-            help="Also record when each gradient is ready (timeline.grad_ready:<param>:<bytes> events).",
-        ),
-    ] = False,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace the traces and manifest of an earlier run in --out.")
-    ] = False,
-    old_ranks: Annotated[
-        int | None, typer.Option("--ranks", hidden=True, help="Renamed --world-size.")
-    ] = None,
+    demo: DemoOption = False,
+    demo_job_name: DemoJobOption = "ddp",
+    out: OutOption = Path("runs/demo"),
+    ranks: WorldSizeOption = None,
+    steps: StepsOption = 8,
+    grad_ready_markers: GradReadyMarkersOption = False,
+    force: ForceOption = False,
+    old_ranks: RanksAlias = None,
 ) -> None:
     """Capture PyTorch-profiler traces of a demo job on CPU processes, ready for `timeline analyze`.
 

@@ -8,12 +8,14 @@ Starter budgets are ``timeline init``'s (``cli/init.py``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cli.common import (
+    RunFlags,
     be_quiet,
     echo_link_of,
     echo_warnings,
@@ -130,51 +132,77 @@ def check_command(
     --iterations select the run and its baseline alike. --quiet: nothing on stdout, and on stderr
     only errors and why a budget failed. The table is plain text: --no-color changes nothing in it.
     """
-    be_quiet(quiet)
+    flags = RunFlags(
+        rank=rank,
+        rank_regex=rank_regex,
+        comm_kernels=comm_kernel,
+        include_python=include_python,
+        iteration_range=iteration_range,
+        executor=executor,
+        ray_address=ray_address,
+        no_cache=no_cache,
+        cache_dir=cache_dir,
+        align=align,
+        link_gbps=link_gbps,
+        dimension=dimension,
+        gpus_per_node=gpus_per_node,
+        codec_gbps=codec_gbps,
+        ranks=ranks,
+        iterations=iterations,
+    )
+    out = _Outputs(json_output=json_output, junit=junit, github=github, markdown=markdown, quiet=quiet)
+    _check(paths, flags, out, budget=budget, baseline=baseline, init=init, force=force)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Outputs:
+    """What ``timeline check`` prints and writes: ``--json``, ``--junit``, ``--github``, ``--markdown``."""
+
+    json_output: bool
+    junit: Path | None
+    github: bool
+    markdown: str | None
+    quiet: bool
+    """``--quiet``: only why a budget failed, on stderr."""
+
+
+def _check(
+    paths: list[str],
+    flags: RunFlags,
+    out: _Outputs,
+    *,
+    budget: Path | None,
+    baseline: list[str] | None,
+    init: bool,
+    force: bool,
+) -> None:
+    """Check the run of ``paths`` against the budgets, print the verdicts, exit with the check's code."""
+    be_quiet(out.quiet)
     if init or force:
         fail(f"{'--init' if init else '--force'} moved: write starter budgets with 'timeline init PATH...'")
-    if json_output and (github or markdown == "-"):
+    if out.json_output and (out.github or out.markdown == "-"):
         fail("--json prints JSON on stdout; it cannot be combined with --github or --markdown -")
     with user_errors():
         from timeline.budgets.checking import plan_check
 
-        options = run_options(
-            link_gbps=link_gbps,
-            align=align,
-            dimension=dimension,
-            gpus_per_node=gpus_per_node,
-            codec_gbps=codec_gbps,
-            ranks=ranks,
-            iterations=iterations,
-            echo_link=False,
-        )
-        plan = plan_check(budget, options, baseline=baseline or (), markdown=markdown is not None)
-        _check_outputs(junit, markdown, reads=[*paths, plan.budgets.path, *(baseline or [])])
-        echo_link_of(link_gbps, plan.options.link_gbps)
+        options = run_options(flags, echo_link=False)
+        plan = plan_check(budget, options, baseline=baseline or (), markdown=out.markdown is not None)
+        _check_outputs(out.junit, out.markdown, reads=[*paths, plan.budgets.path, *(baseline or [])])
+        echo_link_of(flags.link_gbps, plan.options.link_gbps)
         echo_warnings(plan.warnings)
-        inputs = inputs_of(
-            paths,
-            rank=rank,
-            rank_regex=rank_regex,
-            comm_kernels=comm_kernel,
-            include_python=include_python,
-            executor=executor,
-            ray_address=ray_address,
-            iteration_range=iteration_range,
-            no_cache=no_cache,
-            cache_dir=cache_dir,
-        )
-        run, old = _read_runs(plan, inputs)
+        run, old = _read_runs(plan, inputs_of(paths, flags))
         # imported once the runs are read (they import polars): a large trace is read as policy says
         from timeline.budgets.evaluation import evaluate_budgets
 
         report = evaluate_budgets(plan.budgets, run, baseline=old, link_gbps=plan.link_gbps)
-        _write_files(report, junit, markdown, run.diagnosis)
-    if quiet:
+        _write_files(report, out.junit, out.markdown, run.diagnosis)
+    if out.quiet:
         _print_failures(report)
     else:
-        diagnosis = run.diagnosis
-        _print(report, json_output=json_output, markdown=markdown == "-", github=github, diagnosis=diagnosis)
+        markdown = out.markdown == "-"
+        _print(
+            report, json_output=out.json_output, markdown=markdown, github=out.github, diagnosis=run.diagnosis
+        )
     raise typer.Exit(report.exit_code)
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cli.common import (
+    OutputFlags,
+    RunFlags,
     dumps_only,
     echo_warnings,
     emit,
@@ -83,37 +85,40 @@ def collectives_command(
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
     """
-    rows = top_of(top, limit, 20)
-    out = {"json_output": json_output, "markdown": markdown, "csv": csv, "top": rows, "no_color": no_color}
+    flags = RunFlags(
+        rank=rank,
+        rank_regex=rank_regex,
+        comm_kernels=comm_kernel,
+        include_python=include_python,
+        iteration_range=iteration_range,
+        executor=executor,
+        ray_address=ray_address,
+        no_cache=no_cache,
+        cache_dir=cache_dir,
+        align=align,
+        link_gbps=link_gbps,
+        dimension=dimension,
+        gpus_per_node=gpus_per_node,
+        ranks=ranks,
+        iterations=iterations,
+    )
+    out = OutputFlags(json_output=json_output, markdown=markdown, csv=csv, no_color=no_color)
+    _collectives(paths, flags, out, rows=top_of(top, limit, 20))
+
+
+def _collectives(paths: list[str], flags: RunFlags, out: OutputFlags, *, rows: int) -> None:
+    """Print the collectives report of the run of ``paths``, or the progress in its Flight Recorder dumps."""
     with user_errors():
-        dumps, traces = flight_inputs(paths, rank)
+        dumps, traces = flight_inputs(paths, flags.rank)
     if dumps and not traces:
-        dumps_only(ranks, iterations)
-        _flight_progress(dumps, rank=rank, rank_regex=rank_regex, limit=rows, out=out)
+        dumps_only(flags.ranks, flags.iterations)
+        _flight_progress(dumps, rank=flags.rank, rank_regex=flags.rank_regex, limit=rows, out=out)
         return
     with user_errors():
-        options = run_options(
-            align=align,
-            link_gbps=link_gbps,
-            dimension=dimension,
-            gpus_per_node=gpus_per_node,
-            ranks=ranks,
-            iterations=iterations,
-        )
-        inputs = inputs_of(
-            paths,
-            rank=rank,
-            rank_regex=rank_regex,
-            comm_kernels=comm_kernel,
-            include_python=include_python,
-            executor=executor,
-            ray_address=ray_address,
-            iteration_range=iteration_range,
-            no_cache=no_cache,
-            cache_dir=cache_dir,
-        )
+        options = run_options(flags)
+        inputs = inputs_of(paths, flags)
         run = open_run(inputs, options)
-        report = run.collectives_data(rank_rows=json_output or csv is not None)
+        report = run.collectives_data(rank_rows=out.json_output or out.csv is not None)
     echo_warnings(report.warnings[len(run.warnings) :])
 
     def draw(console: Console) -> None:
@@ -121,11 +126,11 @@ def collectives_command(
 
         render_collectives_report(report, console, limit=rows)
 
-    emit(report, draw, title="timeline collectives", **out)  # type: ignore[arg-type]
+    emit(report, draw, out, title="timeline collectives", top=rows)
 
 
 def _flight_progress(
-    dumps: list[Path], *, rank: int | None, rank_regex: str | None, limit: int, out: dict[str, Any]
+    dumps: list[Path], *, rank: int | None, rank_regex: str | None, limit: int, out: OutputFlags
 ) -> None:
     """Print the Flight Recorder report of dumps: as JSON, or every group's state and member's progress."""
     with user_errors():
@@ -138,4 +143,4 @@ def _flight_progress(
 
         render_flight_progress(flight, console, limit=limit)
 
-    emit(flight, draw, title="Flight Recorder dumps", **out)
+    emit(flight, draw, out, title="Flight Recorder dumps", top=limit)

@@ -1,7 +1,9 @@
 """What every command shares: the error boundary, the progress bar, warnings, and the road to the library.
 
-A command parses its options, builds the library's :class:`~timeline.run.Inputs` with :func:`inputs_of`
-and :class:`~timeline.run.RunOptions` with :func:`run_options`, opens the one
+A command parses its options into one :class:`RunFlags` (which run, how it is read and analysed) and
+one :class:`OutputFlags` (how its result is printed), builds the library's
+:class:`~timeline.run.Inputs` with :func:`inputs_of` and :class:`~timeline.run.RunOptions` with
+:func:`run_options` from the first, opens the one
 :class:`~timeline.run.Run` with :func:`open_run` (which draws a progress bar and prints the load
 warnings and the run's own), picks a renderer, and exits. Heavy modules
 (polars, the analyses) are imported inside these functions, so ``timeline --help`` starts fast.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -29,6 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PIPED_WIDTH",
+    "OutputFlags",
+    "RunFlags",
     "be_quiet",
     "cache_of",
     "check_regex",
@@ -225,16 +230,18 @@ def write_text(path: str, text: str) -> None:
         raise UsageError(f"{shown(path)}: cannot write ({exc.strerror})") from None
 
 
+@dataclass(frozen=True, kw_only=True)
+class OutputFlags:
+    """How a command prints its result: ``--json``, ``--markdown``, ``--csv`` and ``--no-color``."""
+
+    json_output: bool = False
+    markdown: str | None = None
+    csv: str | None = None
+    no_color: bool = False
+
+
 def emit(
-    result: Any,
-    draw: Callable[[Console], None],
-    *,
-    json_output: bool = False,
-    markdown: str | None = None,
-    csv: str | None = None,
-    title: str,
-    top: int = 20,
-    no_color: bool = False,
+    result: Any, draw: Callable[[Console], None], out: OutputFlags, *, title: str, top: int = 20
 ) -> None:
     """Print a result as the options ask: JSON, markdown or CSV (``-``), else drawn on the console.
 
@@ -242,6 +249,7 @@ def emit(
     the markdown is :func:`~timeline.render.tabular.render_tables_markdown`'s, under ``title``, the
     first ``top`` rows of each table.
     """
+    json_output, markdown, csv = out.json_output, out.markdown, out.csv
     if sum([json_output, markdown == "-", csv == "-"]) > 1:
         fail("--json, --markdown - and --csv - each print on stdout: choose one")
     with user_errors():
@@ -266,25 +274,41 @@ def emit(
 
         typer.echo(render_json(result))
         return
-    draw(console(no_color=no_color))
+    draw(console(no_color=out.no_color))
 
 
-def inputs_of(
-    paths: Sequence[str],
-    *,
-    rank: int | None = None,
-    rank_regex: str | None = None,
-    comm_kernels: Sequence[str] | None = None,
-    include_python: bool = False,
-    executor: str | None = None,
-    ray_address: str | None = None,
-    iteration_range: str | None = None,
-    no_cache: bool = False,
-    cache_dir: str | None = None,
-) -> Inputs:
+@dataclass(frozen=True, kw_only=True)
+class RunFlags:
+    """What a command's options say about its run: the inputs, how they are read, how the run is analysed.
+
+    Built once from the options (a command that lacks an option leaves its default) and passed
+    whole: :func:`inputs_of` makes the library's :class:`~timeline.run.Inputs` of it,
+    :func:`run_options` its :class:`~timeline.run.RunOptions`. Each field is the option of its name
+    (``comm_kernels``: every ``--comm-kernel``), unparsed: each is checked where the command checks it.
+    """
+
+    rank: int | None = None
+    rank_regex: str | None = None
+    comm_kernels: Sequence[str] | None = None
+    include_python: bool = False
+    iteration_range: str | None = None
+    executor: str | None = None
+    ray_address: str | None = None
+    no_cache: bool = False
+    cache_dir: str | None = None
+    align: bool = False
+    link_gbps: str | None = None
+    dimension: Sequence[str] | None = None
+    gpus_per_node: int | None = None
+    codec_gbps: float | None = None
+    ranks: str | None = None
+    iterations: str | None = None
+
+
+def inputs_of(paths: Sequence[str], flags: RunFlags) -> Inputs:
     """Return the library's :class:`Inputs` of a command's ``PATH...`` and loading options.
 
-    ``no_cache``, ``cache_dir``: ``--no-cache`` and ``--cache-dir`` (:func:`cache_of`).
+    ``flags.no_cache``, ``flags.cache_dir``: ``--no-cache`` and ``--cache-dir`` (:func:`cache_of`).
 
     Raises
     ------
@@ -294,22 +318,22 @@ def inputs_of(
     """
     from timeline.run import Inputs
 
-    for pattern in comm_kernels or ():
+    for pattern in flags.comm_kernels or ():
         check_regex(pattern, "--comm-kernel")
-    if iteration_range is not None:
+    if flags.iteration_range is not None:
         from timeline.importers.nsys_ranges import check_iteration_range
 
-        check_iteration_range(iteration_range)
+        check_iteration_range(flags.iteration_range)
     return Inputs(
         paths=list(paths),
-        rank=rank,
-        rank_regex=rank_regex,
-        comm_kernels=tuple(comm_kernels or ()),
-        include_python=include_python,
-        executor=executor,
-        ray_address=ray_address,
-        iteration_range=iteration_range,
-        cache=cache_of(no_cache=no_cache, cache_dir=cache_dir),
+        rank=flags.rank,
+        rank_regex=flags.rank_regex,
+        comm_kernels=tuple(flags.comm_kernels or ()),
+        include_python=flags.include_python,
+        executor=flags.executor,
+        ray_address=flags.ray_address,
+        iteration_range=flags.iteration_range,
+        cache=cache_of(no_cache=flags.no_cache, cache_dir=flags.cache_dir),
     )
 
 
@@ -334,17 +358,7 @@ def cache_of(*, no_cache: bool = False, cache_dir: str | None = None) -> Cache |
     return cache
 
 
-def run_options(
-    *,
-    align: bool = False,
-    link_gbps: str | None = None,
-    dimension: Sequence[str] | None = None,
-    gpus_per_node: int | None = None,
-    codec_gbps: float | None = None,
-    ranks: str | None = None,
-    iterations: str | None = None,
-    echo_link: bool = True,
-) -> RunOptions:
+def run_options(flags: RunFlags, *, echo_link: bool = True) -> RunOptions:
     """Return the :class:`RunOptions` of a command's options (links, dimensions and selections parsed).
 
     ``echo_link``: say the capacity ``--link-gbps`` names (:func:`echo_link`); a command that may not
@@ -360,21 +374,22 @@ def run_options(
     from timeline.run import RunOptions
     from timeline.selection import parse_numbers
 
-    link = parse_link_gbps(link_gbps) if link_gbps is not None else None
+    link = parse_link_gbps(flags.link_gbps) if flags.link_gbps is not None else None
     if echo_link:
-        echo_link_of(link_gbps, link)
+        echo_link_of(flags.link_gbps, link)
+    codec_gbps = flags.codec_gbps
     if codec_gbps is not None:
         from timeline.whatif.settings import check_codec_gbps
 
         codec_gbps = check_codec_gbps(codec_gbps)
     return RunOptions(
-        align=align,
+        align=flags.align,
         link_gbps=link,
-        dimensions=parse_dimension_overrides(list(dimension or [])),
-        gpus_per_node=gpus_per_node,
+        dimensions=parse_dimension_overrides(list(flags.dimension or [])),
+        gpus_per_node=flags.gpus_per_node,
         codec_gbps=codec_gbps,
-        ranks=parse_numbers(ranks, "--ranks"),
-        iterations=parse_numbers(iterations, "--iterations"),
+        ranks=parse_numbers(flags.ranks, "--ranks"),
+        iterations=parse_numbers(flags.iterations, "--iterations"),
     )
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from cli.common import be_quiet, fail, inputs_of, load, loading, user_errors
+from cli.common import RunFlags, be_quiet, fail, inputs_of, load, loading, user_errors
 from cli.options import (
     CacheDirOption,
     CommKernelOption,
@@ -39,6 +39,45 @@ FORMS = (
 """What ``timeline convert`` writes, named as an error lists them."""
 
 _DIRECTORY_SUFFIXES = ("", ".d")
+
+OutputOption = Annotated[
+    str,
+    typer.Option(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="What to write, as its name says: NAME.parquet (one Parquet file), DIR/ or a name without "
+        "a suffix (a Parquet dataset by rank), NAME.json with --to perfetto. Other names are refused.",
+    ),
+]
+ToOption = Annotated[
+    Literal["parquet", "perfetto", "chrome"],
+    typer.Option(
+        "--to",
+        help="What to write: 'parquet' (the canonical events), or 'perfetto' (a synonym: 'chrome'): one "
+        "Trace Event Format JSON file that Perfetto UI and chrome://tracing open, with tracks of the "
+        "iterations and of the exposed and hidden communication of each rank.",
+    ),
+]
+ForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Replace OUTPUT if it exists and timeline wrote it (a Parquet file or dataset from timeline "
+        "convert); anything else is never replaced.",
+    ),
+]
+DatasetOption = Annotated[
+    bool,
+    typer.Option(
+        "--dataset",
+        help="Write a Parquet dataset by rank, OUT/rank=N/part-0.parquet, one rank per task, whatever "
+        "OUT's name (the default for DIR/, an existing directory, or a name without a suffix).",
+    ),
+]
+PartitionByRankOption = Annotated[
+    bool, typer.Option("--partition-by-rank", hidden=True, help="The old name of --dataset.")
+]
 
 
 def output_form(
@@ -74,44 +113,11 @@ def output_form(
 
 def convert_command(
     paths: PathsArgument,
-    output: Annotated[
-        str,
-        typer.Option(
-            "-o",
-            "--output",
-            metavar="OUT",
-            help="What to write, as its name says: NAME.parquet (one Parquet file), DIR/ or a name without "
-            "a suffix (a Parquet dataset by rank), NAME.json with --to perfetto. Other names are refused.",
-        ),
-    ],
-    to: Annotated[
-        Literal["parquet", "perfetto", "chrome"],
-        typer.Option(
-            "--to",
-            help="What to write: 'parquet' (the canonical events), or 'perfetto' (a synonym: 'chrome'): one "
-            "Trace Event Format JSON file that Perfetto UI and chrome://tracing open, with tracks of the "
-            "iterations and of the exposed and hidden communication of each rank.",
-        ),
-    ] = "parquet",
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force",
-            help="Replace OUTPUT if it exists and timeline wrote it (a Parquet file or dataset from timeline "
-            "convert); anything else is never replaced.",
-        ),
-    ] = False,
-    dataset: Annotated[
-        bool,
-        typer.Option(
-            "--dataset",
-            help="Write a Parquet dataset by rank, OUT/rank=N/part-0.parquet, one rank per task, whatever "
-            "OUT's name (the default for DIR/, an existing directory, or a name without a suffix).",
-        ),
-    ] = False,
-    partition_by_rank: Annotated[
-        bool, typer.Option("--partition-by-rank", hidden=True, help="The old name of --dataset.")
-    ] = False,
+    output: OutputOption,
+    to: ToOption = "parquet",
+    force: ForceOption = False,
+    dataset: DatasetOption = False,
+    partition_by_rank: PartitionByRankOption = False,
     quiet: QuietOption = False,
     rank: RankOption = None,
     rank_regex: RankRegexOption = None,
@@ -128,29 +134,56 @@ def convert_command(
 
     Exit codes: 0 success, 2 bad input.
     """
+    flags = RunFlags(
+        rank=rank,
+        rank_regex=rank_regex,
+        comm_kernels=comm_kernel,
+        include_python=include_python,
+        iteration_range=iteration_range,
+        no_cache=no_cache,
+        cache_dir=cache_dir,
+    )
+    _convert(
+        paths,
+        flags,
+        output=output,
+        to=to,
+        force=force,
+        dataset=dataset,
+        old_dataset=partition_by_rank,
+        quiet=quiet,
+    )
+
+
+def _convert(
+    paths: list[str],
+    flags: RunFlags,
+    *,
+    output: str,
+    to: str,
+    force: bool,
+    dataset: bool,
+    old_dataset: bool,
+    quiet: bool,
+) -> None:
+    """Write the events of the run of ``paths`` to ``output`` in the form its name asks for.
+
+    ``old_dataset``: ``--partition-by-rank``, the old name of ``--dataset``.
+    """
     be_quiet(quiet)
     with user_errors():
         from timeline.execution.dataset import check_output, write_parquet_file
         from timeline.inputs import expand_datasets, expand_paths
         from timeline.outputs import check_output as check_not_read
 
-        read = inputs_of(
-            paths,
-            rank=rank,
-            rank_regex=rank_regex,
-            comm_kernels=comm_kernel,
-            include_python=include_python,
-            iteration_range=iteration_range,
-            no_cache=no_cache,
-            cache_dir=cache_dir,
-        )
+        read = inputs_of(paths, flags)
         expand_paths(expand_datasets(paths))  # a missing input is named before the output
         target = Path(output)
         check_not_read(target, reads=paths, option="-o", any_kind=True)
         form = output_form(
             output,
             to=to,
-            dataset=dataset or partition_by_rank,
+            dataset=dataset or old_dataset,
             dataset_option="--dataset" if dataset else "--partition-by-rank",
         )
         if form == "json":

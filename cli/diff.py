@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.common import echo_warnings, emit, fail, inputs_of, loading, run_options, user_errors
+from cli.common import (
+    OutputFlags,
+    RunFlags,
+    echo_warnings,
+    emit,
+    fail,
+    inputs_of,
+    loading,
+    run_options,
+    user_errors,
+)
 from cli.options import (
     AlignOption,
     CacheDirOption,
@@ -84,7 +94,25 @@ def diff_command(
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
     """
-    if json_output and markdown == "-":
+    flags = RunFlags(
+        comm_kernels=comm_kernel,
+        include_python=include_python,
+        iteration_range=iteration_range,
+        no_cache=no_cache,
+        cache_dir=cache_dir,
+        align=align,
+        link_gbps=link_gbps,
+        ranks=ranks,
+        iterations=iterations,
+    )
+    out = OutputFlags(json_output=json_output, markdown=markdown, csv=csv, no_color=no_color)
+    _diff(base, new, flags, out, noise_k=noise_k)
+
+
+def _diff(base: str, new: str, flags: RunFlags, out: OutputFlags, *, noise_k: float) -> None:
+    """Print the comparison of the runs ``base`` and ``new`` (and write ``--markdown FILE``)."""
+    markdown = out.markdown
+    if out.json_output and markdown == "-":
         fail("--json prints JSON on stdout; it cannot be combined with --markdown -")
     with user_errors():
         from timeline.budgets.runs import read_run
@@ -94,15 +122,8 @@ def diff_command(
 
         if markdown is not None and markdown != "-":
             check_output(markdown, reads=[base, new], option="--markdown")
-        inputs = inputs_of(
-            [base],
-            comm_kernels=comm_kernel,
-            include_python=include_python,
-            iteration_range=iteration_range,
-            no_cache=no_cache,
-            cache_dir=cache_dir,
-        )
-        options = run_options(link_gbps=link_gbps, align=align, ranks=ranks, iterations=iterations)
+        inputs = inputs_of([base], flags)
+        options = run_options(flags)
         runs = []
         for path in (base, new):
             with loading() as (progress, warn):
@@ -123,4 +144,5 @@ def diff_command(
 
         render_diff(diff, console)
 
-    emit(diff, draw, json_output=json_output, csv=csv, title="timeline diff", no_color=no_color)
+    # the markdown is the comparison's own (render_diff_markdown), printed or written above
+    emit(diff, draw, replace(out, markdown=None), title="timeline diff")

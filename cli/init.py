@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import inputs_of, loading, user_errors
+from cli.common import RunFlags, inputs_of, loading, user_errors
 from cli.options import (
     CacheDirOption,
     CommKernelOption,
@@ -75,8 +75,7 @@ def init_command(
         from timeline.run import RunOptions
 
         check_starter_target(target, force=force)  # before the run is read: fail at once
-        inputs = inputs_of(
-            paths,
+        flags = RunFlags(
             rank=rank,
             rank_regex=rank_regex,
             comm_kernels=comm_kernel,
@@ -87,6 +86,7 @@ def init_command(
             no_cache=no_cache,
             cache_dir=cache_dir,
         )
+        inputs = inputs_of(paths, flags)
         from timeline.outputs import check_output
 
         check_output(target, reads=inputs.paths, option="-o", any_kind=True)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli.common import (
+    RunFlags,
     echo_warnings,
     fail,
     flight_dumps,
@@ -171,31 +172,41 @@ _DEFAULT_HOST = "127.0.0.1"
 SWEEP_PRELOAD = "timeline.whatif.sweeps"
 """The module the what-if sweep's helper imports first (polars and the replay)."""
 
+PortOption = Annotated[
+    int, typer.Option("--port", min=0, max=65535, help="Port to listen on (0: any free port).")
+]
+HostOption = Annotated[
+    str,
+    typer.Option(
+        "--host",
+        help="Address to listen on. The default 127.0.0.1 keeps the report reachable from this machine "
+        "only: it shows your job's kernel names, message sizes and timings. Pass 0.0.0.0 to share it "
+        "on your network (a warning says so).",
+    ),
+]
+AllowOriginOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-origin",
+        help="Another HOST[:PORT] whose pages may open the report (the name it is opened with: a "
+        "tunnel, a proxy, a DNS name); repeatable; a HOST alone means on --port. Without it, only the "
+        "names of --host (printed when not the default) are accepted; never '*'.",
+        show_default=False,
+    ),
+]
+OutputOption = Annotated[
+    Path,
+    typer.Option(
+        "-o", "--output", help="The HTML file to write (standalone: opens offline).", show_default=False
+    ),
+]
+
 
 def serve_command(
     paths: PathsArgument,
-    port: Annotated[
-        int, typer.Option("--port", min=0, max=65535, help="Port to listen on (0: any free port).")
-    ] = 5006,
-    host: Annotated[
-        str,
-        typer.Option(
-            "--host",
-            help="Address to listen on. The default 127.0.0.1 keeps the report reachable from this machine "
-            "only: it shows your job's kernel names, message sizes and timings. Pass 0.0.0.0 to share it "
-            "on your network (a warning says so).",
-        ),
-    ] = _DEFAULT_HOST,
-    allow_origin: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allow-origin",
-            help="Another HOST[:PORT] whose pages may open the report (the name it is opened with: a "
-            "tunnel, a proxy, a DNS name); repeatable; a HOST alone means on --port. Without it, only the "
-            "names of --host (printed when not the default) are accepted; never '*'.",
-            show_default=False,
-        ),
-    ] = None,
+    port: PortOption = 5006,
+    host: HostOption = _DEFAULT_HOST,
+    allow_origin: AllowOriginOption = None,
     link_gbps: LinkOption = None,
     align: AlignOption = False,
     ranks: RanksOption = None,
@@ -218,6 +229,33 @@ def serve_command(
     (one 'error:' line on stderr), 3 a bug in timeline.
     """
     _require_report_extra("serve")
+    flags = RunFlags(
+        rank=rank,
+        rank_regex=rank_regex,
+        comm_kernels=comm_kernel,
+        include_python=include_python,
+        iteration_range=iteration_range,
+        no_cache=no_cache,
+        cache_dir=cache_dir,
+        align=align,
+        link_gbps=link_gbps,
+        codec_gbps=codec_gbps,
+        ranks=ranks,
+        iterations=iterations,
+    )
+    _serve(paths, flags, host=host, port=port, allow_origin=allow_origin, compare=compare)
+
+
+def _serve(
+    paths: list[str],
+    flags: RunFlags,
+    *,
+    host: str,
+    port: int,
+    allow_origin: list[str] | None,
+    compare: str | None,
+) -> None:
+    """Serve the report of the run of ``paths`` (or of its Flight Recorder dumps) until Ctrl-C."""
     with user_errors():
         from dataclasses import replace
 
@@ -226,22 +264,11 @@ def serve_command(
 
         origins = list(allow_origin or ())
         parse_origins(origins)  # a bad one stops before the traces are read
-        flight, paths = _flight(paths, rank, rank_regex, compare)
-        options = run_options(
-            link_gbps=link_gbps, align=align, codec_gbps=codec_gbps, ranks=ranks, iterations=iterations
-        )
+        flight, paths = _flight(paths, flags.rank, flags.rank_regex, compare)
+        options = run_options(flags)
         data: ReportData | FlightReport
         if flight is None:
-            inputs = inputs_of(
-                paths,
-                rank=rank,
-                rank_regex=rank_regex,
-                comm_kernels=comm_kernel,
-                include_python=include_python,
-                iteration_range=iteration_range,
-                no_cache=no_cache,
-                cache_dir=cache_dir,
-            )
+            inputs = inputs_of(paths, flags)
             with _helper(SWEEP_PRELOAD) as sweeper:
                 data, files = _report_data(inputs, options, compare, sweeper)
                 data = replace(data, whatif=whatif_of(data))  # the helper's sweep, before it stops
@@ -257,12 +284,7 @@ def serve_command(
 
 def report_command(
     paths: PathsArgument,
-    output: Annotated[
-        Path,
-        typer.Option(
-            "-o", "--output", help="The HTML file to write (standalone: opens offline).", show_default=False
-        ),
-    ],
+    output: OutputOption,
     link_gbps: LinkOption = None,
     align: AlignOption = False,
     ranks: RanksOption = None,
@@ -285,6 +307,25 @@ def report_command(
     stderr), 3 a bug in timeline, 130 interrupted.
     """
     _require_report_extra("report")
+    flags = RunFlags(
+        rank=rank,
+        rank_regex=rank_regex,
+        comm_kernels=comm_kernel,
+        include_python=include_python,
+        iteration_range=iteration_range,
+        no_cache=no_cache,
+        cache_dir=cache_dir,
+        align=align,
+        link_gbps=link_gbps,
+        codec_gbps=codec_gbps,
+        ranks=ranks,
+        iterations=iterations,
+    )
+    _report(paths, flags, output=output, compare=compare)
+
+
+def _report(paths: list[str], flags: RunFlags, *, output: Path, compare: str | None) -> None:
+    """Write the report of the run of ``paths`` (or of its Flight Recorder dumps) to ``output``."""
     with user_errors():
         from timeline.inputs import expand_paths
         from timeline.outputs import check_output
@@ -292,25 +333,14 @@ def report_command(
         reads = [*paths, *([compare] if compare else [])]
         expand_paths(reads)  # a missing input is named before the output
         check_output(output, reads=reads, option="-o")
-        flight, paths = _flight(paths, rank, rank_regex, compare)
-        options = run_options(
-            link_gbps=link_gbps, align=align, codec_gbps=codec_gbps, ranks=ranks, iterations=iterations
-        )
+        flight, paths = _flight(paths, flags.rank, flags.rank_regex, compare)
+        options = run_options(flags)
         if flight is not None:
             from timeline.report.flight_view import write_flight_report
 
             written = write_flight_report(flight, output)
         else:
-            inputs = inputs_of(
-                paths,
-                rank=rank,
-                rank_regex=rank_regex,
-                comm_kernels=comm_kernel,
-                include_python=include_python,
-                iteration_range=iteration_range,
-                no_cache=no_cache,
-                cache_dir=cache_dir,
-            )
+            inputs = inputs_of(paths, flags)
             # A helper starts now and imports bokeh and the what-if engine while the traces are
             # read; it then replays the what-if sweep and draws the page from the data prepared here.
             from timeline.report.drawing import PRELOAD, draw_report

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.common import emit, user_errors
+from cli.common import OutputFlags, emit, user_errors
 from cli.options import JsonOption, MarkdownOption, NoColorOption
 
 if TYPE_CHECKING:
@@ -121,7 +121,12 @@ def seed_command(
 
         render_seed_report(report, console)
 
-    emit(report, draw, json_output=json_output, markdown=markdown, title="timeline seed", no_color=no_color)
+    emit(
+        report,
+        draw,
+        OutputFlags(json_output=json_output, markdown=markdown, no_color=no_color),
+        title="timeline seed",
+    )
 
 
 def _seed_report(

@@ -9,11 +9,12 @@ profile (``.bk.log``) is refused: ``timeline seed`` simulates it (:mod:`cli.seed
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.common import echo_warnings, emit, inputs_of, open_run, user_errors
+from cli.common import OutputFlags, RunFlags, echo_warnings, emit, inputs_of, open_run, user_errors
 from cli.options import (
     CacheDirOption,
     CommKernelOption,
@@ -35,6 +36,8 @@ from cli.options import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rich.console import Console
 
     from timeline.results.whatif import WhatIfReport
@@ -175,41 +178,94 @@ def whatif_command(
     Exit codes: 0 success, 2 bad input or usage (one 'error:' line on stderr), 3 a bug in timeline,
     130 interrupted.
     """
+    flags = RunFlags(
+        rank=rank,
+        rank_regex=rank_regex,
+        comm_kernels=comm_kernel,
+        include_python=include_python,
+        iteration_range=iteration_range,
+        executor=executor,
+        ray_address=ray_address,
+        no_cache=no_cache,
+        cache_dir=cache_dir,
+        dimension=dimension,
+        ranks=ranks,
+    )
+    given = _WhatifOptions(
+        bandwidth=bandwidth,
+        world_size=world_size,
+        compression=compression,
+        buckets=buckets,
+        efficiency=efficiency,
+        link_gbps=link_gbps,
+        latency=latency,
+        algorithm=algorithm,
+        codec_gbps=codec_gbps,
+        target_sf=target_sf,
+        iterations=iterations,
+        iteration=iteration,
+    )
+    out = OutputFlags(json_output=json_output, markdown=markdown, no_color=no_color)
+    _whatif(paths, flags, given, out, verbose=verbose)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _WhatifOptions:
+    """The what-if options as given: what to sweep, the measured link, the cost model, the iterations.
+
+    ``link_gbps``: the link the trace ran on (not ``RunFlags.link_gbps``, the link utilisation is
+    measured against); ``iteration``: ``--iteration``, the old name of ``--iterations``.
+    """
+
+    bandwidth: list[str] | None
+    world_size: str | None
+    compression: str
+    buckets: str
+    efficiency: str | None
+    link_gbps: str | None
+    latency: str | None
+    algorithm: str
+    codec_gbps: float | None
+    target_sf: float | None
+    iterations: str | None
+    iteration: list[int] | None
+
+    def settings(self) -> Settings:
+        """Return the settings to sweep, checked (:func:`~timeline.whatif.settings.parse_settings`)."""
+        from timeline.selection import parse_numbers
+        from timeline.whatif.settings import parse_settings
+
+        chosen = parse_numbers(self.iterations, "--iterations")
+        if self.iteration:
+            chosen = tuple(sorted({*(chosen or ()), *self.iteration}))
+        return parse_settings(
+            bandwidth=self.bandwidth,
+            world_size=self.world_size,
+            compression=self.compression,
+            buckets=self.buckets,
+            algorithm=self.algorithm,
+            latency=self.latency,
+            codec_gbps=self.codec_gbps,
+            target_sf=self.target_sf,
+            iterations=chosen,
+        )
+
+
+def _whatif(
+    paths: list[str], flags: RunFlags, given: _WhatifOptions, out: OutputFlags, *, verbose: bool
+) -> None:
+    """Print the what-if report of the run of ``paths`` under the settings ``given``."""
     with user_errors():
         _refuse_backward_profiles(paths)
         from timeline.selection import parse_numbers
-        from timeline.whatif.settings import parse_measured_links, parse_settings
+        from timeline.whatif.settings import parse_measured_links
 
-        chosen = parse_numbers(iterations, "--iterations")
-        if iteration:
-            chosen = tuple(sorted({*(chosen or ()), *iteration}))
-        settings = parse_settings(
-            bandwidth=bandwidth,
-            world_size=world_size,
-            compression=compression,
-            buckets=buckets,
-            algorithm=algorithm,
-            latency=latency,
-            codec_gbps=codec_gbps,
-            target_sf=target_sf,
-            iterations=chosen,
-        )
-        measured = parse_measured_links(link_gbps)
-        inputs = inputs_of(
-            paths,
-            rank=rank,
-            rank_regex=rank_regex,
-            comm_kernels=comm_kernel,
-            include_python=include_python,
-            executor=executor,
-            ray_address=ray_address,
-            iteration_range=iteration_range,
-            no_cache=no_cache,
-            cache_dir=cache_dir,
-        )
-        selected = parse_numbers(ranks, "--ranks")
+        settings = given.settings()
+        measured = parse_measured_links(given.link_gbps)
+        inputs = inputs_of(paths, flags)
+        selected = parse_numbers(flags.ranks, "--ranks")
         report = _whatif_report(
-            inputs, settings, measured, efficiency=efficiency, dimension=dimension, ranks=selected
+            inputs, settings, measured, efficiency=given.efficiency, dimension=flags.dimension, ranks=selected
         )
     echo_warnings(report.warnings)
 
@@ -218,7 +274,7 @@ def whatif_command(
 
         render_whatif_report(report, console, verbose=verbose)
 
-    emit(report, draw, json_output=json_output, markdown=markdown, title="timeline whatif", no_color=no_color)
+    emit(report, draw, out, title="timeline whatif")
 
 
 def _refuse_backward_profiles(paths: list[str]) -> None:
@@ -247,7 +303,7 @@ def _whatif_report(
     measured: tuple[float | None, DimensionValues],
     *,
     efficiency: str | None,
-    dimension: list[str] | None,
+    dimension: Sequence[str] | None,
     ranks: tuple[int, ...] | None = None,
 ) -> WhatIfReport:
     """Read the run's what-if graph with the measured links, pick the efficiency, and build the report.
@@ -267,7 +323,9 @@ def _whatif_report(
     from timeline.whatif.settings import check_dimensions, check_named, choose_efficiency
 
     link, by_dimension = measured
-    options = RunOptions(link_gbps=link, dimensions=parse_dimension_overrides(dimension or []), ranks=ranks)
+    options = RunOptions(
+        link_gbps=link, dimensions=parse_dimension_overrides(list(dimension or [])), ranks=ranks
+    )
     built = open_run(inputs, options, first=lambda run: run.graph).graph
     check_named([("--link-gbps", d) for d, _ in by_dimension], built.dimensions)
     built = replace(built, dimension_links=by_dimension)
