@@ -1,7 +1,8 @@
 """The exported report as a person sees it, in a real headless Chromium at 1280, 1440 and 1920 pixels.
 
-For every bundled sample and for two shared real traces (the 54 MB ``hta_df_index_resolver`` and the
-8-rank PARAM step), ``timeline report`` writes the page, and Chromium (Debian's, driven by
+For every bundled sample and for three shared real traces (the 54 MB ``hta_df_index_resolver``, the
+8-rank PARAM step and the two-rank Nsight Systems export of NCCL send/recv on H100s), ``timeline
+report`` writes the page, and Chromium (Debian's, driven by
 Playwright, offline) opens it at each width:
 
 - no element, in the page or in bokeh's shadow roots, reaches past the window (an element inside a
@@ -45,6 +46,7 @@ CASES: dict[str, Path] = {
     "horovod_v021": SAMPLES / "horovod" / "horovod_v021.json",
     "hta_df_index_resolver": TRACES / "kineto" / "hta_df_index_resolver",
     "param_dlrm_8rank": TRACES / "kineto" / "param_dlrm_8rank",
+    "nsys_2xh100": TRACES / "nsys" / "nsysai_2xh100_nccl_before.sqlite",  # Nsight Systems export (#38)
 }
 WIDTHS = (1280, 1440, 1920)
 
