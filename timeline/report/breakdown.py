@@ -302,9 +302,12 @@ def summary_tables(data: ReportData) -> list[str]:
     """
     frame = _summary_frame(data)
     tables = []
-    for view in data.views.get_column("view").to_list():
+    views = data.views.select("view", "iteration").rows()
+    for view, iteration in views:
         rows = frame.filter(pl.col("view") == view).select(list(_SUMMARY_HEADERS)).rows()
-        table = _html_table(list(_SUMMARY_HEADERS.values()), [list(r) for r in rows])
+        # a whole-trace row measures the span of the trace, not one step (as timeline analyze says)
+        headers = [h.replace("step", "span") if iteration is None else h for h in _SUMMARY_HEADERS.values()]
+        table = _html_table(headers, [list(r) for r in rows])
         per_dimension = dimension_rows(data, view)
         if per_dimension:
             title = '<div style="font-size:12px;margin-top:8px"><b>Communication per dimension</b></div>'

@@ -257,8 +257,9 @@ def _views(overlap: Overlap) -> pl.DataFrame:
     slowest = grouped.get_column("step_ns").arg_max()
     labels = []
     for i, row in enumerate(grouped.iter_rows(named=True)):
-        name = "whole trace" if row["iteration"] is None else f"iteration {row['iteration']}"
-        label = f"{name} · step {format_ns(row['step_ns'])}"
+        whole = row["iteration"] is None
+        name = "whole trace · span" if whole else f"iteration {row['iteration']} · step"
+        label = f"{name} {format_ns(row['step_ns'])}"
         if row["exposed_comm_ns"] is not None:
             label += f" · exposed {format_ns(row['exposed_comm_ns'])}"
         if i == slowest and grouped.height > 1:

@@ -209,8 +209,10 @@ def gantt_title(data: ReportData, view: int) -> str:
     if data.views.height == 0:
         return "no events to draw"
     row = data.views.row(view, named=True)
-    name = "whole trace" if row["iteration"] is None else f"iteration {row['iteration']}"
-    title = f"{name} · {row['ranks']} rank(s) · longest step {format_ns(row['step_ns'])}"
+    whole = row["iteration"] is None
+    name = "whole trace" if whole else f"iteration {row['iteration']}"
+    longest = "longest span" if whole else "longest step"
+    title = f"{name} · {row['ranks']} rank(s) · {longest} {format_ns(row['step_ns'])}"
     if row["exposed_comm_ns"] is not None:
         title += f" · most exposed communication {format_ns(row['exposed_comm_ns'])}"
     return title
