@@ -2,7 +2,8 @@
 outputs #37-#42 changed on purpose (the typed results' ``--json``: layout 4 with its kind and
 timeline's version, an unmeasured latency null; the words span, exposed/span and idle/span; the
 diagnosis' costs and its basis words; tables and prose fitted to the width, a column left out named;
-notes folded unless --verbose; the NCCL sample's new cases). Before it: 66ccaa8 (the run object of
+notes folded unless --verbose; the NCCL sample's new cases), and the ``report-data`` cases at
+22fe156 (a whole-trace view's label says span, not step). Before it: 66ccaa8 (the run object of
 #36), b607444 and fb33636 (#20 and #21). Regenerated here, nothing skipped.
 
 Each file of ``tests/cli/golden/cases/`` is one case, made by ``tests/cli/golden/regenerate.py``
