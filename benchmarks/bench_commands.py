@@ -215,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(pairs, base=args.base, runs=args.runs, command=" ".join(["python", *sys.argv]))
     print(text)
     if args.out is not None:
-        write_section(args.out, text, start=MARK_START, end=MARK_END, heading=HEADING)
+        # the markers hold the table, under the heading (written once, when the section is new)
+        section = f"{MARK_START}\n{text.removeprefix(HEADING + chr(10) * 2)}{MARK_END}"
+        write_section(args.out, section, start=MARK_START, end=MARK_END, heading=HEADING)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         rows = [
