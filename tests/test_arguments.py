@@ -8,6 +8,7 @@ said "105: no such file"; and ``comm_kernels="gemm"`` was read as the patterns g
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -135,13 +136,20 @@ def test_options_of_analyze_of_another_type_are_named(argument: str, value: obje
 # --- 11. the events frame -------------------------------------------------------------------------
 
 
+def _pandas(events: pl.DataFrame) -> object:
+    """The frame as pandas (the dev extra's), built from its columns: polars' ``to_pandas`` needs
+    pyarrow, which nothing installs."""
+    pandas = importlib.import_module("pandas")  # untyped: no stubs needed for one constructor
+    return pandas.DataFrame(events.to_dict(as_series=False))
+
+
 def _frames(events: pl.DataFrame) -> dict[str, tuple[object, type, str]]:
     """Misused events frames: what is given, the error, the start of its message."""
     return {
         "empty frame": (pl.DataFrame(), UsageError, "events: not the events frame (missing columns rank,"),
         "None": (None, TypeError, "events: None is not a polars DataFrame"),
         "str": ("rank0.json", TypeError, "events: 'rank0.json' is not a polars DataFrame"),
-        "pandas": (events.head(3).to_pandas(), TypeError, "events: a pandas."),
+        "pandas": (_pandas(events.head(3)), TypeError, "events: a pandas."),
         "LazyFrame": (events.lazy(), TypeError, "events: a polars LazyFrame; pass a DataFrame"),
         "str rank": (
             events.with_columns(pl.col("rank").cast(pl.String)),
