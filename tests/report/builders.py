@@ -3,17 +3,33 @@
 from __future__ import annotations
 
 import os
+import queue
 import shutil
+import signal
 import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import polars as pl
 import pytest
 
+from tests.builders import timeline_command
 from timeline.schema import EVENTS_SCHEMA, validate
 
-__all__ = ["CHROMIUM", "GANTT_DRAWN", "LAUNCH_ARGS", "ensure_chromium", "synthetic_events"]
+__all__ = [
+    "CHROMIUM",
+    "GANTT_DRAWN",
+    "LAUNCH_ARGS",
+    "Served",
+    "ensure_chromium",
+    "served",
+    "synthetic_events",
+]
 
 _COMPUTE, _COMM, _COPY = 7, 20, 22
 
@@ -128,3 +144,49 @@ def ensure_chromium() -> Path:
         if done.returncode != 0:
             pytest.fail(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
     return CHROMIUM
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running ``timeline serve``: its process, and the lines of its stdout and stderr as they come."""
+
+    process: subprocess.Popen[str]
+    lines: queue.Queue[str]
+    errors: queue.Queue[str]
+
+
+def _read_lines(stream: IO[str] | None, into: queue.Queue[str]) -> None:
+    for line in stream or ():
+        into.put(line)
+
+
+@contextmanager
+def served(*args: str, stop_timeout_s: float = 60.0) -> Iterator[Served]:
+    """Run ``timeline serve ARGS``; yield it; then Ctrl-C it and require exit status 0.
+
+    If the body fails, or the server does not stop within ``stop_timeout_s``, it is killed. Its
+    output stays readable in :attr:`Served.lines` and :attr:`Served.errors` afterwards.
+    """
+    process = subprocess.Popen(
+        [*timeline_command(), "serve", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    server = Served(process, queue.Queue(), queue.Queue())
+    readers = [
+        threading.Thread(target=_read_lines, args=(process.stdout, server.lines), daemon=True),
+        threading.Thread(target=_read_lines, args=(process.stderr, server.errors), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        yield server
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=stop_timeout_s) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=stop_timeout_s)
+        for reader in readers:
+            reader.join(timeout=10)
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()

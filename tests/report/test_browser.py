@@ -11,11 +11,8 @@ Playwright never downloads a browser of its own.
 
 from __future__ import annotations
 
-import queue
-import signal
 import socket
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.builders import REPO, run_of, timeline_command
-from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium, synthetic_events
+from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium, served, synthetic_events
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs the dev extra: pip install -e '.[dev]'")
@@ -159,29 +156,10 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _read_lines(stream: Any, into: queue.Queue[str]) -> None:
-    for line in stream:
-        into.put(line)
-
-
 def test_served_app_renders_switches_zooms_and_stops_on_ctrl_c(browser: Any, tmp_path: Path) -> None:
     port = _free_port()
-    server = subprocess.Popen(
-        [*timeline_command(), "serve", str(GLOO), "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    errors: queue.Queue[str] = queue.Queue()
-    readers = [
-        threading.Thread(target=_read_lines, args=(server.stdout, lines), daemon=True),
-        threading.Thread(target=_read_lines, args=(server.stderr, errors), daemon=True),
-    ]
-    for reader in readers:
-        reader.start()
-    try:
-        url_line = lines.get(timeout=180)
+    with served(str(GLOO), "--port", str(port), stop_timeout_s=20) as server:
+        url_line = server.lines.get(timeout=180)
         assert url_line == f"serving the timeline report at http://127.0.0.1:{port}/ (Ctrl-C to stop)\n"
         page = _Page(browser)
         page.open(f"http://127.0.0.1:{port}/")
@@ -195,19 +173,7 @@ def test_served_app_renders_switches_zooms_and_stops_on_ctrl_c(browser: Any, tmp
         assert (tmp_path / "served.png").stat().st_size > 10_000
         assert page.errors == []
         page.page.close()
-
-        server.send_signal(signal.SIGINT)
-        assert server.wait(timeout=20) == 0
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(timeout=20)
-        for reader in readers:
-            reader.join(timeout=10)
-        for pipe in (server.stdout, server.stderr):
-            if pipe is not None:
-                pipe.close()
-    stderr = "".join(errors.queue)
+    stderr = "".join(server.errors.queue)
     assert "Traceback" not in stderr
     assert stderr.endswith("stopped\n")
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import queue
 import re
-import signal
-import subprocess
 import threading
 import urllib.error
 import urllib.request
@@ -21,11 +19,11 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.builders import SAMPLES, timeline_command
+from tests.builders import SAMPLES
+from tests.report.builders import served
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
 
@@ -35,43 +33,13 @@ MEMORY_SLACK_MB = 64
 """How far above its memory before the burst the server may stay (it grew by 363 MB before)."""
 
 
-def _read_lines(stream: Any, into: queue.Queue[str]) -> None:
-    for line in stream:
-        into.put(line)
-
-
 @contextmanager
 def _serving() -> Iterator[tuple[str, int, queue.Queue[str]]]:
     """Run ``timeline serve GLOO --port 0``; yield its URL, its pid and its stderr lines; then Ctrl-C."""
-    server = subprocess.Popen(
-        [*timeline_command(), "serve", str(GLOO), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    errors: queue.Queue[str] = queue.Queue()
-    readers = [
-        threading.Thread(target=_read_lines, args=(server.stdout, lines), daemon=True),
-        threading.Thread(target=_read_lines, args=(server.stderr, errors), daemon=True),
-    ]
-    for reader in readers:
-        reader.start()
-    try:
-        found = re.search(r"http://127\.0\.0\.1:\d+/", lines.get(timeout=180))
+    with served(str(GLOO), "--port", "0") as server:
+        found = re.search(r"http://127\.0\.0\.1:\d+/", server.lines.get(timeout=180))
         assert found is not None
-        yield found.group(0), server.pid, errors
-        server.send_signal(signal.SIGINT)
-        assert server.wait(timeout=60) == 0
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(timeout=60)
-        for reader in readers:
-            reader.join(timeout=10)
-        for pipe in (server.stdout, server.stderr):
-            if pipe is not None:
-                pipe.close()
+        yield found.group(0), server.process.pid, server.errors
 
 
 def _get(url: str, timeout_s: float) -> int:

@@ -12,10 +12,7 @@ import base64
 import os
 import queue
 import re
-import signal
 import socket
-import subprocess
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +21,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tests.builders import SAMPLES, timeline_command
+from tests.builders import SAMPLES
+from tests.report.builders import served
 from timeline.errors import UsageError
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
@@ -42,41 +40,11 @@ def _bindable(address: str) -> bool:
     return True
 
 
-def _read_lines(stream: Any, into: queue.Queue[str]) -> None:
-    for line in stream:
-        into.put(line)
-
-
 @contextmanager
 def _serving(*args: str) -> Iterator[tuple[str, queue.Queue[str]]]:
     """Run ``timeline serve GLOO ARGS --port 0``; yield its URL line and stderr lines; then Ctrl-C."""
-    server = subprocess.Popen(
-        [*timeline_command(), "serve", str(GLOO), "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    errors: queue.Queue[str] = queue.Queue()
-    readers = [
-        threading.Thread(target=_read_lines, args=(server.stdout, lines), daemon=True),
-        threading.Thread(target=_read_lines, args=(server.stderr, errors), daemon=True),
-    ]
-    for reader in readers:
-        reader.start()
-    try:
-        yield lines.get(timeout=180), errors
-        server.send_signal(signal.SIGINT)
-        assert server.wait(timeout=60) == 0
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(timeout=60)
-        for reader in readers:
-            reader.join(timeout=10)
-        for pipe in (server.stdout, server.stderr):
-            if pipe is not None:
-                pipe.close()
+    with served(str(GLOO), "--port", "0", *args) as server:
+        yield server.lines.get(timeout=180), server.errors
 
 
 def _handshake(address: str, port: int, origin: str) -> int:

@@ -8,11 +8,7 @@ HTML and in the served app (Debian's headless chromium, as tests/report/test_bro
 
 from __future__ import annotations
 
-import queue
-import signal
 import socket
-import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +16,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.builders import REPO, run_of, run_timeline, timeline_command
-from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium
+from tests.builders import REPO, run_of, run_timeline
+from tests.report.builders import GANTT_DRAWN, LAUNCH_ARGS, ensure_chromium, served
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra: pip install -e '.[report]'")
 
@@ -314,41 +310,11 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _read_lines(stream: Any, into: queue.Queue[str]) -> None:
-    for line in stream:
-        into.put(line)
-
-
 @pytest.mark.slow
 def test_served_report_clicks_to_the_whatif_view(browser: Any, gloo_whatif: Any, tmp_path: Path) -> None:
     port = _free_port()
-    server = subprocess.Popen(
-        [*timeline_command(), "serve", str(GLOO), "--port", str(port), "--host", "127.0.0.1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    errors: queue.Queue[str] = queue.Queue()
-    readers = [
-        threading.Thread(target=_read_lines, args=(server.stdout, lines), daemon=True),
-        threading.Thread(target=_read_lines, args=(server.stderr, errors), daemon=True),
-    ]
-    for reader in readers:
-        reader.start()
-    try:
-        url_line = lines.get(timeout=180)
+    with served(str(GLOO), "--port", str(port), "--host", "127.0.0.1", stop_timeout_s=20) as server:
+        url_line = server.lines.get(timeout=180)
         assert url_line.startswith(f"serving the timeline report at http://127.0.0.1:{port}/"), url_line
         _click_to_whatif(browser, f"http://127.0.0.1:{port}/", gloo_whatif[1], tmp_path / "served.png")
-        server.send_signal(signal.SIGINT)
-        assert server.wait(timeout=20) == 0
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(timeout=20)
-        for reader in readers:
-            reader.join(timeout=10)
-        for pipe in (server.stdout, server.stderr):
-            if pipe is not None:
-                pipe.close()
-    assert "Traceback" not in "".join(errors.queue)
+    assert "Traceback" not in "".join(server.errors.queue)
