@@ -50,6 +50,7 @@ from timeline.outputs import (
     signals_deferred,
     written_beside,
 )
+from timeline.paths import special_kind
 from timeline.trace import Trace
 
 __all__ = [
@@ -368,12 +369,8 @@ def _not_replaceable(
     """Say what ``target`` (of ``lstat`` mode ``mode``) is when timeline did not write it; else None."""
     if stat.S_ISLNK(mode):
         return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return special_kind(mode)  # a FIFO, a device, a socket
     if dataset:
         if not stat.S_ISDIR(mode):
             return "a file, not a directory"
